@@ -1,0 +1,271 @@
+"""``kkb build``: a kernel project becomes two dataset folders and a kernel folder, offline.
+
+Everything is staged in a temporary folder next to the output and moved into place only when the
+whole build succeeded, so a failed build leaves ``build/`` exactly as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from builder import __version__
+from builder.bundle import (HashCache, Manifest, copy_tree, manifest_for, refuse_credentials, select_files,
+                            stage_files, write_metadata)
+from builder.credentials import resolve_owner
+from builder.errors import BundleError
+from builder.render import CSV_CELLS, notebook_text, render_notebook, script_text
+from builder.spec import SPEC_FILE, KernelSpec, load_spec
+
+RUNTIME_SOURCE = Path(__file__).resolve().parent / "kkb_runtime"
+RUNTIME_PACKAGE = "kkb_runtime"
+KERNEL_CONFIG = "kkb_kernel.json"
+KERNEL_METADATA = "kernel-metadata.json"
+HASH_CACHE = ".kkb-hashes.json"
+RESERVED = (RUNTIME_PACKAGE, KERNEL_CONFIG, "manifest.json", "dataset-metadata.json")
+
+# Compile only for the GPU the kernel will get: a full TORCH_CUDA_ARCH_LIST multiplies apex's build time.
+CUDA_ARCH = {"NvidiaTeslaT4": "7.5", "NvidiaTeslaT4Highmem": "7.5", "NvidiaTeslaP100": "6.0",
+             "NvidiaTeslaA100": "8.0", "NvidiaL4": "8.9", "NvidiaL4X1": "8.9", "NvidiaH100": "9.0",
+             "NvidiaRtxPro6000": "12.0"}
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    kernel_dir: Path
+    out_dir: Path | None = None
+    owner: str | None = None
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    spec: KernelSpec
+    kernel_name: str
+    out_dir: Path
+    code_dir: Path
+    weights_dir: Path
+    kernel_dir: Path
+    notebook_path: Path
+    owner: str
+    kernel_id: str
+    code_dataset: str
+    weights_dataset: str | None
+    code_hash: str
+    weights_hash: str | None
+    code_bytes: int
+    weights_bytes: int
+
+
+@dataclass(frozen=True)
+class _Names:
+    owner: str
+    slug: str
+    kernel_id: str
+    code_dataset: str
+    weights_dataset: str
+
+
+def build_kernel(settings: BuildSettings) -> BuildResult:
+    kernel_dir = Path(settings.kernel_dir)
+    spec = load_spec(kernel_dir)
+    names = _names(spec, settings.owner, kernel_dir / SPEC_FILE)
+    out_dir = Path(settings.out_dir) if settings.out_dir else Path("build") / kernel_dir.resolve().name
+    code_files, weights_files = _selections(spec, kernel_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-staging-"))
+    try:
+        result = _build_into(stage, out_dir, spec, names, kernel_dir, code_files, weights_files)
+        _swap_into_place(stage, out_dir)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return result
+
+
+def _names(spec: KernelSpec, owner: str | None, spec_path: Path) -> _Names:
+    owner = resolve_owner(owner, spec.kernel.owner, spec_path)
+    slug = spec.kernel.kernel_slug
+    return _Names(owner, slug, f"{owner}/{slug}", spec.code.dataset or f"{owner}/{_dataset_slug(slug, 'code')}",
+                  spec.weights.dataset or f"{owner}/{_dataset_slug(slug, 'weights')}")
+
+
+def _dataset_slug(kernel_slug: str, suffix: str) -> str:
+    # Kaggle's client wants dataset slugs of 6-50 characters.
+    return f"{kernel_slug[: 49 - len(suffix)].rstrip('-')}-{suffix}"
+
+
+def _title(explicit: str | None, kernel_title: str, suffix: str) -> str:
+    return explicit or f"{kernel_title[: 49 - len(suffix)].rstrip()} {suffix}"
+
+
+def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], dict[str, Path]]:
+    code = select_files(kernel_dir, spec.code.include, spec.code.exclude, "code")
+    weights = select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights")
+    for card in spec.models:
+        source = kernel_dir / card.checkpoint
+        if not source.is_file():
+            raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}.checkpoint: missing weight file {card.checkpoint}",
+                              hint=f"put the checkpoint at {source} or fix the path")
+        weights.setdefault(card.checkpoint, source)
+    for relative in code:
+        if relative.split("/")[0] in RESERVED:
+            raise BundleError(f"{relative}: this name is reserved for kkb in the code dataset", hint="rename the file or folder")
+        if relative in weights:
+            raise BundleError(f"{relative}: selected for both the code and the weights dataset",
+                              hint="add it to [code] exclude or [weights] exclude: weights travel apart from code")
+    refuse_credentials(code, "code")
+    refuse_credentials(weights, "weights")
+    return code, dict(sorted(weights.items()))
+
+
+def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, kernel_dir: Path,
+                code_files: dict[str, Path], weights_files: dict[str, Path]) -> BuildResult:
+    cache = HashCache(out_dir / HASH_CACHE)
+    weights = _stage_weights(stage / "weights", out_dir / "weights", spec, names, kernel_dir, weights_files, cache)
+    cards = weights[2]
+    stage_files(code_files, stage / "code", cache, previous=out_dir / "code")
+    copy_tree(RUNTIME_SOURCE, stage / "code" / RUNTIME_PACKAGE)
+    weights_manifest = weights[0]
+    config = _kernel_config(spec, names, cards, weights_manifest is not None)
+    (stage / "code" / KERNEL_CONFIG).write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
+    code_manifest = manifest_for(stage / "code", names.code_dataset, cache, code_files)
+    write_metadata(stage / "code", names.code_dataset, _title(spec.code.title, spec.kernel.title, "code"), code_manifest)
+    notebook = _write_kernel(stage / "kernel", spec, names, kernel_dir, code_manifest, weights_manifest)
+    cache.path = stage / HASH_CACHE
+    cache.save()
+    final = lambda path: out_dir / path.relative_to(stage)  # noqa: E731 - paths as they will be after the swap
+    return BuildResult(
+        spec=spec, kernel_name=kernel_dir.resolve().name, out_dir=out_dir, code_dir=out_dir / "code",
+        weights_dir=out_dir / "weights", kernel_dir=out_dir / "kernel", notebook_path=final(notebook),
+        owner=names.owner, kernel_id=names.kernel_id, code_dataset=names.code_dataset,
+        weights_dataset=names.weights_dataset if weights_manifest else None, code_hash=code_manifest.content_hash,
+        weights_hash=weights_manifest.content_hash if weights_manifest else None,
+        code_bytes=code_manifest.total_bytes, weights_bytes=weights_manifest.total_bytes if weights_manifest else 0,
+    )
+
+
+def _stage_weights(stage: Path, previous: Path, spec: KernelSpec, names: _Names, kernel_dir: Path,
+                   files: dict[str, Path], cache: HashCache) -> tuple[Manifest | None, Path, list[dict[str, Any]]]:
+    stage.mkdir(parents=True)
+    stage_files(files, stage, cache, previous=previous)
+    cards: list[dict[str, Any]] = []
+    if spec.models:
+        from builder.models import prepare_models  # torch and timm only when a kernel has models
+
+        cards = prepare_models(spec, kernel_dir, stage)
+    if not any(stage.rglob("*")):
+        return None, stage, cards
+    manifest = manifest_for(stage, names.weights_dataset, cache, files)
+    write_metadata(stage, names.weights_dataset, _title(spec.weights.title, spec.kernel.title, "weights"), manifest)
+    return manifest, stage, cards
+
+
+def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]], has_weights: bool) -> dict[str, Any]:
+    return {
+        "kkb_version": __version__,
+        "kernel": {"id": names.kernel_id, "type": spec.kernel.kernel_type, "machine_shape": spec.kernel.machine_shape},
+        "competition": {"slug": spec.competition.slug, "sample_submission": spec.competition.sample_submission},
+        "datasets": {"code": names.code_dataset, "weights": names.weights_dataset if has_weights else None},
+        "steps": [step.model_dump() for step in spec.steps],
+        "submission": spec.submission.model_dump(),
+        "fast_commit": spec.fast_commit.model_dump(),
+        "models": cards,
+        "evaluation_api": spec.evaluation_api.model_dump() if spec.evaluation_api else None,
+    }
+
+
+def _write_kernel(stage: Path, spec: KernelSpec, names: _Names, kernel_dir: Path, code: Manifest,
+                  weights: Manifest | None) -> Path:
+    stage.mkdir(parents=True)
+    provenance = {
+        "builder": "kkb", "builder_version": __version__, "git_commit": _git_commit(kernel_dir),
+        "kernel": names.kernel_id, "spec_sha256": _sha256(kernel_dir / SPEC_FILE),
+        "code_dataset": names.code_dataset, "code_hash": code.content_hash,
+        "weights_dataset": names.weights_dataset if weights else None,
+        "weights_hash": weights.content_hash if weights else None,
+    }
+    context = _template_context(spec, names, kernel_dir, provenance)
+    notebook = render_notebook(CSV_CELLS, context, provenance, kernel_dir / "templates")
+    script = spec.kernel.kernel_type == "script"
+    code_file = stage / f"{names.slug}.{'py' if script else 'ipynb'}"
+    code_file.write_text(script_text(notebook) if script else notebook_text(notebook))
+    (stage / KERNEL_METADATA).write_text(json.dumps(_kernel_metadata(spec, names, code_file.name, weights is not None),
+                                                    indent=1) + "\n")
+    return code_file
+
+
+def _template_context(spec: KernelSpec, names: _Names, kernel_dir: Path, provenance: dict[str, Any]) -> dict[str, Any]:
+    shape = spec.kernel.machine_shape
+    return {
+        "kkb_version": __version__, "title": spec.kernel.title, "kernel_name": kernel_dir.resolve().name,
+        "competition": spec.competition.slug, "git_commit": provenance["git_commit"],
+        "code_dataset": names.code_dataset, "code_hash": provenance["code_hash"],
+        "weights_dataset": provenance["weights_dataset"] or "(none)", "weights_hash": provenance["weights_hash"] or "-",
+        "machine_shape": shape, "cuda_arch_list": CUDA_ARCH.get(shape or ""),
+        "requirements": list(spec.install.requirements), "wheelhouse_expr": _wheelhouse_expr(spec),
+        "source_packages": [{"name": p.name, "path": p.path, "cuda_ext": p.cuda_ext,
+                             "flags": [f for f, on in (("--cpp_ext", p.cpp_ext), ("--cuda_ext", p.cuda_ext)) if on],
+                             "settings": p.model_dump()} for p in spec.install.source_packages],
+        "fast_commit": spec.fast_commit.model_dump(), "steps": [step.model_dump() for step in spec.steps],
+        "weights": [step.weight for step in spec.steps], "submission": spec.submission.model_dump(),
+    }
+
+
+def _wheelhouse_expr(spec: KernelSpec) -> str:
+    """Python source for the wheel folder inside the kernel: an attached dataset, or ``wheels/`` in the code."""
+    if spec.install.wheelhouse:
+        return f"kkb.inputs.find_dataset({spec.install.wheelhouse!r})"
+    return 'CODE_DIR / "wheels"'
+
+
+def _kernel_metadata(spec: KernelSpec, names: _Names, code_file: str, has_weights: bool) -> dict[str, Any]:
+    sources = [names.code_dataset] + ([names.weights_dataset] if has_weights else [])
+    if spec.install.wheelhouse:
+        sources.append(spec.install.wheelhouse)
+    metadata: dict[str, Any] = {
+        "id": names.kernel_id, "title": spec.kernel.title, "code_file": code_file, "language": "python",
+        "kernel_type": spec.kernel.kernel_type, "is_private": spec.kernel.private,
+        "enable_gpu": spec.kernel.uses_gpu, "enable_tpu": spec.kernel.uses_tpu,
+        # The client defaults a missing key to true, and an internet-on version cannot be submitted.
+        "enable_internet": False,
+        "dataset_sources": sources, "competition_sources": [spec.competition.slug],
+        "kernel_sources": [], "model_sources": [],
+    }
+    if spec.kernel.machine_shape:
+        metadata["machine_shape"] = spec.kernel.machine_shape
+    if spec.kernel.docker_image_pinning:
+        metadata["docker_image_pinning_type"] = spec.kernel.docker_image_pinning
+    if spec.kernel.docker_image:
+        metadata["docker_image"] = spec.kernel.docker_image
+    return metadata
+
+
+def _git_commit(folder: Path) -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=folder, capture_output=True, text=True, timeout=10)
+        return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _sha256(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _swap_into_place(stage: Path, out_dir: Path) -> None:
+    """Replace ``out_dir`` with ``stage``; the old build goes only after the new one is in place."""
+    old = out_dir.with_name(f".{out_dir.name}-old")
+    shutil.rmtree(old, ignore_errors=True)
+    if out_dir.exists():
+        out_dir.rename(old)
+    stage.rename(out_dir)
+    shutil.rmtree(old, ignore_errors=True)

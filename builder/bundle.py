@@ -1,0 +1,223 @@
+"""Dataset bundles: which files go in, the refusal of credentials, manifests and content hashes.
+
+A bundle is a folder Kaggle can take as a dataset: the selected files at their paths, a
+``dataset-metadata.json`` and a ``manifest.json`` (path, size and sha256 of every file, plus one
+content hash for the whole dataset). The content hash covers content only, so it changes when and
+only when a file's bytes, name or presence change, and ``kkb push`` can skip unchanged datasets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from builder.errors import BundleError
+
+MANIFEST_FILE = "manifest.json"
+METADATA_FILE = "dataset-metadata.json"
+LICENSE = "CC0-1.0"
+CHUNK = 4 * 1024 * 1024
+
+# Never bundled, whatever the globs say: VCS data, caches, kkb's own state.
+IGNORED_PARTS = {".git", ".hg", ".svn", "__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".mypy_cache",
+                 ".ruff_cache", ".kkb", ".venv", "venv", ".idea", ".vscode", ".DS_Store"}
+IGNORED_SUFFIXES = {".pyc", ".pyo"}
+
+# A file that looks like a credential stops the build: a public or shared dataset is forever.
+CREDENTIAL_NAMES = {"kaggle.json", "access_token", "access_token.txt", "credentials.json", ".env", ".netrc",
+                    ".pypirc", "id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"}
+CREDENTIAL_SUFFIXES = {".pem", ".key", ".p12", ".pfx"}
+CREDENTIAL_PATTERNS = [
+    (re.compile(rb"KAGGLE_KEY\s*[=:]"), "sets KAGGLE_KEY"),
+    (re.compile(rb"KAGGLE_API_TOKEN\s*[=:]"), "sets KAGGLE_API_TOKEN"),
+    (re.compile(rb"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----"), "holds a private key"),
+    (re.compile(rb"\"key\"\s*:\s*\"[0-9a-f]{32}\""), "holds a Kaggle API key"),
+]
+SCAN_LIMIT = 2 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str  # POSIX, relative to the dataset root
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    dataset: str
+    files: tuple[FileEntry, ...]
+
+    @property
+    def content_hash(self) -> str:
+        digest = hashlib.sha256()
+        for entry in self.files:
+            digest.update(f"{entry.path}\0{entry.sha256}\n".encode())
+        return "sha256:" + digest.hexdigest()
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(entry.size for entry in self.files)
+
+    def to_json(self) -> str:
+        return json.dumps({"dataset": self.dataset, "content_hash": self.content_hash,
+                           "files": [vars(entry) for entry in self.files]}, indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def read(cls, path: Path) -> Manifest | None:
+        try:
+            raw = json.loads(path.read_text())
+            return cls(raw["dataset"], tuple(FileEntry(**entry) for entry in raw["files"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def _ignored(relative: Path) -> bool:
+    return any(part in IGNORED_PARTS for part in relative.parts) or relative.suffix in IGNORED_SUFFIXES
+
+
+def select_files(kernel_dir: Path, include: Sequence[str], exclude: Sequence[str], what: str) -> dict[str, Path]:
+    """``{relative posix path: source}`` for the globs, with every pattern required to match."""
+    root = kernel_dir.resolve()
+    selected: dict[str, Path] = {}
+    for pattern in include:
+        matches = [path for path in sorted(root.glob(pattern)) if not _ignored(path.relative_to(root))]
+        files = [f for match in matches for f in _files_under(match, root)]
+        if not files:
+            raise BundleError(f"{kernel_dir / 'kernel.toml'}: [{what}] include pattern '{pattern}' matches no file",
+                              hint=f"fix the pattern or add the file under {kernel_dir}")
+        for path in files:
+            selected[path.relative_to(root).as_posix()] = path
+    for pattern in exclude:
+        for path in root.glob(pattern):
+            for file in _files_under(path, root):
+                selected.pop(file.relative_to(root).as_posix(), None)
+    return dict(sorted(selected.items()))
+
+
+def _files_under(path: Path, root: Path) -> Iterable[Path]:
+    candidates = [path] if not path.is_dir() else sorted(p for p in path.rglob("*") if not p.is_dir())
+    for candidate in candidates:
+        relative = candidate.relative_to(root)
+        if _ignored(relative):
+            continue
+        real = candidate.resolve()
+        if root not in real.parents and real != root:
+            raise BundleError(f"{relative}: resolves to {real}, outside the kernel folder {root}",
+                              hint="copy the file into the kernel folder instead of linking to it")
+        yield candidate
+
+
+def refuse_credentials(files: dict[str, Path], what: str) -> None:
+    """Stop the build on anything that looks like a secret, naming the file (never the secret)."""
+    for relative, path in files.items():
+        name = Path(relative).name
+        if name in CREDENTIAL_NAMES or name.startswith(".env") or Path(relative).suffix in CREDENTIAL_SUFFIXES:
+            raise BundleError(f"{relative}: looks like a credential file; refusing to put it in the {what} dataset",
+                              hint=f"remove it from [{what}] include, or add it to [{what}] exclude")
+        if path.stat().st_size > SCAN_LIMIT:
+            continue
+        head = path.read_bytes()
+        for pattern, description in CREDENTIAL_PATTERNS:
+            if pattern.search(head):
+                raise BundleError(f"{relative}: {description}; refusing to put it in the {what} dataset",
+                                  hint="read secrets from Kaggle Secrets or the environment, never from bundled files")
+
+
+class HashCache:
+    """sha256 by (size, mtime): a rebuild with nothing changed reads stat data, not file contents."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.entries: dict[str, list] = {}
+        if path is not None and path.is_file():
+            try:
+                self.entries = json.loads(path.read_text())
+            except ValueError:
+                self.entries = {}
+
+    def lookup(self, source: Path) -> str | None:
+        stat = source.stat()
+        hit = self.entries.get(str(source))
+        return hit[2] if hit and hit[0] == stat.st_size and hit[1] == stat.st_mtime_ns else None
+
+    def store(self, source: Path, sha256: str) -> None:
+        stat = source.stat()
+        self.entries[str(source)] = [stat.st_size, stat.st_mtime_ns, sha256]
+
+    def save(self) -> None:
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            partial = self.path.with_suffix(".partial")
+            partial.write_text(json.dumps(self.entries, sort_keys=True))
+            os.replace(partial, self.path)
+
+
+def copy_and_hash(source: Path, target: Path) -> str:
+    """One read of the source for both the copy and the hash."""
+    digest = hashlib.sha256()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with source.open("rb") as src, target.open("wb") as dst:
+        while chunk := src.read(CHUNK):
+            digest.update(chunk)
+            dst.write(chunk)
+    return digest.hexdigest()
+
+
+def hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def stage_files(files: dict[str, Path], stage: Path, cache: HashCache, previous: Path | None = None) -> None:
+    """Copy ``files`` into ``stage``; unchanged files are hard-linked from the previous build instead."""
+    previous_manifest = Manifest.read(previous / MANIFEST_FILE) if previous else None
+    previous_hashes = {entry.path: entry.sha256 for entry in previous_manifest.files} if previous_manifest else {}
+    for relative, source in files.items():
+        target = stage / relative
+        known = cache.lookup(source)
+        if known is not None and previous_hashes.get(relative) == known and _link(previous / relative, target):
+            continue
+        cache.store(source, copy_and_hash(source, target))
+
+
+def _link(existing: Path, target: Path) -> bool:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(existing, target)
+        return True
+    except OSError:
+        return False
+
+
+def manifest_for(stage: Path, dataset: str, cache: HashCache | None = None,
+                 sources: dict[str, Path] | None = None) -> Manifest:
+    """The manifest of everything staged (metadata and manifest files excluded)."""
+    entries = []
+    for path in sorted(p for p in stage.rglob("*") if p.is_file()):
+        relative = path.relative_to(stage).as_posix()
+        if relative in (MANIFEST_FILE, METADATA_FILE):
+            continue
+        source = (sources or {}).get(relative)
+        sha = cache.lookup(source) if cache is not None and source is not None else None
+        entries.append(FileEntry(relative, path.stat().st_size, sha or hash_file(path)))
+    return Manifest(dataset, tuple(entries))
+
+
+def write_metadata(stage: Path, dataset: str, title: str, manifest: Manifest) -> None:
+    metadata = {"id": dataset, "title": title, "licenses": [{"name": LICENSE}]}
+    (stage / METADATA_FILE).write_text(json.dumps(metadata, indent=1, sort_keys=True) + "\n")
+    (stage / MANIFEST_FILE).write_text(manifest.to_json())
+
+
+def copy_tree(source: Path, target: Path) -> None:
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True)

@@ -1,0 +1,89 @@
+"""Every error kkb raises on purpose, with the hint that tells the user what to do next.
+
+The library raises these; only ``builder.cli`` turns them into a message and an exit code:
+
+====  =================================================================================
+code  meaning
+====  =================================================================================
+0     success
+1     user or configuration error (spec, paths, a credential in the bundle, ...)
+2     the kernel failed: a dry-run verdict other than OK, a kernel run in ERROR, a
+      submission that Kaggle (or the local Kaggle) refused or could not score
+3     remote API error (HTTP status, refused request, timeout while waiting)
+4     authentication error
+130   interrupted
+====  =================================================================================
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_USER = 1
+EXIT_KERNEL = 2
+EXIT_REMOTE = 3
+EXIT_AUTH = 4
+EXIT_INTERRUPTED = 130
+
+
+class KkbError(Exception):
+    """Base of every error kkb raises on purpose.
+
+    ``message`` says what is wrong (naming the file and key where there is one), ``hint`` says
+    how to fix it. Both are shown to people verbatim, so neither may contain a secret.
+    """
+
+    exit_code = EXIT_USER
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class SpecError(KkbError):
+    """``kernel.toml`` is missing, unreadable or invalid."""
+
+
+class BundleError(KkbError):
+    """A file selection cannot be bundled (missing file, escaping path, credential)."""
+
+
+class TemplateError(KkbError):
+    """A notebook template is missing, broken, or uses an undefined variable."""
+
+
+class ModelError(KkbError):
+    """A model card or checkpoint cannot be rebuilt offline (mismatched keys, unknown arch)."""
+
+
+class DryRunError(KkbError):
+    """The local rehearsal could not run at all (not: the kernel failed; that is a verdict)."""
+
+
+class KernelFailed(KkbError):
+    """The kernel ran and failed: a verdict other than OK, or a submission error."""
+
+    exit_code = EXIT_KERNEL
+
+
+class RemoteError(KkbError):
+    """Kaggle (or a Kaggle-compatible server) refused a request or did not answer in time."""
+
+    exit_code = EXIT_REMOTE
+
+
+class AuthError(RemoteError):
+    """No usable Kaggle credentials, or the server rejected them."""
+
+    exit_code = EXIT_AUTH
+
+
+class LocalKaggleError(KkbError):
+    """The local Kaggle cannot start, or a competition folder or its data directory is invalid."""
+
+
+class WheelhouseError(KkbError):
+    """An offline dependency cannot be resolved, built or installed."""

@@ -1,0 +1,203 @@
+"""The push/submission history of one kernel project: ``kernels/NAME/.kkb/history.jsonl``.
+
+Append-only JSON lines, each written with one ``write`` and fsynced, so a crash leaves at most one
+torn last line (skipped on read) and never a half-rewritten file. Besides what ``kkb history`` shows
+(pushes, runs, submissions, scores), it holds *intent* records written just before a call that
+creates something on Kaggle (a dataset version, a kernel version, a submission): when a push is
+interrupted after Kaggle acted but before the result was recorded, the next run finds the intent,
+sees the server moved on, and adopts that version instead of creating a duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from builder.errors import KkbError
+
+STATE_DIR = ".kkb"
+HISTORY_FILE = "history.jsonl"
+
+# Event names (the "event" key of a record).
+DATASET_INTENT = "dataset-intent"
+DATASET = "dataset"
+KERNEL_INTENT = "kernel-intent"
+PUSH = "push"
+RUN = "run"
+SUBMISSION_INTENT = "submission-intent"
+SUBMISSION = "submission"
+SCORE = "score"
+
+
+def history_path(kernel_dir: Path) -> Path:
+    return Path(kernel_dir) / STATE_DIR / HISTORY_FILE
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One line of ``kkb history``: a push or a submission (with its score when known)."""
+
+    when: str
+    kind: str  # "push" | "submission"
+    kernel: str
+    kernel_version: int | None
+    code_hash: str
+    weights_hash: str
+    code_version: int | None
+    weights_version: int | None
+    submission_ref: int | None
+    status: str
+    score: str
+
+
+class History:
+    """Read and append the records of one kernel project."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def for_kernel(cls, kernel_dir: Path) -> History:
+        return cls(history_path(kernel_dir))
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def append(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one record durably (one write, flush, fsync) and return it."""
+        record = {"time": now_iso(), "event": event, **fields}
+        line = json.dumps(record, sort_keys=True, default=str) + "\n"
+        created = not self.path.exists()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                if _ends_torn(fd):  # a crash mid-write: keep the torn line apart from this record
+                    line = "\n" + line
+                os.write(fd, line.encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if created:
+                _fsync_dir(self.path.parent)  # the new file's name must survive a crash too
+        except OSError as exc:
+            raise KkbError(f"cannot write the push history {self.path}: {exc.strerror or exc}",
+                           hint="check the permissions of the kernel folder") from exc
+        return record
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every complete record, oldest first (a torn or garbled line is skipped)."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise KkbError(f"cannot read the push history {self.path}: {exc.strerror or exc}") from exc
+        return list(_parse_lines(text.splitlines()))
+
+    def last(self, event: str, **match: Any) -> dict[str, Any] | None:
+        """The newest record of ``event`` whose fields equal ``match``."""
+        for record in reversed(self.records()):
+            if record.get("event") == event and all(record.get(k) == v for k, v in match.items()):
+                return record
+        return None
+
+    def open_intent(self, intent: str, done: str, key: str, value: Any) -> dict[str, Any] | None:
+        """The newest ``intent`` record for ``key == value`` not followed by a ``done`` record for it."""
+        for record in reversed(self.records()):
+            if record.get(key) != value:
+                continue
+            if record.get("event") == done:
+                return None
+            if record.get("event") == intent:
+                return record
+        return None
+
+    def last_push(self) -> dict[str, Any] | None:
+        return self.last(PUSH)
+
+    def rows(self) -> list[HistoryRow]:
+        """Pushes and submissions, oldest first, each submission with its latest score record."""
+        records = self.records()
+        scores = {r.get("ref"): r for r in records if r.get("event") == SCORE}
+        rows = []
+        for record in records:
+            if record.get("event") == PUSH:
+                rows.append(_push_row(record))
+            elif record.get("event") == SUBMISSION:
+                rows.append(_submission_row(record, scores.get(record.get("ref"))))
+        return rows
+
+
+def _parse_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line torn by a crash mid-write
+        if isinstance(record, dict) and "event" in record:
+            yield record
+
+
+def _ends_torn(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems cannot fsync a directory
+    finally:
+        os.close(fd)
+
+
+def _push_row(record: dict[str, Any]) -> HistoryRow:
+    return HistoryRow(
+        when=str(record.get("time", "")),
+        kind="push",
+        kernel=str(record.get("kernel", "")),
+        kernel_version=record.get("kernel_version"),
+        code_hash=str(record.get("code_hash") or ""),
+        weights_hash=str(record.get("weights_hash") or ""),
+        code_version=record.get("code_version"),
+        weights_version=record.get("weights_version"),
+        submission_ref=None,
+        status="pushed" if record.get("kernel_pushed") else "unchanged",
+        score="",
+    )
+
+
+def _submission_row(record: dict[str, Any], score: dict[str, Any] | None) -> HistoryRow:
+    status = str(score.get("status", "")) if score else "pending"
+    detail = str(score.get("public_score") or score.get("error_description") or "") if score else ""
+    return HistoryRow(
+        when=str(record.get("time", "")),
+        kind="submission",
+        kernel=str(record.get("kernel", "")),
+        kernel_version=record.get("kernel_version"),
+        code_hash=str(record.get("code_hash") or ""),
+        weights_hash=str(record.get("weights_hash") or ""),
+        code_version=record.get("code_version"),
+        weights_version=record.get("weights_version"),
+        submission_ref=record.get("ref"),
+        status=status,
+        score=detail,
+    )

@@ -1,0 +1,756 @@
+"""The one door to Kaggle: the real ``kaggle`` client, in process, behind a narrow adapter.
+
+This is the only module in ``builder/`` that imports ``kaggle``, and it does so lazily (inside
+functions): the package's ``__init__`` authenticates at import time, printing help to stdout when
+no credentials exist and making an HTTP call when ``KAGGLE_API_TOKEN`` is set.
+
+* :func:`connect` builds an authenticated ``KaggleApi`` that talks to kaggle.com, or to any server
+  speaking Kaggle's API when ``base_url`` / ``$KKB_KAGGLE_API`` is given (only the base URL changes).
+* :class:`KaggleAdapter` exposes the few operations push/submit need. Foreign errors are translated
+  where they enter (``requests`` HTTP errors, errors returned in 200 bodies, the client's own
+  ``ValueError``/``SystemExit``) into :mod:`builder.errors`; transient failures (429, 5xx, dropped
+  connections) are retried with exponential backoff and jitter; secrets never reach a message or log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.metadata
+import importlib.util
+import io
+import json
+import logging
+import os
+import random
+import sys
+import time
+import types
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
+
+from builder.errors import AuthError, KkbError, RemoteError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; importing kaggle at runtime authenticates
+    from kaggle.api.kaggle_api_extended import KaggleApi
+
+ENV_BASE_URL = "KKB_KAGGLE_API"
+PROD_ENDPOINT = "https://api.kaggle.com"
+HIDDEN = "<hidden>"
+
+logger = logging.getLogger("kkb.kaggle")
+
+T = TypeVar("T")
+
+CREDENTIALS_HINT = (
+    "set KAGGLE_USERNAME and KAGGLE_KEY, or put kaggle.json in $KAGGLE_CONFIG_DIR or ~/.kaggle "
+    "(chmod 600), or set KAGGLE_API_TOKEN (https://www.kaggle.com/settings/api)"
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Importing the client without its import-time authentication
+# --------------------------------------------------------------------------------------------
+
+
+def _install_quiet_kaggle_package() -> None:
+    """Register ``kaggle`` as a bare package so importing its submodules skips ``__init__``.
+
+    ``kaggle/__init__.py`` runs ``KaggleApi().authenticate()`` at import: it prints auth help to
+    stdout, may call the network (``KAGGLE_API_TOKEN`` → IntrospectToken against PROD) and reads
+    credentials before we have pointed anything anywhere. ``kaggle_api_extended`` only needs
+    ``kaggle.__version__`` from the package, which we provide.
+    """
+    if "kaggle" in sys.modules:
+        return
+    spec = importlib.util.find_spec("kaggle")  # finds the package without executing it
+    if spec is None or spec.submodule_search_locations is None:
+        raise KkbError(
+            "the kaggle client is not installed",
+            hint="pip install 'kaggle==2.2.5' six (kaggle 2.2.5 imports six without declaring it)",
+        )
+    package = types.ModuleType("kaggle")
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__spec__ = spec
+    package.__file__ = spec.origin
+    package.__package__ = "kaggle"
+    package.__version__ = importlib.metadata.version("kaggle")  # type: ignore[attr-defined]
+    sys.modules["kaggle"] = package
+
+
+@functools.lru_cache(maxsize=1)
+def _api_class() -> type[KaggleApi]:
+    """The ``KaggleApi`` subclass kkb uses (built once, on first use)."""
+    _install_quiet_kaggle_package()
+    try:
+        from kaggle.api.kaggle_api_extended import KaggleApi
+        from kaggle.models.kaggle_models_extended import ResumableUploadResult
+        from kagglesdk import KaggleClient
+        from kagglesdk.kaggle_env import KaggleEnv
+    except ModuleNotFoundError as exc:  # six is the usual culprit (kaggle-api.md §0.2)
+        raise KkbError(f"the kaggle client cannot be imported: {exc}", hint="pip install 'kaggle==2.2.5' six") from exc
+
+    class KkbKaggleApi(KaggleApi):
+        """``KaggleApi`` with a configurable base URL; nothing else about the wire changes."""
+
+        kkb_endpoint: str | None = None
+        kkb_uploaded_bytes: int = 0
+        kkb_on_upload: Callable[[str, int], None] | None = None
+
+        def build_kaggle_client(self) -> Any:
+            # verbose is forced off: the client's verbose mode prints the Authorization header.
+            args = [arg for arg in self.args if arg not in ("--verbose", "-v")]
+            creds = {
+                "username": self.config_values.get(self.CONFIG_NAME_USER),
+                "password": self.config_values.get(self.CONFIG_NAME_KEY),
+                "api_token": self.config_values.get(self.CONFIG_NAME_TOKEN),
+                "response_processor": _log_newer_client_version,
+            }
+            if self.kkb_endpoint is None:
+                return KaggleApi.build_kaggle_client_with_params(args=args, **creds)
+            if self.kkb_endpoint == PROD_ENDPOINT:
+                return KaggleClient(env=KaggleEnv.PROD, verbose=False, **creds)
+            # TEST gives the non-production URL shape ({base}/api/v1/...) and no IAP header;
+            # only its endpoint (hard-wired to localhost:7777) is replaced.
+            client = KaggleClient(env=KaggleEnv.TEST, verbose=False, **creds)
+            client.http_client()._endpoint = self.kkb_endpoint
+            return client
+
+        def upload_complete(self, path: str, url: str, quiet: bool, resume: bool = False) -> Any:
+            # Counted here (not guessed from the folder) so "a no-op push uploads zero bytes" is measured.
+            result = super().upload_complete(path, url, quiet, resume=resume)
+            if result == ResumableUploadResult.COMPLETE:
+                size = os.path.getsize(path)
+                self.kkb_uploaded_bytes += size
+                if self.kkb_on_upload is not None:
+                    self.kkb_on_upload(os.path.basename(path), size)
+            return result
+
+    return KkbKaggleApi
+
+
+def _log_newer_client_version(response: Any) -> None:
+    """Replaces the client's version check, which prints to stdout."""
+    latest = response.headers.get("X-Kaggle-APIVersion")
+    if latest:
+        logger.debug("server reports kaggle client version %s", latest)
+
+
+# --------------------------------------------------------------------------------------------
+# connect()
+# --------------------------------------------------------------------------------------------
+
+
+def resolve_base_url(base_url: str | None = None) -> str | None:
+    """``base_url``, else ``$KKB_KAGGLE_API``, else None (kaggle.com), validated and normalised."""
+    raw = base_url if base_url is not None else os.environ.get(ENV_BASE_URL) or None
+    if raw is None:
+        return None
+    parts = urlsplit(raw.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        source = "base_url" if base_url is not None else f"${ENV_BASE_URL}"
+        raise KkbError(
+            f"{source} '{raw}' is not an http(s) URL",
+            hint=f"write it as http://HOST:PORT, e.g. {ENV_BASE_URL}=http://127.0.0.1:8765",
+        )
+    endpoint = raw.strip().rstrip("/")
+    # The client appends /api/v1/... for non-production servers; accept a base that already has /api.
+    if endpoint.endswith("/api"):
+        endpoint = endpoint[: -len("/api")]
+    return endpoint
+
+
+def _config_dir() -> str:
+    """Where kaggle.json lives, decided now (the client decides once, at import, in its class body)."""
+    configured = os.environ.get("KAGGLE_CONFIG_DIR")
+    if configured:
+        return configured
+    legacy = os.path.join(os.path.expanduser("~"), ".kaggle")
+    if sys.platform.startswith("linux") and not os.path.exists(legacy):
+        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+        return os.path.join(xdg, "kaggle")
+    return legacy
+
+
+def connect(base_url: str | None = None) -> KaggleApi:
+    """An authenticated in-process ``KaggleApi`` pointed at ``base_url`` / ``$KKB_KAGGLE_API`` / kaggle.com.
+
+    Credentials come from the standard places, in the client's own order: ``KAGGLE_API_TOKEN``
+    (or ``~/.kaggle/access_token``), then ``KAGGLE_USERNAME``/``KAGGLE_KEY`` or ``kaggle.json``,
+    then OAuth credentials. Raises :class:`AuthError` when none are found.
+    """
+    endpoint = resolve_base_url(base_url)
+    api = _api_class()()
+    api.kkb_endpoint = endpoint
+    api.config_dir = _config_dir()
+    api.config = os.path.join(api.config_dir, api.config_file)
+    with client_output("authenticating"):
+        try:
+            api.authenticate()
+        except SystemExit as exc:  # the client calls exit(1) when it finds no credentials
+            raise AuthError("no Kaggle credentials found", hint=CREDENTIALS_HINT) from exc
+        except Exception as exc:  # noqa: BLE001 - translated, not swallowed
+            raise translate_error(exc, "authenticating", endpoint=endpoint) from exc
+    return api
+
+
+# --------------------------------------------------------------------------------------------
+# Secrets and the client's own chatter
+# --------------------------------------------------------------------------------------------
+
+
+def _secret_values() -> list[str]:
+    values = [os.environ.get(name, "") for name in ("KAGGLE_KEY", "KAGGLE_API_TOKEN")]
+    return [value for value in values if len(value) >= 4]
+
+
+def scrub(text: str, extra: tuple[str, ...] = ()) -> str:
+    """``text`` with every known secret value replaced by ``<hidden>``."""
+    for secret in [*_secret_values(), *(value for value in extra if value and len(value) >= 4)]:
+        text = text.replace(secret, HIDDEN)
+    return text
+
+
+@contextlib.contextmanager
+def client_output(action: str, secrets: tuple[str, ...] = ()) -> Iterator[None]:
+    """Capture what the client prints (it prints progress, warnings and errors) into the debug log.
+
+    The library never prints; the client's stdout/stderr lines go to ``kkb.kaggle`` at DEBUG, scrubbed.
+    """
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+            yield
+    finally:
+        text = buffer.getvalue().strip()
+        if text:
+            logger.debug("kaggle client output while %s:\n%s", action, scrub(text, secrets))
+
+
+# --------------------------------------------------------------------------------------------
+# Error translation
+# --------------------------------------------------------------------------------------------
+
+
+def _status_of(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None)
+
+
+def _server_message(exc: BaseException) -> str:
+    """The server's own words: the client raises HTTPError(body["message"]) for JSON error bodies."""
+    response = getattr(exc, "response", None)
+    if response is not None:
+        with contextlib.suppress(Exception):
+            body = response.json()
+            if isinstance(body, dict) and body.get("message"):
+                return str(body["message"])
+    return str(exc)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """429, 5xx and dropped or refused connections: worth another try."""
+    import requests
+
+    status = _status_of(exc)
+    if status is not None:
+        return status == 429 or status >= 500
+    return isinstance(exc, (requests.ConnectionError, requests.Timeout)) or _is_urllib3_connection(exc)
+
+
+def _is_urllib3_connection(exc: BaseException) -> bool:
+    import urllib3.exceptions as u3
+
+    return isinstance(exc, (u3.ProtocolError, u3.NewConnectionError, u3.ConnectTimeoutError))
+
+
+def request_never_sent(exc: BaseException) -> bool:
+    """True when the server cannot have acted on the request (refused connection, 429)."""
+    import requests
+
+    if _status_of(exc) == 429:
+        return True
+    return isinstance(exc, requests.exceptions.ConnectTimeout) or (
+        isinstance(exc, requests.ConnectionError) and "NewConnectionError" in repr(exc)
+    )
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    value = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def translate_error(exc: BaseException, action: str, *, endpoint: str | None = None, subject: str = "") -> KkbError:
+    """A foreign exception from the client → the matching :mod:`builder.errors` class with a hint."""
+    import requests
+
+    if isinstance(exc, KkbError):
+        return exc
+    where = endpoint or "kaggle.com"
+    what = f" {subject}" if subject else ""
+    status = _status_of(exc)
+    message = scrub(_server_message(exc))
+    if status is not None:
+        return _http_error(status, action, what, message, where)
+    if isinstance(exc, (requests.ConnectionError, requests.Timeout)) or _is_urllib3_connection(exc):
+        return RemoteError(
+            f"could not reach the Kaggle API at {where} while {action}{what}: {type(exc).__name__}",
+            hint=f"check the network, or ${ENV_BASE_URL} if you point kkb at another server",
+        )
+    if isinstance(exc, ValueError):  # the client's own validation of metadata and arguments
+        return KkbError(f"the kaggle client refused {action}{what}: {message}", hint="check the build output's metadata")
+    return RemoteError(f"unexpected error from the kaggle client while {action}{what}: {type(exc).__name__}: {message}")
+
+
+def _http_error(status: int, action: str, what: str, message: str, where: str) -> KkbError:
+    text = f"Kaggle answered HTTP {status} while {action}{what}: {message}"
+    if status == 401:
+        return AuthError(text, hint=f"the credentials were rejected by {where}; {CREDENTIALS_HINT}")
+    if status == 403:
+        return AuthError(
+            text,
+            hint="accept the competition rules on its /rules page, and check that [kernel] owner matches your "
+            "Kaggle username",
+        )
+    if status == 404:
+        return RemoteError(text, hint="check the owner and slug (kernel.toml), and that the resource exists")
+    if status == 409:
+        return RemoteError(text, hint="the title or slug is already used by another kernel or dataset of yours")
+    if status == 429:
+        return RemoteError(text, hint="Kaggle is rate-limiting this account; wait a few minutes and run it again")
+    if status >= 500:
+        return RemoteError(text, hint="a Kaggle-side error; run the same command again later (it resumes)")
+    return RemoteError(text)
+
+
+class TransientRemoteError(RemoteError):
+    """A 429, 5xx or dropped connection that outlived the retries, or hit a non-idempotent call.
+
+    The server may or may not have acted: callers check its state before trying again.
+    """
+
+
+# --------------------------------------------------------------------------------------------
+# Retries
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter: try ``attempts`` times, sleeping up to ``base * factor**n``."""
+
+    attempts: int = 6
+    base_seconds: float = 0.5
+    factor: float = 2.0
+    max_seconds: float = 30.0
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        ceiling = min(self.max_seconds, self.base_seconds * self.factor**attempt)
+        # Half fixed, half random: never zero, still spreads clients apart.
+        return ceiling / 2 + rng.uniform(0, ceiling / 2)
+
+
+# --------------------------------------------------------------------------------------------
+# Plain results the rest of kkb sees (never the client's own objects)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DatasetPushed:
+    ref: str
+    url: str
+
+
+@dataclass(frozen=True)
+class KernelPushed:
+    ref: str
+    url: str
+    version: int | None
+
+
+@dataclass(frozen=True)
+class KernelStatus:
+    status: str  # lower-case KernelWorkerStatus name: queued, running, complete, error, ...
+    failure_message: str
+
+
+@dataclass(frozen=True)
+class Submission:
+    ref: int
+    status: str  # lower-case SubmissionStatus name: pending, complete, error
+    public_score: str
+    private_score: str
+    error_description: str
+    description: str
+    date: str
+
+
+@dataclass
+class KaggleAdapter:
+    """The operations push/submit/status/logs need, in kkb's terms.
+
+    Built with :meth:`connect`; tests may build one around a stub ``api`` (the seam twine uses).
+    """
+
+    api: Any
+    endpoint: str | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    sleep: Callable[[float], None] = time.sleep
+    rng: random.Random = field(default_factory=random.Random)
+    on_retry: Callable[[str, BaseException, float], None] | None = None
+
+    @classmethod
+    def connect(cls, base_url: str | None = None, **kwargs: Any) -> KaggleAdapter:
+        endpoint = resolve_base_url(base_url)
+        return cls(api=connect(endpoint), endpoint=endpoint, **kwargs)
+
+    # -- identity -----------------------------------------------------------------------------
+
+    @property
+    def username(self) -> str:
+        name = self.api.config_values.get("username")
+        if not name:
+            raise AuthError("the Kaggle credentials do not name a user", hint=CREDENTIALS_HINT)
+        return str(name)
+
+    @property
+    def uploaded_bytes(self) -> int:
+        return int(getattr(self.api, "kkb_uploaded_bytes", 0))
+
+    def set_upload_callback(self, callback: Callable[[str, int], None] | None) -> None:
+        self.api.kkb_on_upload = callback
+
+    def web_url(self, path: str) -> str:
+        base = "https://www.kaggle.com" if self.endpoint in (None, PROD_ENDPOINT) else self.endpoint
+        return f"{base}/{path.lstrip('/')}"
+
+    # -- the call wrapper ---------------------------------------------------------------------
+
+    def call(self, action: str, fn: Callable[[], T], *, subject: str = "", idempotent: bool = True) -> T:
+        """Run ``fn`` with the client's output captured, retrying transient failures.
+
+        A non-idempotent call (creating a version, a submission) is retried only when the server
+        cannot have acted on it (refused connection, 429); a 5xx or a dropped connection then is
+        raised as a :class:`TransientRemoteError` so the caller can look at the
+        server's state before trying again (and not create a duplicate).
+        """
+        attempt = 0
+        while True:
+            try:
+                with client_output(action, self._secrets()):
+                    return fn()
+            except KkbError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - every path translates or re-raises
+                retryable = is_transient(exc) and (idempotent or request_never_sent(exc))
+                attempt += 1
+                if not retryable or attempt >= self.retry.attempts:
+                    error = translate_error(exc, action, endpoint=self.endpoint, subject=subject)
+                    if is_transient(exc) and type(error) is RemoteError:
+                        error = TransientRemoteError(error.message, error.hint)
+                    raise error from exc
+                delay = _retry_after(exc)
+                delay = self.retry.delay(attempt - 1, self.rng) if delay is None else min(delay, self.retry.max_seconds)
+                logger.info("retrying %s in %.1fs after %s", action, delay, scrub(_describe(exc)))
+                if self.on_retry is not None:
+                    self.on_retry(action, exc, delay)
+                self.sleep(delay)
+
+    def _secrets(self) -> tuple[str, ...]:
+        values = getattr(self.api, "config_values", {}) or {}
+        return tuple(str(values[k]) for k in ("key", "token") if values.get(k))
+
+    def _client(self) -> Any:
+        return self.api.build_kaggle_client()
+
+    # -- datasets -----------------------------------------------------------------------------
+
+    def dataset_status(self, ref: str) -> str | None:
+        """Lower-case status of the dataset's latest version (``ready``, ...), or None if it does not exist."""
+        from kagglesdk.datasets.types.dataset_api_service import ApiGetDatasetStatusRequest
+
+        owner, slug = _split_ref(ref)
+
+        def get() -> str | None:
+            request = ApiGetDatasetStatusRequest()
+            request.owner_slug, request.dataset_slug = owner, slug
+            with self._client() as kaggle:
+                try:
+                    return kaggle.datasets.dataset_api_client.get_dataset_status(request).status.name.lower()
+                except Exception as exc:
+                    if _status_of(exc) in (403, 404):  # Kaggle answers 403 for a slug that is not yours
+                        return None
+                    raise
+
+        return self.call("reading the dataset status", get, subject=ref)
+
+    def dataset_version(self, ref: str) -> int | None:
+        """The dataset's current version number (None when the server does not say)."""
+        from kagglesdk.datasets.types.dataset_api_service import ApiGetDatasetRequest
+
+        owner, slug = _split_ref(ref)
+
+        def get() -> int | None:
+            request = ApiGetDatasetRequest()
+            request.owner_slug, request.dataset_slug = owner, slug
+            with self._client() as kaggle:
+                number = kaggle.datasets.dataset_api_client.get_dataset(request).current_version_number
+            return int(number) if number else None
+
+        return self.call("reading the dataset version", get, subject=ref)
+
+    def dataset_file(self, ref: str, file_name: str) -> bytes | None:
+        """One file of the dataset's latest version, or None when it or the dataset is missing."""
+        from kagglesdk.datasets.types.dataset_api_service import ApiDownloadDatasetRequest
+
+        owner, slug = _split_ref(ref)
+
+        def get() -> bytes | None:
+            request = ApiDownloadDatasetRequest()
+            request.owner_slug, request.dataset_slug, request.file_name = owner, slug, file_name
+            with self._client() as kaggle:
+                try:
+                    response = kaggle.datasets.dataset_api_client.download_dataset(request)
+                except Exception as exc:
+                    if _status_of(exc) in (403, 404):
+                        return None
+                    raise
+                return _unwrap_zip(response.content, file_name)
+
+        return self.call("downloading a dataset file", get, subject=f"{ref}/{file_name}")
+
+    def create_dataset(self, folder: Path, *, public: bool = False) -> DatasetPushed:
+        def create() -> Any:
+            return self.api.dataset_create_new(str(folder), public=public, quiet=True, dir_mode="tar")
+
+        response = self.call("creating the dataset", create, subject=_folder_ref(folder), idempotent=False)
+        return self._dataset_pushed(response, "creating the dataset", folder)
+
+    def version_dataset(self, folder: Path, notes: str) -> DatasetPushed:
+        def version() -> Any:
+            return self.api.dataset_create_version(str(folder), notes, quiet=True, dir_mode="tar")
+
+        response = self.call("creating a dataset version", version, subject=_folder_ref(folder), idempotent=False)
+        return self._dataset_pushed(response, "creating a dataset version", folder)
+
+    def _dataset_pushed(self, response: Any, action: str, folder: Path) -> DatasetPushed:
+        # The client returns refusals in a 200 body (status "error") and the kaggle CLI exits 0 on them.
+        error = getattr(response, "error", None) or ""
+        status = str(getattr(response, "status", "") or "").lower()
+        invalid_tags = list(getattr(response, "invalid_tags", None) or [])
+        if error or status == "error":
+            raise RemoteError(
+                f"Kaggle refused {action} {_folder_ref(folder)}: {scrub(error or 'status error')}",
+                hint="see the dataset-metadata.json in " + str(folder),
+            )
+        if invalid_tags:
+            logger.info("Kaggle ignored invalid dataset tags: %s", invalid_tags)
+        return DatasetPushed(ref=str(getattr(response, "ref", "") or _folder_ref(folder)), url=str(response.url or ""))
+
+    # -- kernels ------------------------------------------------------------------------------
+
+    def kernel_version(self, kernel: str) -> int | None:
+        """The kernel's current version number, or None when it does not exist (yet)."""
+        from kagglesdk.kernels.types.kernels_api_service import ApiGetKernelRequest
+
+        owner, slug = _split_ref(kernel)
+
+        def get() -> int | None:
+            request = ApiGetKernelRequest()
+            request.user_name, request.kernel_slug = owner, slug
+            with self._client() as kaggle:
+                try:
+                    metadata = kaggle.kernels.kernels_api_client.get_kernel(request).metadata
+                except Exception as exc:
+                    if _status_of(exc) in (403, 404):
+                        return None
+                    raise
+            number = getattr(metadata, "current_version_number", None)
+            return int(number) if number else None
+
+        return self.call("reading the kernel", get, subject=kernel)
+
+    def push_kernel(self, folder: Path, *, timeout_seconds: int | None = None) -> KernelPushed:
+        """``SaveKernel`` from a folder holding ``kernel-metadata.json`` and the notebook."""
+
+        def push() -> Any:
+            timeout = str(timeout_seconds) if timeout_seconds else None
+            return self.api.kernels_push(str(folder), timeout=timeout)
+
+        response = self.call("pushing the kernel", push, subject=str(folder), idempotent=False)
+        return self._kernel_pushed(response)
+
+    def _kernel_pushed(self, response: Any) -> KernelPushed:
+        error = getattr(response, "error", None) or ""
+        if error:
+            raise RemoteError(f"Kaggle refused the kernel push: {scrub(error)}", hint=_kernel_error_hint(error))
+        invalid = {
+            "dataset": list(getattr(response, "invalid_dataset_sources", None) or []),
+            "competition": list(getattr(response, "invalid_competition_sources", None) or []),
+            "kernel": list(getattr(response, "invalid_kernel_sources", None) or []),
+            "model": list(getattr(response, "invalid_model_sources", None) or []),
+        }
+        bad = {kind: names for kind, names in invalid.items() if names}
+        if bad:
+            # Kaggle still saves the kernel, just without those inputs: the run would fail later, so stop now.
+            listing = "; ".join(f"{kind} sources {names}" for kind, names in bad.items())
+            raise RemoteError(
+                f"Kaggle did not attach these inputs to the kernel: {listing}",
+                hint="a dataset must be ready and yours (or public); the competition slug must exist and its rules "
+                "be accepted",
+            )
+        version = getattr(response, "version_number", None)
+        ref = str(getattr(response, "ref", "") or "")
+        return KernelPushed(ref=ref, url=str(getattr(response, "url", "") or ""), version=int(version) if version else None)
+
+    def kernel_status(self, kernel: str, version: int | None = None) -> KernelStatus:
+        from kagglesdk.kernels.types.kernels_api_service import ApiGetKernelSessionStatusRequest
+
+        owner, slug = _split_ref(kernel)
+
+        def get() -> KernelStatus:
+            request = ApiGetKernelSessionStatusRequest()
+            request.user_name, request.kernel_slug = owner, slug
+            if version:
+                request.version_label = f"v{version}"
+            with self._client() as kaggle:
+                response = kaggle.kernels.kernels_api_client.get_kernel_session_status(request)
+            return KernelStatus(status=response.status.name.lower(), failure_message=response.failure_message or "")
+
+        return self.call("reading the kernel status", get, subject=_versioned(kernel, version))
+
+    def kernel_log(self, kernel: str, version: int | None = None) -> list[dict[str, Any]]:
+        """The run's log as Kaggle stores it: ``[{"stream_name", "time", "data"}, ...]`` (empty if none)."""
+        from kagglesdk.kernels.types.kernels_api_service import ApiListKernelSessionOutputRequest
+
+        owner, slug = _split_ref(kernel)
+
+        def get() -> str:
+            request = ApiListKernelSessionOutputRequest()
+            request.user_name, request.kernel_slug = owner, slug
+            request.page_size, request.page_token = 20, ""
+            if version:
+                request.version_label = f"v{version}"
+            with self._client() as kaggle:
+                return kaggle.kernels.kernels_api_client.list_kernel_session_output(request).log or ""
+
+        return parse_log(self.call("fetching the kernel log", get, subject=_versioned(kernel, version)))
+
+    # -- competitions -------------------------------------------------------------------------
+
+    def submit_code(
+        self, competition: str, kernel: str, version: int, file_name: str, message: str
+    ) -> tuple[int, str]:
+        """``CreateCodeSubmission``: returns (submission ref, the server's message)."""
+
+        def submit() -> Any:
+            return self.api.competition_submit_code(
+                file_name, message, competition=competition, kernel=kernel, kernel_version=version, quiet=True
+            )
+
+        response = self.call("submitting to the competition", submit, subject=competition, idempotent=False)
+        ref = getattr(response, "ref", None)
+        server_message = str(getattr(response, "message", "") or "")
+        if not ref:
+            raise RemoteError(
+                f"Kaggle did not accept the submission to {competition}: {scrub(server_message) or 'no submission ref'}",
+                hint="check the daily submission limit and that the kernel version finished",
+            )
+        return int(ref), server_message
+
+    def submission(self, ref: int) -> Submission:
+        def get() -> Any:
+            from kagglesdk.competitions.types.competition_api_service import ApiGetSubmissionRequest
+
+            request = ApiGetSubmissionRequest()
+            request.ref = int(ref)
+            with self._client() as kaggle:
+                return kaggle.competitions.competition_api_client.get_submission(request)
+
+        return _submission(self.call("reading the submission", get, subject=f"#{ref}"))
+
+    def submissions(self, competition: str) -> list[Submission]:
+        def get() -> Any:
+            return self.api.competition_submissions(competition)
+
+        return [_submission(item) for item in self.call("listing submissions", get, subject=competition) or []]
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _describe(exc: BaseException) -> str:
+    status = _status_of(exc)
+    return f"HTTP {status}" if status is not None else type(exc).__name__
+
+
+def _split_ref(ref: str) -> tuple[str, str]:
+    owner, _, slug = ref.partition("/")
+    if not owner or not slug or "/" in slug:
+        raise KkbError(f"'{ref}' is not an 'owner/slug' reference")
+    return owner, slug
+
+
+def _versioned(ref: str, version: int | None) -> str:
+    return f"{ref} v{version}" if version else ref
+
+
+def _folder_ref(folder: Path) -> str:
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        return str(json.loads((folder / "dataset-metadata.json").read_text())["id"])
+    return str(folder)
+
+
+def _unwrap_zip(content: bytes, file_name: str) -> bytes:
+    """Kaggle may hand a single file back zipped (``name.zip``)."""
+    if content[:4] != b"PK\x03\x04":
+        return content
+    with zipfile.ZipFile(io.BytesIO(content)) as archive:
+        names = archive.namelist()
+        member = file_name if file_name in names else names[0]
+        return archive.read(member)
+
+
+def _kernel_error_hint(error: str) -> str:
+    lowered = error.lower()
+    if "not found" in lowered:
+        return "the kernel id in kernel-metadata.json must be owner/slugify(title) and owned by you"
+    if "title" in lowered or "slug" in lowered:
+        return "Kaggle derives the slug from the title: keep [kernel] title and slug consistent"
+    return "see kernel-metadata.json in the build output"
+
+
+def parse_log(text: str) -> list[dict[str, Any]]:
+    """Kaggle's log is a JSON array of ``{stream_name, time, data}``; tolerate plain text too."""
+    if not text.strip():
+        return []
+    with contextlib.suppress(ValueError):
+        entries = json.loads(text)
+        if isinstance(entries, list):
+            return [entry for entry in entries if isinstance(entry, dict)]
+    return [{"stream_name": "stdout", "time": 0.0, "data": text}]
+
+
+def _submission(item: Any) -> Submission:
+    status = getattr(item, "status", None)
+    name = getattr(status, "name", str(status or "pending")).lower()
+    date = getattr(item, "date", None)
+    return Submission(
+        ref=int(getattr(item, "ref", 0) or 0),
+        status=name,
+        public_score=str(getattr(item, "public_score", "") or ""),
+        private_score=str(getattr(item, "private_score", "") or ""),
+        error_description=str(getattr(item, "error_description", "") or ""),
+        description=str(getattr(item, "description", "") or ""),
+        date=date.isoformat() if hasattr(date, "isoformat") else str(date or ""),
+    )

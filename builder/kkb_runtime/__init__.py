@@ -1,0 +1,121 @@
+"""kkb's kernel-side runtime: shipped in the code dataset, imported by the rendered notebook.
+
+Only the standard library, numpy and pandas at import time; torch, timm and albumentations are
+imported inside the functions that need them, so the fast-commit path stays fast. Never imports
+``builder``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import commit, install, submission
+from .config import KernelConfig, load_config
+from .inputs import Inputs, InputNotFound, input_tree, kaggle_root, resolve_inputs
+from .steps import StepFailed, StepResult, record_steps, run_step
+from .submission import SubmissionError
+
+__all__ = ["InputNotFound", "KernelRun", "StepFailed", "SubmissionError", "start"]
+
+
+@dataclass
+class KernelRun:
+    """The state one notebook run carries from cell to cell."""
+
+    config: KernelConfig
+    inputs: Inputs
+    sample: pd.DataFrame
+    finished: bool = False
+    decision: commit.FastCommitDecision | None = None
+    steps: list[StepResult] = field(default_factory=list)
+    predictions: pd.DataFrame | None = None
+    written: Path | None = None
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def id_column(self) -> str:
+        return str(self.config.submission["id_column"])
+
+    @property
+    def targets(self) -> list[str]:
+        return submission.target_columns(self.sample, self.id_column, self.config.submission.get("target_columns") or ())
+
+    @property
+    def submission_path(self) -> Path:
+        return self.inputs.working / str(self.config.submission["file"])
+
+    def fast_commit(self) -> commit.FastCommitDecision:
+        """Decide, and for ``write = "sample"`` write the sample's own (valid) file and finish."""
+        self.decision = commit.decide(self.config.fast_commit, len(self.sample))
+        print(f"[kkb] {self.decision.reason}", flush=True)
+        if self.decision.fast and self.decision.write == "sample":
+            self.predictions = self.sample.copy()
+            self.check_and_write()
+        return self.decision
+
+    def run_steps(self) -> list[StepResult]:
+        if self.finished:
+            return self.steps
+        out_dir = self.inputs.working / "kkb_steps"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        limit = self.decision.row_limit if self.decision and self.decision.fast else None
+        for step in self.config.steps:
+            self.steps.append(run_step(step, self.inputs, self.config.path, out_dir, limit))
+            record_steps(self.steps, self.inputs.working)
+            print(f"[kkb] step {step['name']}: {self.steps[-1].seconds:.1f} s", flush=True)
+        return self.steps
+
+    def combine(self) -> pd.DataFrame:
+        if self.finished:
+            return self.predictions
+        frames = [submission.read_predictions(Path(result.output), self.id_column, self.targets) for result in self.steps]
+        weights = [float(step.get("weight", 1.0)) for step in self.config.steps]
+        combined = submission.combine(frames, self.id_column, self.targets, self.config.submission["combine"], weights)
+        self.predictions = self._fill_from_sample(combined)
+        return self.predictions
+
+    def _fill_from_sample(self, combined: pd.DataFrame) -> pd.DataFrame:
+        """With the fast commit's first-rows mode, the rest of the rows keep the sample's values."""
+        if not (self.decision and self.decision.fast and self.decision.row_limit):
+            return combined
+        full = self.sample.copy().set_index(self.id_column)
+        full.loc[combined[self.id_column], self.targets] = combined.set_index(self.id_column)[self.targets].to_numpy()
+        return full.reset_index()
+
+    def round(self) -> pd.DataFrame:
+        if not self.finished:
+            self.predictions = submission.round_predictions(self.predictions, self.targets, self.config.submission.get("decimals"))
+        return self.predictions
+
+    def check_and_write(self) -> Path:
+        if self.finished:
+            return self.written
+        frame = submission.align_to_sample(self.predictions, self.sample, self.id_column)
+        problems = submission.check_submission(frame, self.sample, self.id_column, self.targets)
+        if problems:
+            raise SubmissionError(problems, file=self.submission_path.name)
+        self.written = submission.write_submission(frame[list(self.sample.columns)], self.submission_path)
+        self.finished = True
+        print(f"[kkb] wrote {self.written} ({len(frame)} rows) in {time.perf_counter() - self.started:.1f} s", flush=True)
+        return self.written
+
+    def summary(self) -> dict[str, Any]:
+        return {"submission": str(self.written) if self.written else None,
+                "fast_commit": self.decision.fast if self.decision else None,
+                "steps": [asdict(result) for result in self.steps]}
+
+
+def start(code_dir: Path | str | None = None) -> KernelRun:
+    """Load ``kkb_kernel.json`` from the code dataset and resolve every input."""
+    config = load_config(code_dir)
+    inputs = resolve_inputs(config)
+    inputs.working.mkdir(parents=True, exist_ok=True)
+    sample = submission.read_sample(inputs.competition / config.sample_submission, str(config.submission["id_column"]))
+    print(inputs.describe(), flush=True)
+    return KernelRun(config=config, inputs=inputs, sample=sample)

@@ -1,0 +1,119 @@
+"""Find the competition data and the attached datasets under ``/kaggle/input``.
+
+Kaggle moved to an owner-qualified layout in 2026 (``input/competitions/<slug>``,
+``input/datasets/<owner>/<slug>``) and the rollout was uneven, so every lookup tries the current
+layout, then the old one (``input/<slug>``), then searches for a sentinel file. When nothing
+matches, the error shows the tree of what *is* mounted: Kaggle never tells you.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import CONFIG_FILE, KernelConfig
+
+MANIFEST_FILE = "manifest.json"
+
+
+class InputNotFound(FileNotFoundError):
+    """An attached dataset or the competition data is not where any layout puts it."""
+
+
+def kaggle_root() -> Path:
+    """``/kaggle``, or ``$KKB_KAGGLE_ROOT`` when the notebook runs in kkb's local sandbox."""
+    return Path(os.environ.get("KKB_KAGGLE_ROOT", "/kaggle"))
+
+
+def working_dir() -> Path:
+    return kaggle_root() / "working"
+
+
+def dataset_candidates(dataset_id: str, root: Path | None = None) -> list[Path]:
+    owner, _, slug = dataset_id.partition("/")
+    base = (root or kaggle_root()) / "input"
+    return [base / "datasets" / owner / slug, base / slug]
+
+
+def competition_candidates(slug: str, root: Path | None = None) -> list[Path]:
+    base = (root or kaggle_root()) / "input"
+    return [base / "competitions" / slug, base / slug]
+
+
+def find_dir(candidates: Iterable[Path], sentinel: str, what: str, accept=None, root: Path | None = None) -> Path:
+    """The first candidate holding ``sentinel``, else a folder found by searching for it."""
+    candidates = list(candidates)
+    for candidate in candidates:
+        if (candidate / sentinel).exists() and (accept is None or accept(candidate)):
+            return candidate
+    base = (root or kaggle_root()) / "input"
+    for hit in sorted(base.rglob(sentinel)) if base.is_dir() else []:
+        if accept is None or accept(hit.parent):
+            return hit.parent
+    tried = "\n".join(f"  {path}" for path in candidates)
+    raise InputNotFound(
+        f"{what}: not found. Tried:\n{tried}\nand searched {base} for '{sentinel}'.\n"
+        f"What is mounted:\n{input_tree(base)}"
+    )
+
+
+def input_tree(base: Path, depth: int = 4, limit: int = 200) -> str:
+    """An indented listing of ``base`` (``/kaggle/input``) down to ``depth`` levels."""
+    if not base.is_dir():
+        return f"  ({base} does not exist)"
+    lines: list[str] = []
+
+    def walk(folder: Path, level: int) -> None:
+        for entry in sorted(folder.iterdir()):
+            if len(lines) >= limit:
+                return
+            lines.append("  " * (level + 1) + entry.name + ("/" if entry.is_dir() else ""))
+            if entry.is_dir() and level + 1 < depth:
+                walk(entry, level + 1)
+
+    walk(base, 0)
+    if len(lines) >= limit:
+        lines.append("  ...")
+    return "\n".join(lines) or "  (empty)"
+
+
+def _manifest_of(dataset_id: str):
+    def accept(folder: Path) -> bool:
+        try:
+            return json.loads((folder / MANIFEST_FILE).read_text()).get("dataset") == dataset_id
+        except (OSError, ValueError):
+            return False
+
+    return accept
+
+
+def find_dataset(dataset_id: str, root: Path | None = None) -> Path:
+    """The folder of an attached kkb dataset (one with a ``manifest.json`` naming it)."""
+    return find_dir(dataset_candidates(dataset_id, root), MANIFEST_FILE, f"dataset {dataset_id}", _manifest_of(dataset_id), root)
+
+
+def find_competition(slug: str, sample_submission: str, root: Path | None = None) -> Path:
+    return find_dir(competition_candidates(slug, root), sample_submission, f"competition data for {slug}", None, root)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    code: Path
+    weights: Path | None
+    competition: Path
+    working: Path
+
+    def describe(self) -> str:
+        return "\n".join(f"{name:12} {value}" for name, value in vars(self).items())
+
+
+def resolve_inputs(config: KernelConfig, root: Path | None = None) -> Inputs:
+    weights = find_dataset(config.weights_dataset, root) if config.weights_dataset else None
+    competition = find_competition(config.competition_slug, config.sample_submission, root)
+    return Inputs(code=config.code_dir, weights=weights, competition=competition, working=(root or kaggle_root()) / "working")
+
+
+__all__ = ["CONFIG_FILE", "InputNotFound", "Inputs", "find_competition", "find_dataset", "input_tree", "resolve_inputs"]

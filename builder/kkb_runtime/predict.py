@@ -1,0 +1,283 @@
+"""Batch inference for one model card: the body of ``python -m kkb_runtime predict``.
+
+The test ids come from the competition's sample submission; image ``<id>.<ext>`` is looked up in
+the competition's test folder. The output is a CSV of the id column and one column per target (or
+per feature, for a ``features = true`` card), which the notebook combines with the other steps.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import device as devices
+from . import models, transforms, tta
+from .config import KernelConfig, load_config
+from .inputs import find_competition, find_dataset
+from .submission import read_sample, target_columns
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".npy")
+DEFAULT_TEST_DIR = "test"
+
+
+class PredictError(RuntimeError):
+    """The step cannot predict: missing images, a card that does not match the targets, ..."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything one ``predict`` run needs, resolved from the environment and ``kkb_kernel.json``."""
+
+    card: Mapping[str, Any]
+    ids: list[str]
+    paths: list[Path]
+    id_column: str
+    targets: list[str]
+    weights_dir: Path
+    out: Path
+
+
+# --- where things are --------------------------------------------------------------------------
+
+def weights_dir(config: KernelConfig, environ: Mapping[str, str]) -> Path:
+    if environ.get("KKB_WEIGHTS_DIR"):
+        return Path(environ["KKB_WEIGHTS_DIR"])
+    if not config.weights_dataset:
+        raise PredictError("no weights dataset: set KKB_WEIGHTS_DIR or list the checkpoints under [weights] in kernel.toml")
+    return find_dataset(config.weights_dataset)
+
+
+def competition_dir(config: KernelConfig, environ: Mapping[str, str]) -> Path:
+    if environ.get("KKB_COMPETITION_DIR"):
+        return Path(environ["KKB_COMPETITION_DIR"])
+    return find_competition(config.competition_slug, config.sample_submission)
+
+
+def test_dir(config: KernelConfig, competition: Path) -> Path:
+    """``[competition] test`` inside the competition data, else ``test/``, else the data folder itself."""
+    configured = config.raw.get("competition", {}).get("test")
+    candidate = competition / str(configured or DEFAULT_TEST_DIR)
+    if configured and not candidate.is_dir():
+        raise PredictError(f"test images folder not found: {candidate} ([competition] test = {configured!r})")
+    return candidate if candidate.is_dir() else competition
+
+
+def index_images(folder: Path) -> dict[str, Path]:
+    """``{id: path}`` for every image under ``folder``: by file stem and by relative path without suffix."""
+    found: dict[str, Path] = {}
+    for path in sorted(folder.rglob("*")):
+        if path.suffix.lower() in IMAGE_SUFFIXES and path.is_file():
+            found.setdefault(path.stem, path)
+            found.setdefault(path.relative_to(folder).with_suffix("").as_posix(), path)
+    return found
+
+
+def image_paths(ids: Sequence[str], folder: Path) -> list[Path]:
+    index = index_images(folder)
+    missing = [image_id for image_id in ids if image_id not in index]
+    if missing:
+        shown = ", ".join(repr(image_id) for image_id in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise PredictError(f"{len(missing)} of {len(ids)} ids have no image in {folder} ({shown}); "
+                           f"looked for <id> with one of {', '.join(IMAGE_SUFFIXES)}")
+    return [index[image_id] for image_id in ids]
+
+
+def row_limit(environ: Mapping[str, str]) -> int | None:
+    value = environ.get("KKB_ROW_LIMIT", "").strip()
+    return int(value) if value else None
+
+
+def output_columns(card: Mapping[str, Any], targets: Sequence[str], width: int | None = None) -> list[str]:
+    if card.get("features"):
+        return [f"feat_{index}" for index in range(int(width or 0))]
+    if len(targets) != int(card["num_classes"]):
+        raise PredictError(f"model '{card['name']}' has num_classes = {card['num_classes']} but the submission has "
+                           f"{len(targets)} target column(s) ({', '.join(targets)})")
+    return list(targets)
+
+
+def make_job(model_name: str, out: Path, config: KernelConfig, environ: Mapping[str, str]) -> Job:
+    try:
+        card = config.model(model_name)
+    except KeyError as exc:
+        raise PredictError(str(exc.args[0])) from None
+    competition = competition_dir(config, environ)
+    id_column = str(config.submission.get("id_column", "id"))
+    sample = read_sample(competition / config.sample_submission, id_column)
+    targets = target_columns(sample, id_column, config.submission.get("target_columns") or ())
+    output_columns(card, targets)
+    ids = sample[id_column].astype(str).tolist()[: row_limit(environ)]
+    return Job(card, ids, image_paths(ids, test_dir(config, competition)), id_column, targets,
+               weights_dir(config, environ), out)
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+def read_image(path: Path, in_chans: int = 3) -> np.ndarray:
+    """HWC uint8 (or the array as stored, for ``.npy``): what albumentations expects."""
+    if path.suffix.lower() == ".npy":
+        return np.load(path)
+    from PIL import Image
+
+    with Image.open(path) as image:
+        array = np.asarray(image.convert("L" if in_chans == 1 else "RGB"))
+    return array[:, :, None] if array.ndim == 2 else array
+
+
+class ImageDataset:
+    """Map-style dataset (DataLoader takes any object with ``__len__``/``__getitem__``); picklable for workers."""
+
+    def __init__(self, paths: Sequence[Path], pipeline: Any, in_chans: int) -> None:
+        self.paths = list(paths)
+        self.pipeline = pipeline
+        self.in_chans = in_chans
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> Any:
+        import torch
+
+        image = self.pipeline(image=read_image(self.paths[index], self.in_chans))["image"]
+        if isinstance(image, torch.Tensor):  # the user's pipeline ended with ToTensorV2
+            return image.float()
+        return torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1), dtype=np.float32))
+
+
+def data_loader(dataset: ImageDataset, card: Mapping[str, Any], choice: devices.DeviceChoice) -> Any:
+    from torch.utils.data import DataLoader
+
+    workers = int(card.get("num_workers", 2))
+    return DataLoader(dataset, batch_size=int(card.get("batch_size", 32)), shuffle=False, num_workers=workers,
+                      pin_memory=choice.kind == "cuda", persistent_workers=False,
+                      prefetch_factor=2 if workers else None)
+
+
+# --- model --------------------------------------------------------------------------------------
+
+def activation(name: str) -> Callable[[Any], Any]:
+    import torch
+
+    return {"softmax": lambda x: torch.softmax(x, dim=1), "sigmoid": torch.sigmoid, "none": lambda x: x}[name]
+
+
+def pooled_features(model: Any, batch: Any) -> Any:
+    """``forward_features`` then timm's pre-logits pooling: one vector per image."""
+    features = model.forward_features(batch)
+    if hasattr(model, "forward_head"):
+        return model.forward_head(features, pre_logits=True)
+    return features.mean(dim=(-2, -1)) if features.ndim == 4 else features
+
+
+def has_convolutions(model: Any) -> bool:
+    import torch
+
+    return any(isinstance(module, torch.nn.Conv2d) for module in model.modules())
+
+
+def prepare_model(card: Mapping[str, Any], weights: Path, choice: devices.DeviceChoice, target: Any) -> tuple[Any, bool]:
+    """The loaded model on its device; returns (model, channels_last)."""
+    import torch
+
+    model = models.load_model(card, weights)
+    # channels_last pays off for convolutions under CUDA AMP (tensor cores); it does nothing for ViTs.
+    channels_last = choice.kind == "cuda" and has_convolutions(model)
+    model = model.to(target, memory_format=torch.channels_last) if channels_last else model.to(target)
+    if choice.kind == "cuda" and choice.count > 1 and not card.get("features"):
+        model = torch.nn.DataParallel(model)  # Kaggle's "T4 x2": both GPUs, one process
+    return model, channels_last
+
+
+def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoice) -> Callable[[Any], Any]:
+    import torch
+
+    act = activation(str(card.get("activation", "softmax")))
+    amp = choice.kind == "cuda" and bool(card.get("amp", True))
+
+    def forward(batch: Any) -> Any:
+        with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=amp):
+            output = pooled_features(model, batch) if card.get("features") else model(batch)
+        return output.float() if card.get("features") else act(output.float())
+
+    return forward
+
+
+def run_model(job: Job, choice: devices.DeviceChoice) -> np.ndarray:
+    """Predictions (or features), one row per id, with the card's TTA averaged."""
+    import torch
+
+    target = devices.torch_device(choice)
+    model, channels_last = prepare_model(job.card, job.weights_dir, choice, target)
+    forward = make_forward(model, job.card, choice)
+    views = tta.resolve(list(job.card.get("tta") or ()))
+    loader = data_loader(ImageDataset(job.paths, transforms.inference_pipeline(job.card), int(job.card.get("in_chans", 3))),
+                         job.card, choice)
+    outputs = []
+    # inference_mode is not supported by every torch_xla release; no_grad is.
+    context = torch.no_grad if choice.kind == "xla" else torch.inference_mode
+    with context():
+        for batch in loader:
+            batch = batch.to(target, non_blocking=choice.kind == "cuda")
+            if channels_last:
+                batch = batch.contiguous(memory_format=torch.channels_last)
+            outputs.append(tta.averaged(forward, batch, views).cpu().numpy())
+    width = int(job.card["num_classes"]) if not job.card.get("features") else 0
+    return np.concatenate(outputs) if outputs else np.zeros((0, width), dtype=np.float32)
+
+
+# --- output -------------------------------------------------------------------------------------
+
+def write_output(job: Job, values: np.ndarray) -> Path:
+    columns = output_columns(job.card, job.targets, values.shape[1] if values.ndim == 2 else 0)
+    frame = pd.DataFrame(values.astype(np.float64), columns=columns)
+    frame.insert(0, job.id_column, job.ids)
+    job.out.parent.mkdir(parents=True, exist_ok=True)
+    partial = job.out.with_name(job.out.name + ".partial")
+    frame.to_csv(partial, index=False)
+    os.replace(partial, job.out)
+    return job.out
+
+
+def version_skew(card: Mapping[str, Any]) -> list[str]:
+    """Libraries whose installed major.minor differs from the build's: the first suspect for a changed score."""
+    from importlib import metadata
+
+    notes = []
+    for package, built in dict(card.get("built_with") or {}).items():
+        try:
+            installed = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            installed = "not installed"
+        if installed.split(".")[:2] != str(built).split(".")[:2]:
+            notes.append(f"{package} {installed} here, {built} at build time")
+    return notes
+
+
+def predict(model_name: str, out: Path | None = None, environ: Mapping[str, str] | None = None,
+            config: KernelConfig | None = None) -> Path:
+    """Run one model over the test ids and write its CSV to ``out`` (default ``$KKB_STEP_OUT``)."""
+    environ = os.environ if environ is None else environ
+    target = out or (Path(environ["KKB_STEP_OUT"]) if environ.get("KKB_STEP_OUT") else None)
+    if target is None:
+        raise PredictError("no output file: pass --out FILE or set KKB_STEP_OUT")
+    job = make_job(model_name, target, config or load_config(environ.get("KKB_KERNEL_CONFIG") or None), environ)
+    choice = devices.choose_device(environ)
+    for note in version_skew(job.card):
+        print(f"[kkb] warning: {note}", file=sys.stderr, flush=True)
+    print(f"[kkb] {model_name}: {job.card['arch']} on {devices.summary(choice)}; {len(job.ids)} images, "
+          f"TTA: {', '.join(name for name, _ in tta.resolve(list(job.card.get('tta') or ())))}", flush=True)
+    started = time.perf_counter()
+    written = write_output(job, run_model(job, choice))
+    print(f"[kkb] {model_name}: wrote {written} in {time.perf_counter() - started:.1f} s", flush=True)
+    return written
+
+
+__all__ = ["ImageDataset", "Job", "PredictError", "index_images", "make_job", "predict", "read_image", "run_model"]

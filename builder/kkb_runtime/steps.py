@@ -1,0 +1,123 @@
+"""Run each inference step in its own process.
+
+A separate process per model is the only reliable way to give GPU memory back between models
+(``del model; torch.cuda.empty_cache()`` leaves the CUDA context and fragments behind). A failing
+step stops the notebook with the step's name and the tail of its stderr, which is more than Kaggle
+will ever show.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from .inputs import Inputs
+
+STEPS_RECORD = "kkb_steps.json"
+STDERR_TAIL_LINES = 40
+
+
+class StepFailed(RuntimeError):
+    """A step exited non-zero, timed out, or wrote no output."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    name: str
+    output: str
+    seconds: float
+    peak_rss_bytes: int
+    returncode: int
+
+
+def step_command(run: str, values: Mapping[str, str]) -> list[str]:
+    """The argv of a step: placeholders filled, a leading ``python`` is this kernel's interpreter,
+    and a relative script path (``python predict.py``) is found in the code dataset, because steps
+    run in the working dir, where Kaggle lets them write."""
+    argv = [part.format(**values) for part in shlex.split(run)]
+    if argv and argv[0] in ("python", "python3"):
+        argv[0] = sys.executable
+        if len(argv) > 1 and argv[1].endswith(".py") and not Path(argv[1]).is_absolute():
+            argv[1] = str(Path(values["code"]) / argv[1])
+    return argv
+
+
+def step_environment(inputs: Inputs, config_path: Path, name: str, out: Path, row_limit: int | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        KKB_CODE_DIR=str(inputs.code),
+        KKB_WEIGHTS_DIR=str(inputs.weights or ""),
+        KKB_COMPETITION_DIR=str(inputs.competition),
+        KKB_KERNEL_CONFIG=str(config_path),
+        KKB_STEP_NAME=name,
+        KKB_STEP_OUT=str(out),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(inputs.code), env.get("PYTHONPATH", "")])),
+        PYTHONUNBUFFERED="1",
+    )
+    env.pop("KKB_ROW_LIMIT", None)
+    if row_limit is not None:
+        env["KKB_ROW_LIMIT"] = str(row_limit)
+    return env
+
+
+def _pump(stream: IO[str], sink: IO[str], tail: collections.deque[str] | None) -> None:
+    for line in stream:
+        sink.write(line)
+        sink.flush()
+        if tail is not None:
+            tail.append(line)
+
+
+def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir: Path,
+             row_limit: int | None = None) -> StepResult:
+    name = str(step["name"])
+    out = out_dir / f"{name}.csv"
+    out.unlink(missing_ok=True)
+    values = {"out": str(out), "code": str(inputs.code), "weights": str(inputs.weights or ""),
+              "data": str(inputs.competition), "python": sys.executable}
+    argv = step_command(str(step["run"]), values)
+    timeout = step.get("timeout_seconds")
+    print(f"[kkb] step {name}: {shlex.join(argv)}", flush=True)
+    started = time.perf_counter()
+    tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+    process = subprocess.Popen(argv, cwd=inputs.working, env=step_environment(inputs, config_path, name, out, row_limit),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+    pumps = [threading.Thread(target=_pump, args=(process.stdout, sys.stdout, None), daemon=True),
+             threading.Thread(target=_pump, args=(process.stderr, sys.stderr, tail), daemon=True)]
+    for pump in pumps:
+        pump.start()
+    try:
+        returncode = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise StepFailed(f"step '{name}' timed out after {timeout} s") from None
+    finally:
+        for pump in pumps:
+            pump.join(timeout=5)
+    seconds = time.perf_counter() - started
+    # ru_maxrss of waited-for children is in KiB on Linux: the largest child so far.
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    if returncode != 0:
+        raise StepFailed(f"step '{name}' failed with exit code {returncode}\n--- stderr (last {len(tail)} lines) ---\n" + "".join(tail))
+    if not out.is_file():
+        raise StepFailed(f"step '{name}' exited 0 but wrote no output at {out} (write it to $KKB_STEP_OUT or {{out}})")
+    return StepResult(name=name, output=str(out), seconds=round(seconds, 3), peak_rss_bytes=peak, returncode=returncode)
+
+
+def record_steps(results: list[StepResult], working: Path) -> Path:
+    """``kkb_steps.json`` in the working dir: the dry run reads per-step time and memory from it."""
+    path = working / STEPS_RECORD
+    path.write_text(json.dumps([asdict(result) for result in results], indent=1))
+    return path

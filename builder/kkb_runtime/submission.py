@@ -1,0 +1,156 @@
+"""Combine step outputs, round them, and check the submission against the sample before writing it.
+
+Kaggle answers a malformed file hours later with "Submission Scoring Error" and no reason. These
+checks name the reason (columns, row count, ids, NaN/inf, types) before the file is written.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+class SubmissionError(ValueError):
+    """The submission would not score: the message lists every reason."""
+
+    def __init__(self, problems: Sequence[str], file: str = "submission") -> None:
+        self.problems = list(problems)
+        super().__init__(f"{file} would not score (Submission Scoring Error):\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+def target_columns(sample: pd.DataFrame, id_column: str, configured: Sequence[str] = ()) -> list[str]:
+    return list(configured) or [column for column in sample.columns if column != id_column]
+
+
+def read_sample(path: Path, id_column: str) -> pd.DataFrame:
+    # ids stay strings: "007" and 7 are different ids to Kaggle's scorer.
+    return pd.read_csv(path, dtype={id_column: str})
+
+
+def read_predictions(path: Path, id_column: str, targets: Sequence[str]) -> pd.DataFrame:
+    frame = pd.read_csv(path, dtype={id_column: str})
+    missing = [column for column in [id_column, *targets] if column not in frame.columns]
+    if missing:
+        raise SubmissionError([f"{path.name}: missing column(s) {', '.join(missing)}"], file=path.name)
+    return frame[[id_column, *targets]]
+
+
+def combine(frames: Sequence[pd.DataFrame], id_column: str, targets: Sequence[str], method: str = "mean",
+            weights: Sequence[float] | None = None) -> pd.DataFrame:
+    """Ensemble step outputs row-aligned by id: ``mean``, ``weighted_mean`` or ``rank_mean``."""
+    if not frames:
+        raise ValueError("no step outputs to combine")
+    weights = list(weights) if weights is not None and method == "weighted_mean" else [1.0] * len(frames)
+    if len(weights) != len(frames):
+        raise ValueError(f"{len(weights)} weights for {len(frames)} step outputs")
+    ids = frames[0][id_column]
+    aligned = []
+    for frame in frames:
+        indexed = frame.set_index(id_column)
+        if set(indexed.index) != set(ids):
+            raise ValueError("step outputs cover different ids; every step must predict the same rows")
+        block = indexed.loc[ids, list(targets)].astype(float)
+        if method == "rank_mean":
+            # Ranks scaled to (0, 1]: for rank metrics (AUC, Spearman) where the models' scales differ.
+            block = block.rank(method="average", pct=True)
+        aligned.append(block.to_numpy())
+    stacked = np.average(np.stack(aligned), axis=0, weights=np.asarray(weights, dtype=float))
+    out = pd.DataFrame(stacked, columns=list(targets))
+    out.insert(0, id_column, ids.to_numpy())
+    return out
+
+
+def round_predictions(frame: pd.DataFrame, targets: Sequence[str], decimals: int | None) -> pd.DataFrame:
+    """Round the target columns: float noise (1e-17, 0.30000000000000004) has failed real scorers."""
+    if decimals is None:
+        return frame
+    out = frame.copy()
+    for column in targets:
+        if pd.api.types.is_float_dtype(out[column]):
+            out[column] = out[column].round(decimals)
+            out.loc[out[column] == 0, column] = 0.0  # -0.0 prints as "-0.0"
+    return out
+
+
+def align_to_sample(frame: pd.DataFrame, sample: pd.DataFrame, id_column: str) -> pd.DataFrame:
+    """Reorder rows to the sample's id order when the id sets match (Kaggle joins on order for some metrics)."""
+    if id_column not in frame.columns or frame[id_column].duplicated().any():
+        return frame
+    if set(frame[id_column]) != set(sample[id_column]):
+        return frame
+    return frame.set_index(id_column).loc[sample[id_column]].reset_index()
+
+
+def check_submission(frame: pd.DataFrame, sample: pd.DataFrame, id_column: str,
+                     targets: Sequence[str] = ()) -> list[str]:
+    """Every reason the frame would fail Kaggle's scorer, compared with the sample submission."""
+    problems: list[str] = []
+    expected = list(sample.columns)
+    missing = [column for column in expected if column not in frame.columns]
+    extra = [column for column in frame.columns if column not in expected]
+    if missing:
+        problems.append(f"missing column(s): {', '.join(map(str, missing))}")
+    if extra:
+        problems.append(f"extra column(s): {', '.join(map(str, extra))}")
+    if len(frame) != len(sample):
+        problems.append(f"row count: expected {len(sample)} rows (as the sample submission), got {len(frame)}")
+    if id_column in frame.columns:
+        problems.extend(_id_problems(frame[id_column].astype(str), sample[id_column].astype(str)))
+    for column in target_columns(sample, id_column, targets):
+        if column in frame.columns:
+            problems.extend(_value_problems(frame[column], sample[column], column))
+    return problems
+
+
+def _examples(values: Sequence[object], limit: int = 3) -> str:
+    shown = ", ".join(repr(value) for value in list(values)[:limit])
+    return shown + (", ..." if len(values) > limit else "")
+
+
+def _id_problems(ids: pd.Series, expected: pd.Series) -> list[str]:
+    problems = []
+    duplicated = ids[ids.duplicated()].unique().tolist()
+    if duplicated:
+        problems.append(f"duplicate ids: {len(duplicated)} (e.g. {_examples(duplicated)})")
+    absent = sorted(set(expected) - set(ids))
+    unknown = sorted(set(ids) - set(expected))
+    if absent or unknown:
+        problems.append(f"ids do not match the sample submission: {len(absent)} missing (e.g. {_examples(absent)}), "
+                        f"{len(unknown)} unexpected (e.g. {_examples(unknown)})")
+    elif len(ids) == len(expected) and not duplicated and list(ids) != list(expected):
+        first = next(i for i, (a, b) in enumerate(zip(ids, expected)) if a != b)
+        problems.append(f"ids are not in the sample submission's order (row {first}: expected {expected.iloc[first]!r}, got {ids.iloc[first]!r})")
+    return problems
+
+
+def _value_problems(values: pd.Series, sample_values: pd.Series, column: str) -> list[str]:
+    if not pd.api.types.is_numeric_dtype(sample_values):
+        return [f"empty values in column '{column}': {int(values.isna().sum())} rows"] if values.isna().any() else []
+    numeric = pd.to_numeric(values, errors="coerce")
+    bad = values[numeric.isna() & values.notna()]
+    if len(bad):
+        return [f"non-numeric values in target column '{column}': {len(bad)} rows (e.g. {_examples(bad.tolist())})"]
+    problems = []
+    if numeric.isna().any():
+        problems.append(f"NaN in target column '{column}': {int(numeric.isna().sum())} rows")
+    finite = numeric.dropna().map(math.isfinite)
+    if not finite.all():
+        problems.append(f"inf in target column '{column}': {int((~finite).sum())} rows")
+    return problems
+
+
+def write_submission(frame: pd.DataFrame, path: Path) -> Path:
+    """Write atomically: a half-written submission.csv is worse than none."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    if path.suffix == ".parquet":
+        frame.to_parquet(partial, index=False)
+    else:
+        frame.to_csv(partial, index=False)
+    os.replace(partial, path)
+    return path

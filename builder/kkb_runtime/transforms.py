@@ -1,0 +1,135 @@
+"""The inference transforms: an albumentations pipeline that travels as ``A.to_dict`` JSON.
+
+The build embeds the user's serialised pipeline in the model card; the kernel rebuilds it with
+``A.from_dict``. A custom transform (an ``ImageOnlyTransform``/``DualTransform`` subclass in the
+user's code) is serialised under its full class name, ``package.module.Class``; albumentations
+only finds it if that module was imported first, so :func:`import_custom_transforms` imports it
+from the code dataset (which is on ``PYTHONPATH`` in every step).
+
+The normalisation comes from the card (recorded at build time from timm's pretrained config):
+kkb appends ``Normalize(mean, std)`` unless the user's pipeline has its own.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+# cv2's interpolation flags (stable ints, so cv2 need not be imported to name them).
+INTERPOLATIONS = {"nearest": 0, "bilinear": 1, "bicubic": 2, "area": 3, "lanczos": 4, "random": 1}
+NORMALIZE = "Normalize"
+
+
+class TransformsError(RuntimeError):
+    """A serialised pipeline cannot be rebuilt (unknown or unimportable transform, bad arguments)."""
+
+
+def albumentations() -> Any:
+    """``import albumentations``, without its import-time PyPI version check (it would hang offline)."""
+    os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
+    import albumentations as A
+
+    return A
+
+
+def read_pipeline_file(path: Path) -> dict[str, Any]:
+    """A file written with ``A.save(pipeline, path)`` or ``json.dump(A.to_dict(pipeline), f)``."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TransformsError(f"{path}: not a readable JSON file ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("transform"), dict):
+        raise TransformsError(f"{path}: not an albumentations pipeline (expected the output of A.to_dict: a 'transform' key)")
+    return data
+
+
+def walk(serialized: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """Every transform in a serialised pipeline, depth first (Compose, OneOf, ... and their children)."""
+    stack = [serialized["transform"] if "transform" in serialized else serialized]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed([child for child in node.get("transforms", []) if isinstance(child, Mapping)]))
+
+
+def custom_classes(serialized: Mapping[str, Any]) -> list[str]:
+    """Full names of the transforms that do not come from albumentations itself."""
+    names = [str(node.get("__class_fullname__", "")) for node in walk(serialized)]
+    return sorted({name for name in names if "." in name and not name.startswith("albumentations.")})
+
+
+def import_custom_transforms(serialized: Mapping[str, Any]) -> list[str]:
+    """Import the module of each custom transform, so ``A.from_dict`` finds the class; returns the modules."""
+    from albumentations.core.serialization import SERIALIZABLE_REGISTRY
+
+    modules = []
+    for fullname in custom_classes(serialized):
+        module, _, name = fullname.rpartition(".")
+        if module == "__main__":
+            raise TransformsError(
+                f"custom transform {name} was defined in a script (__main__) when the pipeline was saved: "
+                "define it in a module of your code bundle, import it from there, and save the pipeline again"
+            )
+        try:
+            # Always import (a no-op when cached): a stale registry entry from another kernel's module of
+            # the same name must not win over the module on this sys.path.
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise TransformsError(f"custom transform {fullname}: cannot import module '{module}' ({exc})") from None
+        if fullname not in SERIALIZABLE_REGISTRY:
+            raise TransformsError(f"custom transform {fullname}: module '{module}' has no albumentations transform named {name}")
+        modules.append(module)
+    return modules
+
+
+def pipeline_from_dict(serialized: Mapping[str, Any]) -> Any:
+    """``A.from_dict``, after importing the custom transforms it names."""
+    A = albumentations()
+    import_custom_transforms(serialized)
+    try:
+        return A.from_dict(dict(serialized))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TransformsError(f"the pipeline does not deserialise with albumentations {A.__version__}: {exc}") from None
+
+
+def normalize_params(serialized: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The user's own ``Normalize`` (its mean/std), if the pipeline has one."""
+    for node in walk(serialized):
+        if str(node.get("__class_fullname__", "")).rpartition(".")[2] == NORMALIZE:
+            return dict(node)
+    return None
+
+
+def default_transforms(card: Mapping[str, Any]) -> list[Any]:
+    """Without a user pipeline: resize to the card's input size with the card's interpolation."""
+    A = albumentations()
+    height, width = card["input_size"]
+    interpolation = INTERPOLATIONS.get(str(card.get("interpolation") or "bilinear"), 1)
+    return [A.Resize(height=int(height), width=int(width), interpolation=interpolation, p=1.0)]
+
+
+def inference_pipeline(card: Mapping[str, Any]) -> Any:
+    """The card's pipeline, then the card's normalisation unless the pipeline normalises itself."""
+    A = albumentations()
+    serialized = card.get("transforms")
+    steps = [pipeline_from_dict(serialized)] if serialized else default_transforms(card)
+    if not (serialized and normalize_params(serialized)):
+        steps.append(A.Normalize(mean=tuple(card["mean"]), std=tuple(card["std"]), max_pixel_value=255.0, p=1.0))
+    return A.Compose(steps)
+
+
+__all__ = [
+    "INTERPOLATIONS",
+    "TransformsError",
+    "albumentations",
+    "custom_classes",
+    "import_custom_transforms",
+    "inference_pipeline",
+    "normalize_params",
+    "pipeline_from_dict",
+    "read_pipeline_file",
+]

@@ -1,0 +1,398 @@
+"""``datasets.DatasetApiService``: datasets whose every version is a full snapshot of its files.
+
+As on Kaggle: a version holds exactly the files uploaded for it (files not uploaded again are gone),
+archives are unpacked into folders, and a new version is not READY for a while (``ServerSettings``
+plus the ``datasetNotReady`` fault). Kernels mount the newest READY version. Validation problems are
+answered in the body (``status: "error"``, the client exits 0 on them); an unknown or invisible
+dataset is a 404.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from builder.local_kaggle.blobs import Blob, Blobs
+from builder.local_kaggle.faults import Faults
+from builder.local_kaggle.files import UploadRejected, materialize, storage_url, tree, zip_tree
+from builder.local_kaggle.settings import ServerSettings
+from builder.local_kaggle.store import Store
+from builder.local_kaggle.wire import ApiError, Call, Handler, Json, Redirect, compact, iso, not_found, now, paginate
+
+SERVICE = "datasets.DatasetApiService"
+# Licenses Kaggle accepts in dataset-metadata.json (its public docs).
+LICENSES = frozenset({
+    "CC0-1.0", "CC-BY-SA-3.0", "CC-BY-SA-4.0", "CC-BY-NC-SA-4.0", "GPL-2.0", "ODbL-1.0", "DbCL-1.0",
+    "copyright-authors", "other", "unknown", "CC-BY-4.0", "CC-BY-NC-4.0", "PDDL", "CC-BY-3.0",
+    "CC-BY-3.0-IGO", "US-Government-Works", "CC-BY-NC-SA-3.0-IGO", "CDLA-Permissive-1.0",
+    "CDLA-Sharing-1.0", "CC-BY-ND-4.0", "CC-BY-NC-ND-4.0", "ODC-BY-1.0", "LGPL-3.0", "AGPL-3.0",
+    "FDL-1.3", "EU-ODP-Legal-Notice", "apache-2.0", "GPL-3.0",
+})
+_SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
+READY, PROCESSING, DELETED = "READY", "BLOBS_RECEIVED", "DELETED"
+
+
+@dataclass(frozen=True)
+class MountedDataset:
+    """A dataset version a kernel run mounts at ``datasets/<owner>/<slug>``."""
+
+    owner: str
+    slug: str
+    version: int
+    files: Path
+
+
+class Datasets:
+    def __init__(self, store: Store, blobs: Blobs, faults: Faults, settings: ServerSettings) -> None:
+        self._store = store
+        self._blobs = blobs
+        self._faults = faults
+        self._settings = settings
+
+    def routes(self) -> dict[str, Handler]:
+        return {f"{SERVICE}/{name}": handler for name, handler in {
+            "CreateDataset": self.create_dataset,
+            "CreateDatasetVersion": self.create_dataset_version,
+            "CreateDatasetVersionById": self.create_dataset_version_by_id,
+            "GetDatasetStatus": self.get_dataset_status,
+            "GetDataset": self.get_dataset,
+            "ListDatasetFiles": self.list_dataset_files,
+            "DownloadDataset": self.download_dataset,
+            "GetDatasetMetadata": self.get_dataset_metadata,
+            "ListDatasets": self.list_datasets,
+            "DeleteDataset": self.delete_dataset,
+        }.items()}
+
+    # -- create ------------------------------------------------------------------------------
+
+    def create_dataset(self, call: Call) -> Json:
+        user = call.require_user()
+        owner = call.text("ownerSlug") or user
+        slug = call.text("slug")
+        title = call.text("title")
+        license_name = call.text("licenseName") or "unknown"
+        problem = _check_new(owner, user, slug, title, license_name)
+        if problem:
+            return _failed(problem)
+        with self._store.lock:
+            if self._load(owner, slug) is not None:
+                return _failed(f'The requested slug "{slug}" is already in use by a dataset. Please choose another slug.')
+            record = {
+                "id": self._store.next_id("dataset"), "owner": owner, "slug": slug, "title": title,
+                "subtitle": call.body.get("subtitle") or "", "description": call.body.get("description") or "",
+                "licenseName": license_name, "isPrivate": call.flag("isPrivate", False),
+                "keywords": call.strings("categoryIds"), "created": now(), "versions": [],
+            }
+            try:
+                self._add_version(record, user, call.body, notes="Initial release")
+            except UploadRejected as exc:
+                shutil.rmtree(self._dir(owner, slug), ignore_errors=True)
+                return _failed(str(exc))
+        return self._created(record, call.base_url)
+
+    def create_dataset_version(self, call: Call) -> Json:
+        user = call.require_user()
+        record = self._visible(call.text("ownerSlug"), call.text("datasetSlug"), user)
+        return self._new_version(record, user, call)
+
+    def create_dataset_version_by_id(self, call: Call) -> Json:
+        user = call.require_user()
+        wanted = call.integer("id")
+        record = next((r for r in self._all() if r["id"] == wanted), None)
+        if record is None or not self._can_read(record, user):
+            raise not_found(f"Dataset with id {wanted} not found")
+        return self._new_version(record, user, call)
+
+    def _new_version(self, record: Json, user: str, call: Call) -> Json:
+        if record["owner"] != user:
+            return _failed("You do not have permission to create a new version of this dataset")
+        body = call.body.get("body") or {}
+        with self._store.lock:
+            record = self._load(record["owner"], record["slug"]) or record
+            for key in ("subtitle", "description"):
+                if body.get(key):
+                    record[key] = body[key]
+            if body.get("categoryIds"):
+                record["keywords"] = list(body["categoryIds"])
+            try:
+                self._add_version(record, user, body, notes=str(body.get("versionNotes") or ""))
+            except UploadRejected as exc:
+                return _failed(str(exc))
+            if body.get("deleteOldVersions"):
+                self._delete_old_versions(record)
+        return self._created(record, call.base_url)
+
+    def _add_version(self, record: Json, user: str, body: Json, notes: str) -> None:
+        """Materialise the uploads as the next version (a full snapshot) and save the record."""
+        uploads = list(self._uploads(user, body))
+        if not uploads:
+            raise UploadRejected("A dataset version needs at least one file")
+        number = 1 + max((v["number"] for v in record["versions"]), default=0)
+        folder = self._dir(record["owner"], record["slug"]) / "versions" / str(number)
+        staging = folder.with_name(f".{number}.staging")
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            materialize(uploads, staging / "files")
+        except UploadRejected:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        shutil.rmtree(folder, ignore_errors=True)
+        staging.rename(folder)
+        created = now()
+        ref = f"{record['owner']}/{record['slug']}"
+        record["versions"].append({
+            "number": number, "notes": notes, "created": created, "creator": user,
+            "readyAt": created + self._settings.dataset_ready_seconds,
+            "pollsNeeded": self._settings.dataset_ready_polls + self._faults.take_dataset_stall(ref),
+            "polls": 0, "status": PROCESSING,
+        })
+        self._save(record)
+
+    def _uploads(self, user: str, body: Json) -> list[tuple[str, Blob]]:
+        def blob(entry: Any) -> Blob:
+            token = entry.get("token") if isinstance(entry, dict) else None
+            if not token:
+                raise UploadRejected("Every file needs an upload token")
+            try:
+                return self._blobs.resolve(token, user, "DATASET")
+            except ApiError as exc:
+                raise UploadRejected(exc.message) from None
+
+        pairs = [("", blob(entry)) for entry in body.get("files") or []]
+
+        def walk(directories: list[Json], prefix: str) -> None:  # ApiUploadDirectoryInfo trees
+            for directory in directories:
+                name = f"{prefix}/{directory.get('name', '')}".strip("/")
+                pairs.extend((name, blob(entry)) for entry in directory.get("files") or [])
+                walk(directory.get("directories") or [], name)
+
+        walk(body.get("directories") or [], "")
+        return pairs
+
+    def _delete_old_versions(self, record: Json) -> None:
+        latest = max(v["number"] for v in record["versions"])
+        for version in record["versions"]:
+            if version["number"] != latest and version["status"] != DELETED:
+                version["status"] = DELETED
+                shutil.rmtree(self._dir(record["owner"], record["slug"]) / "versions" / str(version["number"]),
+                              ignore_errors=True)
+        self._save(record)
+
+    def _created(self, record: Json, base_url: str) -> Json:
+        ref = f"{record['owner']}/{record['slug']}"
+        return {"ref": ref, "url": f"{base_url}/datasets/{ref}", "status": "ok", "error": "", "invalidTags": []}
+
+    # -- read --------------------------------------------------------------------------------
+
+    def get_dataset_status(self, call: Call) -> Json:
+        record = self._visible(call.text("ownerSlug"), call.text("datasetSlug"), call.user)
+        latest = _live(record)[-1]
+        ready = self._ready(record, latest, count_poll=True)
+        return {"status": READY if ready else latest["status"]}
+
+    def get_dataset(self, call: Call) -> Json:
+        record = self._visible(call.text("ownerSlug"), call.text("datasetSlug"), call.user)
+        return self._api_dataset(record, call.base_url)
+
+    def list_datasets(self, call: Call) -> Json:
+        group = call.text("group")
+        owner = call.text("user")
+        search = call.text("search").lower()
+        rows = [r for r in self._all() if self._can_read(r, call.user)]
+        if group.endswith("_MY"):
+            rows = [r for r in rows if r["owner"] == call.user]
+        if owner:
+            rows = [r for r in rows if r["owner"] == owner]
+        if search:
+            rows = [r for r in rows if search in r["slug"] or search in r["title"].lower()]
+        page, token = paginate(rows, call.text("pageToken"), call.integer("pageSize"))
+        return {"datasets": [self._api_dataset(r, call.base_url) for r in page], "nextPageToken": token}
+
+    def list_dataset_files(self, call: Call) -> Json:
+        record = self._visible(call.text("ownerSlug"), call.text("datasetSlug"), call.user)
+        try:
+            version = self._version(record, call.integer("datasetVersionNumber"))
+        except ApiError as exc:
+            return {"datasetFiles": [], "errorMessage": exc.message}
+        folder = self._files_dir(record, version)
+        ref = f"{record['owner']}/{record['slug']}"
+        rows = [{
+            "ref": f"{ref}/{rel}", "datasetRef": ref, "ownerRef": record["owner"], "name": rel,
+            "creationDate": iso(version["created"]), "totalBytes": path.stat().st_size,
+            "url": storage_url(self._store, call.base_url, path),
+        } for rel, path in tree(folder)]
+        page, token = paginate(rows, call.text("pageToken"), call.integer("pageSize"))
+        return {"datasetFiles": page, "nextPageToken": token}
+
+    def download_dataset(self, call: Call) -> Redirect:
+        record = self._visible(call.text("ownerSlug"), call.text("datasetSlug"), call.user)
+        version = self._version(record, call.integer("datasetVersionNumber"))
+        folder = self._files_dir(record, version)
+        name = call.text("fileName")
+        if name:
+            target = (folder / name).resolve()
+            if not target.is_file() or folder.resolve() not in target.parents:
+                raise not_found(f"File {name!r} not found in {record['owner']}/{record['slug']} version {version['number']}")
+        else:
+            with self._store.lock:
+                target = zip_tree(folder, folder.parent / "archive" / f"{record['slug']}.zip")
+        return Redirect(storage_url(self._store, call.base_url, target))
+
+    def get_dataset_metadata(self, call: Call) -> Json:
+        record = self._visible(call.text("ownerSlug"), call.text("datasetSlug"), call.user)
+        return {"info": compact({
+            "datasetId": record["id"], "datasetSlug": record["slug"], "ownerUser": record["owner"],
+            "title": record["title"], "subtitle": record["subtitle"] or None,
+            "description": record["description"] or None, "isPrivate": record["isPrivate"],
+            "keywords": record["keywords"], "licenses": [{"name": record["licenseName"]}],
+        })}
+
+    def delete_dataset(self, call: Call) -> Json:
+        user = call.require_user()
+        record = self._visible(call.text("ownerSlug"), call.text("datasetSlug"), user)
+        if record["owner"] != user:
+            return {"error": "You do not have permission to delete this dataset"}
+        with self._store.lock:
+            shutil.rmtree(self._dir(record["owner"], record["slug"]), ignore_errors=True)
+        return {}
+
+    # -- for kernel runs ---------------------------------------------------------------------
+
+    def mount(self, source: str, user: str) -> MountedDataset | None:
+        """The version a kernel with ``source`` (``owner/slug`` or ``owner/slug/N``) mounts, ``None`` if invalid.
+
+        Without a version the newest READY one is used, so a kernel pushed before a new version is
+        ready runs on the previous one, as on Kaggle; a dataset with no ready version is not a valid source.
+        """
+        parts = source.strip("/").split("/")
+        if len(parts) not in (2, 3):
+            return None
+        record = self._load(parts[0], parts[1])
+        if record is None or not self._can_read(record, user):
+            return None
+        if len(parts) == 3:
+            if not parts[2].isdigit():
+                return None
+            version = next((v for v in _live(record) if v["number"] == int(parts[2])), None)
+            if version is None or not self._ready(record, version):
+                return None
+        else:
+            version = self._current(record, ready_only=True)
+            if version is None:
+                return None
+        return MountedDataset(record["owner"], record["slug"], version["number"], self._files_dir(record, version))
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _dir(self, owner: str, slug: str) -> Path:
+        return self._store.path("datasets", owner, slug)
+
+    def _files_dir(self, record: Json, version: Json) -> Path:
+        return self._dir(record["owner"], record["slug"]) / "versions" / str(version["number"]) / "files"
+
+    def _load(self, owner: str, slug: str) -> Json | None:
+        if not _SLUG.match(owner or "") or not _SLUG.match(slug or ""):
+            return None
+        return self._store.read(self._dir(owner, slug) / "dataset.json")
+
+    def _save(self, record: Json) -> None:
+        self._store.write(self._dir(record["owner"], record["slug"]) / "dataset.json", record)
+
+    def _all(self) -> list[Json]:
+        root = self._store.path("datasets")
+        records = [self._store.read(p) for p in sorted(root.glob("*/*/dataset.json"))] if root.exists() else []
+        return [r for r in records if r and _live(r)]
+
+    def _can_read(self, record: Json, user: str | None) -> bool:
+        return not record["isPrivate"] or record["owner"] == user
+
+    def _visible(self, owner: str, slug: str, user: str | None) -> Json:
+        record = self._load(owner, slug)
+        if record is None or not _live(record) or not self._can_read(record, user):
+            raise not_found(f"Dataset {owner}/{slug} not found")
+        return record
+
+    def _ready(self, record: Json, version: Json, count_poll: bool = False) -> bool:
+        """Whether ``version`` is READY; a status poll that sees it not ready counts towards readiness.
+
+        The change is made on a fresh copy of the record under the lock, so that a version added by
+        another thread meanwhile is not overwritten.
+        """
+        if version["status"] in (READY, DELETED):
+            return version["status"] == READY
+        with self._store.lock:
+            fresh = self._load(record["owner"], record["slug"]) or record
+            stored = next((v for v in fresh["versions"] if v["number"] == version["number"]), version)
+            ready = stored["status"] == READY or (
+                now() >= stored["readyAt"] and stored["polls"] >= stored["pollsNeeded"])
+            if ready and stored["status"] != READY:
+                stored["status"] = READY
+                self._save(fresh)
+            elif not ready and count_poll:
+                stored["polls"] += 1
+                self._save(fresh)
+            version.update(stored)
+        return ready
+
+    def _current(self, record: Json, ready_only: bool = False) -> Json | None:
+        live = _live(record)
+        ready = [v for v in live if self._ready(record, v)]
+        if ready:
+            return ready[-1]
+        return None if ready_only or not live else live[-1]
+
+    def _version(self, record: Json, number: int | None) -> Json:
+        if number is None:
+            version = self._current(record)
+        else:
+            version = next((v for v in _live(record) if v["number"] == number), None)
+        if version is None:
+            raise not_found(f"Version {number} of {record['owner']}/{record['slug']} not found")
+        return version
+
+    def _api_dataset(self, record: Json, base_url: str) -> Json:
+        ref = f"{record['owner']}/{record['slug']}"
+        current = self._current(record)
+        folder = self._files_dir(record, current) if current else None
+        files = tree(folder) if folder else []
+        return compact({
+            "id": record["id"], "ref": ref, "title": record["title"], "subtitle": record["subtitle"] or None,
+            "description": record["description"] or None, "creatorName": record["owner"],
+            "creatorUrl": record["owner"], "ownerName": record["owner"], "ownerRef": record["owner"],
+            "url": f"{base_url}/datasets/{ref}", "isPrivate": record["isPrivate"],
+            "licenseName": record["licenseName"], "totalBytes": sum(p.stat().st_size for _, p in files),
+            "lastUpdated": iso(current["created"]) if current else None,
+            "currentVersionNumber": current["number"] if current else None,
+            "tags": [{"ref": k, "name": k} for k in record["keywords"]],
+            "versions": [compact({
+                "versionNumber": v["number"], "creationDate": iso(v["created"]), "creatorName": v.get("creator"),
+                "creatorRef": v.get("creator"), "versionNotes": v["notes"] or None,
+                "status": "ready" if self._ready(record, v) else "pending",
+            }) for v in _live(record)],
+        })
+
+
+def _live(record: Json) -> list[Json]:
+    return [v for v in record["versions"] if v["status"] != DELETED]
+
+
+def _failed(message: str) -> Json:
+    return {"status": "error", "error": message, "invalidTags": []}
+
+
+def _check_new(owner: str, user: str, slug: str, title: str, license_name: str) -> str | None:
+    """What Kaggle refuses in a new dataset's metadata (the client checks some of it too)."""
+    if owner != user:
+        return f"You do not have permission to create datasets for {owner!r}"
+    if not slug or not _SLUG.match(slug):
+        return f"Invalid slug {slug!r}: use lower-case letters, digits and '-'"
+    if not 6 <= len(slug) <= 50:
+        return "The dataset slug must be between 6 and 50 characters"
+    if not 6 <= len(title) <= 50:
+        return "The dataset title must be between 6 and 50 characters"
+    if license_name not in LICENSES:
+        return f"Invalid license {license_name!r}"
+    return None

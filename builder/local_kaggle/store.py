@@ -1,0 +1,94 @@
+"""The local Kaggle's on-disk state: JSON records plus plain folders under one data directory.
+
+Everything the server knows lives here, so a restart on the same data directory loses nothing::
+
+    <data>/users.json                      users, API keys and access tokens
+    <data>/counters.json                   id sequences (datasets, kernels, submissions)
+    <data>/secret                          HMAC key of the signed download URLs (stable across restarts)
+    <data>/faults.json                     injected faults (see faults.py)
+    <data>/blobs/<token>/{blob.json,data}  uploads (resumable)
+    <data>/datasets/<owner>/<slug>/dataset.json, versions/<n>/files/...
+    <data>/kernels/<owner>/<slug>/kernel.json, versions/<n>/{source,session.json,output/,log.json}
+    <data>/competitions/<slug>/{competition.toml,public/,hidden/,answers.csv}
+    <data>/submissions/<ref>/{submission.json,run/}
+
+Writes are atomic (temporary file + ``os.replace``); one re-entrant lock serialises
+read-modify-write cycles between the HTTP threads and the kernel worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import threading
+from pathlib import Path
+from typing import Any
+
+from builder.errors import LocalKaggleError
+
+
+class Store:
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LocalKaggleError(
+                f"cannot create the local Kaggle data directory {self.root}: {exc.strerror}",
+                hint="pass --data-dir with a writable folder",
+            ) from exc
+        self.lock = threading.RLock()
+        self._secret = self._load_secret()
+
+    # -- paths -------------------------------------------------------------------------------
+
+    def path(self, *parts: str | int) -> Path:
+        return self.root.joinpath(*(str(part) for part in parts))
+
+    def relative(self, path: Path) -> str:
+        return path.resolve().relative_to(self.root).as_posix()
+
+    # -- JSON records ------------------------------------------------------------------------
+
+    def read(self, path: Path, default: Any = None) -> Any:
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return default
+        except json.JSONDecodeError as exc:
+            raise LocalKaggleError(
+                f"the local Kaggle record {path} is corrupt: {exc}",
+                hint="restore it or start with a fresh --data-dir",
+            ) from exc
+
+    def write(self, path: Path, value: Any) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(value, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def next_id(self, sequence: str) -> int:
+        with self.lock:
+            counters = self.read(self.path("counters.json"), {})
+            value = int(counters.get(sequence, 0)) + 1
+            counters[sequence] = value
+            self.write(self.path("counters.json"), counters)
+            return value
+
+    # -- signed URLs (kernel output files and downloads need no auth header, like GCS links) --
+
+    def sign(self, relpath: str) -> str:
+        return hmac.new(self._secret, relpath.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+
+    def verify(self, relpath: str, signature: str) -> bool:
+        return hmac.compare_digest(self.sign(relpath), signature)
+
+    def _load_secret(self) -> bytes:
+        path = self.path("secret")
+        if not path.exists():
+            path.write_text(secrets.token_hex(32), encoding="utf-8")
+            path.chmod(0o600)
+        return path.read_text(encoding="utf-8").strip().encode("ascii")

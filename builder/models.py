@@ -1,0 +1,310 @@
+"""Build-time model cards: normalise each checkpoint and prove it loads, before anything is uploaded.
+
+For each ``[[models]]`` card, :func:`prepare_models`
+
+1. reads the training checkpoint (``state_dict``/``model``/``ema`` entries, ``module.`` and
+   ``_orig_mod.`` prefixes) and keeps a clean state dict, optionally in fp16, as safetensors;
+2. rebuilds ``timm.create_model(arch, pretrained=False, ...)`` on the CPU and loads it strictly,
+   refusing the build with the missing/unexpected keys and shape mismatches named;
+3. records what the kernel needs: the normalisation from timm's pretrained config (card values
+   win) and the albumentations pipeline, checked to deserialise and run, custom transforms included.
+
+The loading code is the kernel's own (``builder.kkb_runtime.models``), so what loads here loads there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import hashlib
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from importlib import metadata
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+
+from builder.errors import ModelError
+from builder.kkb_runtime import models as runtime
+from builder.kkb_runtime import transforms as pipelines
+from builder.spec import KernelSpec, ModelCard
+
+RECORDED_VERSIONS = ("torch", "timm", "albumentations")
+
+
+def prepare_models(spec: KernelSpec, kernel_dir: Path, weights_stage: Path) -> list[dict[str, Any]]:
+    """Normalise every card's checkpoint into ``weights_stage`` and return the cards for ``kkb_kernel.json``."""
+    written: dict[str, str] = {}  # output path -> sha256, so cards sharing a checkpoint do not clobber each other
+    return [prepare_model(card, kernel_dir, weights_stage, written) for card in spec.models]
+
+
+def prepare_model(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
+    state, source_key = read_training_checkpoint(card, kernel_dir)
+    model = build_model(card)
+    state, prefix = fit_checkpoint(card, model, state)
+    if card.half:
+        state = to_half(card, state)
+    relative = write_checkpoint(card, state, weights_stage, written)
+    verify_written(card, model, weights_stage / relative)
+    normalisation = resolve_normalisation(card, model)
+    serialized = check_transforms(card, kernel_dir, normalisation)
+    normalisation.update(_pipeline_normalisation(serialized))
+    return {
+        **card.model_dump(mode="json"),
+        **normalisation,
+        "checkpoint": relative,
+        "checkpoint_sha256": written[relative],
+        "checkpoint_source": card.checkpoint,
+        "checkpoint_key": None,  # the written file is a plain state dict
+        "source_key": source_key,
+        "stripped_prefix": prefix,
+        "dtype": "float16" if card.half else "float32",
+        "transforms": serialized,
+        "transforms_source": card.transforms,
+        "custom_transforms": pipelines.custom_classes(serialized) if serialized else [],
+        "num_params": sum(int(parameter.numel()) for parameter in model.parameters()),
+        "built_with": {package: metadata.version(package) for package in RECORDED_VERSIONS},
+    }
+
+
+# --- checkpoint -----------------------------------------------------------------------------------
+
+def read_training_checkpoint(card: ModelCard, kernel_dir: Path) -> tuple[dict[str, Any], str | None]:
+    path = kernel_dir / card.checkpoint
+    if not path.is_file():
+        raise ModelError(f"[[models]] '{card.name}': checkpoint {card.checkpoint} not found in {kernel_dir}",
+                         hint="checkpoint is a path relative to the kernel folder; train or copy the file there first")
+    try:
+        return runtime.clean_state_dict(runtime.read_checkpoint(path), card.checkpoint_key)
+    except runtime.ModelLoadError as exc:
+        raise ModelError(f"[[models]] '{card.name}': {card.checkpoint}: {exc}", hint=_read_hint(str(exc))) from None
+
+
+def _read_hint(message: str) -> str:
+    if "weights_only" in message:
+        return "re-save only the weights: torch.save(model.state_dict(), path) (or a dict of tensors and numbers)"
+    if "no key" in message:
+        return "set checkpoint_key in [[models]] to the entry that holds the weights, or remove it to let kkb pick"
+    return "save the checkpoint with torch.save(model.state_dict(), path) or safetensors"
+
+
+def build_model(card: ModelCard) -> Any:
+    import timm
+
+    runtime.offline()
+    if not timm.is_model(card.arch):
+        close = difflib.get_close_matches(card.arch, timm.list_models(), n=3, cutoff=0.6)
+        guess = f"did you mean {' or '.join(repr(name) for name in close)}? " if close else ""
+        raise ModelError(f"[[models]] '{card.name}': timm {timm.__version__} has no architecture '{card.arch}'",
+                         hint=f"{guess}list them with timm.list_models('{card.arch.split('_')[0]}*')")
+    try:
+        return runtime.create_model(_card_dict(card))
+    except (TypeError, ValueError, RuntimeError, AssertionError) as exc:
+        raise ModelError(f"[[models]] '{card.name}': timm.create_model failed for {runtime.describe_card(_card_dict(card))}: {exc}",
+                         hint="check num_classes, in_chans and model_kwargs against the training config") from None
+
+
+def _card_dict(card: ModelCard) -> dict[str, Any]:
+    return card.model_dump(mode="json")
+
+
+def fit_checkpoint(card: ModelCard, model: Any, state: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The state dict, strictly matching the model, or a ModelError naming what does not match."""
+    expected = model.state_dict()
+    state, prefix = runtime.strip_common_prefix(state, list(expected))
+    diff = runtime.diff_state_dicts(expected, state)
+    if not diff.ok:
+        raise ModelError(runtime.mismatch_message(_card_dict(card), card.checkpoint, diff), hint=_mismatch_hint(card, model, diff))
+    return state, prefix
+
+
+def _mismatch_hint(card: ModelCard, model: Any, diff: runtime.StateDictDiff) -> str:
+    classifier = str(getattr(model, "pretrained_cfg", {}).get("classifier") or "")
+    for name, got, _ in diff.mismatched:
+        if classifier and name.startswith(classifier) and got:
+            return f"the checkpoint's classifier has {got[0]} outputs: set num_classes = {got[0]} in [[models]] '{card.name}'"
+    return (f"[[models]] '{card.name}' must describe the network the checkpoint was trained as: "
+            "check arch, num_classes, in_chans and model_kwargs")
+
+
+def to_half(card: ModelCard, state: Mapping[str, Any]) -> dict[str, Any]:
+    """Floating tensors to fp16 (integer buffers such as num_batches_tracked stay as they are)."""
+    import torch
+
+    halved = {}
+    for name, tensor in state.items():
+        if tensor.is_floating_point():
+            converted = tensor.to(torch.float16)
+            if bool(torch.isinf(converted).any()) and not bool(torch.isinf(tensor).any()):
+                raise ModelError(f"[[models]] '{card.name}': half = true overflows {name} (values beyond fp16's 65504)",
+                                 hint="set half = false for this model")
+            tensor = converted
+        halved[name] = tensor
+    return halved
+
+
+def output_path(card: ModelCard, taken: Mapping[str, str]) -> str:
+    suffix = ".safetensors" if card.safetensors else ".pt"
+    path = PurePosixPath(card.checkpoint).with_suffix(suffix)
+    if path.as_posix() in taken:  # another card wrote this name with other settings
+        path = path.with_name(f"{path.stem}.{card.name}{suffix}")
+    return path.as_posix()
+
+
+def write_checkpoint(card: ModelCard, state: Mapping[str, Any], stage: Path, written: dict[str, str]) -> str:
+    """Write the clean state dict into the weights stage, replacing the copied original."""
+    relative = output_path(card, written)
+    target = stage / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    _save(state, partial, card)
+    os.replace(partial, target)
+    original = stage / card.checkpoint
+    if original != target and original.is_file():
+        original.unlink()
+    written[relative] = _sha256(target)
+    return relative
+
+
+def _save(state: Mapping[str, Any], path: Path, card: ModelCard) -> None:
+    import torch
+
+    if card.safetensors:
+        from safetensors.torch import save_file
+
+        # safetensors refuses tensors that share storage (tied weights): give each its own.
+        save_file({name: tensor.detach().clone().contiguous() for name, tensor in state.items()}, str(path),
+                  metadata={"format": "pt", "kkb_model": card.name, "arch": card.arch})
+    else:
+        torch.save(dict(state), path)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_written(card: ModelCard, model: Any, path: Path) -> None:
+    """Load the file the kernel will read, the way the kernel reads it."""
+    try:
+        state, _ = runtime.clean_state_dict(runtime.read_checkpoint(path))
+        runtime.load_into(model, state, _card_dict(card), path.name)
+    except runtime.ModelLoadError as exc:
+        raise ModelError(f"[[models]] '{card.name}': the normalised checkpoint does not load back: {exc}",
+                         hint="this is a kkb bug; please report it with the card") from None
+
+
+# --- normalisation --------------------------------------------------------------------------------
+
+def resolve_normalisation(card: ModelCard, model: Any) -> dict[str, Any]:
+    """mean/std/input size/interpolation: the card's values, else timm's pretrained config."""
+    cfg = dict(getattr(model, "pretrained_cfg", None) or {})
+    size = card.input_size or tuple(cfg.get("input_size", (3, 224, 224))[-2:])
+    interpolation = card.interpolation or str(cfg.get("interpolation") or "bilinear")
+    if interpolation not in pipelines.INTERPOLATIONS:
+        raise ModelError(f"[[models]] '{card.name}': interpolation '{interpolation}' is not one of "
+                         f"{', '.join(pipelines.INTERPOLATIONS)}", hint="use timm's names, e.g. bilinear or bicubic")
+    return {
+        "input_size": [int(size[0]), int(size[1])],
+        "mean": _per_channel(card, "mean", card.mean or cfg.get("mean") or (0.485, 0.456, 0.406), card.mean is not None),
+        "std": _per_channel(card, "std", card.std or cfg.get("std") or (0.229, 0.224, 0.225), card.std is not None),
+        "interpolation": interpolation,
+    }
+
+
+def _per_channel(card: ModelCard, field: str, values: Any, from_card: bool) -> list[float]:
+    values = [float(value) for value in values]
+    if len(values) == card.in_chans:
+        return values
+    if len(values) == 1:
+        return values * card.in_chans
+    if not from_card and card.in_chans == 1:
+        return [float(np.mean(values))]  # a grayscale model fine-tuned from an RGB config
+    raise ModelError(f"[[models]] '{card.name}': {field} has {len(values)} values for in_chans = {card.in_chans}",
+                     hint=f"set {field} in [[models]] '{card.name}' with one value per input channel")
+
+
+# --- transforms -----------------------------------------------------------------------------------
+
+def check_transforms(card: ModelCard, kernel_dir: Path, normalisation: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The card's serialised pipeline, proven to deserialise and to run on an image (None: kkb's default)."""
+    if card.transforms is None:
+        return None
+    path = kernel_dir / card.transforms
+    if not path.is_file():
+        raise ModelError(f"[[models]] '{card.name}': transforms file {card.transforms} not found in {kernel_dir}",
+                         hint="save the inference pipeline with A.save(pipeline, path) or json.dump(A.to_dict(pipeline), f)")
+    try:
+        serialized = pipelines.read_pipeline_file(path)
+        with user_code_importable(kernel_dir):
+            pipeline = pipelines.inference_pipeline({**_card_dict(card), **normalisation, "transforms": serialized})
+            _check_runs(card, pipeline, normalisation)
+    except pipelines.TransformsError as exc:
+        raise ModelError(f"[[models]] '{card.name}': {card.transforms}: {exc}",
+                         hint="custom transforms must live in a module of the code bundle (importable from the kernel folder)") from None
+    _check_normalize(card, serialized)
+    return serialized
+
+
+@contextlib.contextmanager
+def user_code_importable(kernel_dir: Path) -> Iterator[None]:
+    """The kernel folder on sys.path, as the code dataset is in the kernel; its modules forgotten afterwards."""
+    root = str(kernel_dir.resolve())
+    before = set(sys.modules)
+    sys.path.insert(0, root)
+    try:
+        yield
+    finally:
+        sys.path.remove(root)
+        for name in set(sys.modules) - before:
+            module_file = getattr(sys.modules[name], "__file__", None) or ""
+            if module_file.startswith(root + os.sep):
+                del sys.modules[name]
+
+
+def _check_runs(card: ModelCard, pipeline: Any, normalisation: Mapping[str, Any]) -> None:
+    height, width = normalisation["input_size"]
+    # Twice the input size: a pipeline that crops must still find enough pixels.
+    image = np.random.default_rng(0).integers(0, 256, (2 * height, 2 * width, card.in_chans), dtype=np.uint8)
+    try:
+        output = pipeline(image=image)["image"]
+    except Exception as exc:  # noqa: BLE001 - any failure of user code is reported as the card's problem
+        raise pipelines.TransformsError(f"the pipeline fails on a {2 * height}x{2 * width} test image: "
+                                        f"{type(exc).__name__}: {exc}") from None
+    channels = output.shape[0] if type(output).__module__.startswith("torch") else output.shape[-1]
+    if output.ndim != 3 or channels != card.in_chans:
+        raise pipelines.TransformsError(f"the pipeline outputs an image of shape {tuple(output.shape)}, "
+                                        f"not {card.in_chans} channel(s)")
+
+
+def _pipeline_normalisation(serialized: Mapping[str, Any] | None) -> dict[str, Any]:
+    """When the user's pipeline normalises, the card records its values: the ones the kernel applies."""
+    own = pipelines.normalize_params(serialized) if serialized else None
+    if own is None:
+        return {"normalize_in_pipeline": False}
+    recorded: dict[str, Any] = {"normalize_in_pipeline": True}
+    for field in ("mean", "std"):
+        if isinstance(own.get(field), (list, tuple)):
+            recorded[field] = [float(value) for value in own[field]]
+    return recorded
+
+
+def _check_normalize(card: ModelCard, serialized: Mapping[str, Any]) -> None:
+    """A Normalize in the pipeline that contradicts the card's mean/std means two sources of truth."""
+    own = pipelines.normalize_params(serialized)
+    if own is None:
+        return
+    for field in ("mean", "std"):
+        stated = getattr(card, field)
+        if stated is not None and not np.allclose(np.ravel(own.get(field, ())), np.ravel(stated)):
+            raise ModelError(f"[[models]] '{card.name}': {field} = {list(stated)} but the pipeline's Normalize "
+                             f"has {field} = {own.get(field)}",
+                             hint=f"remove {field} from the card or the Normalize from the pipeline: the kernel uses the pipeline's")
+
+
+__all__ = ["prepare_models"]

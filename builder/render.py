@@ -1,0 +1,116 @@
+"""The notebook: cell sources rendered with one strict Jinja environment, assembled with nbformat.
+
+Templates live in ``templates/notebook/``, one per cell. A kernel project overrides any of them by
+putting a file of the same name in its own ``templates/`` folder; to change only part of a cell it
+can ``{% extends "kkb/<name>" %}`` and override ``{% block body %}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import nbformat
+from nbformat import v4
+
+from builder.errors import TemplateError
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+NOTEBOOK_TEMPLATES = TEMPLATES / "notebook"
+KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
+LANGUAGE_INFO = {"name": "python", "pygments_lexer": "ipython3", "file_extension": ".py", "mimetype": "text/x-python"}
+
+
+@dataclass(frozen=True)
+class CellTemplate:
+    name: str  # kkb-<name> is the cell id and its tag
+    template: str
+    kind: str = "code"
+
+
+CSV_CELLS = (
+    CellTemplate("provenance", "00_provenance.md.j2", "markdown"),
+    CellTemplate("environment", "10_environment.py.j2"),
+    CellTemplate("inputs", "20_inputs.py.j2"),
+    CellTemplate("install", "30_install.py.j2"),
+    CellTemplate("fast-commit", "40_fast_commit.py.j2"),
+    CellTemplate("steps", "50_steps.py.j2"),
+    CellTemplate("combine", "60_combine.py.j2"),
+    CellTemplate("round", "70_round.py.j2"),
+    CellTemplate("write", "80_write.py.j2"),
+)
+
+
+def _py(value: Any) -> str:
+    """A Python literal for the value (the output is code, not HTML or JSON)."""
+    return repr(value)
+
+
+@lru_cache(maxsize=16)
+def make_environment(override_dir: Path | None = None) -> jinja2.Environment:
+    """The one Jinja environment: strict, no autoescape, the kernel's overrides first."""
+    base = jinja2.FileSystemLoader(str(NOTEBOOK_TEMPLATES))
+    loaders: list[jinja2.BaseLoader] = []
+    if override_dir is not None and override_dir.is_dir():
+        loaders.append(jinja2.FileSystemLoader(str(override_dir)))
+    loaders += [jinja2.PrefixLoader({"kkb": base}), base]
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=False,
+        autoescape=False,
+        trim_blocks=False,
+        lstrip_blocks=False,
+    )
+    env.filters["py"] = _py
+    return env
+
+
+def render_cell(env: jinja2.Environment, template: str, context: Mapping[str, Any]) -> str:
+    try:
+        return env.get_template(template).render(**context).strip() + "\n"
+    except jinja2.UndefinedError as exc:
+        raise TemplateError(f"template {template}: {exc.message}",
+                            hint="a kernel's template override may only use the variables kkb passes; see templates/notebook/") from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateError(f"template {exc.filename or template}, line {exc.lineno}: {exc.message}",
+                            hint="fix the Jinja syntax in the template override") from None
+    except jinja2.TemplateNotFound as exc:
+        raise TemplateError(f"template {exc.name} not found", hint="an override may only extend kkb/<name> of an existing cell") from None
+
+
+def render_notebook(cells: tuple[CellTemplate, ...], context: Mapping[str, Any], provenance: Mapping[str, Any],
+                    override_dir: Path | None = None) -> nbformat.NotebookNode:
+    env = make_environment(override_dir)
+    notebook = v4.new_notebook()
+    for cell in cells:
+        source = render_cell(env, cell.template, context).rstrip("\n")
+        metadata = {"tags": [f"kkb-{cell.name}"]}
+        node = v4.new_markdown_cell(source, metadata=metadata) if cell.kind == "markdown" else v4.new_code_cell(source, metadata=metadata)
+        node["id"] = f"kkb-{cell.name}"
+        notebook.cells.append(node)
+    notebook.metadata["kernelspec"] = dict(KERNELSPEC)
+    notebook.metadata["language_info"] = dict(LANGUAGE_INFO)
+    notebook.metadata["kkb"] = dict(provenance)
+    nbformat.validate(notebook)
+    return notebook
+
+
+def notebook_text(notebook: nbformat.NotebookNode) -> str:
+    return nbformat.writes(notebook, version=4) + "\n"
+
+
+def script_text(notebook: nbformat.NotebookNode) -> str:
+    """The same cells as a Kaggle *script* kernel (``kernel_type = "script"``)."""
+    parts = [f"# kkb provenance: {json.dumps(notebook.metadata['kkb'], sort_keys=True)}"]
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            parts.append("# %% [markdown]\n" + "\n".join(f"# {line}".rstrip() for line in cell.source.splitlines()))
+        else:
+            parts.append(f"# %% {cell.id}\n{cell.source}")
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,396 @@
+"""``kernel.toml``: the kernel project's spec, validated at the boundary.
+
+Everything the rest of kkb knows about a kernel project comes from :func:`load_spec`, which returns
+frozen pydantic models (``extra="forbid"``). Any problem becomes a :class:`~builder.errors.SpecError`
+that names the file, the key, what was wrong, and how to fix it; unknown keys get a "did you mean".
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from slugify import slugify
+
+from builder.errors import SpecError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SPEC_FILE = "kernel.toml"
+
+# Kaggle's accelerator names as of 2026 (kaggle-cli docs/kernels.md). The server passes the
+# string through unvalidated, so a typo here would silently give a CPU session: check it.
+MACHINE_SHAPES = (
+    "NvidiaTeslaT4",
+    "NvidiaTeslaT4Highmem",
+    "NvidiaTeslaP100",
+    "NvidiaTeslaA100",
+    "NvidiaL4",
+    "NvidiaL4X1",
+    "NvidiaH100",
+    "NvidiaRtxPro6000",
+    "TpuV38",
+    "Tpu1VmV38",
+    "TpuV5E8",
+    "TpuV6E8",
+)
+# `enable_gpu` alone gives a P100, which the current image's torch no longer supports (sm_60).
+DEFAULT_GPU_SHAPE = "NvidiaTeslaT4"
+DEFAULT_TPU_SHAPE = "TpuV5E8"
+RETIRED_SHAPES = ("NvidiaTeslaP100", "TpuV38")
+
+_SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_OWNER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+
+def _relative_path(value: str) -> str:
+    """A path or glob inside the kernel folder: relative, POSIX, and never climbing out."""
+    path = PurePosixPath(value)
+    if not value or path.is_absolute() or ".." in path.parts or "\\" in value:
+        raise ValueError(f"'{value}' must be a relative path inside the kernel folder (no '..', no absolute path)")
+    return value
+
+
+RelativePath = Annotated[str, Field(min_length=1)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KernelSection(_Strict):
+    title: str = Field(min_length=5, max_length=50)
+    slug: str | None = None
+    owner: str | None = None
+    private: bool = True
+    accelerator: str = "gpu"
+    internet: bool = False
+    kernel_type: Literal["notebook", "script"] = "notebook"
+    docker_image_pinning: Literal["original", "latest"] | None = "original"
+    docker_image: str | None = None
+    timeout_seconds: int | None = Field(default=None, gt=0)
+
+    @field_validator("owner")
+    @classmethod
+    def _owner_shape(cls, value: str | None) -> str | None:
+        if value is not None and not _OWNER_RE.match(value):
+            raise ValueError(f"'{value}' is not a Kaggle username")
+        return value
+
+    @field_validator("accelerator")
+    @classmethod
+    def _known_accelerator(cls, value: str) -> str:
+        if value in ("gpu", "tpu", "none") or value in MACHINE_SHAPES:
+            return value
+        close = difflib.get_close_matches(value, [*MACHINE_SHAPES, "gpu", "tpu", "none"], n=1, cutoff=0.6)
+        guess = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ValueError(f"unknown accelerator '{value}'{guess}; use gpu, tpu, none or one of: {', '.join(MACHINE_SHAPES)}")
+
+    @model_validator(mode="after")
+    def _slug_matches_title(self) -> KernelSection:
+        derived = slugify(self.title)
+        if self.slug is not None and self.slug != derived:
+            raise ValueError(
+                f"slug '{self.slug}' does not match the title: Kaggle derives the slug from the title, "
+                f"and '{self.title}' gives '{derived}'"
+            )
+        return self
+
+    @property
+    def kernel_slug(self) -> str:
+        return self.slug or slugify(self.title)
+
+    @property
+    def machine_shape(self) -> str | None:
+        if self.accelerator == "gpu":
+            return DEFAULT_GPU_SHAPE
+        if self.accelerator == "tpu":
+            return DEFAULT_TPU_SHAPE
+        if self.accelerator == "none":
+            return None
+        return self.accelerator
+
+    @property
+    def uses_gpu(self) -> bool:
+        shape = self.machine_shape
+        return shape is not None and shape.startswith("Nvidia")
+
+    @property
+    def uses_tpu(self) -> bool:
+        shape = self.machine_shape
+        return shape is not None and shape.startswith("Tpu")
+
+
+class CompetitionSection(_Strict):
+    slug: str
+    data: str | None = None
+    sample_submission: str = "sample_submission.csv"
+    test: str | None = None
+    hidden_rows: int | None = Field(default=None, gt=0)
+    time_limit_hours: float = Field(default=9.0, gt=0)
+
+    @field_validator("slug")
+    @classmethod
+    def _slug_shape(cls, value: str) -> str:
+        if not _SLUG_RE.match(value):
+            raise ValueError(f"'{value}' is not a competition slug (lowercase letters, digits and '-', no 'c/' prefix)")
+        return value
+
+    @field_validator("data", "sample_submission", "test")
+    @classmethod
+    def _inside(cls, value: str | None) -> str | None:
+        return None if value is None else _relative_path(value)
+
+
+class FileSelection(_Strict):
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    dataset: str | None = None
+    title: str | None = Field(default=None, min_length=6, max_length=50)
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns_inside(cls, values: list[str]) -> list[str]:
+        return [_relative_path(value) for value in values]
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset_id(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        owner, _, slug = value.partition("/")
+        if not owner or not slug or not _SLUG_RE.match(slug) or not 6 <= len(slug) <= 50:
+            raise ValueError(f"'{value}' is not a dataset id: write 'owner/slug', slug of 6-50 lowercase letters, digits and '-'")
+        return value
+
+
+class ModelCard(_Strict):
+    """What the kernel needs to rebuild one model offline. Completed at build time by ``builder.models``."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    arch: str
+    checkpoint: str
+    num_classes: int = Field(gt=0)
+    in_chans: int = Field(default=3, gt=0)
+    input_size: tuple[int, int] | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    interpolation: str | None = None
+    transforms: str | None = None
+    tta: list[str] = Field(default_factory=list)
+    batch_size: int = Field(default=32, gt=0)
+    num_workers: int = Field(default=2, ge=0)
+    activation: Literal["softmax", "sigmoid", "none"] = "softmax"
+    features: bool = False
+    model_kwargs: dict[str, Any] = Field(default_factory=dict)
+    half: bool = False
+    safetensors: bool = True
+    # Which entry of a training checkpoint holds the weights; None: timm's order (EMA first).
+    checkpoint_key: str | None = None
+    amp: bool = True
+
+    @field_validator("checkpoint", "transforms")
+    @classmethod
+    def _inside(cls, value: str | None) -> str | None:
+        return None if value is None else _relative_path(value)
+
+
+class SourcePackage(_Strict):
+    name: str
+    path: str
+    cpp_ext: bool = False
+    cuda_ext: bool = False
+    extra_env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("path")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        return _relative_path(value)
+
+
+class InstallSection(_Strict):
+    requirements: list[str] = Field(default_factory=list)
+    requirements_file: str | None = None
+    wheelhouse: str | None = None
+    source_packages: list[SourcePackage] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    python_version: str = "3.12"
+    platform: str = "manylinux2014_x86_64"
+    pip_version: str | None = None
+
+    @field_validator("requirements_file")
+    @classmethod
+    def _inside(cls, value: str | None) -> str | None:
+        return None if value is None else _relative_path(value)
+
+
+class Step(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    run: str = Field(min_length=1)
+    weight: float = Field(default=1.0, gt=0)
+    timeout_seconds: int | None = Field(default=None, gt=0)
+
+
+class SubmissionSection(_Strict):
+    file: str = "submission.csv"
+    id_column: str = "id"
+    target_columns: list[str] = Field(default_factory=list)
+    decimals: int | None = Field(default=6, ge=0, le=15)
+    combine: Literal["mean", "weighted_mean", "rank_mean"] = "mean"
+    kind: Literal["csv", "evaluation-api"] = "csv"
+
+    @field_validator("file")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if "/" in value or "\\" in value or not value:
+            raise ValueError(f"'{value}' must be a file name; Kaggle reads it from /kaggle/working")
+        return value
+
+
+class FastCommitSection(_Strict):
+    enabled: bool = True
+    # The classic guard: the commit run sees a public test of a handful of rows.
+    rows_below: int = Field(default=11, gt=0)
+    detect: Literal["env_and_rows", "env"] = "env_and_rows"
+    write: Literal["sample", "first_rows"] = "sample"
+    first_rows: int = Field(default=5, gt=0)
+
+
+class EvaluationApiSection(_Strict):
+    """Competitions scored through ``kaggle_evaluation`` (issue 8)."""
+
+    module: str
+    server_class: str
+    predict: str
+    gateway_paths: list[str] = Field(default_factory=list)
+    startup_limit_seconds: int = 900
+    response_timeout_seconds: int | None = None
+
+
+class KernelSpec(_Strict):
+    kernel: KernelSection
+    competition: CompetitionSection
+    code: FileSelection = Field(default_factory=FileSelection)
+    weights: FileSelection = Field(default_factory=FileSelection)
+    models: list[ModelCard] = Field(default_factory=list)
+    install: InstallSection = Field(default_factory=InstallSection)
+    steps: list[Step] = Field(default_factory=list)
+    submission: SubmissionSection = Field(default_factory=SubmissionSection)
+    fast_commit: FastCommitSection = Field(default_factory=FastCommitSection)
+    evaluation_api: EvaluationApiSection | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KernelSpec:
+        if self.kernel.internet:
+            raise ValueError(
+                "[kernel] internet = true: a kernel submitted to a code competition must run with internet off"
+            )
+        names = [model.name for model in self.models]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"[[models]] names must be unique; repeated: {', '.join(duplicates)}")
+        steps = [step.name for step in self.steps]
+        duplicates = sorted({name for name in steps if steps.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"[[steps]] names must be unique; repeated: {', '.join(duplicates)}")
+        if self.submission.kind == "evaluation-api" and self.evaluation_api is None:
+            raise ValueError("[submission] kind = 'evaluation-api' needs an [evaluation_api] table")
+        if self.submission.kind == "csv" and not self.steps:
+            raise ValueError("[[steps]] is empty: add at least one inference step")
+        return self
+
+
+def load_spec(kernel_dir: Path) -> KernelSpec:
+    """Read and validate ``kernel_dir/kernel.toml``."""
+    path = kernel_dir / SPEC_FILE
+    if not kernel_dir.is_dir():
+        raise SpecError(f"{kernel_dir}: no such kernel folder", hint="pass the folder that holds kernel.toml, e.g. kernels/minimal")
+    if not path.is_file():
+        raise SpecError(f"{path}: file not found", hint="every kernel project needs a kernel.toml; see kernels/minimal/kernel.toml")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML: {exc}", hint="fix the TOML syntax at the line shown") from None
+    return parse_spec(raw, source=path)
+
+
+def parse_spec(raw: dict[str, Any], source: Path | str = SPEC_FILE) -> KernelSpec:
+    try:
+        return KernelSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise _spec_error(exc, source) from None
+
+
+def _spec_error(exc: ValidationError, source: Path | str) -> SpecError:
+    lines: list[str] = []
+    hints: list[str] = []
+    for error in exc.errors():
+        key = _dotted(error["loc"])
+        if error["type"] == "extra_forbidden":
+            known = _known_keys(error["loc"][:-1])
+            unknown = str(error["loc"][-1])
+            lines.append(f"{source}: {key}: unknown key")
+            close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)
+            hints.append(f"did you mean '{_dotted((*error['loc'][:-1], close[0]))}'?" if close else f"known keys here: {', '.join(known)}")
+        elif error["type"] == "missing":
+            lines.append(f"{source}: {key}: required key is missing")
+            hints.append(f"add {key} to {Path(str(source)).name}")
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+            lines.append(f"{source}: {key}: {message}" if key else f"{source}: {message}")
+            hints.append(_hint_for(error))
+    unique_hints = [hint for index, hint in enumerate(hints) if hint and hint not in hints[:index]]
+    return SpecError("\n".join(lines), hint="; ".join(unique_hints) or None)
+
+
+def _hint_for(error: Any) -> str:
+    loc = tuple(str(part) for part in error["loc"])
+    if "does not match the title" in str(error["msg"]):
+        return "remove [kernel] slug (kkb derives it from the title) or change the title"
+    if loc[:1] == ("kernel",) and loc[-1:] == ("title",):
+        return "use a title of 5 to 50 characters; Kaggle derives the kernel slug from it"
+    if "internet" in str(error["msg"]):
+        return "set [kernel] internet = false; ship packages as wheels instead (kkb wheels)"
+    return "see kernels/minimal/kernel.toml for a valid example"
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    """('models', 0, 'arch') -> 'models[0].arch'; the first part is the TOML table."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _known_keys(loc: tuple[Any, ...]) -> list[str]:
+    model: Any = KernelSpec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part)) if hasattr(model, "model_fields") else None
+        if field is None:
+            return []
+        model = _model_of(field.annotation)
+        if model is None:
+            return []
+    return sorted(model.model_fields) if hasattr(model, "model_fields") else []
+
+
+def _model_of(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,153 @@
+"""The kernel-side runtime, tested directly (it ships in the code dataset and never imports builder)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from builder.kkb_runtime import commit, inputs, install, steps, submission
+
+SAMPLE = pd.DataFrame({"id": ["a", "b", "c"], "target": [0.0, 0.0, 0.0]})
+
+
+def _frame(ids, values, column="target"):
+    return pd.DataFrame({"id": ids, column: values})
+
+
+@pytest.mark.parametrize(
+    ("frame", "problem"),
+    [
+        pytest.param(_frame(["a", "b"], [1.0, 2.0]), "row count: expected 3 rows (as the sample submission), got 2", id="rows"),
+        pytest.param(_frame(["a", "b", "c"], [1.0, 2.0, 3.0], column="label"), "missing column(s): target", id="missing-column"),
+        pytest.param(_frame(["a", "b", "c"], [1.0, 2.0, 3.0]).assign(extra=1), "extra column(s): extra", id="extra-column"),
+        pytest.param(_frame(["a", "b", "x"], [1.0, 2.0, 3.0]),
+                     "ids do not match the sample submission: 1 missing (e.g. 'c'), 1 unexpected (e.g. 'x')", id="ids"),
+        pytest.param(_frame(["a", "c", "b"], [1.0, 2.0, 3.0]),
+                     "ids are not in the sample submission's order (row 1: expected 'b', got 'c')", id="order"),
+        pytest.param(_frame(["a", "a", "c"], [1.0, 2.0, 3.0]), "duplicate ids: 1 (e.g. 'a')", id="duplicates"),
+        pytest.param(_frame(["a", "b", "c"], [1.0, np.nan, 3.0]), "NaN in target column 'target': 1 rows", id="nan"),
+        pytest.param(_frame(["a", "b", "c"], [1.0, np.inf, 3.0]), "inf in target column 'target': 1 rows", id="inf"),
+        pytest.param(_frame(["a", "b", "c"], ["1.0", "cat", "3"]),
+                     "non-numeric values in target column 'target': 1 rows (e.g. 'cat')", id="non-numeric"),
+    ],
+)
+def test_check_submission_names_the_reason(frame: pd.DataFrame, problem: str) -> None:
+    assert problem in submission.check_submission(frame, SAMPLE, "id")
+
+
+def test_check_submission_accepts_a_valid_frame() -> None:
+    assert submission.check_submission(_frame(["a", "b", "c"], [0.1, 0.2, 0.3]), SAMPLE, "id") == []
+
+
+def test_combine_methods() -> None:
+    one = _frame(["a", "b", "c"], [0.0, 1.0, 2.0])
+    two = _frame(["c", "b", "a"], [8.0, 4.0, 2.0])  # other order: aligned by id
+    mean = submission.combine([one, two], "id", ["target"], "mean")
+    assert mean["target"].tolist() == [1.0, 2.5, 5.0]
+    weighted = submission.combine([one, two], "id", ["target"], "weighted_mean", [3.0, 1.0])
+    assert weighted["target"].tolist() == pytest.approx([0.5, 1.75, 3.5])
+    ranked = submission.combine([one, two], "id", ["target"], "rank_mean")
+    assert ranked["target"].tolist() == pytest.approx([1 / 3, 2 / 3, 1.0])
+    with pytest.raises(ValueError, match="different ids"):
+        submission.combine([one, _frame(["a", "b", "z"], [1.0, 1.0, 1.0])], "id", ["target"])
+
+
+def test_rounding_removes_float_noise_and_negative_zero() -> None:
+    frame = _frame(["a", "b", "c"], [0.1 + 0.2, -1e-17, 2.0 / 3.0])
+    rounded = submission.round_predictions(frame, ["target"], 4)
+    assert rounded.to_csv(index=False) == "id,target\na,0.3\nb,0.0\nc,0.6667\n"
+    assert submission.round_predictions(frame, ["target"], None) is frame
+
+
+def test_write_submission_is_atomic(tmp_path: Path) -> None:
+    path = submission.write_submission(_frame(["a"], [1.0]), tmp_path / "submission.csv")
+    assert path.read_text() == "id,target\na,1.0\n"
+    assert not list(tmp_path.glob("*.partial"))
+
+
+@pytest.mark.parametrize(
+    ("environ", "rows", "fast", "reason"),
+    [
+        ({}, 5, True, "commit run (KAGGLE_IS_COMPETITION_RERUN absent, sample has 5 rows): writing the sample submission"),
+        ({"KAGGLE_IS_COMPETITION_RERUN": ""}, 5, False, "KAGGLE_IS_COMPETITION_RERUN is set: scoring rerun, running every step"),
+        ({}, 11, False, "KAGGLE_IS_COMPETITION_RERUN is absent but the sample submission has 11 rows (>= 11): running every step"),
+    ],
+)
+def test_fast_commit_decision(environ: dict, rows: int, fast: bool, reason: str) -> None:
+    decision = commit.decide({"enabled": True, "rows_below": 11, "detect": "env_and_rows", "write": "sample"}, rows, environ)
+    assert (decision.fast, decision.reason) == (fast, reason)
+
+
+def test_fast_commit_env_only_and_first_rows() -> None:
+    decision = commit.decide({"detect": "env", "write": "first_rows", "first_rows": 3}, 10_000, {})
+    assert decision.fast and decision.row_limit == 3
+    assert not commit.decide({"enabled": False}, 1, {}).fast
+
+
+def _dataset(folder: Path, dataset_id: str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps({"dataset": dataset_id}))
+    return folder
+
+
+@pytest.mark.parametrize("layout", ["current", "legacy", "nested"])
+def test_find_dataset_in_every_layout(tmp_path: Path, layout: str) -> None:
+    where = {"current": "input/datasets/me/my-weights", "legacy": "input/my-weights", "nested": "input/other/place/x"}[layout]
+    _dataset(tmp_path / "input/datasets/me/decoy", "me/decoy")
+    expected = _dataset(tmp_path / where, "me/my-weights")
+    assert inputs.find_dataset("me/my-weights", root=tmp_path) == expected
+
+
+def test_missing_input_shows_the_tree(tmp_path: Path) -> None:
+    _dataset(tmp_path / "input/datasets/me/something-else", "me/something-else")
+    with pytest.raises(inputs.InputNotFound) as caught:
+        inputs.find_competition("kkb-minimal", "sample_submission.csv", root=tmp_path)
+    text = str(caught.value)
+    assert "competition data for kkb-minimal: not found" in text
+    assert str(tmp_path / "input/competitions/kkb-minimal") in text
+    assert "    me/\n      something-else/\n        manifest.json" in text
+
+
+def test_step_command_and_failure_tail(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "boom.py").write_text("import sys\nprint('to stderr', file=sys.stderr)\nsys.exit(3)\n")
+    argv = steps.step_command("python boom.py --out {out}", {"out": "/o.csv", "code": str(code)})
+    assert argv == [sys.executable, str(code / "boom.py"), "--out", "/o.csv"]
+    found = inputs.Inputs(code=code, weights=None, competition=tmp_path, working=tmp_path)
+    with pytest.raises(steps.StepFailed, match=r"step 'boom' failed with exit code 3\n--- stderr \(last 1 lines\) ---\nto stderr"):
+        steps.run_step({"name": "boom", "run": "python boom.py"}, found, tmp_path / "kkb_kernel.json", tmp_path)
+
+
+def test_step_sees_the_kernel_environment(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "echo.py").write_text(
+        "import os, sys\nopen(sys.argv[1], 'w').write(','.join(os.environ[k] for k in "
+        "('KKB_STEP_NAME', 'KKB_ROW_LIMIT', 'KKB_COMPETITION_DIR')) + '|' + os.getcwd())\n")
+    found = inputs.Inputs(code=code, weights=None, competition=tmp_path / "comp", working=tmp_path)
+    result = steps.run_step({"name": "echo", "run": "python echo.py {out}"}, found, tmp_path / "c.json", tmp_path, row_limit=4)
+    assert Path(result.output).read_text() == f"echo,4,{tmp_path / 'comp'}|{tmp_path}"
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ((25, 3), ["--config-settings", "--build-option=--cpp_ext", "--config-settings", "--build-option=--cuda_ext"]),
+        ((23, 0), ["--global-option=--cpp_ext", "--global-option=--cuda_ext"]),
+    ],
+)
+def test_source_install_uses_the_form_this_pip_accepts(version: tuple[int, int], expected: list[str]) -> None:
+    argv = install.source_install_command(Path("/code/apex"), ["--cpp_ext", "--cuda_ext"], version)
+    assert argv[-1] == "/code/apex" and argv[-1 - len(expected):-1] == expected
+    assert "--no-build-isolation" in argv and "--no-index" in argv
+
+
+def test_source_install_env_sets_apex_flags_and_arch() -> None:
+    env = install.source_install_env({"cpp_ext": True, "cuda_ext": True, "extra_env": {"MAX_JOBS": "4"}}, "7.5")
+    assert (env["APEX_CPP_EXT"], env["APEX_CUDA_EXT"], env["TORCH_CUDA_ARCH_LIST"], env["MAX_JOBS"]) == ("1", "1", "7.5", "4")
