@@ -127,22 +127,17 @@ def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], di
 def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, kernel_dir: Path,
                 code_files: dict[str, Path], weights_files: dict[str, Path]) -> BuildResult:
     cache = HashCache(out_dir / HASH_CACHE)
-    weights = _stage_weights(stage / "weights", out_dir / "weights", spec, names, kernel_dir, weights_files, cache)
-    cards = weights[2]
-    stage_files(code_files, stage / "code", cache, previous=out_dir / "code")
-    copy_tree(RUNTIME_SOURCE, stage / "code" / RUNTIME_PACKAGE)
-    weights_manifest = weights[0]
-    config = _kernel_config(spec, names, cards, weights_manifest is not None)
-    (stage / "code" / KERNEL_CONFIG).write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
-    code_manifest = manifest_for(stage / "code", names.code_dataset, cache, code_files)
-    write_metadata(stage / "code", names.code_dataset, _title(spec.code.title, spec.kernel.title, "code"), code_manifest)
+    weights_manifest, cards = _stage_weights(stage / "weights", out_dir / "weights", spec, names, kernel_dir,
+                                             weights_files, cache)
+    code_manifest = _stage_code(stage / "code", out_dir / "code", spec, names, code_files, cards,
+                                weights_manifest is not None, cache)
     notebook = _write_kernel(stage / "kernel", spec, names, kernel_dir, code_manifest, weights_manifest)
     cache.path = stage / HASH_CACHE
     cache.save()
-    final = lambda path: out_dir / path.relative_to(stage)  # noqa: E731 - paths as they will be after the swap
     return BuildResult(
         spec=spec, kernel_name=kernel_dir.resolve().name, out_dir=out_dir, code_dir=out_dir / "code",
-        weights_dir=out_dir / "weights", kernel_dir=out_dir / "kernel", notebook_path=final(notebook),
+        weights_dir=out_dir / "weights", kernel_dir=out_dir / "kernel",
+        notebook_path=out_dir / notebook.relative_to(stage),  # where it will be after the swap
         owner=names.owner, kernel_id=names.kernel_id, code_dataset=names.code_dataset,
         weights_dataset=names.weights_dataset if weights_manifest else None, code_hash=code_manifest.content_hash,
         weights_hash=weights_manifest.content_hash if weights_manifest else None,
@@ -151,7 +146,7 @@ def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, ker
 
 
 def _stage_weights(stage: Path, previous: Path, spec: KernelSpec, names: _Names, kernel_dir: Path,
-                   files: dict[str, Path], cache: HashCache) -> tuple[Manifest | None, Path, list[dict[str, Any]]]:
+                   files: dict[str, Path], cache: HashCache) -> tuple[Manifest | None, list[dict[str, Any]]]:
     stage.mkdir(parents=True)
     stage_files(files, stage, cache, previous=previous)
     cards: list[dict[str, Any]] = []
@@ -160,10 +155,21 @@ def _stage_weights(stage: Path, previous: Path, spec: KernelSpec, names: _Names,
 
         cards = prepare_models(spec, kernel_dir, stage)
     if not any(stage.rglob("*")):
-        return None, stage, cards
+        return None, cards
     manifest = manifest_for(stage, names.weights_dataset, cache, files)
     write_metadata(stage, names.weights_dataset, _title(spec.weights.title, spec.kernel.title, "weights"), manifest)
-    return manifest, stage, cards
+    return manifest, cards
+
+
+def _stage_code(stage: Path, previous: Path, spec: KernelSpec, names: _Names, files: dict[str, Path],
+                cards: list[dict[str, Any]], has_weights: bool, cache: HashCache) -> Manifest:
+    stage_files(files, stage, cache, previous=previous)
+    copy_tree(RUNTIME_SOURCE, stage / RUNTIME_PACKAGE)
+    config = _kernel_config(spec, names, cards, has_weights)
+    (stage / KERNEL_CONFIG).write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
+    manifest = manifest_for(stage, names.code_dataset, cache, files)
+    write_metadata(stage, names.code_dataset, _title(spec.code.title, spec.kernel.title, "code"), manifest)
+    return manifest
 
 
 def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]], has_weights: bool) -> dict[str, Any]:

@@ -50,7 +50,7 @@ def find_dir(candidates: Iterable[Path], sentinel: str, what: str, accept=None, 
         if (candidate / sentinel).exists() and (accept is None or accept(candidate)):
             return candidate
     base = (root or kaggle_root()) / "input"
-    for hit in sorted(base.rglob(sentinel)) if base.is_dir() else []:
+    for hit in _shallow_search(base, sentinel):
         if accept is None or accept(hit.parent):
             return hit.parent
     tried = "\n".join(f"  {path}" for path in candidates)
@@ -58,6 +58,14 @@ def find_dir(candidates: Iterable[Path], sentinel: str, what: str, accept=None, 
         f"{what}: not found. Tried:\n{tried}\nand searched {base} for '{sentinel}'.\n"
         f"What is mounted:\n{input_tree(base)}"
     )
+
+
+def _shallow_search(base: Path, name: str, depth: int = 5) -> list[Path]:
+    """Matches of ``name`` at most ``depth`` levels down: a hidden test of a million images must not be walked."""
+    hits: list[Path] = []
+    for level in range(1, depth + 1):
+        hits += sorted(base.glob("/".join(["*"] * (level - 1) + [name])))
+    return hits
 
 
 def input_tree(base: Path, depth: int = 4, limit: int = 200) -> str:

@@ -64,6 +64,7 @@ def custom_classes(serialized: Mapping[str, Any]) -> list[str]:
 
 def import_custom_transforms(serialized: Mapping[str, Any]) -> list[str]:
     """Import the module of each custom transform, so ``A.from_dict`` finds the class; returns the modules."""
+    albumentations()
     from albumentations.core.serialization import SERIALIZABLE_REGISTRY
 
     modules = []

@@ -1,0 +1,95 @@
+"""The seam between the local Kaggle and whatever executes a kernel.
+
+:class:`SandboxRunner` is the real thing: the dry run's Kaggle-like sandbox
+(``builder.execute.execute_notebook``) and its verdicts (``builder.verdict.judge``), imported lazily
+so that the server starts without them. Tests pass a fake :class:`KernelRunner` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class MountSpec:
+    """``source`` appears read-only at ``input/<target>`` (``datasets/<owner>/<slug>``, ``competitions/<slug>``)."""
+
+    source: Path
+    target: str
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    notebook: Path                        # an .ipynb (script kernels are wrapped into a one-cell notebook)
+    mounts: tuple[MountSpec, ...]
+    rerun: bool                           # the scoring rerun: KAGGLE_IS_COMPETITION_RERUN is set
+    timeout_seconds: float | None
+    root: Path                            # the sandbox root; the kernel's working dir is root/"working"
+    kernel_type: str = "notebook"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    ok: bool
+    timed_out: bool
+    working_dir: Path                     # what the run left in /kaggle/working: the session's output
+    log: list[dict[str, Any]]             # Kaggle's log shape: {"stream_name", "time", "data"}
+    failure: str | None = None            # one line for failureMessage when not ok
+    execution: Any = field(default=None, compare=False)  # the executor's own result, for the judge
+
+
+@dataclass(frozen=True)
+class Judgement:
+    name: str                             # "OK" or Kaggle's error description ("Submission CSV Not Found", ...)
+    reason: str = ""
+
+
+class KernelRunner(Protocol):
+    def run(self, request: RunRequest) -> RunResult:
+        """Execute the notebook in a fresh sandbox; never raises for a failing kernel (that is ``ok=False``)."""
+        ...
+
+    def judge(self, result: RunResult, *, kernel_type: str, submission_file: Path, sample_submission: Path,
+              id_column: str, target_columns: Sequence[str]) -> Judgement:
+        """Kaggle's verdict on a scoring rerun's output: OK or an error description."""
+        ...
+
+
+class SandboxRunner:
+    """Runs kernels with the dry run's sandbox (issue 3's ``execute_notebook`` and ``judge``)."""
+
+    def run(self, request: RunRequest) -> RunResult:
+        from builder.execute import execute_notebook
+        from builder.sandbox import Mount, SandboxSpec
+
+        spec = SandboxSpec(
+            mounts=tuple(Mount(source=m.source, target=m.target) for m in request.mounts),
+            rerun=request.rerun,
+            timeout_seconds=request.timeout_seconds,
+        )
+        result = execute_notebook(request.notebook, spec, request.root)
+        return RunResult(
+            ok=bool(result.ok), timed_out=bool(result.timed_out), working_dir=Path(result.working_dir),
+            log=list(result.log), failure=None if result.ok else _failure_line(result), execution=result,
+        )
+
+    def judge(self, result: RunResult, *, kernel_type: str, submission_file: Path, sample_submission: Path,
+              id_column: str, target_columns: Sequence[str]) -> Judgement:
+        from builder.verdict import judge
+
+        verdict = judge(result.execution, kernel_type=kernel_type, submission_file=submission_file,
+                        sample_submission=sample_submission, id_column=id_column,
+                        target_columns=list(target_columns))
+        return Judgement(name=str(verdict.name), reason=str(verdict.reason or ""))
+
+
+def _failure_line(result: Any) -> str:
+    if result.timed_out:
+        return "Notebook Timeout: the run exceeded its time limit"
+    if result.ename:
+        where = f" (cell {result.failed_cell})" if result.failed_cell is not None else ""
+        return f"{result.ename}: {result.evalue}{where}"
+    return "The notebook failed"
