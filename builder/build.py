@@ -20,8 +20,9 @@ from builder.bundle import (HashCache, Manifest, copy_tree, manifest_for, refuse
                             stage_files, write_metadata)
 from builder.credentials import resolve_owner
 from builder.errors import BundleError
-from builder.render import CSV_CELLS, notebook_text, render_notebook, script_text
+from builder.render import cells_for, notebook_text, render_notebook, script_text
 from builder.spec import SPEC_FILE, KernelSpec, load_spec
+from builder.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
 
 RUNTIME_SOURCE = Path(__file__).resolve().parent / "kkb_runtime"
 RUNTIME_PACKAGE = "kkb_runtime"
@@ -81,6 +82,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-staging-"))
     try:
         result = _build_into(stage, out_dir, spec, names, kernel_dir, code_files, weights_files)
+        keep_wheel_folders(out_dir, stage)  # kkb wheels' output lives in build/NAME too
         _swap_into_place(stage, out_dir)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
@@ -106,6 +108,7 @@ def _title(explicit: str | None, kernel_title: str, suffix: str) -> str:
 
 def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], dict[str, Path]]:
     code = select_files(kernel_dir, spec.code.include, spec.code.exclude, "code")
+    code.update(source_package_files(spec, kernel_dir))  # the install cell compiles them from the code dataset
     weights = select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights")
     for card in spec.models:
         source = kernel_dir / card.checkpoint
@@ -197,7 +200,7 @@ def _write_kernel(stage: Path, spec: KernelSpec, names: _Names, kernel_dir: Path
         "weights_hash": weights.content_hash if weights else None,
     }
     context = _template_context(spec, names, kernel_dir, provenance)
-    notebook = render_notebook(CSV_CELLS, context, provenance, kernel_dir / "templates")
+    notebook = render_notebook(cells_for(spec.submission.kind), context, provenance, kernel_dir / "templates")
     script = spec.kernel.kernel_type == "script"
     code_file = stage / f"{names.slug}.{'py' if script else 'ipynb'}"
     code_file.write_text(script_text(notebook) if script else notebook_text(notebook))
@@ -214,26 +217,21 @@ def _template_context(spec: KernelSpec, names: _Names, kernel_dir: Path, provena
         "code_dataset": names.code_dataset, "code_hash": provenance["code_hash"],
         "weights_dataset": provenance["weights_dataset"] or "(none)", "weights_hash": provenance["weights_hash"] or "-",
         "machine_shape": shape, "cuda_arch_list": CUDA_ARCH.get(shape or ""),
-        "requirements": list(spec.install.requirements), "wheelhouse_expr": _wheelhouse_expr(spec),
+        **install_context(spec, kernel_dir, names.owner),  # requirements, wheelhouse_expr, sources_prebuilt
         "source_packages": [{"name": p.name, "path": p.path, "cuda_ext": p.cuda_ext,
                              "flags": [f for f, on in (("--cpp_ext", p.cpp_ext), ("--cuda_ext", p.cuda_ext)) if on],
                              "settings": p.model_dump()} for p in spec.install.source_packages],
         "fast_commit": spec.fast_commit.model_dump(), "steps": [step.model_dump() for step in spec.steps],
         "weights": [step.weight for step in spec.steps], "submission": spec.submission.model_dump(),
+        "evaluation_api": spec.evaluation_api.model_dump() if spec.evaluation_api else None,
+        "gateway_paths": list(spec.evaluation_api.gateway_paths) if spec.evaluation_api else [],
     }
-
-
-def _wheelhouse_expr(spec: KernelSpec) -> str:
-    """Python source for the wheel folder inside the kernel: an attached dataset, or ``wheels/`` in the code."""
-    if spec.install.wheelhouse:
-        return f"kkb.inputs.find_dataset({spec.install.wheelhouse!r})"
-    return 'CODE_DIR / "wheels"'
 
 
 def _kernel_metadata(spec: KernelSpec, names: _Names, code_file: str, has_weights: bool) -> dict[str, Any]:
     sources = [names.code_dataset] + ([names.weights_dataset] if has_weights else [])
-    if spec.install.wheelhouse:
-        sources.append(spec.install.wheelhouse)
+    wheel_datasets, wheel_kernels = kernel_sources(spec, names.owner)  # the wheelhouse (kkb wheels)
+    sources += wheel_datasets
     metadata: dict[str, Any] = {
         "id": names.kernel_id, "title": spec.kernel.title, "code_file": code_file, "language": "python",
         "kernel_type": spec.kernel.kernel_type, "is_private": spec.kernel.private,
@@ -241,7 +239,7 @@ def _kernel_metadata(spec: KernelSpec, names: _Names, code_file: str, has_weight
         # The client defaults a missing key to true, and an internet-on version cannot be submitted.
         "enable_internet": False,
         "dataset_sources": sources, "competition_sources": [spec.competition.slug],
-        "kernel_sources": [], "model_sources": [],
+        "kernel_sources": wheel_kernels, "model_sources": [],
     }
     if spec.kernel.machine_shape:
         metadata["machine_shape"] = spec.kernel.machine_shape

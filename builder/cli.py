@@ -87,7 +87,8 @@ class _ProgressView:
                     self._status.update(line)
             return
         self._stop()
-        err_console.print(f"[dim]{event.stage:>10}[/dim] {text}", highlight=False)
+        took = f" [dim]({event.elapsed:.0f}s)[/dim]" if event.elapsed >= 1.0 else ""
+        err_console.print(f"[dim]{event.stage:>10}[/dim] {text}{took}", highlight=False)
 
     def _stop(self) -> None:
         if self._status is not None:
@@ -199,12 +200,133 @@ def history(kernel_dir: Path = _KERNEL_ARG) -> None:
     if not rows:
         console.print(f"no pushes recorded for {kernel_dir} yet")
         return
-    table = Table("when", "what", "kernel", "code", "weights", "datasets", "submission", "status", "score")
+    servers = sorted({row.server for row in rows})
+    mixed = len(servers) > 1
+    caption = None if mixed or servers == ["kaggle.com"] else f"server: {servers[0]}"
+    table = Table(box=None, header_style="bold", caption=caption)
+    for name in ("when (UTC)", "what", "kernel", "code", "weights", "ref", "result", *(["server"] if mixed else [])):
+        table.add_column(name, no_wrap=name in ("when (UTC)", "what"), overflow="fold")
     for row in rows:
-        datasets = f"code v{row.code_version or '?'}" + (f", weights v{row.weights_version or '?'}" if row.weights_hash else "")
-        table.add_row(row.when, row.kind, f"v{row.kernel_version}", row.code_hash[7:19], row.weights_hash[7:19],
-                      datasets, f"#{row.submission_ref}" if row.submission_ref else "", row.status, row.score)
+        code = f"v{row.code_version or '?'} {row.code_hash[7:15]}"
+        weights = f"v{row.weights_version or '?'} {row.weights_hash[7:15]}" if row.weights_hash else "-"
+        result = f"{row.status} {row.score}".strip()
+        table.add_row(row.when.replace("T", " ")[:16], row.kind, f"v{row.kernel_version}", code, weights,
+                      f"#{row.submission_ref}" if row.submission_ref else "", result, *([row.server] if mixed else []))
     console.print(table)
+
+
+@app.command("dry-run")
+def dry_run(
+    kernel_dir: Path = _KERNEL_ARG,
+    data: Optional[Path] = typer.Option(None, "--data", help="Competition data to mount (default: [competition] data)."),
+    scenario: str = typer.Option("both", "--scenario", help="commit, rerun or both."),
+    rerun_scale: int = typer.Option(1, "--rerun-scale", help="Replicate the test N times (new ids) for the rerun."),
+    hidden_rows: Optional[int] = typer.Option(None, "--hidden-rows", help="Rows of the hidden test (default: [competition] hidden_rows)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Kill each run after this many seconds."),
+    legacy_layout: bool = typer.Option(False, "--legacy-layout", help="Mount inputs at input/<slug> (Kaggle's old layout)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
+    owner: Optional[str] = _OWNER_OPT,
+    keep_sandbox: bool = typer.Option(False, "--keep-sandbox", help="Leave each sandbox on disk for inspection."),
+) -> None:
+    """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
+    from builder.dryrun import DryRunSettings
+    from builder.dryrun import dry_run as run_dry_run
+    from builder.errors import KernelFailed
+
+    report = run_dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=scenario,  # type: ignore[arg-type]
+                                        rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
+                                        layout="legacy" if legacy_layout else "current", out_dir=out, owner=owner,
+                                        keep_sandbox=keep_sandbox))
+    _show_dry_run(report)
+    if not report.ok:
+        failed = [s.scenario for s in report.scenarios if not s.ok]
+        raise KernelFailed(f"dry run: {', '.join(failed)} would fail on Kaggle",
+                           hint=f"read the executed notebooks and {report.report_path}")
+
+
+def _show_dry_run(report) -> None:  # builder.dryrun.DryRunReport
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold")
+    for name in ("scenario", "verdict", "time", "projected", "limit", "peak RAM", "peak GPU"):
+        table.add_column(name)
+    for s in report.scenarios:
+        style = "green" if s.ok else "bold red"
+        gpu = f"{s.peak_gpu_bytes / 2**30:.1f} GiB" if s.peak_gpu_bytes else "-"
+        table.add_row(s.scenario, f"[{style}]{_escape(s.verdict.name)}[/{style}]", f"{s.wall_seconds:.1f} s",
+                      f"{s.projected_seconds:.1f} s" + (f" ({s.hidden_rows} rows)" if s.hidden_rows else ""),
+                      f"{s.time_limit_seconds / 3600:g} h", f"{s.peak_rss_bytes / 2**30:.2f} GiB", gpu)
+    console.print(table)
+    for s in report.scenarios:
+        console.print(f"[bold]{s.scenario}[/bold]: {_escape(s.verdict.reason)}", highlight=False)
+        if s.fast_commit:
+            console.print(f"  [dim]fast commit: {_escape(s.fast_commit)}[/dim]", highlight=False)
+        for line in (s.evaluation_api or {}).get("lines", []):  # evaluation-API kernels: the gateway's view
+            console.print(f"  [dim]{_escape(line)}[/dim]", highlight=False)
+        for step in s.steps:
+            console.print(f"  [dim]step {step.get('name')}: {float(step.get('seconds') or 0):.1f} s, "
+                          f"{int(step.get('peak_rss_bytes') or 0) / 2**20:.0f} MiB[/dim]", highlight=False)
+        if not s.ok and s.verdict.detail:
+            console.print(_escape(s.verdict.detail), style="dim", highlight=False)
+    console.print(f"notebooks and report: {report.out_dir}", highlight=False)
+
+
+# `kkb local-kaggle serve|add-competition|add-user` (the sub-app imports the server lazily).
+from builder.local_kaggle.cli import app as _local_kaggle_app  # noqa: E402
+
+app.add_typer(_local_kaggle_app, name="local-kaggle")
+
+
+@app.command()
+def wheels(
+    kernel_dir: Path = _KERNEL_ARG,
+    on_kaggle: bool = typer.Option(False, "--on-kaggle", help="Build every wheel in Kaggle's image with a helper kernel "
+                                   "(needs [install] on_kaggle = true)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
+    owner: Optional[str] = _OWNER_OPT,
+    force: bool = typer.Option(False, "--force", help="Resolve and build again even if nothing changed."),
+    no_check: bool = typer.Option(False, "--no-check", help="Skip the offline install check."),
+    index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for the local build."),
+    find_links: list[str] = typer.Option([], "--find-links", help="Extra wheel folder or URL for the local build."),
+    no_wait: bool = typer.Option(False, "--no-wait", help="--on-kaggle: push the helper kernel and return."),
+) -> None:
+    """Build the offline wheelhouse of [install] requirements (cached by content)."""
+    from builder.wheels import WheelsSettings, build_wheels
+
+    index_args = (*(("--index-url", index_url) if index_url else ()), *(a for link in find_links for a in ("--find-links", link)))
+    with _ProgressView() as view:
+        result = build_wheels(WheelsSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, on_kaggle=on_kaggle,
+                                             force=force, check=not no_check, index_args=tuple(index_args),
+                                             wait=not no_wait, progress=view))
+    _show_wheels(result)
+
+
+def _show_wheels(result) -> None:  # builder.wheels.WheelsResult
+    if result.mode == "none":
+        console.print(f"{result.kernel_name}: no [install] requirements: nothing to build", highlight=False)
+    elif result.mode == "kernel":
+        version = f" v{result.kernel_version}" if result.kernel_version else ""
+        console.print(f"[green]{result.action}[/green] helper kernel {result.ref}{version} → {result.out_dir}", highlight=False)
+        if result.kernel_url:
+            console.print(f"  {result.kernel_url}", highlight=False)
+    else:
+        console.print(f"[green]{result.action}[/green] wheelhouse {result.ref} → {result.out_dir} "
+                      f"({len(result.files)} files, {result.total_bytes:,} bytes)", highlight=False)
+        console.print(f"  key {result.key[:19]}…  content {result.content_hash[:19]}…", highlight=False)
+        if result.left_to_image:
+            console.print(f"  left to the Kaggle image: {', '.join(result.left_to_image)}", highlight=False)
+        for name in result.replaces_image:
+            console.print(f"  [yellow]replaces the image's {name}[/yellow] (named in [install] requirements)", highlight=False)
+        for name in result.built_from_sdist:
+            console.print(f"  [yellow]built from sdist[/yellow] {name} (no wheel on the index)", highlight=False)
+        for name in result.sdists:
+            console.print(f"  [yellow]sdist[/yellow] {name}: no wheel for the target; it compiles in the kernel", highlight=False)
+    if result.check is not None:
+        how = "venv" if result.check.exact else "pip --target with the target's tags"
+        console.print(f"  offline install check: [green]ok[/green] (python {result.check.python}, {how}, "
+                      f"{len(result.check.installed)} packages, {result.check.seconds:.1f}s)", highlight=False)
+    for note in result.notes:
+        console.print(f"  {note}", highlight=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,6 +6,9 @@ torn last line (skipped on read) and never a half-rewritten file. Besides what `
 creates something on Kaggle (a dataset version, a kernel version, a submission): when a push is
 interrupted after Kaggle acted but before the result was recorded, the next run finds the intent,
 sees the server moved on, and adopts that version instead of creating a duplicate.
+
+Each record names its server (``kaggle.com`` or the ``KKB_KAGGLE_API`` base URL): what a local
+Kaggle holds says nothing about kaggle.com, so lookups only see records of the server in use.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from builder.errors import KkbError
 
 STATE_DIR = ".kkb"
 HISTORY_FILE = "history.jsonl"
+DEFAULT_SERVER = "kaggle.com"
 
 # Event names (the "event" key of a record).
 DATASET_INTENT = "dataset-intent"
@@ -57,23 +61,25 @@ class HistoryRow:
     submission_ref: int | None
     status: str
     score: str
+    server: str = DEFAULT_SERVER
 
 
 class History:
-    """Read and append the records of one kernel project."""
+    """Read and append the records of one kernel project, as seen from one server."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, server: str | None = None) -> None:
         self.path = Path(path)
+        self.server = server or DEFAULT_SERVER
 
     @classmethod
-    def for_kernel(cls, kernel_dir: Path) -> History:
-        return cls(history_path(kernel_dir))
+    def for_kernel(cls, kernel_dir: Path, server: str | None = None) -> History:
+        return cls(history_path(kernel_dir), server)
 
     # -- writing ------------------------------------------------------------------------------
 
     def append(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one record durably (one write, flush, fsync) and return it."""
-        record = {"time": now_iso(), "event": event, **fields}
+        record = {"time": now_iso(), "event": event, "server": self.server, **fields}
         line = json.dumps(record, sort_keys=True, default=str) + "\n"
         created = not self.path.exists()
         try:
@@ -96,7 +102,11 @@ class History:
     # -- reading ------------------------------------------------------------------------------
 
     def records(self) -> list[dict[str, Any]]:
-        """Every complete record, oldest first (a torn or garbled line is skipped)."""
+        """This server's complete records, oldest first (a torn or garbled line is skipped)."""
+        return [r for r in self.all_records() if r.get("server", DEFAULT_SERVER) == self.server]
+
+    def all_records(self) -> list[dict[str, Any]]:
+        """Every complete record of every server, oldest first."""
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -127,15 +137,15 @@ class History:
         return self.last(PUSH)
 
     def rows(self) -> list[HistoryRow]:
-        """Pushes and submissions, oldest first, each submission with its latest score record."""
-        records = self.records()
-        scores = {r.get("ref"): r for r in records if r.get("event") == SCORE}
+        """Pushes and submissions to every server, oldest first, each submission with its latest score."""
+        records = self.all_records()
+        scores = {(r.get("server"), r.get("ref")): r for r in records if r.get("event") == SCORE}
         rows = []
         for record in records:
             if record.get("event") == PUSH:
                 rows.append(_push_row(record))
             elif record.get("event") == SUBMISSION:
-                rows.append(_submission_row(record, scores.get(record.get("ref"))))
+                rows.append(_submission_row(record, scores.get((record.get("server"), record.get("ref")))))
         return rows
 
 
@@ -182,6 +192,7 @@ def _push_row(record: dict[str, Any]) -> HistoryRow:
         submission_ref=None,
         status="pushed" if record.get("kernel_pushed") else "unchanged",
         score="",
+        server=str(record.get("server") or DEFAULT_SERVER),
     )
 
 
@@ -200,4 +211,5 @@ def _submission_row(record: dict[str, Any], score: dict[str, Any] | None) -> His
         submission_ref=record.get("ref"),
         status=status,
         score=detail,
+        server=str(record.get("server") or DEFAULT_SERVER),
     )

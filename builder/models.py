@@ -160,6 +160,7 @@ def write_checkpoint(card: ModelCard, state: Mapping[str, Any], stage: Path, wri
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     _save(state, partial, card)
+    os.chmod(partial, 0o644)  # safetensors writes 0600; the dataset files should read like any other
     os.replace(partial, target)
     original = stage / card.checkpoint
     if original != target and original.is_file():
@@ -175,8 +176,10 @@ def _save(state: Mapping[str, Any], path: Path, card: ModelCard) -> None:
         from safetensors.torch import save_file
 
         # safetensors refuses tensors that share storage (tied weights): give each its own.
+        # One metadata entry only: safetensors writes a map's entries in a per-process random order,
+        # and byte-identical files are what lets an unchanged model skip the upload.
         save_file({name: tensor.detach().clone().contiguous() for name, tensor in state.items()}, str(path),
-                  metadata={"format": "pt", "kkb_model": card.name, "arch": card.arch})
+                  metadata={"format": "pt"})
     else:
         torch.save(dict(state), path)
 

@@ -69,7 +69,7 @@ ProgressFn = Callable[[ProgressEvent], None]
 class Waits:
     """Polling and timeouts. Runs and scoring default to the competition's time limit plus queueing."""
 
-    poll_initial_s: float = 2.0
+    poll_initial_s: float = 1.0
     poll_max_s: float = 30.0
     poll_factor: float = 1.5
     dataset_timeout_s: float = 1800.0
@@ -180,7 +180,7 @@ class _Context:
                 return state
             remaining = timeout_s - elapsed
             if remaining <= 0:
-                raise RemoteError(f"timed out after {timeout_s:.0f}s waiting for {what} (last status: {state})", hint=hint)
+                raise RemoteError(f"timed out after {timeout_s:g}s waiting for {what} (last status: {state})", hint=hint)
             self.sleep(min(remaining, interval * self.rng.uniform(0.8, 1.2)))
             interval = min(waits.poll_max_s, interval * waits.poll_factor)
 
@@ -197,7 +197,7 @@ def _context(settings: PushSettings) -> _Context:
         def on_retry(action: str, exc: BaseException, delay: float) -> None:
             settings.progress(ProgressEvent("retry", f"{action}: transient error, retrying in {delay:.1f}s"))  # type: ignore[misc]
         adapter.on_retry = on_retry
-    return _Context(settings=settings, adapter=adapter, history=History.for_kernel(settings.kernel_dir))
+    return _Context(settings=settings, adapter=adapter, history=_history(settings.kernel_dir, adapter))
 
 
 @contextlib.contextmanager
@@ -265,6 +265,7 @@ def _owner_from_credentials(settings: PushSettings, lazy: _LazyContext) -> str |
 def _push_built(ctx: _Context, build: Any) -> PushResult:
     notes = ctx.settings.message or f"kkb push {build.kernel_id}"
     start_bytes = ctx.adapter.uploaded_bytes
+    _check_kernel_metadata(Path(build.kernel_dir), build)  # before any upload: a bad kernel is not worth one
     with _private_tmpdir(Path(ctx.settings.kernel_dir)):
         weights = None
         if build.weights_dataset:
@@ -272,7 +273,6 @@ def _push_built(ctx: _Context, build: Any) -> PushResult:
                                     notes)
         code = _sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash, notes)
     kernel_hash = _kernel_hash(Path(build.kernel_dir), code.content_hash, weights.content_hash if weights else "")
-    _check_kernel_metadata(Path(build.kernel_dir), build)
     version, url, action = _sync_kernel(ctx, build, kernel_hash)
     uploaded = ctx.adapter.uploaded_bytes - start_bytes
     ctx.history.append(
@@ -327,7 +327,7 @@ def _sync_dataset(ctx: _Context, kind: str, folder: Path, ref: str, content_hash
         except TransientRemoteError as exc:
             if round_ + 1 >= ctx.settings.waits.rounds:
                 raise
-            ctx.backoff(round_, f"{action[:-1]}ing {ref}", exc)
+            ctx.backoff(round_, f"{'creating' if status is None else 'versioning'} {ref}", exc)
             continue  # the next round looks at Kaggle first: the call may have gone through
         version = _await_dataset(ctx, kind, ref, content_hash)
         uploaded = ctx.adapter.uploaded_bytes - bytes_before
@@ -550,7 +550,7 @@ def _await_run(ctx: _Context, spec: Any, kernel_id: str, version: int) -> None:
         raise KernelFailed(
             f"kernel run {kernel_id} v{version} ended in {state.upper()}"
             + (f": {status.failure_message}" if status.failure_message else "")
-            + _tail_block(entries),
+            + _tail_block(entries, status.failure_message),
             hint=f"kkb logs {ctx.settings.kernel_dir} --version {version} shows the whole log; "
             f"kkb dry-run {ctx.settings.kernel_dir} reproduces the run locally",
         )
@@ -587,6 +587,14 @@ def _existing_submission(ctx: _Context, kernel_id: str, version: int) -> tuple[i
         return None, ""
     score = ctx.history.last(SCORE, ref=record.get("ref"))
     if score is not None and score.get("status") != "complete":
+        return None, ""
+    try:  # the server must still know it as ours (a local Kaggle may have been reset)
+        known = ctx.adapter.submission(int(record["ref"]))
+    except AuthError:
+        raise
+    except RemoteError:
+        return None, ""
+    if known.description != record.get("message", known.description):
         return None, ""
     ctx.emit("submission", f"#{record['ref']} already submits {kernel_id} v{version}")
     return int(record["ref"]), str(record.get("server_message", ""))
@@ -683,9 +691,12 @@ def dry_run_hint(error_description: str, kernel_dir: Path | str) -> str:
     return f"kkb dry-run {kernel_dir} rehearses the scoring rerun locally"
 
 
-def _tail_block(entries: list[dict[str, Any]], limit: int = 30) -> str:
+def _tail_block(entries: list[dict[str, Any]], failure_message: str, limit: int = 30) -> str:
     tail = exception_tail(entries, limit)
-    return f"\n--- end of the kernel log ---\n{tail}" if tail else ""
+    last = tail.strip().splitlines()[-1] if tail.strip() else ""
+    if not last or last in failure_message:  # Kaggle's failure message already shows the exception
+        return ""
+    return f"\n--- end of the kernel log ---\n{tail}"
 
 
 def exception_tail(entries: list[dict[str, Any]], limit: int = 30) -> str:
@@ -765,7 +776,11 @@ def history(kernel_dir: Path) -> list[HistoryRow]:
 def _query_context(settings: QuerySettings) -> _Context:
     adapter = settings.adapter or KaggleAdapter.connect(settings.base_url)
     return _Context(settings=PushSettings(kernel_dir=settings.kernel_dir), adapter=adapter,
-                    history=History.for_kernel(settings.kernel_dir))
+                    history=_history(settings.kernel_dir, adapter))
+
+
+def _history(kernel_dir: Path, adapter: KaggleAdapter) -> History:
+    return History.for_kernel(Path(kernel_dir), server=getattr(adapter, "endpoint", None))
 
 
 def _kernel_id(ctx: _Context, spec: Any, owner: str | None = None) -> str:

@@ -45,6 +45,22 @@ CSV_CELLS = (
     CellTemplate("write", "80_write.py.j2"),
 )
 
+# Evaluation-API competitions (issue 8): no steps and no CSV; the competition's inference server answers.
+EVALUATION_API_CELLS = (
+    CellTemplate("provenance", "00_provenance.md.j2", "markdown"),
+    CellTemplate("environment", "10_environment.py.j2"),
+    CellTemplate("inputs", "20_evaluation_inputs.py.j2"),
+    CellTemplate("install", "30_install.py.j2"),
+    CellTemplate("fast-commit", "40_evaluation_fast_commit.py.j2"),
+    CellTemplate("inference-server", "45_inference_server.py.j2"),
+    CellTemplate("serve", "85_serve.py.j2"),
+)
+
+
+def cells_for(kind: str) -> tuple[CellTemplate, ...]:
+    """The notebook's cells for a ``[submission] kind``."""
+    return EVALUATION_API_CELLS if kind == "evaluation-api" else CSV_CELLS
+
 
 def _py(value: Any) -> str:
     """A Python literal for the value (the output is code, not HTML or JSON)."""

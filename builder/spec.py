@@ -216,19 +216,69 @@ class SourcePackage(_Strict):
 
 
 class InstallSection(_Strict):
+    """Extra packages the kernel installs offline (``kkb wheels``, issue 7).
+
+    * ``requirements`` / ``requirements_file``: what the install cell installs, as pip requirements.
+      ``kkb wheels`` resolves them with every transitive dependency into a wheelhouse, for the image's
+      ``python_version`` and ``platform`` (the newest manylinux the image satisfies; older manylinux tags
+      are accepted too), leaving out what the Kaggle image already has (kkb's list plus ``exclude``,
+      shell-style patterns such as ``nvidia-*``). A package named in ``requirements`` is shipped even if
+      the image has it (you asked for that version); one in ``exclude`` never is.
+    * ``wheelhouse``: *where* the wheels come from, as ``owner/slug``. By default kkb builds it:
+      ``<owner>/<kernel-slug>-wheels``, which is a dataset (``kkb wheels``, in ``build/NAME/wheels/``)
+      or, with ``on_kaggle = true``, the helper kernel of that name whose output holds wheels built in
+      Kaggle's own image (``kkb wheels --on-kaggle``; attached through ``kernel_sources``). Set it to
+      share one wheelhouse between kernels; kkb still builds and uploads it under that id. The
+      inference kernel attaches it whenever there are requirements (or, on Kaggle, source packages).
+    * ``source_packages``: trees in the kernel folder that compile (NVIDIA apex). They go into the code
+      dataset automatically; the install cell compiles them (``cpp_ext``/``cuda_ext``,
+      ``TORCH_CUDA_ARCH_LIST`` for the machine shape), or with ``on_kaggle`` installs the wheels the
+      helper kernel built from them.
+    """
+
     requirements: list[str] = Field(default_factory=list)
     requirements_file: str | None = None
     wheelhouse: str | None = None
+    on_kaggle: bool = False
     source_packages: list[SourcePackage] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
-    python_version: str = "3.12"
-    platform: str = "manylinux2014_x86_64"
+    python_version: str = Field(default="3.12", pattern=r"^3\.\d{1,2}$")
+    # Kaggle's image is built on Colab's Ubuntu 22.04 base (glibc 2.35).
+    platform: str = "manylinux_2_35_x86_64"
     pip_version: str | None = None
 
     @field_validator("requirements_file")
     @classmethod
     def _inside(cls, value: str | None) -> str | None:
         return None if value is None else _relative_path(value)
+
+    @field_validator("requirements")
+    @classmethod
+    def _pip_requirements(cls, values: list[str]) -> list[str]:
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        for value in values:
+            try:
+                Requirement(value)
+            except InvalidRequirement as exc:
+                raise ValueError(f"'{value}' is not a pip requirement: {exc}") from None
+        return values
+
+    @field_validator("wheelhouse")
+    @classmethod
+    def _wheelhouse_id(cls, value: str | None) -> str | None:
+        owner, _, slug = (value or "").partition("/")
+        if value is not None and (not _OWNER_RE.match(owner) or not _SLUG_RE.match(slug) or not 6 <= len(slug) <= 50):
+            raise ValueError(f"'{value}' is not a dataset or kernel id: write 'owner/slug', slug of 6-50 lowercase letters, digits and '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_sources(self) -> InstallSection:
+        names = [package.name for package in self.source_packages]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"[[install.source_packages]] names must be unique; repeated: {', '.join(duplicates)}")
+        return self
 
 
 class Step(_Strict):
@@ -266,12 +316,25 @@ class FastCommitSection(_Strict):
 class EvaluationApiSection(_Strict):
     """Competitions scored through ``kaggle_evaluation`` (issue 8)."""
 
-    module: str
-    server_class: str
-    predict: str
+    # The server module as imported from the competition folder, e.g. "kaggle_evaluation.<comp>_inference_server".
+    module: str = Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+    server_class: str = Field(pattern=r"^[A-Za-z_]\w*$")
+    # "module:function" in the code dataset; fast_predict answers the commit run when the fast commit applies.
+    predict: str = Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+    fast_predict: str | None = Field(default=None, pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+    # Default: the server module with "_inference_server" replaced by "_gateway" (Kaggle's naming).
+    gateway_module: str | None = Field(default=None, pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
     gateway_paths: list[str] = Field(default_factory=list)
-    startup_limit_seconds: int = 900
-    response_timeout_seconds: int | None = None
+    startup_limit_seconds: int = Field(default=900, gt=0)
+    response_timeout_seconds: int | None = Field(default=None, gt=0)
+
+    @field_validator("gateway_paths")
+    @classmethod
+    def _paths_inside(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not value or PurePosixPath(value).is_absolute() or ".." in PurePosixPath(value).parts:
+                raise ValueError(f"'{value}' must be a path relative to the competition folder, e.g. 'test.csv'")
+        return values
 
 
 class KernelSpec(_Strict):
@@ -358,6 +421,9 @@ def _hint_for(error: Any) -> str:
         return "use a title of 5 to 50 characters; Kaggle derives the kernel slug from it"
     if "internet" in str(error["msg"]):
         return "set [kernel] internet = false; ship packages as wheels instead (kkb wheels)"
+    if loc[:1] == ("evaluation_api",):
+        return ("see kernels/evalapi/kernel.toml: predict = 'module:function' in your code, "
+                "module = 'kaggle_evaluation.<comp>_inference_server'")
     return "see kernels/minimal/kernel.toml for a valid example"
 
 

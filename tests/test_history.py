@@ -56,3 +56,14 @@ def test_rows_join_submissions_with_their_latest_score(tmp_path: Path) -> None:
 def test_history_file_is_private_to_the_project_and_ignored_by_git() -> None:
     ignore = (Path(__file__).resolve().parent.parent / ".gitignore").read_text().splitlines()
     assert "kernels/*/.kkb/" in ignore
+
+
+def test_lookups_only_see_the_server_in_use(tmp_path: Path) -> None:
+    local = History.for_kernel(tmp_path, server="http://127.0.0.1:8123")
+    real = History.for_kernel(tmp_path)
+    local.append(PUSH, kernel="me/k", kernel_version=5)
+    local.append(DATASET_INTENT, ref="me/w", hash="h", version_before=None)
+    assert real.last(PUSH) is None and real.open_intent(DATASET_INTENT, DATASET, "ref", "me/w") is None
+    real.append(PUSH, kernel="me/k", kernel_version=1)
+    assert local.last(PUSH)["kernel_version"] == 5 and real.last(PUSH)["kernel_version"] == 1
+    assert [(r.server, r.kernel_version) for r in real.rows()] == [("http://127.0.0.1:8123", 5), ("kaggle.com", 1)]

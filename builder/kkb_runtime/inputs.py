@@ -103,6 +103,51 @@ def find_dataset(dataset_id: str, root: Path | None = None) -> Path:
     return find_dir(dataset_candidates(dataset_id, root), MANIFEST_FILE, f"dataset {dataset_id}", _manifest_of(dataset_id), root)
 
 
+def kernel_output_candidates(kernel_id: str, root: Path | None = None) -> list[Path]:
+    """Where an attached notebook's output (``kernel_sources``) is mounted: current layout, then the old one."""
+    owner, _, slug = kernel_id.partition("/")
+    base = (root or kaggle_root()) / "input"
+    return [base / "notebooks" / owner / slug, base / slug]
+
+
+def find_kernel_output(kernel_id: str, sentinel: str, accept=None, root: Path | None = None) -> Path:
+    """The output folder of an attached notebook holding ``sentinel`` (candidates, then a search)."""
+    return find_dir(kernel_output_candidates(kernel_id, root), sentinel, f"output of notebook {kernel_id}", accept, root)
+
+
+WHEELHOUSE_FILE = "kkb_wheelhouse.json"
+WHEELHOUSE_SUBDIR = "wheels"  # the kkb wheels helper kernel writes /kaggle/working/wheels
+
+
+def _wheelhouse_of(ref: str):
+    def accept(folder: Path) -> bool:
+        try:
+            return json.loads((folder / WHEELHOUSE_FILE).read_text()).get("id") == ref
+        except (OSError, ValueError):
+            return False
+
+    return accept
+
+
+def find_wheelhouse(ref: str, kind: str = "dataset", root: Path | None = None) -> Path:
+    """The folder of wheels kkb built: a dataset (``kind="dataset"``) or a helper kernel's output (``"kernel"``).
+
+    A kkb wheelhouse holds ``kkb_wheelhouse.json`` naming ``ref``. A dataset made some other way is
+    accepted when one of its candidate folders holds wheels.
+    """
+    if kind == "kernel":
+        mounts = kernel_output_candidates(ref, root)
+        candidates = [path for mount in mounts for path in (mount / WHEELHOUSE_SUBDIR, mount)]
+        return find_dir(candidates, WHEELHOUSE_FILE, f"wheels of notebook {ref}", _wheelhouse_of(ref), root)
+    try:
+        return find_dir(dataset_candidates(ref, root), WHEELHOUSE_FILE, f"wheelhouse dataset {ref}", _wheelhouse_of(ref), root)
+    except InputNotFound:
+        for candidate in dataset_candidates(ref, root):
+            if candidate.is_dir() and any(candidate.glob("*.whl")):
+                return candidate
+        raise
+
+
 def find_competition(slug: str, sample_submission: str, root: Path | None = None) -> Path:
     return find_dir(competition_candidates(slug, root), sample_submission, f"competition data for {slug}", None, root)
 
@@ -124,4 +169,5 @@ def resolve_inputs(config: KernelConfig, root: Path | None = None) -> Inputs:
     return Inputs(code=config.code_dir, weights=weights, competition=competition, working=(root or kaggle_root()) / "working")
 
 
-__all__ = ["CONFIG_FILE", "InputNotFound", "Inputs", "find_competition", "find_dataset", "input_tree", "resolve_inputs"]
+__all__ = ["CONFIG_FILE", "InputNotFound", "Inputs", "find_competition", "find_dataset", "find_kernel_output",
+           "find_wheelhouse", "input_tree", "resolve_inputs"]

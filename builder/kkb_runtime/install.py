@@ -29,23 +29,50 @@ def pip_version() -> tuple[int, int]:
     return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
-def wheel_install_command(wheel_dir: Path, requirements: Sequence[str]) -> list[str]:
-    return [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", str(wheel_dir),
-            "--no-cache-dir", "--disable-pip-version-check", *requirements]
+SDIST_SUFFIXES = (".tar.gz", ".zip")
 
 
-def source_install_command(path: Path, flags: Sequence[str], version: tuple[int, int] | None = None) -> list[str]:
+def has_sdists(wheel_dir: Path) -> bool:
+    """A wheelhouse may hold source archives for packages that publish no wheel (kkb wheels flags them)."""
+    return Path(wheel_dir).is_dir() and any(p.name.endswith(SDIST_SUFFIXES) for p in Path(wheel_dir).iterdir())
+
+
+def wheel_install_command(wheel_dir: Path, requirements: Sequence[str], no_deps: bool = False) -> list[str]:
+    argv = [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", str(wheel_dir),
+            "--no-cache-dir", "--disable-pip-version-check"]
+    if no_deps:
+        argv.append("--no-deps")
+    if has_sdists(wheel_dir):
+        # Offline, an isolated build would look for setuptools in the wheelhouse: build with the image's.
+        argv.append("--no-build-isolation")
+    return [*argv, *requirements]
+
+
+def build_flag_options(flags: Sequence[str], version: tuple[int, int] | None = None) -> list[str]:
     """pip's form for build flags such as ``--cpp_ext --cuda_ext`` (NVIDIA apex), for this pip."""
     version = version or pip_version()
-    base = [sys.executable, "-m", "pip", "install", "-v", "--no-index", "--no-deps", "--no-build-isolation",
-            "--no-cache-dir", "--disable-pip-version-check"]
     options: list[str] = []
     for flag in flags:
         if version >= CONFIG_SETTINGS_SINCE:
             options += ["--config-settings", f"--build-option={flag}"]
         else:
             options += [f"--global-option={flag}"]
-    return [*base, *options, str(path)]
+    return options
+
+
+def source_install_command(path: Path, flags: Sequence[str], version: tuple[int, int] | None = None) -> list[str]:
+    """Compile and install a source tree offline, with its build flags in the form this pip accepts."""
+    base = [sys.executable, "-m", "pip", "install", "-v", "--no-index", "--no-deps", "--no-build-isolation",
+            "--no-cache-dir", "--disable-pip-version-check"]
+    return [*base, *build_flag_options(flags, version), str(path)]
+
+
+def source_wheel_command(path: Path, flags: Sequence[str], wheel_dir: Path,
+                         version: tuple[int, int] | None = None) -> list[str]:
+    """Compile a source tree into a wheel (the kkb wheels helper kernel), flags as for an install."""
+    base = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", "--no-cache-dir",
+            "--disable-pip-version-check", "-w", str(wheel_dir)]
+    return [*base, *build_flag_options(flags, version), str(path)]
 
 
 def source_install_env(package: Mapping[str, Any], cuda_arch_list: str | None) -> dict[str, str]:
@@ -67,9 +94,52 @@ def source_flags(package: Mapping[str, Any]) -> list[str]:
 
 def run_pip(argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
     print("[kkb] $ " + " ".join(argv), flush=True)
+    layered = _sandbox_venv() if "pip" in argv and "install" in argv else None
+    if layered is not None:
+        index = list(argv).index("pip") + 1
+        argv = [*argv[:index], "--python", str(layered / "bin" / "python"), *argv[index:]]
     result = subprocess.run(list(argv), env=dict(env) if env is not None else None, capture_output=True, text=True)
     sys.stdout.write(result.stdout[-4000:])
     if result.returncode != 0:
         missing = re.findall(r"No matching distribution found for (\S+)", result.stderr)
         what = f"missing from the wheelhouse: {', '.join(missing)}" if missing else result.stderr[-3000:]
         raise InstallFailed(f"offline install failed ({what})")
+    if layered is not None:
+        _activate(_site_packages(layered))
+
+
+# kkb's local sandbox (dry run, local Kaggle) sets this; Kaggle never does.
+SANDBOX_MARKER = "KKB_SANDBOX_NETLOG"
+
+
+def _sandbox_venv() -> Path | None:
+    """In kkb's sandbox the kernel's Python is kkb's own: pip installs into a venv layered over it instead.
+
+    The venv sees every package of this interpreter (a ``.pth``), so what is installed stays
+    satisfied, and pip never uninstalls outside its own environment: kkb's venv is left untouched.
+    """
+    root = os.environ.get("KKB_KAGGLE_ROOT")
+    if not os.environ.get(SANDBOX_MARKER) or not root:
+        return None
+    venv = Path(root) / ".sandbox" / "pip-venv"
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+        visible = [entry for entry in sys.path if entry and Path(entry).is_dir()]
+        (_site_packages(venv) / "kkb-kernel-python.pth").write_text("\n".join(visible) + "\n")
+    return venv
+
+
+def _site_packages(venv: Path) -> Path:
+    return venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+
+
+def _activate(site_dir: Path) -> None:
+    """Put the layered venv first for this kernel and for its steps (they inherit PYTHONPATH)."""
+    import importlib
+
+    if str(site_dir) not in sys.path:
+        sys.path.insert(0, str(site_dir))
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if str(site_dir) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(site_dir), *filter(None, paths)])
+    importlib.invalidate_caches()

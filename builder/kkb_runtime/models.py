@@ -28,9 +28,13 @@ class ModelLoadError(RuntimeError):
 
 
 def offline() -> None:
-    """No model or hub download may even be attempted: the rerun has no internet and would hang."""
+    """No download may even be attempted: the rerun has no internet, and a timeout costs minutes.
+
+    Call it before anything imports huggingface_hub (it reads the variable at import time).
+    """
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # albumentations' PyPI version check at import
 
 
 def read_checkpoint(path: Path) -> Any:
@@ -143,7 +147,7 @@ class StateDictDiff:
 
 
 def _shape(shape: Sequence[int]) -> str:
-    return "(" + ", ".join(str(size) for size in shape) + ")"
+    return "[" + ", ".join(str(size) for size in shape) + "]"
 
 
 def _clip(items: Sequence[str], limit: int = LIST_LIMIT) -> str:

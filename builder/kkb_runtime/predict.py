@@ -61,7 +61,7 @@ def competition_dir(config: KernelConfig, environ: Mapping[str, str]) -> Path:
     return find_competition(config.competition_slug, config.sample_submission)
 
 
-def test_dir(config: KernelConfig, competition: Path) -> Path:
+def images_dir(config: KernelConfig, competition: Path) -> Path:
     """``[competition] test`` inside the competition data, else ``test/``, else the data folder itself."""
     configured = config.raw.get("competition", {}).get("test")
     candidate = competition / str(configured or DEFAULT_TEST_DIR)
@@ -115,7 +115,7 @@ def make_job(model_name: str, out: Path, config: KernelConfig, environ: Mapping[
     targets = target_columns(sample, id_column, config.submission.get("target_columns") or ())
     output_columns(card, targets)
     ids = sample[id_column].astype(str).tolist()[: row_limit(environ)]
-    return Job(card, ids, image_paths(ids, test_dir(config, competition)), id_column, targets,
+    return Job(card, ids, image_paths(ids, images_dir(config, competition)), id_column, targets,
                weights_dir(config, environ), out)
 
 
@@ -196,14 +196,21 @@ def prepare_model(card: Mapping[str, Any], weights: Path, choice: devices.Device
     return model, channels_last
 
 
-def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoice) -> Callable[[Any], Any]:
+def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoice,
+                 channels_last: bool = False) -> Callable[[Any], Any]:
+    """The model's activated output (or pooled features) for one TTA view of a batch."""
+    import contextlib
+
     import torch
 
     act = activation(str(card.get("activation", "softmax")))
     amp = choice.kind == "cuda" and bool(card.get("amp", True))
 
     def forward(batch: Any) -> Any:
-        with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=amp):
+        if channels_last:  # per view: a flipped or rotated batch comes back in the default layout
+            batch = batch.contiguous(memory_format=torch.channels_last)
+        # fp16 autocast only on CUDA (T4s have no fast bf16); elsewhere no autocast at all.
+        with torch.autocast(device_type="cuda", dtype=torch.float16) if amp else contextlib.nullcontext():
             output = pooled_features(model, batch) if card.get("features") else model(batch)
         return output.float() if card.get("features") else act(output.float())
 
@@ -216,7 +223,7 @@ def run_model(job: Job, choice: devices.DeviceChoice) -> np.ndarray:
 
     target = devices.torch_device(choice)
     model, channels_last = prepare_model(job.card, job.weights_dir, choice, target)
-    forward = make_forward(model, job.card, choice)
+    forward = make_forward(model, job.card, choice, channels_last)
     views = tta.resolve(list(job.card.get("tta") or ()))
     loader = data_loader(ImageDataset(job.paths, transforms.inference_pipeline(job.card), int(job.card.get("in_chans", 3))),
                          job.card, choice)
@@ -226,8 +233,6 @@ def run_model(job: Job, choice: devices.DeviceChoice) -> np.ndarray:
     with context():
         for batch in loader:
             batch = batch.to(target, non_blocking=choice.kind == "cuda")
-            if channels_last:
-                batch = batch.contiguous(memory_format=torch.channels_last)
             outputs.append(tta.averaged(forward, batch, views).cpu().numpy())
     width = int(job.card["num_classes"]) if not job.card.get("features") else 0
     return np.concatenate(outputs) if outputs else np.zeros((0, width), dtype=np.float32)
@@ -264,6 +269,7 @@ def version_skew(card: Mapping[str, Any]) -> list[str]:
 def predict(model_name: str, out: Path | None = None, environ: Mapping[str, str] | None = None,
             config: KernelConfig | None = None) -> Path:
     """Run one model over the test ids and write its CSV to ``out`` (default ``$KKB_STEP_OUT``)."""
+    models.offline()  # before the user's code (TTA, transforms) can import timm or huggingface_hub
     environ = os.environ if environ is None else environ
     target = out or (Path(environ["KKB_STEP_OUT"]) if environ.get("KKB_STEP_OUT") else None)
     if target is None:

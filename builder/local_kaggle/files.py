@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import stat
 import tarfile
 import zipfile
 from collections.abc import Iterable
@@ -21,26 +22,31 @@ class UploadRejected(Exception):
 
 def materialize(blobs: Iterable[tuple[str, Blob]], dest: Path) -> None:
     """Lay out uploads under ``dest``: ``(folder prefix, blob)`` pairs; archives are unpacked into a folder
-    named after them (``fold0.zip`` → ``fold0/``), as Kaggle does for ``--dir-mode zip|tar`` uploads."""
-    seen: set[str] = set()
-    dest.mkdir(parents=True, exist_ok=True)
+    named after them (``fold0.zip`` → ``fold0/``), as Kaggle does for ``--dir-mode zip|tar`` uploads.
+
+    Every path is planned and checked (unique, no file where a folder goes, nothing escaping) before
+    anything is written.
+    """
+    plan: list[tuple[str, Blob, str | None]] = []   # (destination, blob, member name inside an archive)
     for prefix, blob in blobs:
         stem = _archive_stem(blob.name)
         if stem is None:
-            rel = _join(prefix, blob.name)
-            _claim(seen, rel)
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(blob.path, target)
+            plan.append((_join(prefix, blob.name), blob, None))
         else:
             root = _join(prefix, stem)
-            for rel in _unpack(blob, dest / root):
-                _claim(seen, f"{root}/{rel}")
-    # A file "d" next to an unpacked "d/" is the same path twice.
-    for rel in seen:
-        for parent in PurePosixPath(rel).parents:
-            if str(parent) != "." and str(parent) in seen:
-                raise UploadRejected("Path must be unique")
+            plan.extend((f"{root}/{rel}", blob, member) for rel, member in _members(blob))
+    _check_unique([rel for rel, _, _ in plan])
+    dest.mkdir(parents=True, exist_ok=True)
+    archives: dict[str, list[tuple[str, str]]] = {}
+    for rel, blob, member in plan:
+        if member is None:
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(blob.path, dest / rel)
+        else:
+            archives.setdefault(blob.token + "/" + blob.name, []).append((rel, member))
+    by_key = {blob.token + "/" + blob.name: blob for _, blob, member in plan if member is not None}
+    for key, members in archives.items():  # one pass over each archive, not one per member
+        _extract(by_key[key], members, dest)
 
 
 def tree(folder: Path) -> list[tuple[str, Path]]:
@@ -63,6 +69,19 @@ def zip_tree(folder: Path, archive: Path) -> Path:
     return archive
 
 
+def remove_tree(root: Path) -> None:
+    """Delete a run's sandbox; the sandbox removes write permission from its inputs, so give it back first."""
+    if not root.exists():
+        return
+    for path in [root, *root.rglob("*")]:
+        if path.is_dir() and not path.is_symlink():
+            try:
+                path.chmod(path.stat().st_mode | stat.S_IWUSR | stat.S_IXUSR | stat.S_IRUSR)
+            except OSError:
+                pass
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def storage_url(store: Store, base_url: str, path: Path) -> str:
     """A signed GET URL for a stored file; its last segment is the file's name (the client saves under it)."""
     rel = store.relative(path)
@@ -81,10 +100,15 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix.strip('/')}/{name}" if prefix.strip("/") else name
 
 
-def _claim(seen: set[str], rel: str) -> None:
-    if rel in seen:
-        raise UploadRejected("Path must be unique")
-    seen.add(rel)
+def _check_unique(paths: list[str]) -> None:
+    seen: set[str] = set()
+    for rel in paths:
+        if rel in seen:
+            raise UploadRejected("Path must be unique")
+        seen.add(rel)
+    for rel in paths:  # a file "d" next to an unpacked "d/" is the same path twice
+        if any(str(parent) in seen for parent in PurePosixPath(rel).parents if str(parent) != "."):
+            raise UploadRejected("Path must be unique")
 
 
 def _safe(name: str, archive: str) -> str:
@@ -96,36 +120,46 @@ def _safe(name: str, archive: str) -> str:
     return path.as_posix()  # pathlib already dropped "." parts
 
 
-def _unpack(blob: Blob, dest: Path) -> list[str]:
-    dest.mkdir(parents=True, exist_ok=True)
-    names: list[str] = []
+def _members(blob: Blob) -> list[tuple[str, str]]:
+    """``(safe relative path, member name)`` of every file in an archive; links and devices are refused."""
     try:
         if blob.name.lower().endswith(".zip"):
             with zipfile.ZipFile(blob.path) as zf:
-                for info in zf.infolist():
-                    if info.is_dir():
-                        continue
-                    rel = _safe(info.filename, blob.name)
-                    target = dest / rel
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    with zf.open(info) as src, target.open("wb") as out:
-                        shutil.copyfileobj(src, out)
-                    names.append(rel)
-        else:
-            with tarfile.open(blob.path) as tf:
-                for member in tf.getmembers():
-                    if member.isdir():
-                        continue
-                    if not member.isfile():  # links and devices have no place in a dataset
-                        raise UploadRejected(f"Archive {blob.name} contains a link or special file: {member.name}")
-                    rel = _safe(member.name, blob.name)
-                    target = dest / rel
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    src = tf.extractfile(member)
-                    assert src is not None
-                    with src, target.open("wb") as out:
-                        shutil.copyfileobj(src, out)
-                    names.append(rel)
+                return [(_safe(info.filename, blob.name), info.filename) for info in zf.infolist() if not info.is_dir()]
+        with tarfile.open(blob.path) as tf:
+            members = []
+            for member in tf.getmembers():
+                if member.isdir():
+                    continue
+                if not member.isfile():  # links and devices have no place in a dataset
+                    raise UploadRejected(f"Archive {blob.name} contains a link or special file: {member.name}")
+                members.append((_safe(member.name, blob.name), member.name))
+            return members
     except (zipfile.BadZipFile, tarfile.TarError, EOFError) as exc:
         raise UploadRejected(f"Archive {blob.name} cannot be unpacked: {exc}") from None
-    return names
+
+
+def _extract(blob: Blob, members: list[tuple[str, str]], dest: Path) -> None:
+    """Write each ``(relative path, member name)`` of one archive under ``dest``."""
+    def target(rel: str) -> Path:
+        path = dest / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    if blob.name.lower().endswith(".zip"):
+        with zipfile.ZipFile(blob.path) as zf:
+            for rel, member in members:
+                with zf.open(member) as src, target(rel).open("wb") as out:
+                    shutil.copyfileobj(src, out)
+        return
+    wanted = dict((member, rel) for rel, member in members)
+    with tarfile.open(blob.path) as tf:
+        for info in tf:
+            rel = wanted.get(info.name)
+            if rel is None or not info.isfile():
+                continue
+            src = tf.extractfile(info)
+            if src is None:
+                raise UploadRejected(f"Archive {blob.name}: {info.name} is not a regular file")
+            with src, target(rel).open("wb") as out:
+                shutil.copyfileobj(src, out)

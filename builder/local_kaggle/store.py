@@ -65,9 +65,12 @@ class Store:
             ) from exc
 
     def write(self, path: Path, value: Any) -> None:
+        self.write_text(path, json.dumps(value, indent=1, sort_keys=True))
+
+    def write_text(self, path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(value, indent=1, sort_keys=True), encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
 
     def next_id(self, sequence: str) -> int:

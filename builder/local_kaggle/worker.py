@@ -21,6 +21,7 @@ class JobQueue:
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._pending: set[Job] = set()
         self._lock = threading.Lock()
+        self.closed = False  # set when the server stops: a run finishing later must not write its result
 
     def put(self, job: Job) -> None:
         with self._lock:
@@ -59,6 +60,7 @@ class Workers:
 
     def start(self) -> None:
         self._stop.clear()
+        self._jobs.closed = False
         for index in range(self._count):
             thread = threading.Thread(target=self._loop, name=f"local-kaggle-worker-{index}", daemon=True)
             thread.start()
@@ -67,6 +69,7 @@ class Workers:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop taking jobs; a run in progress finishes in the background (its state is re-queued on restart)."""
         self._stop.set()
+        self._jobs.closed = True
         self._jobs.wake(len(self._threads))
         for thread in self._threads:
             thread.join(timeout)

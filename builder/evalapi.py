@@ -1,0 +1,545 @@
+"""Dry runs of evaluation-API kernels (issue 8): the gateway's verdict, the time to ``serve()``, the slowest ``predict``.
+
+Kaggle scores these competitions without a ``submission.csv``: the notebook wraps ``predict`` in the
+competition's inference server (``kaggle_evaluation``, shipped in the competition data) and
+
+``commit``
+    calls ``run_local_gateway(paths)``: the competition's gateway runs in the notebook's process on
+    the public test and writes ``submission.parquet``. The ordinary dry run does this by executing
+    the notebook; :func:`commit_report` reads what kkb's runtime recorded (``kkb_evaluation.json``).
+``rerun``
+    calls ``serve()``, which blocks, while Kaggle's gateway, in another container, calls ``predict``
+    batch by batch on the hidden test. :func:`rehearse_rerun` does the same in a sandbox: the
+    notebook (as a script, rerun variable set) and the competition's gateway as a separate process
+    (``evalapi_guest.py``), then reads the gateway's ``result.json``.
+
+Both give an :class:`EvalApiReport`: the gateway's error class (``SERVER_NEVER_STARTED``,
+``SERVER_RAISED_EXCEPTION``, ``INVALID_SUBMISSION`` with expected and received rows,
+``GRPC_DEADLINE_EXCEEDED``, ...) next to the time to reach ``serve()`` and the slowest ``predict``
+call, against the competition's limits. kkb's own stand-in competition honours
+``KKB_EVALAPI_STARTUP_LIMIT_SECONDS`` / ``KKB_EVALAPI_RESPONSE_TIMEOUT_SECONDS`` (set from
+``[evaluation_api]``) and ``KKB_EVALAPI_PORT``; a real competition's package ignores them and
+enforces its own limits, which the report reads from its gateway.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import psutil
+
+from builder.errors import DryRunError
+from builder.spec import EvaluationApiSection, KernelSpec
+
+GUEST = Path(__file__).resolve().parent / "evalapi_guest.py"
+STATE_FILE = "kkb_evaluation.json"  # written by kkb_runtime.evaluation in the working dir
+GUEST_DIR = "evalapi"  # under the sandbox's private dir: scripts, records, logs
+GATEWAY_DIR = "gateway"  # under the sandbox root: the gateway container's working dir
+# Kaggle's gateway error classes (kaggle_evaluation/core/base_gateway.py).
+ERROR_CLASSES = ("SERVER_NEVER_STARTED", "SERVER_CONNECTION_FAILED", "SERVER_RAISED_EXCEPTION", "SERVER_MISSING_ENDPOINT",
+                 "GATEWAY_RAISED_EXCEPTION", "INVALID_SUBMISSION", "GRPC_DEADLINE_EXCEEDED")
+_ROWS = re.compile(r"expected (\d+) rows but received (\d+)")
+_CLASS_IN_TEXT = re.compile(r"\b(" + "|".join(ERROR_CLASSES) + r")\b")
+# How long a gateway may keep running after the notebook died (Kaggle's fails at once: no container).
+GRACE_SECONDS = 2.0
+LOG_TAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class EvalApiReport:
+    """What the gateway said, and the two times the competition limits."""
+
+    scenario: Literal["commit", "rerun"]
+    succeeded: bool
+    error_type: str | None = None  # one of ERROR_CLASSES, or the exception's type when it is not the gateway's
+    error_details: str | None = None
+    expected_rows: int | None = None
+    received_rows: int | None = None
+    serve_seconds: float | None = None  # kernel start -> serve() (rerun only)
+    startup_limit_seconds: float | None = None
+    predict_calls: int = 0
+    fast_calls: int = 0
+    first_predict_seconds: float | None = None  # no deadline on the first call
+    slowest_predict_seconds: float | None = None  # calls after the first
+    slowest_call: int | None = None
+    slowest_in_flight: bool = False  # the slowest call had not finished when the run ended
+    response_timeout_seconds: float | None = None
+    predict_seconds_total: float = 0.0
+    submission_rows: int | None = None
+    notebook_exit: int | None = None  # rerun: the notebook ended by itself (it should block in serve())
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return self.succeeded
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["notes"] = list(self.notes)
+        data["ok"] = self.ok
+        return data
+
+    def lines(self) -> list[str]:
+        """The report as people read it (the CLI prints these)."""
+        head = "gateway: succeeded" if self.succeeded else f"gateway: {self.error_type}: {self.error_details or ''}".rstrip(": ")
+        lines = [head]
+        if self.expected_rows is not None:
+            lines.append(f"  rows: expected {self.expected_rows}, received {self.received_rows}")
+        if self.scenario == "rerun":
+            lines.append(f"  serve() reached: {_seconds(self.serve_seconds)} after the kernel started "
+                         f"(limit {_seconds(self.startup_limit_seconds)})")
+        slowest = _seconds(self.slowest_predict_seconds) + (" (still running when the run ended)" if self.slowest_in_flight else "")
+        lines.append(f"  predict: {self.predict_calls} calls, first {_seconds(self.first_predict_seconds)} (no deadline), "
+                     f"slowest later call {slowest} (deadline {_seconds(self.response_timeout_seconds)})")
+        if self.submission_rows is not None:
+            lines.append(f"  submission.parquet: {self.submission_rows} rows")
+        lines += [f"  note: {note}" for note in self.notes]
+        return lines
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+# --- settings ----------------------------------------------------------------------------------
+
+def gateway_module(section: EvaluationApiSection) -> str:
+    """``[evaluation_api] gateway_module``, else Kaggle's naming: ``<comp>_inference_server`` → ``<comp>_gateway``."""
+    if section.gateway_module:
+        return section.gateway_module
+    if section.module.endswith("_inference_server"):
+        return section.module[: -len("_inference_server")] + "_gateway"
+    raise DryRunError(f"[evaluation_api] module = '{section.module}': cannot tell the competition's gateway module from it",
+                      hint="set [evaluation_api] gateway_module, e.g. 'kaggle_evaluation.<comp>_gateway'")
+
+
+def sandbox_env(section: EvaluationApiSection, port: int | None = None) -> dict[str, str]:
+    """Variables kkb's stand-in competition reads (a real competition's package ignores them)."""
+    env = {"KKB_EVALAPI_STARTUP_LIMIT_SECONDS": str(section.startup_limit_seconds)}
+    if section.response_timeout_seconds:
+        env["KKB_EVALAPI_RESPONSE_TIMEOUT_SECONDS"] = str(section.response_timeout_seconds)
+    if port is not None:
+        env["KKB_EVALAPI_PORT"] = str(port)
+    return env
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now; where the sandbox shares the host's network, it keeps
+    parallel dry runs apart."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _section(spec: KernelSpec) -> EvaluationApiSection:
+    if spec.submission.kind != "evaluation-api" or spec.evaluation_api is None:
+        raise DryRunError("not an evaluation-API kernel", hint="set [submission] kind = 'evaluation-api' and [evaluation_api]")
+    return spec.evaluation_api
+
+
+# --- the commit run ----------------------------------------------------------------------------
+
+def commit_report(working_dir: Path, spec: KernelSpec) -> EvalApiReport:
+    """The commit run's gateway outcome, from what kkb's runtime recorded while the notebook ran."""
+    section = _section(spec)
+    state = read_state(working_dir)
+    error = state.get("error") or {}
+    stats = state.get("predict") or {}
+    expected, received = _rows(error.get("details"))
+    notes = []
+    if not state:
+        notes.append(f"the notebook wrote no {STATE_FILE}: it stopped before kkb's evaluation runtime started")
+    elif state.get("mode") != "local":
+        notes.append("the notebook never called run_local_gateway()")
+    succeeded = bool(state) and state.get("mode") == "local" and not error and state.get("submission_rows") is not None
+    return EvalApiReport(
+        scenario="commit", succeeded=succeeded, error_type=error.get("type"), error_details=error.get("details"),
+        expected_rows=expected, received_rows=received, startup_limit_seconds=section.startup_limit_seconds,
+        predict_calls=int(stats.get("calls") or 0), fast_calls=int(stats.get("fast_calls") or 0),
+        first_predict_seconds=stats.get("first_seconds"), slowest_predict_seconds=stats.get("slowest_seconds"),
+        slowest_call=stats.get("slowest_call"), response_timeout_seconds=section.response_timeout_seconds,
+        predict_seconds_total=float(stats.get("total_seconds") or 0.0), submission_rows=state.get("submission_rows"),
+        notes=tuple(notes + _limit_notes(stats.get("slowest_seconds"), section.response_timeout_seconds, None, None)),
+    )
+
+
+def read_state(working_dir: Path) -> dict[str, Any]:
+    return _read_json(Path(working_dir) / STATE_FILE)
+
+
+# --- the scoring rerun -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RerunResult:
+    """One rehearsed rerun: the report plus what the dry run saves and judges."""
+
+    report: EvalApiReport
+    root: Path
+    working_dir: Path
+    gateway_dir: Path
+    submission: Path | None  # the gateway's submission.parquet
+    wall_seconds: float
+    timed_out: bool
+    peak_rss_bytes: int  # the notebook's process tree (the gateway is Kaggle's container, not the kernel's)
+    notebook_stdout: str
+    notebook_stderr: str
+    gateway_log: str
+
+
+def rehearse_rerun(notebook: Path, spec: KernelSpec, mounts: tuple[Any, ...], root: Path, *,
+                   timeout_seconds: float, layout: Literal["current", "legacy"] = "current",
+                   isolation: Literal["auto", "namespace", "python"] = "auto") -> RerunResult:
+    """Run the scoring rerun in a new sandbox at ``root``: the notebook blocks in ``serve()`` while the
+    competition's gateway drives it from another process over the mounted competition data."""
+    from builder.sandbox import SandboxSpec, prepare_sandbox
+
+    section = _section(spec)
+    box = prepare_sandbox(SandboxSpec(mounts=tuple(mounts), rerun=True, layout=layout, isolation=isolation,
+                                      extra_env=sandbox_env(section, free_port())), root)
+    competition = _competition_mount(box, spec.competition.slug)
+    guest = _stage_guest(box.private_dir / GUEST_DIR, notebook)
+    gateway_dir = box.root / GATEWAY_DIR
+    gateway_dir.mkdir()
+    paths = [str(competition / path) for path in section.gateway_paths]
+    argv = box.launcher() + [sys.executable, str(guest / GUEST.name), "supervise", "--notebook", str(guest / "notebook.py"),
+                             "--working", str(box.working_dir), "--gateway-dir", str(gateway_dir),
+                             "--competition", str(competition), "--gateway-module", gateway_module(section),
+                             "--paths", json.dumps(paths), "--record", str(guest / "supervisor.json"),
+                             "--grace", str(GRACE_SECONDS)]
+    started = time.monotonic()
+    timed_out, peak = _run_supervisor(argv, box.env, guest, timeout_seconds)
+    wall = time.monotonic() - started
+    return _rerun_result(box.root, box.working_dir, gateway_dir, guest, section, wall, timed_out, peak, timeout_seconds)
+
+
+def _competition_mount(box: Any, slug: str) -> Path:
+    for _, target in box.mounts:
+        if target.name == slug:
+            return target
+    raise DryRunError(f"no competition mount for {slug} in the sandbox", hint="mount the competition data as competitions/<slug>")
+
+
+def _stage_guest(folder: Path, notebook: Path) -> Path:
+    """The supervisor and the notebook's code as a script, inside the sandbox (visible in its namespace)."""
+    folder.mkdir(parents=True)
+    shutil.copyfile(GUEST, folder / GUEST.name)
+    (folder / "notebook.py").write_text(notebook_script(notebook))
+    return folder
+
+
+def notebook_script(notebook: Path) -> str:
+    """The notebook's code cells in order, as one script (kkb's cells use no IPython magics)."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(notebook, as_version=4) if notebook.suffix == ".ipynb" else None
+    except Exception as exc:  # nbformat raises several unrelated types for a bad file
+        raise DryRunError(f"{notebook}: not a readable notebook: {exc}", hint="rebuild it with kkb build") from None
+    if nb is None:
+        return notebook.read_text()
+    cells = [f"# %% {cell.get('id', index)}\n{cell.source}" for index, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    return "\n\n".join(cells) + "\n"
+
+
+def _run_supervisor(argv: list[str], env: dict[str, str], guest: Path, timeout: float) -> tuple[bool, int]:
+    """Start the supervisor in its own session; sample the notebook's memory; kill everything at the timeout."""
+    with open(guest / "supervisor.log", "wb") as log:
+        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    peak = 0
+    try:
+        while process.poll() is None:
+            if time.monotonic() > deadline:
+                _kill_session(process)
+                return True, peak
+            peak = max(peak, _notebook_rss(guest / "supervisor.json"))
+            time.sleep(0.1)
+    finally:
+        if process.poll() is None:  # interrupted: leave nothing behind
+            _kill_session(process)
+    return False, peak
+
+
+def _kill_session(process: subprocess.Popen) -> None:
+    # Only our own session: the supervisor was started with start_new_session, its children share it.
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def _notebook_rss(record: Path) -> int:
+    pid = (_read_json(record).get("pids") or {}).get("notebook")
+    if not pid:
+        return 0
+    try:
+        root = psutil.Process(int(pid))
+        return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+    except psutil.Error:
+        return 0
+
+
+def _rerun_result(root: Path, working: Path, gateway_dir: Path, guest: Path, section: EvaluationApiSection, wall: float,
+                  timed_out: bool, peak: int, timeout: float) -> RerunResult:
+    supervisor = _read_json(guest / "supervisor.json")
+    gateway = _read_json(guest / "gateway.json")
+    result = _read_json(gateway_dir / "result.json")
+    state = read_state(working)
+    submission = gateway_dir / "submission.parquet"
+    texts = {name: _read_text(guest / name) for name in ("notebook.stdout", "notebook.stderr", "gateway.log")}
+    report = rerun_report(section, supervisor, gateway, result, state, texts, timed_out, timeout,
+                          submission if submission.is_file() else None)
+    return RerunResult(report=report, root=root, working_dir=working, gateway_dir=gateway_dir,
+                       submission=submission if submission.is_file() else None, wall_seconds=round(wall, 3),
+                       timed_out=timed_out, peak_rss_bytes=peak, notebook_stdout=texts["notebook.stdout"],
+                       notebook_stderr=texts["notebook.stderr"], gateway_log=texts["gateway.log"])
+
+
+def rerun_report(section: EvaluationApiSection, supervisor: dict[str, Any], gateway: dict[str, Any],
+                 result: dict[str, Any], state: dict[str, Any], texts: dict[str, str], timed_out: bool, timeout: float,
+                 submission: Path | None) -> EvalApiReport:
+    """Put the records together: the gateway's ``result.json`` decides; the rest explains."""
+    stats = state.get("predict") or {}
+    error_type, details = _rerun_error(result, gateway, supervisor, texts, timed_out, timeout)
+    expected, received = _rows(details)
+    slowest, in_flight = _slowest(stats, supervisor)
+    startup = gateway.get("startup_limit_seconds") or section.startup_limit_seconds
+    deadline = gateway.get("response_timeout_seconds") or section.response_timeout_seconds
+    serve = state.get("serve_seconds") if state.get("mode") == "serve" else None
+    notes = _rerun_notes(state, supervisor, texts) + _limit_notes(slowest, deadline, serve, startup)
+    return EvalApiReport(
+        scenario="rerun", succeeded=bool(result.get("Succeeded")) and not timed_out, error_type=error_type,
+        error_details=details, expected_rows=expected, received_rows=received, serve_seconds=serve,
+        startup_limit_seconds=startup, predict_calls=int(gateway.get("calls") or stats.get("calls") or 0),
+        fast_calls=int(stats.get("fast_calls") or 0), first_predict_seconds=stats.get("first_seconds"),
+        slowest_predict_seconds=slowest, slowest_call=stats.get("in_flight_call") if in_flight else stats.get("slowest_call"),
+        slowest_in_flight=in_flight, response_timeout_seconds=deadline,
+        predict_seconds_total=float(stats.get("total_seconds") or 0.0),
+        submission_rows=_parquet_rows(submission) if submission else None,
+        notebook_exit=supervisor.get("notebook_exit"), notes=tuple(notes),
+    )
+
+
+def _rerun_error(result: dict[str, Any], gateway: dict[str, Any], supervisor: dict[str, Any], texts: dict[str, str],
+                 timed_out: bool, timeout: float) -> tuple[str | None, str | None]:
+    if timed_out:
+        return "Timeout", f"the rerun exceeded its timeout of {timeout:g} s and was killed"
+    if result:
+        return (None, None) if result.get("Succeeded") else (result.get("ErrorName"), result.get("ErrorDetails"))
+    if supervisor.get("gateway_stopped"):
+        # Kaggle's gateway would fail at once: the inference container (and its host name) is gone.
+        return "SERVER_CONNECTION_FAILED", (f"the notebook ended (exit code {supervisor.get('notebook_exit')}) before "
+                                            "the gateway finished; on Kaggle the gateway then cannot reach the server")
+    log = _tail(texts.get("gateway.log", ""), LOG_TAIL_LINES)
+    found = _CLASS_IN_TEXT.search(log)
+    return (found.group(1) if found else "GATEWAY_RAISED_EXCEPTION"), f"the gateway wrote no result.json:\n{log}"
+
+
+def _slowest(stats: dict[str, Any], supervisor: dict[str, Any]) -> tuple[float | None, bool]:
+    """The slowest call after the first, counting one still running when the gateway gave up."""
+    slowest = stats.get("slowest_seconds")
+    since, call = stats.get("in_flight_since"), stats.get("in_flight_call")
+    if since and call and supervisor.get("gateway_finished"):
+        running = float(supervisor["gateway_finished"]) - float(since)
+        if slowest is None or running > slowest:
+            return round(running, 3), True
+    return slowest, False
+
+
+def _rerun_notes(state: dict[str, Any], supervisor: dict[str, Any], texts: dict[str, str]) -> list[str]:
+    notes = []
+    if not state:
+        notes.append(f"the notebook wrote no {STATE_FILE}: it stopped before kkb's evaluation runtime started")
+    elif state.get("mode") != "serve":
+        notes.append("the notebook never reached serve()")
+    if supervisor.get("notebook_exit") is not None:
+        stderr = _tail(texts.get("notebook.stderr", ""), 6)
+        notes.append(f"the notebook ended by itself (exit code {supervisor['notebook_exit']}) instead of blocking in "
+                     f"serve()" + (f":\n{stderr}" if stderr else ""))
+    return notes
+
+
+def _limit_notes(slowest: float | None, deadline: float | None, serve: float | None, startup: float | None) -> list[str]:
+    notes = []
+    if serve is not None and startup and serve > startup:
+        notes.append(f"serve() was reached {serve:.1f} s after the start, past the startup limit of {startup:g} s: "
+                     "load models in the first predict call, not before serve()")
+    elif serve is not None and startup and serve > 0.5 * startup:
+        notes.append(f"serve() was reached after {serve / startup:.0%} of the startup limit")
+    if slowest is not None and deadline and slowest > deadline:
+        notes.append(f"the slowest predict call after the first took {slowest:.2f} s, past the {deadline:g} s deadline")
+    elif slowest is not None and deadline and slowest > 0.5 * deadline:
+        notes.append(f"the slowest predict call after the first used {slowest / deadline:.0%} of the {deadline:g} s deadline")
+    return notes
+
+
+# --- verdicts ------------------------------------------------------------------------------------
+
+def verdict_name(report: EvalApiReport) -> str:
+    """Kaggle's status for a failed evaluation-API submission. Kaggle maps gateway errors to canned
+    messages it does not document; this is kkb's reading of them."""
+    from builder.verdict import OK, SCORING_ERROR, THREW, TIMEOUT
+
+    if report.succeeded:
+        return OK
+    if report.error_type in ("SERVER_NEVER_STARTED", "GRPC_DEADLINE_EXCEEDED", "Timeout"):
+        return TIMEOUT
+    if report.error_type == "INVALID_SUBMISSION":
+        return SCORING_ERROR
+    return THREW
+
+
+def verdict_reason(report: EvalApiReport) -> str:
+    if report.succeeded:
+        return f"the competition's gateway succeeded ({report.predict_calls} predict calls)"
+    return f"{report.error_type}: {report.error_details}" if report.error_details else str(report.error_type)
+
+
+# --- small helpers -------------------------------------------------------------------------------
+
+def _rows(details: str | None) -> tuple[int | None, int | None]:
+    match = _ROWS.search(details or "")
+    return (int(match.group(1)), int(match.group(2))) if match else (None, None)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _tail(text: str, lines: int) -> str:
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+def _parquet_rows(path: Path) -> int | None:
+    import pandas as pd
+
+    try:
+        return len(pd.read_parquet(path))
+    except Exception:  # noqa: BLE001 - a broken file is reported by the verdict's own check
+        return None
+
+
+# --- kkb dry-run ---------------------------------------------------------------------------------
+# builder.dryrun hands evaluation-API kernels to this function, which reuses its sandbox settings and
+# its report (judge against the sample, projected time, memory) and adds the gateway's view.
+
+def dry_run_scenario(scenario: Literal["commit", "rerun"], settings: Any, build: Any, data: Path, out: Path,
+                     work: Path) -> Any:
+    """One dry-run scenario of an evaluation-API kernel, as a ``builder.dryrun.ScenarioReport``."""
+    from dataclasses import replace
+
+    from builder import dryrun
+    from builder.execute import execute_notebook
+
+    section = _section(build.spec)
+    sandbox = replace(dryrun._sandbox(scenario, settings, build, data), extra_env=sandbox_env(section))
+    notebook = dryrun._notebook(build, work)
+    keep = work if settings.keep_sandbox else None
+    if scenario == "commit":
+        result = execute_notebook(notebook, sandbox, work / "kaggle")
+        report = commit_report(result.working_dir, build.spec)
+    else:
+        rerun = rehearse_rerun(notebook, build.spec, sandbox.mounts, work / "kaggle",
+                               timeout_seconds=float(sandbox.timeout_seconds or 0) or 9 * 3600, layout=sandbox.layout,
+                               isolation=sandbox.isolation)
+        result, report = _as_execution(rerun, notebook, build.spec.submission.file), rerun.report
+        (out / "rerun.gateway.log").write_text(rerun.gateway_log)
+    _in_sample_order(result.working_dir / build.spec.submission.file, data / build.spec.competition.sample_submission,
+                     build.spec.submission.id_column)
+    base = dryrun._report(scenario, settings, build, data, result, out, keep)
+    return replace(base, verdict=_verdict(report, base.verdict), evaluation_api={**report.to_json(), "lines": report.lines()})
+
+
+def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
+    """The gateway decides the row order (batch by batch) and Kaggle matches rows by id, so the sample's
+    order is no requirement here: reorder before the dry run's check, which would flag it."""
+    import pandas as pd
+
+    from builder.kkb_runtime.submission import align_to_sample, read_sample
+
+    if not path.is_file() or not sample_path.is_file():
+        return
+    try:
+        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, dtype={id_column: str})
+    except Exception:  # noqa: BLE001 - the dry run's check reports an unreadable file
+        return
+    if id_column in frame.columns:
+        frame[id_column] = frame[id_column].astype(str)
+    aligned = align_to_sample(frame, read_sample(sample_path, id_column), id_column)
+    if aligned is not frame:
+        aligned.to_parquet(path, index=False) if path.suffix == ".parquet" else aligned.to_csv(path, index=False)
+
+
+def _verdict(report: EvalApiReport, judged: Any) -> Any:
+    """The gateway's error decides when there is one; otherwise the dry run's own judgement stands
+    (it checks submission.parquet against the sample, the projected time and the memory)."""
+    from builder.verdict import Verdict
+
+    if report.succeeded or report.error_type is None:
+        return judged
+    return Verdict(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
+
+
+def _as_execution(rerun: RerunResult, notebook: Path, submission_file: str) -> Any:
+    """The rerun in the executor's terms, so the dry run judges and saves it like any other run."""
+    from builder.execute import ExecutionResult
+
+    if rerun.submission is not None:  # the gateway's file, where the dry run looks for the kernel's output
+        shutil.copyfile(rerun.submission, rerun.working_dir / submission_file)
+    executed = rerun.root / "__notebook__.ipynb"
+    _write_rerun_notebook(notebook, executed)
+    exit_code = rerun.report.notebook_exit
+    failed = exit_code not in (None, 0)
+    last = _tail(rerun.notebook_stderr, 1).strip()
+    ename, _, evalue = last.partition(": ")
+    return ExecutionResult(
+        root=rerun.root, working_dir=rerun.working_dir, executed_notebook=executed, ok=not failed and not rerun.timed_out,
+        timed_out=rerun.timed_out, failed_cell=None, ename=(ename or "NotebookExited") if failed else None,
+        evalue=(evalue or f"exit code {exit_code}") if failed else None,
+        traceback_tail=(_tail(rerun.notebook_stderr, LOG_TAIL_LINES) or None) if failed else None,
+        wall_seconds=rerun.wall_seconds, peak_rss_bytes=rerun.peak_rss_bytes, peak_gpu_bytes=None,
+        log=[{"stream_name": name, "time": rerun.wall_seconds, "data": text}
+             for name, text in (("stdout", rerun.notebook_stdout), ("stderr", rerun.notebook_stderr)) if text],
+        # predict is the part that grows with the hidden test: the dry run projects it like a step.
+        steps=[{"name": "predict", "seconds": rerun.report.predict_seconds_total, "peak_rss_bytes": rerun.peak_rss_bytes}],
+    )
+
+
+def _write_rerun_notebook(notebook: Path, target: Path) -> None:
+    import nbformat
+
+    if notebook.suffix != ".ipynb":
+        return
+    nb = nbformat.read(notebook, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell(
+        "**kkb: the scoring rerun ran these cells as one script, blocked in `serve()` and driven by the "
+        "competition's gateway from another process.** Its output is in `rerun.log.json`, the gateway's in "
+        "`rerun.gateway.log`."))
+    nbformat.write(nb, target)
+
+
+__all__ = ["ERROR_CLASSES", "EvalApiReport", "RerunResult", "commit_report", "dry_run_scenario", "gateway_module",
+           "notebook_script", "read_state", "rehearse_rerun", "rerun_report", "sandbox_env", "verdict_name", "verdict_reason"]

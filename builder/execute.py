@@ -1,0 +1,401 @@
+"""Run a notebook on a real ipykernel inside a Kaggle-like sandbox, and measure it.
+
+The kernel is this interpreter (``sys.executable``: the venv kkb runs in) started from a kernelspec
+written into the sandbox, behind the namespace launcher when the sandbox has one. While it runs, a
+thread samples the resident memory of the kernel and every process below it (and GPU memory through
+``nvidia-smi`` where there is one), and a watchdog kills the whole process tree when the run's
+timeout passes: a hung kernel, or a step it started, cannot outlive the run. The executed notebook
+is written even when the run fails (papermill's rule: the evidence always survives).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import psutil
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+from builder.errors import DryRunError
+from builder.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
+
+EXECUTED_NOTEBOOK = "__notebook__.ipynb"  # the name Kaggle gives the executed notebook in a run's output
+STEPS_RECORD = "kkb_steps.json"  # written by kkb_runtime.steps in the working dir
+KERNEL_NAME = "kkb-sandbox"
+SAMPLE_SECONDS = 0.1
+GPU_SAMPLE_SECONDS = 1.0
+STARTUP_SECONDS = 60
+TRACEBACK_LINES = 25
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# A unix socket path has at most 107 bytes; the kernel's ipc sockets need room for "-<port>".
+IPC_PATH_LIMIT = 90
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    root: Path
+    working_dir: Path
+    executed_notebook: Path
+    ok: bool
+    timed_out: bool
+    failed_cell: int | None
+    ename: str | None
+    evalue: str | None
+    traceback_tail: str | None
+    wall_seconds: float
+    peak_rss_bytes: int
+    peak_gpu_bytes: int | None
+    log: list[dict[str, Any]]
+    steps: list[dict[str, Any]]
+
+
+def execute_notebook(notebook: Path, sandbox: SandboxSpec, root: Path) -> ExecutionResult:
+    """Execute ``notebook`` in a new sandbox at ``root``; the sandbox is left in place for the caller."""
+    nb = _read_notebook(Path(notebook))
+    box = prepare_sandbox(sandbox, root)
+    with tempfile.TemporaryDirectory(prefix="kkb-ipc-") as short_dir:
+        km = _start_kernel(box, Path(short_dir))
+        try:
+            run = _Run(nb, box, km, sandbox.timeout_seconds)
+            run.execute()
+        finally:
+            _stop_kernel(km)
+    return run.result()
+
+
+def _read_notebook(path: Path) -> nbformat.NotebookNode:
+    if not path.is_file():
+        raise DryRunError(f"{path}: notebook not found", hint="build the kernel first (kkb build)")
+    try:
+        return nbformat.read(path, as_version=4)
+    except Exception as exc:  # nbformat raises several unrelated types for a bad file
+        raise DryRunError(f"{path}: not a readable notebook: {exc}", hint="rebuild it with kkb build") from None
+
+
+# --- the kernel ---------------------------------------------------------------------------------
+
+
+def _start_kernel(box: Sandbox, short_dir: Path) -> KernelManager:
+    """A kernel on this interpreter, in the sandbox's namespaces, with the sandbox's environment."""
+    spec_dir = box.private_dir / "kernels"
+    _write_kernelspec(spec_dir / KERNEL_NAME, box.launcher() + [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"])
+    options: dict[str, Any] = {}
+    if box.isolation == "namespace":
+        # No TCP between namespaces: the kernel's sockets are unix sockets, reachable through the file system.
+        ipc = box.private_dir / "ipc" / "k"
+        ipc = ipc if len(str(ipc)) < IPC_PATH_LIMIT else short_dir / "k"
+        ipc.parent.mkdir(parents=True, exist_ok=True)
+        options = {"transport": "ipc", "ip": str(ipc)}
+    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec_dir)]),
+                       connection_file=str(box.private_dir / "connection.json"), **options)
+    log = box.kernel_log.open("ab")
+    try:
+        km.start_kernel(env=box.env, cwd=str(box.working_dir), stdout=log, stderr=log)
+    except Exception as exc:
+        raise DryRunError(f"could not start the kernel: {exc}", hint=f"see {box.kernel_log}") from None
+    finally:
+        log.close()  # the kernel holds its own copy of the descriptor
+    return km
+
+
+def _write_kernelspec(folder: Path, argv: list[str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = {"argv": argv, "display_name": "Python 3 (kkb sandbox)", "language": "python",
+            "metadata": {"debugger": False}}
+    (folder / "kernel.json").write_text(json.dumps(spec, indent=1))
+
+
+def _stop_kernel(km: KernelManager) -> None:
+    try:
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
+    except Exception:  # noqa: BLE001 - the process tree is killed by the monitor anyway
+        pass
+    try:
+        km.cleanup_resources()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+# --- measuring and killing ----------------------------------------------------------------------
+
+
+class _Monitor:
+    """Samples the kernel's process tree: summed RSS, GPU memory, every process ever seen (to kill it)."""
+
+    def __init__(self, pid: int) -> None:
+        self.root = psutil.Process(pid)
+        self.seen: dict[int, psutil.Process] = {pid: self.root}
+        self.peak_rss = 0
+        self.peak_gpu: int | None = None
+        self._gpu = _GpuSampler()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="kkb-monitor", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(SAMPLE_SECONDS)
+
+    def sample(self) -> None:
+        processes = self._tree()
+        total = 0
+        for process in processes:
+            try:
+                total += process.memory_info().rss
+            except psutil.Error:
+                continue
+        self.peak_rss = max(self.peak_rss, total)
+        gpu = self._gpu.sample({process.pid for process in processes})
+        if gpu is not None:
+            self.peak_gpu = max(self.peak_gpu or 0, gpu)
+
+    def _tree(self) -> list[psutil.Process]:
+        try:
+            children = self.root.children(recursive=True)
+        except psutil.Error:
+            children = []
+        for child in children:
+            self.seen.setdefault(child.pid, child)
+        alive = [self.root] if self.root.is_running() else []
+        return alive + children
+
+    def kill_all(self) -> None:
+        """Kill the kernel and everything it started, including orphans re-parented to init."""
+        self._tree()
+        victims = [process for process in self.seen.values() if _alive(process)]
+        for process in victims:
+            try:
+                process.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(victims, timeout=5)
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+class _GpuSampler:
+    """The largest per-GPU memory used by the given pids, from ``nvidia-smi`` (absent: always None)."""
+
+    def __init__(self) -> None:
+        self.command = shutil.which("nvidia-smi")
+        self.last = 0.0
+
+    def sample(self, pids: set[int]) -> int | None:
+        if self.command is None or time.monotonic() - self.last < GPU_SAMPLE_SECONDS:
+            return None
+        self.last = time.monotonic()
+        try:
+            out = subprocess.run([self.command, "--query-compute-apps=gpu_uuid,pid,used_memory",
+                                  "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            self.command = None
+            return None
+        if out.returncode != 0:
+            self.command = None
+            return None
+        return _gpu_bytes(out.stdout, pids)
+
+
+def _gpu_bytes(csv_text: str, pids: set[int]) -> int | None:
+    per_gpu: dict[str, int] = {}
+    for line in csv_text.splitlines():
+        parts = [part.strip() for part in line.split(",")]
+        if len(parts) != 3 or not parts[1].isdigit() or int(parts[1]) not in pids:
+            continue
+        try:
+            per_gpu[parts[0]] = per_gpu.get(parts[0], 0) + int(float(parts[2]) * 1024 * 1024)
+        except ValueError:
+            continue
+    return max(per_gpu.values()) if per_gpu else None
+
+
+# --- one run ------------------------------------------------------------------------------------
+
+
+class _Client(NotebookClient):
+    """nbclient, plus Kaggle's log: every stream output with its time since the run started."""
+
+    def __init__(self, nb: nbformat.NotebookNode, started: float, **kwargs: Any) -> None:
+        super().__init__(nb, **kwargs)
+        self.started = started
+        self.entries: list[dict[str, Any]] = []
+        self.current_cell: int | None = None
+        self.on_cell_start = self._cell_started
+
+    def _cell_started(self, cell: Any, cell_index: int) -> None:
+        self.current_cell = cell_index
+
+    def output(self, outs: list[Any], msg: dict[str, Any], display_id: str | None, cell_index: int) -> Any:
+        content = msg.get("content", {})
+        if msg["msg_type"] == "stream":
+            self._log(content.get("name", "stdout"), content.get("text", ""))
+        elif msg["msg_type"] == "error":
+            self._log("stderr", strip_ansi("\n".join(content.get("traceback", []))) + "\n")
+        return super().output(outs, msg, display_id, cell_index)
+
+    def _log(self, stream: str, text: str) -> None:
+        self.entries.append({"stream_name": stream, "time": round(time.monotonic() - self.started, 3), "data": text})
+
+
+class _Run:
+    def __init__(self, nb: nbformat.NotebookNode, box: Sandbox, km: KernelManager, timeout: float | None) -> None:
+        self.nb, self.box, self.km, self.timeout = nb, box, km, timeout
+        self.started = time.monotonic()
+        self.wall = 0.0
+        self.timed_out = False
+        self.error: BaseException | None = None
+        try:
+            self.monitor = _Monitor(km.provisioner.pid)  # type: ignore[union-attr]
+        except psutil.Error:
+            raise _startup_error(box, "the kernel exited at once") from None
+        self.client = _Client(nb, self.started, km=km, timeout=int(timeout) + 1 if timeout else None,
+                              startup_timeout=STARTUP_SECONDS, allow_errors=False, record_timing=True,
+                              resources={"metadata": {"path": str(box.working_dir)}})
+
+    def execute(self) -> None:
+        inputs = input_snapshot(self.box) if self.box.isolation == "python" else None
+        self.monitor.start()
+        watchdog = threading.Timer(self.timeout, self._on_timeout) if self.timeout else None
+        if watchdog:
+            watchdog.daemon = True
+            watchdog.start()
+        try:
+            self.client.execute()
+        except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
+            self.error = exc
+        except RuntimeError as exc:  # the kernel died before it answered
+            if not self.timed_out:
+                raise _startup_error(self.box, str(exc)) from None
+            self.error = exc
+        finally:
+            self.wall = time.monotonic() - self.started
+            if watchdog:
+                watchdog.cancel()
+            self.monitor.stop()
+            self.monitor.sample()
+            self.monitor.kill_all()  # on Kaggle the container ends with the run: so do background processes
+            if inputs is not None:
+                self._report_input_writes(inputs)
+            self._write_notebook()
+
+    def _report_input_writes(self, before: dict[str, tuple[int, int]]) -> None:
+        """Root writes through file modes: say so in the log, since on Kaggle the write would have failed."""
+        written = input_writes(self.box, before)
+        if written:
+            shown = ", ".join(written[:5]) + (", ..." if len(written) > 5 else "")
+            self.client._log("stderr", f"[kkb sandbox] the kernel wrote into /kaggle/input ({shown}): on Kaggle that fails "
+                                       "with 'Read-only file system'; this sandbox could not stop it (no namespaces, running as root)\n")
+
+    def _on_timeout(self) -> None:
+        self.timed_out = True
+        self.monitor.kill_all()
+
+    @property
+    def failed_cell(self) -> int | None:
+        return self.client.current_cell if self.error is not None else None
+
+    def _write_notebook(self) -> None:
+        nb = self.nb
+        nb.metadata["kkb_execution"] = {"ok": self.error is None, "timed_out": self.timed_out,
+                                         "wall_seconds": round(self.wall, 3), "isolation": self.box.isolation,
+                                         "failed_cell": self.failed_cell}
+        if self.error is not None:
+            nb.cells.insert(0, nbformat.v4.new_markdown_cell(self._banner()))
+        nbformat.write(nb, self.box.root / EXECUTED_NOTEBOOK)
+        if self.error is not None:
+            nb.cells.pop(0)  # keep cell indices as in the source notebook
+
+    def _banner(self) -> str:
+        what = "timed out" if self.timed_out else f"failed: `{self._ename()}`"
+        return f"**kkb: this run {what} in cell {self.failed_cell}** (cell numbers count from 0, without this banner)."
+
+    def _ename(self) -> str | None:
+        if self.timed_out:
+            return "Timeout"
+        if isinstance(self.error, CellExecutionError):
+            return self.error.ename
+        return type(self.error).__name__ if self.error is not None else None
+
+    def _evalue(self) -> str | None:
+        if self.timed_out:
+            return f"the run exceeded its timeout of {self.timeout:g} s and was killed with its child processes"
+        if isinstance(self.error, CellExecutionError):
+            return self.error.evalue
+        return str(self.error) if self.error is not None else None
+
+    def _traceback(self) -> str | None:
+        if isinstance(self.error, CellExecutionError) and not self.timed_out:
+            return tail(strip_ansi(self.error.traceback), TRACEBACK_LINES)
+        if self.error is not None:
+            stderr = "".join(entry["data"] for entry in self.client.entries if entry["stream_name"] == "stderr")
+            return tail(stderr, TRACEBACK_LINES) or None
+        return None
+
+    def result(self) -> ExecutionResult:
+        steps = read_steps(self.box.working_dir)
+        peak_rss = max([self.monitor.peak_rss, *(int(step.get("peak_rss_bytes") or 0) for step in steps)])
+        gpu = [int(step["peak_gpu_bytes"]) for step in steps if step.get("peak_gpu_bytes")]
+        if self.monitor.peak_gpu is not None:
+            gpu.append(self.monitor.peak_gpu)
+        return ExecutionResult(
+            root=self.box.root, working_dir=self.box.working_dir, executed_notebook=self.box.root / EXECUTED_NOTEBOOK,
+            ok=self.error is None, timed_out=self.timed_out, failed_cell=self.failed_cell,
+            ename=self._ename(), evalue=self._evalue(), traceback_tail=self._traceback(),
+            wall_seconds=round(self.wall, 3), peak_rss_bytes=peak_rss,
+            peak_gpu_bytes=max(gpu) if gpu else None,
+            log=self.client.entries, steps=steps,
+        )
+
+
+def _startup_error(box: Sandbox, what: str) -> DryRunError:
+    try:
+        log = tail(box.kernel_log.read_text(errors="replace"), 15)
+    except OSError:
+        log = ""
+    return DryRunError(f"the kernel did not start ({box.isolation} sandbox): {what}" + (f"\n{log}" if log else ""),
+                       hint=f"full kernel log: {box.kernel_log}; try the portable sandbox (isolation='python')")
+
+
+def read_steps(working_dir: Path) -> list[dict[str, Any]]:
+    """Per-step records of kkb's runtime (``kkb_steps.json``: a list, or ``{"steps": [...]}``); [] if absent."""
+    path = Path(working_dir) / STEPS_RECORD
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    steps = data.get("steps", []) if isinstance(data, dict) else data
+    return [step for step in steps if isinstance(step, dict)] if isinstance(steps, list) else []
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI.sub("", text)
+
+
+def tail(text: str, lines: int) -> str:
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])

@@ -1,0 +1,85 @@
+"""``kkb local-kaggle ...``: the typer sub-app that ``builder/cli.py`` mounts (CLI layer: it prints).
+
+Errors are :class:`~builder.errors.KkbError` and reach ``builder.cli.main``'s error boundary.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+DEFAULT_DATA_DIR = Path(".local-kaggle")
+
+app = typer.Typer(
+    name="local-kaggle",
+    help="A local Kaggle: a loopback server that speaks Kaggle's API to the real kaggle client.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console(soft_wrap=True)  # URLs and credentials must stay on one line
+
+_DATA_DIR = typer.Option(DEFAULT_DATA_DIR, "--data-dir", "-d", help="Where the server keeps its state.")
+
+
+@app.command()
+def serve(
+    port: int = typer.Option(8765, "--port", "-p", help="Port on 127.0.0.1 (0 picks a free one)."),
+    data_dir: Path = _DATA_DIR,
+    user: list[str] = typer.Option([], "--user", "-u", help="Register NAME:KEY before serving (repeatable)."),
+    competition: list[Path] = typer.Option([], "--competition", "-c", help="Register a competition folder first (repeatable)."),
+    ready_seconds: float = typer.Option(1.0, "--ready-seconds", help="How long a new dataset version is not ready."),
+    rerun_timeout: Optional[float] = typer.Option(None, "--rerun-timeout", help="Cap every scoring rerun (seconds)."),
+) -> None:
+    """Serve until interrupted (Ctrl-C). Point kkb at it with KKB_KAGGLE_API=<the printed URL>."""
+    from builder.local_kaggle import LocalKaggle, ServerSettings
+
+    settings = ServerSettings(dataset_ready_seconds=ready_seconds, rerun_timeout_seconds=rerun_timeout)
+    server = LocalKaggle(data_dir, port=port, settings=settings)
+    for entry in user:
+        name, sep, key = entry.partition(":")
+        if not sep:
+            raise typer.BadParameter(f"--user takes NAME:KEY, got {entry!r}")
+        server.add_user(name, key)
+    for folder in competition:
+        server.add_competition(folder)
+    server.start()
+    console.print(f"[green]local Kaggle[/green] listening on {server.base_url}  (data: {data_dir.resolve()})")
+    console.print(f"  export KKB_KAGGLE_API={server.base_url}", highlight=False)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        console.print("stopping")
+    finally:
+        server.stop()
+
+
+@app.command("add-competition")
+def add_competition(
+    folder: Path = typer.Argument(..., help="A competition folder: competition.toml, public/, hidden/, answers.csv."),
+    data_dir: Path = _DATA_DIR,
+) -> None:
+    """Register (or refresh) a competition; a running server on the same data dir sees it at once."""
+    from builder.local_kaggle import LocalKaggle
+
+    config = LocalKaggle(data_dir).add_competition(folder)
+    console.print(f"[green]registered[/green] competition {config.slug} ({config.title}, metric {config.metric}, "
+                  f"{config.daily_submission_limit} submissions a day)")
+
+
+@app.command("add-user")
+def add_user(
+    name: str = typer.Argument(..., help="The Kaggle username to create."),
+    key: Optional[str] = typer.Option(None, "--key", help="Its API key (default: a new random one)."),
+    data_dir: Path = _DATA_DIR,
+) -> None:
+    """Create a user of the local Kaggle and print the credentials to use with it (local only)."""
+    from builder.local_kaggle import LocalKaggle
+
+    key = key or secrets.token_hex(16)
+    token = LocalKaggle(data_dir).add_user(name, key)
+    console.print(f"KAGGLE_USERNAME={name}\nKAGGLE_KEY={key}\n# or: KAGGLE_API_TOKEN={token}", highlight=False)

@@ -1,0 +1,120 @@
+"""Competition folders (``competition.toml``, ``public/``, ``hidden/``, ``answers.csv``) → a checked config.
+
+Format (docs/ARCHITECTURE.md, "Competition folders")::
+
+    slug = "tiny-digits"              # lower-case letters, digits, '-'
+    title = "Tiny Digits"
+    metric = "accuracy"               # accuracy | auc | logloss | rmse | spearman | "python:metric.py"
+    id_column = "id"
+    target_columns = ["label"]        # or one string
+    daily_submission_limit = 5
+    time_limit_hours = 9
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from builder.errors import LocalKaggleError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+METRICS = ("accuracy", "auc", "logloss", "rmse", "spearman")
+_KEYS = ("slug", "title", "metric", "id_column", "target_columns", "daily_submission_limit", "time_limit_hours",
+         "description")
+_SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class CompetitionConfig:
+    slug: str
+    title: str
+    metric: str
+    id_column: str
+    target_columns: tuple[str, ...]
+    daily_submission_limit: int = 5
+    time_limit_hours: float = 9.0
+    description: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"slug": self.slug, "title": self.title, "metric": self.metric, "id_column": self.id_column,
+                "target_columns": list(self.target_columns), "daily_submission_limit": self.daily_submission_limit,
+                "time_limit_hours": self.time_limit_hours, "description": self.description}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CompetitionConfig:
+        return cls(**{**data, "target_columns": tuple(data["target_columns"])})
+
+
+def load_competition(folder: Path) -> CompetitionConfig:
+    """Read and check a competition folder; raises :class:`LocalKaggleError` naming the file and key."""
+    folder = Path(folder)
+    toml_path = folder / "competition.toml"
+    if not toml_path.is_file():
+        raise LocalKaggleError(f"{folder} is not a competition folder: {toml_path.name} is missing",
+                               hint="a competition folder holds competition.toml, public/, hidden/ and answers.csv")
+    try:
+        raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise LocalKaggleError(f"failed to parse {toml_path}: {exc}") from None
+    for key in raw:
+        close = difflib.get_close_matches(key, _KEYS, n=1, cutoff=0.8)
+        if key not in _KEYS and close:
+            raise LocalKaggleError(f"{toml_path}: unknown key {key!r}", hint=f"did you mean {close[0]!r}?")
+    config = _config(raw, toml_path)
+    _check_files(folder, config)
+    return config
+
+
+def _config(raw: dict[str, Any], toml_path: Path) -> CompetitionConfig:
+    def required(key: str) -> Any:
+        if key not in raw:
+            raise LocalKaggleError(f"{toml_path}: missing key {key!r}")
+        return raw[key]
+
+    slug = str(required("slug"))
+    if not _SLUG.match(slug):
+        raise LocalKaggleError(f"{toml_path}: slug {slug!r} is not a Kaggle slug",
+                               hint="use lower-case letters, digits and '-'")
+    metric = str(required("metric"))
+    if metric not in METRICS and not metric.startswith("python:"):
+        raise LocalKaggleError(f"{toml_path}: unknown metric {metric!r}",
+                               hint=f"use one of {', '.join(METRICS)} or python:<file>.py")
+    targets = required("target_columns")
+    targets = (targets,) if isinstance(targets, str) else tuple(str(t) for t in targets)
+    if not targets:
+        raise LocalKaggleError(f"{toml_path}: target_columns is empty")
+    limit = raw.get("daily_submission_limit", 5)
+    hours = raw.get("time_limit_hours", 9)
+    if not isinstance(limit, int) or limit < 1:
+        raise LocalKaggleError(f"{toml_path}: daily_submission_limit must be a positive integer")
+    if not isinstance(hours, (int, float)) or hours <= 0:
+        raise LocalKaggleError(f"{toml_path}: time_limit_hours must be a positive number")
+    return CompetitionConfig(slug=slug, title=str(raw.get("title") or slug), metric=metric,
+                             id_column=str(required("id_column")), target_columns=targets,
+                             daily_submission_limit=limit, time_limit_hours=float(hours),
+                             description=str(raw.get("description", "")))
+
+
+def _check_files(folder: Path, config: CompetitionConfig) -> None:
+    import pandas as pd
+
+    for rel in ("public/sample_submission.csv", "hidden/sample_submission.csv", "answers.csv"):
+        if not (folder / rel).is_file():
+            raise LocalKaggleError(f"competition {config.slug}: {folder / rel} is missing",
+                                   hint="public/ is what the commit run sees, hidden/ what the scoring rerun sees")
+    if config.metric.startswith("python:") and not (folder / config.metric.split(":", 1)[1]).is_file():
+        raise LocalKaggleError(f"competition {config.slug}: metric file {folder / config.metric[7:]} is missing")
+    columns = list(pd.read_csv(folder / "answers.csv", nrows=0).columns)
+    missing = [c for c in (config.id_column, *config.target_columns) if c not in columns]
+    if missing:
+        raise LocalKaggleError(f"competition {config.slug}: answers.csv lacks columns {missing}",
+                               hint=f"it has {columns}")

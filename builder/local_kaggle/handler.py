@@ -1,0 +1,269 @@
+"""HTTP plumbing: routes Kaggle's RPCs, the upload PUT URL, signed downloads and the admin endpoint.
+
+* ``POST /api/v1/<service>/<Method>`` (kagglesdk's non-PROD form) and ``POST /v1/<service>/<Method>``
+  (its PROD form, used when only the endpoint host is swapped) → JSON, or a 302 for ``Download*``;
+* ``PUT /upload/<token>`` → resumable blob upload (no auth: the token is the capability);
+* ``GET /storage/<signature>/<path>`` → a stored file with ``Range``/``If-Range`` support (no auth);
+* ``GET /api/v1/kernels/logs/stream/<owner>/<slug>`` → ``kaggle kernels logs --follow``;
+* ``GET|POST|DELETE /_admin/faults`` → read, replace or clear the injected faults.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import re
+import time
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from builder.errors import KkbError
+from builder.local_kaggle.wire import ApiError, Call, Redirect, version_number
+
+if TYPE_CHECKING:
+    from builder.local_kaggle.server import LocalKaggle
+
+log = logging.getLogger(__name__)
+_RPC = re.compile(r"^/(?:api/)?v1/(?P<service>[A-Za-z0-9_.]+)/(?P<method>[A-Za-z0-9_]+)/?$")
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+_LOG_STREAM = re.compile(r"^/(?:api/)?v1/kernels/logs/stream/(?P<owner>[^/]+)/(?P<slug>[^/]+)/?$")
+PUBLIC_METHODS = frozenset({"security.OAuthService/IntrospectToken"})
+
+
+def make_handler(app: LocalKaggle) -> type[BaseHTTPRequestHandler]:
+    class Handler(_Handler):
+        server_app = app
+
+    return Handler
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_app: LocalKaggle
+    protocol_version = "HTTP/1.1"
+    server_version = "kkb-local-kaggle"
+    sys_version = ""
+
+    # -- verbs -------------------------------------------------------------------------------
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        path = urlsplit(self.path).path
+        body = self._read_body()
+        match = _RPC.match(path)
+        if match:
+            self._rpc(f"{match['service']}/{match['method']}", body)
+        elif path == "/_admin/faults":
+            self._admin_faults_post(body)
+        else:
+            self._error(ApiError(404, f"No such endpoint: POST {path}"))
+
+    def do_PUT(self) -> None:  # noqa: N802
+        path = urlsplit(self.path).path
+        if path.startswith("/upload/"):
+            result = self.server_app.blobs.put(path[len("/upload/"):], self.headers.get, self.rfile)
+            self._send(result.status, b"" if result.status == 308 else b"{}", result.headers,
+                       content_type="application/json")
+        else:
+            self._read_body()
+            self._error(ApiError(404, f"No such endpoint: PUT {path}"))
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._get(head=False)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._get(head=True)
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        path = urlsplit(self.path).path
+        self._read_body()
+        if path == "/_admin/faults":
+            self.server_app.faults.clear()
+            self._json(200, self.server_app.faults.snapshot())
+        else:
+            self._error(ApiError(404, f"No such endpoint: DELETE {path}"))
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base class signature
+        log.debug("%s " + format, self.address_string(), *args)
+
+    # -- RPC ---------------------------------------------------------------------------------
+
+    def _rpc(self, method: str, raw: bytes) -> None:
+        app = self.server_app
+        handler = app.routes.get(method)
+        if handler is None:
+            self._error(ApiError(404, f"Unknown method {method}"))
+            return
+        fault = app.faults.take_rpc(method)
+        if fault is not None:
+            headers = {"Retry-After": _seconds(fault["retryAfter"])} if "retryAfter" in fault else {}
+            status = int(fault["status"])
+            self._error(ApiError(status, fault.get("message") or _REASONS.get(status, "Injected failure"), headers))
+            return
+        try:
+            body = json.loads(raw or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+            user = None if method in PUBLIC_METHODS else app.users.authenticate(self.headers.get("Authorization"))
+            result = handler(Call(method=method, body=body, user=user, base_url=self._base_url()))
+        except ApiError as exc:
+            self._error(exc)
+            return
+        except (ValueError, UnicodeDecodeError) as exc:
+            self._error(ApiError(400, f"Invalid request body: {exc}"))
+            return
+        except KkbError as exc:
+            self._error(ApiError(400, exc.message))
+            return
+        except Exception:  # the server must answer, in Kaggle's shape, whatever went wrong
+            log.exception("local Kaggle: %s failed", method)
+            self._error(ApiError(500, "Internal server error"))
+            return
+        if isinstance(result, Redirect):
+            self._send(302, b"", {"Location": result.location})
+        else:
+            self._json(200, result)
+
+    # -- downloads ---------------------------------------------------------------------------
+
+    def _get(self, head: bool) -> None:
+        path = urlsplit(self.path).path
+        stream = _LOG_STREAM.match(path)
+        if path.startswith("/storage/"):
+            self._storage(path[len("/storage/"):], head)
+        elif stream:
+            self._log_stream(stream["owner"], stream["slug"], parse_qs(urlsplit(self.path).query))
+        elif path == "/_admin/faults":
+            self._json(200, self.server_app.faults.snapshot())
+        elif path in ("/", "/api/v1", "/v1"):
+            self._json(200, {"server": "kkb local Kaggle", "users": len(self.server_app.users.names())})
+        else:
+            self._error(ApiError(404, f"No such endpoint: GET {path}"))
+
+    def _storage(self, rest: str, head: bool) -> None:
+        signature, _, quoted = rest.partition("/")
+        rel = unquote(quoted)
+        store = self.server_app.store
+        target = (store.root / rel).resolve()
+        if not store.verify(rel, signature) or store.root not in target.parents or not target.is_file():
+            self._error(ApiError(404, "Not found"))
+            return
+        stat = target.stat()
+        etag = f'"{stat.st_size:x}-{stat.st_mtime_ns:x}"'
+        modified = email.utils.formatdate(stat.st_mtime, usegmt=True)
+        start, end = 0, stat.st_size - 1
+        status = 200
+        wanted = _RANGE.match(self.headers.get("Range", "").strip())
+        if_range = self.headers.get("If-Range")
+        if wanted and (if_range is None or if_range in (etag, modified)):
+            first, last = wanted.groups()
+            if first:
+                start, end = int(first), min(int(last), end) if last else end
+            elif last:
+                start = max(0, stat.st_size - int(last))
+            if start >= stat.st_size or start > end:
+                self._send(416, b"", {"Content-Range": f"bytes */{stat.st_size}"})
+                return
+            status = 206
+        headers = {"Accept-Ranges": "bytes", "ETag": etag, "Last-Modified": modified}
+        if status == 206:
+            headers["Content-Range"] = f"bytes {start}-{end}/{stat.st_size}"
+        length = end - start + 1 if stat.st_size else 0
+        self.send_response(status)
+        for key, value in {**headers, "Content-Type": "application/octet-stream", "Content-Length": str(length)}.items():
+            self.send_header(key, value)
+        self.end_headers()
+        if head:
+            return
+        with target.open("rb") as handle:
+            handle.seek(start)
+            remaining = length
+            while remaining > 0:
+                chunk = handle.read(min(1 << 20, remaining))
+                if not chunk:
+                    break
+                self.wfile.write(chunk)
+                remaining -= len(chunk)
+
+    def _log_stream(self, owner: str, slug: str, query: dict[str, list[str]]) -> None:
+        """``kaggle kernels logs --follow``: the stored log once the run is over; while it runs, an SSE
+        stream that is held open until the run ends (runs report their log at the end), then replayed."""
+        app = self.server_app
+        try:
+            user = app.users.authenticate(self.headers.get("Authorization"))
+            number = version_number((query.get("versionLabel") or [None])[0])
+            version = app.kernels.version(owner, slug, number, user)
+        except ApiError as exc:
+            self._error(exc)
+            return
+        log_path = version.folder / "log.json"
+        if version.session.get("status") not in ("QUEUED", "RUNNING"):
+            self._send(200, log_path.read_bytes() if log_path.exists() else b"[]", {}, content_type="application/json")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        self.close_connection = True  # the stream's end is the connection's end
+        while app.running and app.kernels.version(owner, slug, version.number, user).session.get("status") in (
+                "QUEUED", "RUNNING"):
+            time.sleep(0.2)
+        entries = json.loads(log_path.read_text(encoding="utf-8")) if log_path.exists() else []
+        for entry in entries:
+            self.wfile.write(f"data: {json.dumps(entry)}\n\n".encode("utf-8"))
+        self.wfile.write(b"data: END_OF_LOG\n\n")
+
+    # -- admin -------------------------------------------------------------------------------
+
+    def _admin_faults_post(self, raw: bytes) -> None:
+        try:
+            document = json.loads(raw or b"{}")
+            if not isinstance(document, dict):
+                raise ValueError("the faults document must be a JSON object")
+            self.server_app.faults.replace(document)
+        except (ValueError, KkbError) as exc:
+            self._error(ApiError(400, str(exc)))
+            return
+        self._json(200, self.server_app.faults.snapshot())
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _base_url(self) -> str:
+        """How this client reaches us, so the URLs we hand out (uploads, downloads) work for it."""
+        host = self.headers.get("Host")
+        return f"http://{host}" if host else self.server_app.base_url
+
+    def _read_body(self) -> bytes:
+        length = self.headers.get("Content-Length")
+        if length and length.isdigit():
+            return self.rfile.read(int(length))
+        if (self.headers.get("Transfer-Encoding") or "").lower() == "chunked":
+            self.close_connection = True  # RPC bodies are never chunked; do not try to reuse this stream
+        return b""
+
+    def _json(self, status: int, payload: Any) -> None:
+        self._send(status, json.dumps(payload).encode("utf-8"), {}, content_type="application/json")
+
+    def _error(self, error: ApiError) -> None:
+        payload = json.dumps({"code": error.status, "message": error.message}).encode("utf-8")
+        self._send(error.status, payload, error.headers, content_type="application/json")
+
+    def _send(self, status: int, payload: bytes, headers: dict[str, str], content_type: str | None = None) -> None:
+        self.send_response(status)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if payload and self.command != "HEAD":
+            self.wfile.write(payload)
+
+
+_REASONS = {429: "Too many requests", 500: "Internal server error", 502: "Bad gateway", 503: "Service unavailable"}
+
+
+def _seconds(value: Any) -> str:
+    number = float(value)
+    return str(int(number)) if number.is_integer() else str(number)
+

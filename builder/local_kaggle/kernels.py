@@ -1,0 +1,424 @@
+"""``kernels.KernelsApiService``: kernels, their versions, and the commit run of each version.
+
+What Kaggle does and this copies:
+
+* a new kernel's slug is ``slugify(title)``: pushing ``id: me/foo`` titled "Bar Baz" creates ``me/bar-baz``
+  (and ``me/foo`` stays unknown: status on it is a 403 ``Permission 'kernels.get' was denied``);
+* sources that do not exist (or are not visible) are listed in ``invalid*Sources`` and simply not
+  attached; a dataset source without a version mounts its newest READY version, pinned at push time;
+* each pushed version is QUEUED, then RUNNING in a background worker, then COMPLETE or ERROR; what
+  the run left in ``/kaggle/working`` is the version's output, next to its log.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from slugify import slugify
+
+from builder.local_kaggle.datasets import Datasets
+from builder.local_kaggle.faults import Faults
+from builder.local_kaggle.files import remove_tree, storage_url, tree
+from builder.local_kaggle.runner import KernelRunner, MountSpec, RunRequest, RunResult
+from builder.local_kaggle.settings import ServerSettings
+from builder.local_kaggle.store import Store
+from builder.local_kaggle.wire import (
+    Call, Handler, Json, compact, forbidden, iso, not_found, now, paginate, version_number,
+)
+from builder.local_kaggle.worker import JobQueue
+
+SERVICE = "kernels.KernelsApiService"
+QUEUED, RUNNING, COMPLETE, ERROR, NEW_SCRIPT = "QUEUED", "RUNNING", "COMPLETE", "ERROR", "NEW_SCRIPT"
+_SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
+_SOURCE_SUFFIX = {"notebook": ".ipynb", "python": ".py", "r": ".r", "rmarkdown": ".rmd"}
+
+
+@dataclass(frozen=True)
+class KernelVersion:
+    """One pushed version, as the competitions service needs it for a code submission."""
+
+    owner: str
+    slug: str
+    number: int
+    meta: Json          # version.json
+    session: Json       # session.json
+    folder: Path        # kernels/<owner>/<slug>/versions/<n>
+
+    @property
+    def ref(self) -> str:
+        return f"{self.owner}/{self.slug}"
+
+    @property
+    def output_dir(self) -> Path:
+        return self.folder / "output"
+
+
+class Kernels:
+    def __init__(self, store: Store, datasets: Datasets, faults: Faults, settings: ServerSettings,
+                 runner: KernelRunner, jobs: JobQueue) -> None:
+        self._store = store
+        self._datasets = datasets
+        self._faults = faults
+        self._settings = settings
+        self._runner = runner
+        self._jobs = jobs
+        # What a competition source mounts in a commit run (its public/ folder), None for an unknown slug.
+        # Set by the server once the competitions service exists (it needs this service too).
+        self.competition_data: Callable[[str], Path | None] = lambda slug: None
+
+    def routes(self) -> dict[str, Handler]:
+        return {f"{SERVICE}/{name}": handler for name, handler in {
+            "SaveKernel": self.save_kernel,
+            "GetKernelSessionStatus": self.get_kernel_session_status,
+            "ListKernelSessionOutput": self.list_kernel_session_output,
+            "GetKernel": self.get_kernel,
+            "ListKernels": self.list_kernels,
+            "DeleteKernel": self.delete_kernel,
+        }.items()}
+
+    # -- push --------------------------------------------------------------------------------
+
+    def save_kernel(self, call: Call) -> Json:
+        user = call.require_user()
+        with self._store.lock:
+            try:
+                record = self._target(call, user)
+            except _PushRefused as exc:
+                return {"ref": "", "url": "", "error": str(exc)}
+            sources, invalid = self._sources(call, user)
+            number = int(record.get("latestVersion", 0)) + 1
+            quick = call.text("kernelExecutionType").upper() == "QUICK_SAVE"
+            meta = self._version_meta(call, record, number, sources, quick)
+            folder = self._dir(record["owner"], record["slug"]) / "versions" / str(number)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / meta["sourceFile"]).write_text(call.text("text"), encoding="utf-8")
+            self._store.write(folder / "version.json", meta)
+            self._store.write(folder / "session.json", {"status": NEW_SCRIPT if quick else QUEUED, "queued": now()})
+            record.update({k: meta[k] for k in _KERNEL_FIELDS})
+            record["latestVersion"] = number
+            self._save(record)
+        if not quick:
+            self._jobs.put(("commit", record["owner"], record["slug"], str(number)))
+        ref = f"{record['owner']}/{record['slug']}"
+        return {"ref": f"/code/{ref}", "url": f"{call.base_url}/code/{ref}", "versionNumber": number,
+                "error": "", "invalidTags": [], "kernelId": record["id"], **invalid}
+
+    def _target(self, call: Call, user: str) -> Json:
+        """The kernel this push versions, created when new (its slug comes from its title)."""
+        if call.integer("id") is not None:
+            record = next((r for r in self._all() if r["id"] == call.integer("id")), None)
+            if record is None or record["owner"] != user:
+                raise _PushRefused("Notebook not found")
+            return self._retitle(record, call)
+        owner, _, requested = call.text("slug").rpartition("/")
+        owner = owner or user
+        if owner != user:
+            raise _PushRefused("Notebook not found")
+        existing = self._load(owner, requested)
+        if existing is not None:
+            return self._retitle(existing, call)
+        title = call.text("newTitle") or requested
+        slug = slugify(title)
+        if len(title) < 5 or len(slug) < 5:
+            raise _PushRefused("The title must be at least 5 characters and give a slug of at least 5 characters")
+        if len(title) > 50:
+            raise _PushRefused("The title must be at most 50 characters")
+        _check_code(call)
+        existing = self._load(owner, slug)
+        if existing is not None:  # the title names a kernel that exists: Kaggle versions that one
+            return self._retitle(existing, call)
+        return {"id": self._store.next_id("kernel"), "owner": owner, "slug": slug, "title": title,
+                "created": now(), "latestVersion": 0}
+
+    def _retitle(self, record: Json, call: Call) -> Json:
+        _check_code(call)
+        if call.text("newTitle"):
+            record["title"] = call.text("newTitle")
+        return record
+
+    def _sources(self, call: Call, user: str) -> tuple[Json, Json]:
+        """Valid sources pinned for this version, and the invalid ones named like Kaggle names them."""
+        datasets, bad_datasets = [], []
+        for source in call.strings("datasetDataSources"):
+            mounted = self._datasets.mount(source, user)
+            if mounted is None:
+                bad_datasets.append(source)
+            else:
+                datasets.append({"ref": source, "owner": mounted.owner, "slug": mounted.slug, "version": mounted.version})
+        competitions, bad_competitions = [], []
+        for slug in call.strings("competitionDataSources"):
+            (competitions if self.competition_data(slug) is not None else bad_competitions).append(slug)
+        kernels, bad_kernels = [], []
+        for source in call.strings("kernelDataSources"):
+            pinned = self._kernel_source(source, user)
+            if pinned is None:
+                bad_kernels.append(source)
+            else:
+                kernels.append(pinned)
+        return ({"datasets": datasets, "competitions": competitions, "kernels": kernels},
+                {"invalidDatasetSources": bad_datasets, "invalidCompetitionSources": bad_competitions,
+                 "invalidKernelSources": bad_kernels,
+                 # The local Kaggle has no model hub: every model source is invalid here.
+                 "invalidModelSources": call.strings("modelDataSources")})
+
+    def _kernel_source(self, source: str, user: str) -> Json | None:
+        parts = source.strip("/").split("/")
+        if len(parts) not in (2, 3):
+            return None
+        record = self._load(parts[0], parts[1])
+        if record is None or not self._can_read(record, user):
+            return None
+        numbers = [int(parts[2].lstrip("v"))] if len(parts) == 3 and parts[2].lstrip("v").isdigit() else \
+            list(range(int(record.get("latestVersion", 0)), 0, -1))
+        for number in numbers:
+            session = self._store.read(self._dir(record["owner"], record["slug"]) / "versions" / str(number) / "session.json")
+            if session and session.get("status") == COMPLETE:
+                return {"ref": source, "owner": record["owner"], "slug": record["slug"], "version": number}
+        return None
+
+    def _version_meta(self, call: Call, record: Json, number: int, sources: Json, quick: bool) -> Json:
+        kernel_type = call.text("kernelType", "notebook").lower()
+        language = call.text("language", "python").lower()
+        return {
+            "number": number, "created": now(), "title": record["title"], "language": language,
+            "kernelType": kernel_type,
+            "sourceFile": "source" + (_SOURCE_SUFFIX["notebook"] if kernel_type == "notebook" else _SOURCE_SUFFIX.get(language, ".txt")),
+            "isPrivate": call.flag("isPrivate", True), "enableGpu": call.flag("enableGpu", False),
+            "enableTpu": call.flag("enableTpu", False), "enableInternet": call.flag("enableInternet", True),
+            "machineShape": call.body.get("machineShape"), "dockerImage": call.body.get("dockerImage"),
+            "keywords": call.strings("categoryIds"), "timeoutSeconds": call.integer("sessionTimeoutSeconds"),
+            "executionType": "QUICK_SAVE" if quick else "SAVE_AND_RUN_ALL",
+            "datasetSources": [d["ref"] for d in sources["datasets"]],
+            "competitionSources": sources["competitions"],
+            "kernelSources": [k["ref"] for k in sources["kernels"]],
+            "mounts": sources,
+        }
+
+    # -- read --------------------------------------------------------------------------------
+
+    def get_kernel_session_status(self, call: Call) -> Json:
+        version = self.version(call.text("userName"), call.text("kernelSlug"),
+                               version_number(call.body.get("versionLabel")), call.user)
+        return compact({"status": version.session["status"], "failureMessage": version.session.get("failureMessage")})
+
+    def list_kernel_session_output(self, call: Call) -> Json:
+        version = self.version(call.text("userName"), call.text("kernelSlug"),
+                               version_number(call.body.get("versionLabel")), call.user)
+        files = [{"fileName": rel, "url": storage_url(self._store, call.base_url, path)}
+                 for rel, path in tree(version.output_dir)]
+        page, token = paginate(files, call.text("pageToken"), call.integer("pageSize"))
+        log_path = version.folder / "log.json"
+        log = log_path.read_text(encoding="utf-8") if log_path.exists() else None
+        return compact({"files": page, "log": log, "nextPageToken": token})
+
+    def get_kernel(self, call: Call) -> Json:
+        version = self.version(call.text("userName"), call.text("kernelSlug"),
+                               version_number(call.body.get("versionLabel")), call.user)
+        record = self._load(version.owner, version.slug) or {}
+        source = (version.folder / version.meta["sourceFile"]).read_text(encoding="utf-8")
+        return {"metadata": self._api_metadata(record, version.meta),
+                "blob": {"source": source, "language": version.meta["language"],
+                         "kernelType": version.meta["kernelType"], "slug": version.slug}}
+
+    def list_kernels(self, call: Call) -> Json:
+        rows = [r for r in self._all() if self._can_read(r, call.user)]
+        for key, test in (("user", lambda r, v: r["owner"] == v),
+                          ("competition", lambda r, v: v in r.get("competitionSources", [])),
+                          ("dataset", lambda r, v: v in r.get("datasetSources", [])),
+                          ("search", lambda r, v: v.lower() in r["title"].lower())):
+            value = call.text(key)
+            if value:
+                rows = [r for r in rows if test(r, value)]
+        page, token = paginate(rows, call.text("pageToken"), call.integer("pageSize"))
+        return {"kernels": [self._api_metadata(r, r) for r in page], "nextPageToken": token}
+
+    def delete_kernel(self, call: Call) -> Json:
+        user = call.require_user()
+        version = self.version(call.text("userName"), call.text("kernelSlug"), None, user)
+        if version.owner != user:
+            return {"errorMessage": "You do not have permission to delete this notebook"}
+        with self._store.lock:
+            shutil.rmtree(self._dir(version.owner, version.slug), ignore_errors=True)
+        return {}
+
+    def version(self, owner: str, slug: str, number: int | None, user: str | None) -> KernelVersion:
+        """A visible kernel's version (the latest when ``number`` is None); Kaggle's 403 when not visible."""
+        record = self._load(owner, slug)
+        if record is None or not self._can_read(record, user):
+            raise forbidden("Permission 'kernels.get' was denied")
+        number = number or int(record.get("latestVersion", 0))
+        folder = self._dir(owner, slug) / "versions" / str(number)
+        meta = self._store.read(folder / "version.json")
+        if meta is None:
+            raise not_found(f"Version {number} of {owner}/{slug} not found")
+        return KernelVersion(owner, slug, number, meta, self._store.read(folder / "session.json", {}), folder)
+
+    # -- the commit run (worker side) --------------------------------------------------------
+
+    def recover(self) -> None:
+        """Re-queue versions whose run had not finished when the server last stopped."""
+        root = self._store.path("kernels")
+        for session_path in sorted(root.glob("*/*/versions/*/session.json")) if root.exists() else []:
+            session = self._store.read(session_path, {})
+            if session.get("status") in (QUEUED, RUNNING):
+                folder = session_path.parent
+                owner, slug = folder.parent.parent.parent.name, folder.parent.parent.name
+                self._set_session(folder, status=QUEUED)
+                self._jobs.put(("commit", owner, slug, folder.name))
+
+    def execute_commit(self, owner: str, slug: str, number: str) -> None:
+        folder = self._dir(owner, slug) / "versions" / number
+        meta = self._store.read(folder / "version.json")
+        if meta is None or self._store.read(folder / "session.json", {}).get("status") not in (QUEUED, RUNNING):
+            return
+        self._set_session(folder, status=RUNNING, started=now())
+        fault = self._faults.take_kernel_failure(f"{owner}/{slug}", "commit")
+        if fault is not None:
+            self._finish(folder, ok=False, failure=fault["message"], log=injected_failure_log(fault["message"]))
+            return
+        if meta["language"] not in ("python",):
+            self._finish(folder, ok=False, failure=f"The local Kaggle runs Python kernels only, not {meta['language']}",
+                         log=[])
+            return
+        root = self._store.path("runs", f"commit-{owner}-{slug}-{number}-{uuid.uuid4().hex[:8]}")
+        try:
+            request = RunRequest(notebook=self.notebook(folder, meta, root), mounts=self.mounts(meta),
+                                 rerun=False, timeout_seconds=meta.get("timeoutSeconds") or self._settings.commit_timeout_seconds,
+                                 root=root / "sandbox", kernel_type=meta["kernelType"])
+            result = self._runner.run(request)
+            if self._jobs.closed:  # the server stopped meanwhile: the next one runs this version again
+                return
+            self._keep_output(result, folder / "output")
+            self._finish(folder, ok=result.ok, failure=result.failure, log=result.log)
+        except Exception as exc:  # a broken executor is "Kaggle Error", not a crashed worker
+            if self._jobs.closed:
+                return
+            self._finish(folder, ok=False, failure=f"Kaggle Error: {type(exc).__name__}: {exc}",
+                         log=[{"stream_name": "stderr", "time": 0.0, "data": f"{type(exc).__name__}: {exc}\n"}])
+        finally:
+            remove_tree(root)
+
+    def mounts(self, meta: Json, competition_override: dict[str, Path] | None = None) -> tuple[MountSpec, ...]:
+        """The inputs of a run: pinned dataset versions, competition data (``public/`` unless overridden,
+        e.g. by ``hidden/`` for a scoring rerun) and other kernels' outputs."""
+        override = competition_override or {}
+        mounts: list[MountSpec] = []
+        for pinned in meta["mounts"]["datasets"]:
+            files = self._store.path("datasets", pinned["owner"], pinned["slug"], "versions", pinned["version"], "files")
+            mounts.append(MountSpec(files, f"datasets/{pinned['owner']}/{pinned['slug']}"))
+        for slug in meta["mounts"]["competitions"]:
+            source = override.get(slug) or self.competition_data(slug)
+            if source is not None:
+                mounts.append(MountSpec(Path(source), f"competitions/{slug}"))
+        for pinned in meta["mounts"]["kernels"]:
+            output = self._dir(pinned["owner"], pinned["slug"]) / "versions" / str(pinned["version"]) / "output"
+            mounts.append(MountSpec(output, f"notebooks/{pinned['owner']}/{pinned['slug']}"))
+        return tuple(mounts)
+
+    def notebook(self, folder: Path, meta: Json, scratch: Path) -> Path:
+        """The version's code as a notebook file; a script becomes a one-cell notebook."""
+        source = folder / meta["sourceFile"]
+        if meta["kernelType"] == "notebook":
+            return source
+        scratch.mkdir(parents=True, exist_ok=True)
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells.append(nbformat.v4.new_code_cell(source.read_text(encoding="utf-8")))
+        notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        path = scratch / "script.ipynb"
+        nbformat.write(notebook, str(path))
+        return path
+
+    def _keep_output(self, result: RunResult, output: Path) -> None:
+        shutil.rmtree(output, ignore_errors=True)
+        output.mkdir(parents=True)
+        if not result.working_dir.is_dir():
+            return
+        for rel, path in tree(result.working_dir):
+            if path.is_symlink():  # a link could point anywhere on this machine: not an output
+                continue
+            target = output / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+
+    def _finish(self, folder: Path, ok: bool, failure: str | None, log: list[dict[str, Any]]) -> None:
+        # Served verbatim as ListKernelSessionOutput's ``log``: a JSON array in Kaggle's key order.
+        self._store.write_text(folder / "log.json", json.dumps(log))
+        self._set_session(folder, status=COMPLETE if ok else ERROR, finished=now(),
+                          failureMessage=None if ok else (failure or "The notebook failed"))
+
+    def _set_session(self, folder: Path, **changes: Any) -> None:
+        with self._store.lock:
+            session = self._store.read(folder / "session.json", {})
+            session.update(changes)
+            self._store.write(folder / "session.json", {k: v for k, v in session.items() if v is not None})
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _dir(self, owner: str, slug: str) -> Path:
+        return self._store.path("kernels", owner, slug)
+
+    def _load(self, owner: str, slug: str) -> Json | None:
+        if not _SLUG.match(owner or "") or not _SLUG.match(slug or ""):
+            return None
+        return self._store.read(self._dir(owner, slug) / "kernel.json")
+
+    def _save(self, record: Json) -> None:
+        self._store.write(self._dir(record["owner"], record["slug"]) / "kernel.json", record)
+
+    def _all(self) -> list[Json]:
+        root = self._store.path("kernels")
+        return [r for r in (self._store.read(p) for p in sorted(root.glob("*/*/kernel.json"))) if r] if root.exists() else []
+
+    def _can_read(self, record: Json, user: str | None) -> bool:
+        return not record.get("isPrivate", True) or record["owner"] == user
+
+    def _api_metadata(self, record: Json, meta: Json) -> Json:
+        ref = f"{record['owner']}/{record['slug']}"
+        return compact({
+            "id": record["id"], "ref": ref, "title": record["title"], "author": record["owner"], "slug": record["slug"],
+            "language": meta.get("language"), "kernelType": meta.get("kernelType"), "isPrivate": meta.get("isPrivate"),
+            "enableGpu": meta.get("enableGpu"), "enableTpu": meta.get("enableTpu"),
+            "enableInternet": meta.get("enableInternet"), "categoryIds": meta.get("keywords", []),
+            "datasetDataSources": meta.get("datasetSources", []),
+            "competitionDataSources": meta.get("competitionSources", []),
+            "kernelDataSources": meta.get("kernelSources", []), "modelDataSources": [],
+            "currentVersionNumber": record.get("latestVersion"), "dockerImage": meta.get("dockerImage"),
+            "machineShape": meta.get("machineShape"), "lastRunTime": iso(record.get("created", now())),
+        })
+
+
+class _PushRefused(Exception):
+    """A push Kaggle answers with ``error`` in the body (the client prints it and exits 0)."""
+
+
+_KERNEL_FIELDS = ("title", "language", "kernelType", "isPrivate", "enableGpu", "enableTpu", "enableInternet",
+                  "machineShape", "dockerImage", "keywords", "datasetSources", "competitionSources", "kernelSources")
+
+
+def _check_code(call: Call) -> None:
+    if not call.text("text"):
+        raise _PushRefused("The kernel has no code (text is empty)")
+    kernel_type = call.text("kernelType", "notebook").lower()
+    if kernel_type not in ("notebook", "script"):
+        raise _PushRefused(f"Invalid kernel type {kernel_type!r}")
+    if call.text("language", "python").lower() not in ("python", "r", "rmarkdown"):
+        raise _PushRefused(f"Invalid language {call.text('language')!r}")
+    if kernel_type == "notebook":
+        try:
+            nbformat.reads(call.text("text"), as_version=4)
+        except Exception as exc:  # nbformat raises several unrelated types for bad JSON
+            raise _PushRefused(f"The notebook is not valid: {exc}") from None
+
+
+def injected_failure_log(message: str) -> list[dict[str, Any]]:
+    return [{"stream_name": "stderr", "time": 0.0,
+             "data": f"Traceback (most recent call last):\n  (local Kaggle fault injection)\n{message}\n"}]
+

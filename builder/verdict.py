@@ -1,0 +1,294 @@
+"""What Kaggle would say about a run, in Kaggle's words, and what Kaggle never says: why.
+
+Kaggle's submission statuses (code-competition debugging doc, see docs/ and the runtime notes §5):
+
+- ``Notebook Timeout``: the run passed the competition's run-time limit; here also *projected*: the
+  measured run scaled to the hidden test's row count passes it.
+- ``Notebook Exceeded Allowed Compute``: more RAM (or GPU memory) than the machine shape has.
+- ``Notebook Threw Exception``: only for *script* kernels.
+- ``Submission CSV Not Found``: no submission file after the run. A notebook's exception ends
+  here: Kaggle does not report exceptions for notebooks, it looks for the file.
+- ``Submission Scoring Error``: the file does not match the sample submission.
+
+The order of the checks follows what happens on Kaggle: a run killed for time or memory never
+gets to write its file; a notebook that raised is judged by the file it left behind.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+
+from builder.execute import ExecutionResult
+from builder.kkb_runtime.submission import check_submission
+from builder.sandbox import blocked_network
+
+OK = "OK"
+CSV_NOT_FOUND = "Submission CSV Not Found"
+THREW = "Notebook Threw Exception"
+SCORING_ERROR = "Submission Scoring Error"
+TIMEOUT = "Notebook Timeout"
+COMPUTE = "Notebook Exceeded Allowed Compute"
+VERDICTS = (OK, CSV_NOT_FOUND, THREW, SCORING_ERROR, TIMEOUT, COMPUTE)
+
+GB = 1024**3
+# Memory of Kaggle's machine shapes. Approximate, and Kaggle changes them: RAM is what a session
+# reports as available (about 29 GiB of the nominal 30-32 GB on the CPU, T4 x2 and P100 shapes);
+# GPU memory is per device (a T4 has 16 GB nominal, about 15 GiB usable). Shapes whose RAM was
+# never observed fall back to the common 29 GiB.
+DEFAULT_RAM = 29 * GB
+
+
+@dataclass(frozen=True)
+class MachineShape:
+    name: str
+    ram_bytes: int
+    gpu_bytes: int | None  # per device; None for CPU and TPU
+
+
+MACHINE_SHAPES = {
+    "none": MachineShape("CPU", DEFAULT_RAM, None),
+    "NvidiaTeslaT4": MachineShape("GPU T4 x2", DEFAULT_RAM, 15 * GB),
+    "NvidiaTeslaT4Highmem": MachineShape("GPU T4 x2 (high memory)", DEFAULT_RAM, 15 * GB),
+    "NvidiaTeslaP100": MachineShape("GPU P100", DEFAULT_RAM, 16 * GB),
+    "NvidiaTeslaA100": MachineShape("GPU A100", DEFAULT_RAM, 40 * GB),
+    "NvidiaL4": MachineShape("GPU L4 x4", DEFAULT_RAM, 22 * GB),
+    "NvidiaL4X1": MachineShape("GPU L4", DEFAULT_RAM, 22 * GB),
+    "NvidiaH100": MachineShape("GPU H100", DEFAULT_RAM, 80 * GB),
+    "NvidiaRtxPro6000": MachineShape("GPU RTX Pro 6000", DEFAULT_RAM, 96 * GB),
+}
+
+
+def machine_shape(shape: str | None) -> MachineShape:
+    """The memory of a ``machine_shape`` (None: a CPU session); unknown shapes (TPUs) get the CPU's RAM."""
+    return MACHINE_SHAPES.get(shape or "none", MachineShape(shape or "CPU", DEFAULT_RAM, None))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the run is judged against. Without ``hidden_rows``/``rows_run`` time is not scaled."""
+
+    time_limit_seconds: float | None = None
+    ram_bytes: int | None = None
+    gpu_bytes: int | None = None
+    rows_run: int | None = None
+    hidden_rows: int | None = None
+
+    @property
+    def scale(self) -> float:
+        if self.rows_run and self.hidden_rows:
+            return self.hidden_rows / self.rows_run
+        return 1.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    name: str
+    reason: str
+    detail: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.name == OK
+
+
+def projected_seconds(result: ExecutionResult, limits: Limits) -> float:
+    """The run's time at the hidden test's size.
+
+    The steps (inference, recorded by kkb's runtime) scale with the rows; the rest of the run
+    (kernel start, installs, model loading outside steps) does not. Without step records the whole
+    run is scaled, which over-estimates: a safe error for a time limit.
+    """
+    if limits.scale == 1.0:
+        return result.wall_seconds
+    step_seconds = sum(float(step.get("seconds") or 0.0) for step in result.steps)
+    if step_seconds <= 0 or step_seconds > result.wall_seconds:
+        return result.wall_seconds * limits.scale
+    return (result.wall_seconds - step_seconds) + step_seconds * limits.scale
+
+
+def judge(result: ExecutionResult, *, kernel_type: Literal["notebook", "script"] | str, submission_file: str | Path,
+          sample_submission: Path, id_column: str, target_columns: Sequence[str],
+          limits: Limits | None = None) -> Verdict:
+    """Kaggle's verdict for this run, with the reason Kaggle would not give.
+
+    ``submission_file`` is a name in the working dir (``submission.csv``) or a full path there.
+    ``limits`` (kkb's addition) enables the projected timeout and compute checks.
+    """
+    limits = limits or Limits()
+    failure = _failure(result, kernel_type)
+    checks = (
+        lambda: _timed_out(result),
+        lambda: _compute(result, limits),
+        lambda: _script_exception(result, kernel_type, failure),
+        lambda: _projected_timeout(result, limits),
+        lambda: _submission(result, submission_file, sample_submission, id_column, target_columns, failure),
+    )
+    for check in checks:
+        verdict = check()
+        if verdict is not None:
+            return verdict
+    name = Path(submission_file).name
+    if failure:
+        return Verdict(OK, f"{name} is valid, so Kaggle scores it, although the notebook failed: {failure}",
+                       _failure_detail(result))
+    return Verdict(OK, f"{name} matches the sample submission", None)
+
+
+def _timed_out(result: ExecutionResult) -> Verdict | None:
+    if not result.timed_out:
+        return None
+    where = f" in cell {result.failed_cell}" if result.failed_cell is not None else ""
+    return Verdict(TIMEOUT, f"killed after {_duration(result.wall_seconds)}{where}: {result.evalue}", _failure_detail(result))
+
+
+def _compute(result: ExecutionResult, limits: Limits) -> Verdict | None:
+    if limits.ram_bytes and result.peak_rss_bytes > limits.ram_bytes:
+        return Verdict(COMPUTE, f"peak memory {_size(result.peak_rss_bytes)} (RSS of the kernel and its processes) "
+                                f"> {_size(limits.ram_bytes)} of RAM on the machine shape", _step_table(result))
+    if limits.gpu_bytes and result.peak_gpu_bytes and result.peak_gpu_bytes > limits.gpu_bytes:
+        return Verdict(COMPUTE, f"peak GPU memory {_size(result.peak_gpu_bytes)} > {_size(limits.gpu_bytes)} per GPU "
+                                f"on the machine shape", _step_table(result))
+    return None
+
+
+def _script_exception(result: ExecutionResult, kernel_type: str, failure: str | None) -> Verdict | None:
+    if kernel_type != "script" or not failure:
+        return None
+    return Verdict(THREW, failure, _failure_detail(result))
+
+
+def _projected_timeout(result: ExecutionResult, limits: Limits) -> Verdict | None:
+    if not limits.time_limit_seconds or not result.ok:
+        return None  # a run that failed early says nothing about the time a full run takes
+    projected = projected_seconds(result, limits)
+    if projected <= limits.time_limit_seconds:
+        return None
+    if limits.scale != 1.0:
+        basis = (f"projected {_duration(projected)} for {limits.hidden_rows} hidden rows "
+                 f"(measured {_duration(result.wall_seconds)} for {limits.rows_run} rows)")
+    else:
+        basis = f"the run took {_duration(projected)}"
+    return Verdict(TIMEOUT, f"{basis} > the competition's limit of {_duration(limits.time_limit_seconds)}", _step_table(result))
+
+
+def _submission(result: ExecutionResult, submission_file: str | Path, sample_submission: Path, id_column: str,
+                target_columns: Sequence[str], failure: str | None) -> Verdict | None:
+    path = result.working_dir / submission_file
+    submission_file = path.name
+    if not path.is_file():
+        if failure:
+            return Verdict(CSV_NOT_FOUND, f"the notebook stopped before writing {submission_file}: {failure}",
+                           _failure_detail(result))
+        return Verdict(CSV_NOT_FOUND, f"the run finished but wrote no {submission_file} in /kaggle/working "
+                                      f"(it wrote: {_listing(result.working_dir)})", None)
+    problems = submission_file_problems(path, Path(sample_submission), id_column, target_columns)
+    if problems:
+        detail = None
+        if failure:
+            detail = f"the notebook also failed (Kaggle scores the file it left): {failure}\n{_failure_detail(result) or ''}".rstrip()
+        return Verdict(SCORING_ERROR, "; ".join(problems), detail)
+    return None
+
+
+def submission_problems(submission: pd.DataFrame, sample: pd.DataFrame, id_column: str,
+                        target_columns: Sequence[str] = ()) -> list[str]:
+    """Every reason Kaggle's scorer would refuse ``submission`` (kkb's runtime checks the same)."""
+    return check_submission(submission, sample, id_column, list(target_columns))
+
+
+def submission_file_problems(path: Path, sample_path: Path, id_column: str, target_columns: Sequence[str] = ()) -> list[str]:
+    """:func:`submission_problems` for files; an unreadable file is a problem too."""
+    sample = pd.read_csv(sample_path, dtype={id_column: str})
+    try:
+        submission = pd.read_csv(path, dtype={id_column: str}) if path.suffix != ".parquet" else pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - pandas raises many types for a malformed file
+        return [f"{path.name} is not a readable table: {exc}"]
+    return submission_problems(submission, sample, id_column, target_columns)
+
+
+# --- what went wrong, in words ------------------------------------------------------------------
+
+_STEP = re.compile(r"step '([^']+)'")
+_OLD_INPUT = re.compile(r"/input/(?!competitions/|datasets/|models/|notebooks/)([A-Za-z0-9][\w.-]*)")
+
+
+def failing_step(result: ExecutionResult) -> str | None:
+    """The kkb step that failed, from the runtime's error (``step 'name' failed ...``)."""
+    for text in (result.evalue, result.traceback_tail):
+        match = _STEP.search(text or "")
+        if match:
+            return match.group(1)
+    return None
+
+
+def _failure(result: ExecutionResult, kernel_type: str = "notebook") -> str | None:
+    if result.ok:
+        return None
+    if kernel_type == "script":
+        where = "the script"  # the dry run runs a script as one cell: its number means nothing
+    else:
+        where = f"cell {result.failed_cell}" if result.failed_cell is not None else "the notebook"
+    step = failing_step(result)
+    where += f" (step '{step}')" if step else ""
+    lines = (result.evalue or "").strip().splitlines()
+    if not lines:
+        return f"{result.ename} in {where}"
+    # kkb's SubmissionError lists its reasons as "  - ..." lines: they are the point, keep them.
+    bullets = [line.strip()[2:] for line in lines[1:] if line.strip().startswith("- ")]
+    return f"{result.ename} in {where}: {lines[0]}" + (f" {'; '.join(bullets)}" if bullets else "")
+
+
+def _failure_detail(result: ExecutionResult) -> str | None:
+    parts: list[str] = []
+    hosts = blocked_network(result.root)
+    if hosts:
+        parts.append("blocked network access (internet is off in code competitions; ship files in a dataset): "
+                     + ", ".join(hosts[:5]))
+    old = _OLD_INPUT.search(f"{result.evalue or ''}\n{result.traceback_tail or ''}")
+    if old:
+        parts.append(f"it read input/{old.group(1)}, the old input layout; Kaggle now mounts competitions at "
+                     f"input/competitions/<slug> and datasets at input/datasets/<owner>/<slug>: resolve paths "
+                     f"with kkb_runtime.inputs or $KKB_COMPETITION_DIR")
+    if result.traceback_tail:
+        parts.append(result.traceback_tail)
+    return "\n".join(parts) or None
+
+
+def _step_table(result: ExecutionResult) -> str | None:
+    if not result.steps:
+        return None
+    rows = [f"{step.get('name', '?')}: {float(step.get('seconds') or 0):.1f} s, "
+            f"{_size(int(step.get('peak_rss_bytes') or 0))}" for step in result.steps]
+    return "steps: " + "; ".join(rows)
+
+
+def _listing(folder: Path, limit: int = 10) -> str:
+    names = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else []
+    if not names:
+        return "nothing"
+    return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
+
+
+def _size(value: int) -> str:
+    if value >= GB:
+        return f"{value / GB:.1f} GiB"
+    return f"{value / 1024**2:.0f} MiB"
+
+
+__all__ = ["COMPUTE", "CSV_NOT_FOUND", "OK", "SCORING_ERROR", "THREW", "TIMEOUT", "VERDICTS", "Limits", "MachineShape",
+           "Verdict", "failing_step", "judge", "machine_shape", "projected_seconds", "submission_file_problems",
+           "submission_problems"]

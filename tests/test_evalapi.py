@@ -1,0 +1,307 @@
+"""Evaluation-API competitions (issue 8): the stand-in kaggle_evaluation package, the rendered notebook,
+the kernel-side wrapper, and the dry run's commit and rerun paths with the gateway's error classes."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import nbformat
+import numpy as np
+import pandas as pd
+import pytest
+
+from builder.build import BuildResult, BuildSettings, build_kernel
+from builder.errors import DryRunError, SpecError
+from builder.evalapi import (EvalApiReport, RerunResult, commit_report, free_port, gateway_module, notebook_script,
+                             rehearse_rerun, verdict_name)
+from builder.execute import execute_notebook
+from builder.kkb_runtime.evaluation import round_answer
+from builder.sandbox import Mount, SandboxSpec, remove_sandbox
+from builder.spec import parse_spec
+from tests.conftest import KERNELS
+from tests.test_build import _normalized
+
+GOLDEN = Path(__file__).parent / "golden"
+COMPETITION = KERNELS / "evalapi" / "data" / "competition"
+
+
+# --- fixtures and helpers ----------------------------------------------------------------------
+
+@pytest.fixture
+def kernel(tmp_path: Path) -> Path:
+    """A copy of kernels/evalapi that a test may change."""
+    return Path(shutil.copytree(KERNELS / "evalapi", tmp_path / "evalapi", ignore=shutil.ignore_patterns("__pycache__")))
+
+
+def _variant(kernel: Path, code: str, *, predict: str = "evalapi_model.faults:predict", **settings: object) -> Path:
+    """The kernel with ``evalapi_model/faults.py`` as its predict and some kernel.toml values replaced."""
+    (kernel / "evalapi_model" / "faults.py").write_text(code)
+    spec = (kernel / "kernel.toml").read_text()
+    spec = re.sub(r'^predict = "[^"]*"', f'predict = "{predict}"', spec, flags=re.MULTILINE)
+    for key, value in settings.items():
+        spec, count = re.subn(rf"^{key} = \S+", f"{key} = {json.dumps(value)}", spec, flags=re.MULTILINE)
+        assert count == 1, key
+    (kernel / "kernel.toml").write_text(spec)
+    return kernel
+
+
+def _build(kernel: Path, tmp_path: Path) -> BuildResult:
+    return build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "build"))
+
+
+def _mounts(build: BuildResult, data: Path) -> tuple[Mount, ...]:
+    return (Mount(build.code_dir, f"datasets/{build.code_dataset}"), Mount(build.weights_dir, f"datasets/{build.weights_dataset}"),
+            Mount(data, f"competitions/{build.spec.competition.slug}"))
+
+
+@pytest.fixture
+def sandboxes(tmp_path: Path) -> Iterator[list[Path]]:
+    roots: list[Path] = []
+    yield roots
+    for root in roots:
+        remove_sandbox(root)  # python-mode sandboxes hold read-only copies
+
+
+def _rerun(build: BuildResult, tmp_path: Path, sandboxes: list[Path], timeout: float = 60) -> RerunResult:
+    root = tmp_path / f"rerun-{len(sandboxes)}"
+    sandboxes.append(root)
+    return rehearse_rerun(build.notebook_path, build.spec, _mounts(build, COMPETITION / "hidden"), root, timeout_seconds=timeout)
+
+
+def _commit(build: BuildResult, tmp_path: Path, sandboxes: list[Path]) -> tuple[object, EvalApiReport]:
+    root = tmp_path / f"commit-{len(sandboxes)}"
+    sandboxes.append(root)
+    spec = SandboxSpec(mounts=_mounts(build, COMPETITION / "public"), rerun=False, timeout_seconds=60)
+    result = execute_notebook(build.notebook_path, spec, root)
+    return result, commit_report(result.working_dir, build.spec)
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """kkb-evalapi's inference-server module, imported in this process (cwd: a temp dir)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KKB_EVALAPI_PORT", str(free_port()))
+    monkeypatch.syspath_prepend(str(COMPETITION / "public"))
+    import kaggle_evaluation.kkb_evalapi_inference_server as server
+
+    yield server
+    for name in [name for name in sys.modules if name.split(".")[0] == "kaggle_evaluation"]:
+        del sys.modules[name]
+
+
+PUBLIC_TEST = str(COMPETITION / "public" / "test.csv")
+
+
+def _good(batch: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({"row_id": batch["row_id"], "target": 0.5})
+
+
+# --- the competition and its stand-in package ----------------------------------------------------
+
+def test_public_and_hidden_ship_the_same_package() -> None:
+    """Kaggle's data ships one kaggle_evaluation; kkb's competition keeps a copy in each mounted folder."""
+    compared = filecmp.dircmp(COMPETITION / "public" / "kaggle_evaluation", COMPETITION / "hidden" / "kaggle_evaluation",
+                              ignore=["__pycache__"])
+
+    def differences(cmp: filecmp.dircmp) -> list[str]:
+        found = cmp.left_only + cmp.right_only + cmp.diff_files
+        return found + [name for sub in cmp.subdirs.values() for name in differences(sub)]
+
+    assert differences(compared) == [], "copy public/kaggle_evaluation over hidden/kaggle_evaluation"
+
+
+def test_local_gateway_writes_submission_parquet(stand_in: ModuleType, tmp_path: Path) -> None:
+    def predict(batch: pd.DataFrame) -> pd.DataFrame:
+        return _good(batch)
+
+    stand_in.KkbEvalapiInferenceServer(predict).run_local_gateway((PUBLIC_TEST,))
+    written = pd.read_parquet(tmp_path / "submission.parquet")
+    assert list(written.columns) == ["row_id", "target"] and len(written) == 12
+    assert not (tmp_path / "result.json").exists()  # only the rerun's gateway writes it
+
+
+@pytest.mark.parametrize(
+    ("predict", "error", "details"),
+    [
+        (lambda batch: _good(batch).head(3), "INVALID_SUBMISSION", "Invalid predictions: expected 4 rows but received 3"),
+        (lambda batch: np.zeros(len(batch)), "SERVER_RAISED_EXCEPTION", "Type <class 'numpy.ndarray'> not supported for KaggleEvaluation."),
+        (lambda batch: 1 / 0, "SERVER_RAISED_EXCEPTION", "division by zero"),
+        (lambda batch: batch[["row_id"]], "INVALID_SUBMISSION", "Predictions must have a 'target' column, got ['row_id']"),
+    ],
+    ids=["short", "ndarray", "raises", "no-target"],
+)
+def test_local_gateway_raises_the_gateway_error(stand_in: ModuleType, predict, error: str, details: str) -> None:
+    def named(batch: pd.DataFrame):  # the relay registers endpoints by __name__; the gateway calls "predict"
+        return predict(batch)
+
+    named.__name__ = "predict"
+    with pytest.raises(Exception) as caught:
+        stand_in.KkbEvalapiInferenceServer(named).run_local_gateway((PUBLIC_TEST,))
+    assert (caught.value.error_type.name, caught.value.error_details) == (error, details)
+
+
+def test_endpoint_is_found_by_name(stand_in: ModuleType) -> None:
+    def forecast(batch: pd.DataFrame) -> pd.DataFrame:
+        return _good(batch)
+
+    with pytest.raises(Exception) as caught:
+        stand_in.KkbEvalapiInferenceServer(forecast).run_local_gateway((PUBLIC_TEST,))
+    assert caught.value.error_type.name == "SERVER_MISSING_ENDPOINT"
+
+
+# --- spec and notebook ----------------------------------------------------------------------------
+
+def test_spec_checks_the_evaluation_api_table() -> None:
+    raw = {"kernel": {"title": "Evaluation kernel"}, "competition": {"slug": "kkb-evalapi"},
+           "submission": {"kind": "evaluation-api"},
+           "evaluation_api": {"module": "kaggle_evaluation.kkb_evalapi_inference_server", "server_class": "KkbEvalapiInferenceServer",
+                              "predict": "evalapi_model.serve.predict"}}
+    with pytest.raises(SpecError, match=r"evaluation_api\.predict: String should match pattern") as caught:
+        parse_spec(raw)
+    assert "predict = 'module:function'" in (caught.value.hint or "")
+    raw["evaluation_api"]["predict"] = "evalapi_model.serve:predict"
+    section = parse_spec(raw).evaluation_api
+    assert gateway_module(section) == "kaggle_evaluation.kkb_evalapi_gateway"
+    with pytest.raises(DryRunError, match="cannot tell the competition's gateway module"):
+        gateway_module(section.model_copy(update={"module": "kaggle_evaluation.server"}))
+
+
+def test_golden_evalapi_notebook(update_golden: bool, tmp_path: Path) -> None:
+    result = _build(KERNELS / "evalapi", tmp_path)
+    notebook = json.loads(result.notebook_path.read_text())
+    assert [c["id"] for c in notebook["cells"]] == ["kkb-provenance", "kkb-environment", "kkb-inputs", "kkb-install",
+                                                   "kkb-fast-commit", "kkb-inference-server", "kkb-serve"]
+    code = notebook_script(result.notebook_path)
+    # The competition folder is on sys.path before kaggle_evaluation is imported, and nothing calls predict early.
+    assert code.index("run = evaluation.start(CODE_DIR)") < code.index("import kaggle_evaluation.kkb_evalapi_inference_server")
+    rendered = _normalized(result.notebook_path.read_text())
+    golden = GOLDEN / "evalapi.ipynb"
+    if update_golden or not golden.exists():
+        golden.write_text(rendered)
+    assert rendered == golden.read_text(), "rendered notebook changed: check it, then run pytest --update-golden"
+
+
+def test_round_answer_rounds_what_predict_returns() -> None:
+    frame = pd.DataFrame({"row_id": ["a", "b"], "target": [0.1 + 0.2, -0.00001], "n": [1, 2]})
+    rounded = round_answer(frame, 4, ["target"])
+    assert rounded["target"].tolist() == [0.3, 0.0] and str(rounded["target"].iloc[1]) == "0.0"
+    assert rounded["row_id"].tolist() == ["a", "b"] and rounded["n"].tolist() == [1, 2]
+    assert round_answer(pd.Series([1.23456]), 2).tolist() == [1.23]
+    assert round_answer(np.float64(2.71828), 3) == np.float64(2.718) and isinstance(round_answer(np.float64(1.0), 3), np.float64)
+    assert round_answer(0.123456, None) == 0.123456 and round_answer("x", 2) == "x"
+
+
+# --- the commit run: run_local_gateway inside the executed notebook --------------------------------
+
+def test_commit_runs_the_local_gateway(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
+    result, report = _commit(_build(kernel, tmp_path), tmp_path, sandboxes)
+    assert result.ok, result.traceback_tail
+    written = pd.read_parquet(result.working_dir / "submission.parquet")
+    assert len(written) == 12 and (written["target"] == written["target"].round(4)).all()
+    assert report.succeeded and report.predict_calls == 3 and report.submission_rows == 12 and report.fast_calls == 0
+    assert report.first_predict_seconds is not None and report.slowest_predict_seconds is not None
+
+
+def test_commit_with_wrong_row_count_fails_visibly(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
+    _variant(kernel, "from evalapi_model.serve import predict as real\n\n\ndef predict(test):\n    return real(test).head(3)\n")
+    result, report = _commit(_build(kernel, tmp_path), tmp_path, sandboxes)
+    assert not result.ok and result.ename == "GatewayRuntimeError"
+    assert "INVALID_SUBMISSION: Invalid predictions: expected 4 rows but received 3" in result.evalue
+    assert (report.error_type, report.expected_rows, report.received_rows) == ("INVALID_SUBMISSION", 4, 3)
+    assert verdict_name(report) == "Submission Scoring Error"
+
+
+def test_fast_commit_answers_from_the_sample(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
+    _variant(kernel, "def predict(test):\n    raise RuntimeError('the model must not run in a fast commit')\n")
+    spec = (kernel / "kernel.toml").read_text().replace("enabled = false", "enabled = true\nrows_below = 100")
+    (kernel / "kernel.toml").write_text(spec)
+    result, report = _commit(_build(kernel, tmp_path), tmp_path, sandboxes)
+    assert result.ok, result.traceback_tail
+    assert report.succeeded and report.fast_calls == report.predict_calls == 3
+    assert (pd.read_parquet(result.working_dir / "submission.parquet")["target"] == 0.0).all()
+    stdout = "".join(entry["data"] for entry in result.log if entry["stream_name"] == "stdout")
+    assert "[kkb] commit run (KAGGLE_IS_COMPETITION_RERUN absent, public test has 12 rows): fast commit" in stdout
+
+
+# --- the scoring rerun: serve() driven by the competition's gateway in another process -------------
+
+def test_rerun_is_served_to_the_gateway(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
+    rerun = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes)
+    report = rerun.report
+    assert report.succeeded, (report.lines(), rerun.notebook_stderr, rerun.gateway_log)
+    assert json.loads((rerun.gateway_dir / "result.json").read_text()) == {"Succeeded": True}
+    assert report.submission_rows == 200 and report.predict_calls == 50
+    assert 0 < report.serve_seconds < report.startup_limit_seconds == 900
+    assert report.response_timeout_seconds == 300 and report.notebook_exit is None  # blocked in serve() until stopped
+    assert "scoring rerun: serve() reached" in rerun.notebook_stdout
+    answers = pd.read_csv(COMPETITION / "answers.csv", dtype={"row_id": str})
+    written = pd.read_parquet(rerun.submission)
+    assert written["row_id"].tolist() == answers["row_id"].tolist()
+    assert np.sqrt(((written["target"] - answers["target"]) ** 2).mean()) < 0.2
+
+
+def test_rerun_with_wrong_row_count(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
+    _variant(kernel, "from evalapi_model.serve import predict as real\n\n\ndef predict(test):\n    return real(test).iloc[1:]\n")
+    report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
+    assert (report.error_type, report.error_details) == ("INVALID_SUBMISSION", "Invalid predictions: expected 4 rows but received 3")
+    assert (report.expected_rows, report.received_rows, report.predict_calls) == (4, 3, 1)
+    assert report.submission_rows is None and verdict_name(report) == "Submission Scoring Error"
+
+
+def test_rerun_server_raises(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
+    _variant(kernel, "def predict(test):\n    raise ValueError('weights not found')\n")
+    report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
+    assert (report.error_type, report.error_details) == ("SERVER_RAISED_EXCEPTION", "weights not found")
+    assert verdict_name(report) == "Notebook Threw Exception"
+
+
+@pytest.mark.slow
+def test_rerun_server_starts_too_late(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
+    # A model loaded at import time (before serve()) instead of in the first predict call.
+    _variant(kernel, "import time\n\ntime.sleep(5)\n\nfrom evalapi_model.serve import predict\n", startup_limit_seconds=2)
+    rerun = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes)
+    report = rerun.report
+    assert (report.error_type, report.error_details) == ("SERVER_NEVER_STARTED", "Failed to connect to server after waiting 2 seconds")
+    assert report.startup_limit_seconds == 2 and report.serve_seconds is None and report.predict_calls == 0
+    assert "the notebook never reached serve()" in report.notes
+    assert verdict_name(report) == "Notebook Timeout"
+    assert "serve() reached: - after the kernel started (limit 2.00 s)" in "\n".join(report.lines())
+
+
+@pytest.mark.slow
+def test_rerun_slow_predict_misses_the_deadline(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
+    # The first call may be slow (no deadline: the model loads there); the second misses the 1 s deadline.
+    _variant(kernel, "import time\n\nfrom evalapi_model.serve import predict as real\n\ncalls = []\n\n\n"
+                     "def predict(test):\n    calls.append(1)\n    time.sleep(1.5 if len(calls) == 1 else 3.0)\n"
+                     "    return real(test)\n", response_timeout_seconds=1)
+    report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
+    assert (report.error_type, report.error_details) == ("GRPC_DEADLINE_EXCEEDED", "Timeout exceeded: predict did not answer within 1 seconds")
+    assert report.first_predict_seconds >= 1.5 and report.response_timeout_seconds == 1
+    assert report.slowest_predict_seconds >= 1 and report.slowest_in_flight and report.slowest_call == 1
+    assert any("past the 1 s deadline" in note for note in report.notes)
+    assert verdict_name(report) == "Notebook Timeout"
+
+
+# --- kkb dry-run ----------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_dry_run_reports_the_gateway(kernel: Path, tmp_path: Path) -> None:
+    from builder.dryrun import DryRunSettings, dry_run
+
+    _variant(kernel, "from evalapi_model.serve import predict as real\n\n\ndef predict(test):\n    return real(test).head(3)\n")
+    report = dry_run(DryRunSettings(kernel_dir=kernel, data_dir=COMPETITION / "hidden", out_dir=tmp_path / "build"))
+    commit, rerun = report.scenarios
+    for scenario in (commit, rerun):
+        assert scenario.verdict.name == "Submission Scoring Error", scenario.verdict
+        assert scenario.verdict.reason == "INVALID_SUBMISSION: Invalid predictions: expected 4 rows but received 3"
+        assert scenario.evaluation_api["error_type"] == "INVALID_SUBMISSION"
+    assert rerun.evaluation_api["serve_seconds"] > 0 and (report.out_dir / "rerun.gateway.log").is_file()
+    saved = json.loads(report.report_path.read_text())
+    assert saved["scenarios"][1]["evaluation_api"]["expected_rows"] == 4

@@ -1,0 +1,123 @@
+"""The executor on real ipykernels, with hand-written notebooks (kkb's build is not involved here)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+
+from builder.execute import ExecutionResult, execute_notebook
+from builder.sandbox import Mount, SandboxSpec, blocked_network
+from tests.conftest import build_file_tree
+
+
+def _notebook(path: Path, *cells: str) -> Path:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(textwrap.dedent(cell).strip()) for cell in cells],
+                                  metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nbformat.write(nb, path)
+    return path
+
+
+def _run(tmp_path: Path, *cells: str, **spec: object) -> ExecutionResult:
+    data = build_file_tree(tmp_path / "data", {"sample_submission.csv": "id,target\na,0\n"})
+    options = {"mounts": (Mount(data, "competitions/comp"),), "rerun": True, **spec}
+    return execute_notebook(_notebook(tmp_path / "in.ipynb", *cells), SandboxSpec(**options), tmp_path / "kaggle")  # type: ignore[arg-type]
+
+
+def test_a_run_is_measured_logged_and_saved(tmp_path: Path) -> None:
+    result = _run(
+        tmp_path,
+        """
+        import json, os, subprocess, sys, time
+        print(sys.executable, os.getcwd(), flush=True)
+        print("to stderr", file=sys.stderr, flush=True)
+        """,
+        # a child holding 300 MB for a second: the peak counts the kernel's children
+        """
+        subprocess.run([sys.executable, "-c", "import time; x = bytearray(300 * 2**20); time.sleep(1.0)"], check=True)
+        json.dump([{"name": "infer", "seconds": 1.0, "peak_rss_bytes": 123, "returncode": 0}], open("kkb_steps.json", "w"))
+        print("done")
+        """,
+    )
+
+    assert result.ok and not result.timed_out and result.failed_cell is None and result.ename is None
+    assert result.working_dir == tmp_path / "kaggle" / "working"
+    streams = [(entry["stream_name"], entry["data"]) for entry in result.log]
+    executable, cwd = streams[0][1].split()
+    assert Path(executable).resolve() == Path(sys.executable).resolve()  # the venv's interpreter, not any `python3`
+    assert cwd == str(result.working_dir)
+    assert ("stderr", "to stderr\n") in streams and streams[-1] == ("stdout", "done\n")
+    times = [entry["time"] for entry in result.log]
+    assert times == sorted(times) and times[-1] >= 1.0
+    assert result.peak_rss_bytes > 300 * 2**20
+    assert result.peak_gpu_bytes is None or result.peak_gpu_bytes >= 0
+    assert result.steps == [{"name": "infer", "seconds": 1.0, "peak_rss_bytes": 123, "returncode": 0}]
+    executed = nbformat.read(result.executed_notebook, as_version=4)
+    assert executed.cells[1].outputs[-1]["text"] == "done\n"
+    assert executed.metadata["kkb_execution"]["ok"] is True
+
+
+def test_a_failing_cell_is_reported_and_the_notebook_still_written(tmp_path: Path) -> None:
+    result = _run(
+        tmp_path,
+        "import urllib.request",
+        "urllib.request.urlopen('https://huggingface.co/api/models', timeout=5)",
+        "print('never runs')",
+    )
+
+    assert not result.ok and not result.timed_out
+    assert (result.failed_cell, result.ename) == (1, "URLError")
+    assert result.evalue == "<urlopen error [Errno -3] Temporary failure in name resolution>"
+    assert "Temporary failure in name resolution" in (result.traceback_tail or "")
+    assert blocked_network(result.root) == ["resolve huggingface.co:443"]
+    executed = nbformat.read(result.executed_notebook, as_version=4)
+    assert executed.cells[0].cell_type == "markdown" and "failed: `URLError` in cell 1" in executed.cells[0].source
+    assert executed.cells[3].outputs == []  # the cell after the failure did not run
+    assert result.log[-1]["stream_name"] == "stderr" and "URLError" in result.log[-1]["data"]
+
+
+@pytest.mark.slow
+def test_a_hung_run_is_killed_with_its_children(tmp_path: Path) -> None:
+    result = _run(
+        tmp_path,
+        """
+        import subprocess, time
+        child = subprocess.Popen(["sleep", "300"])
+        open("child.pid", "w").write(str(child.pid))
+        time.sleep(300)
+        """,
+        timeout_seconds=3,
+    )
+
+    assert result.timed_out and not result.ok
+    assert 3 <= result.wall_seconds < 20
+    assert (result.failed_cell, result.ename) == (0, "Timeout")
+    assert "killed with its child processes" in (result.evalue or "")
+    child = int((result.working_dir / "child.pid").read_text())
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    assert nbformat.read(result.executed_notebook, as_version=4).metadata["kkb_execution"]["timed_out"] is True
+
+
+@pytest.mark.slow
+def test_the_portable_sandbox_runs_the_same_kernel(tmp_path: Path) -> None:
+    result = _run(
+        tmp_path,
+        """
+        import os, socket
+        root = os.environ["KKB_KAGGLE_ROOT"]
+        print(socket.kkb_sandbox_offline, os.environ["KAGGLE_IS_COMPETITION_RERUN"], os.environ["HOME"].startswith(root))
+        open(root + "/input/competitions/comp/extra.txt", "w").close() if os.geteuid() == 0 else None
+        """,
+        isolation="python",
+    )
+
+    assert result.ok, result.traceback_tail
+    assert result.log[0]["data"] == "True 1 True\n"
+    notes = [entry["data"] for entry in result.log if entry["data"].startswith("[kkb sandbox]")]
+    assert len(notes) == (1 if psutil.Process().uids().effective == 0 else 0)
+    assert json.loads(result.executed_notebook.read_text())["metadata"]["kkb_execution"]["isolation"] == "python"

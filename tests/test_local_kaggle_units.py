@@ -1,0 +1,219 @@
+"""The local Kaggle's parts without HTTP: metrics, competition folders, uploads as trees, faults, binding."""
+
+from __future__ import annotations
+
+import io
+import math
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from builder.errors import LocalKaggleError
+from builder.local_kaggle import LocalKaggle, load_competition
+from builder.local_kaggle.blobs import Blob
+from builder.local_kaggle.faults import Faults
+from builder.local_kaggle.files import UploadRejected, materialize, tree
+from builder.local_kaggle.scoring import ScoringError, score_submission
+from builder.local_kaggle.store import Store
+from tests.conftest import build_file_tree
+from tests.local_kaggle_fixtures import make_competition
+
+# -- metrics ---------------------------------------------------------------------------------
+
+
+def score(tmp_path: Path, metric: str, answers: str, submission: str, targets: tuple[str, ...] = ("y",),
+          extra: dict[str, str] | None = None) -> tuple[float, float]:
+    build_file_tree(tmp_path, {"answers.csv": answers, "sub.csv": submission, **(extra or {})})
+    scores = score_submission(tmp_path / "sub.csv", tmp_path / "answers.csv", metric, "id", targets, tmp_path)
+    return scores.public, scores.private
+
+
+@pytest.mark.parametrize(
+    ("metric", "answers", "submission", "expected"),
+    [
+        ("accuracy", "id,y\n1,a\n2,b\n3,a\n4,b\n", "id,y\n4,b\n3,a\n2,a\n1,a\n", 0.75),  # any row order
+        ("accuracy", "id,y\n1,1\n2,0\n", "id,y\n1,1.0\n2,0\n", 1.0),                   # 1 == 1.0
+        ("auc", "id,y\n1,1\n2,0\n3,1\n4,0\n", "id,y\n1,0.9\n2,0.1\n3,0.4\n4,0.5\n", 0.75),
+        ("logloss", "id,y\n1,1\n2,0\n", "id,y\n1,0.5\n2,0.5\n", math.log(2)),
+        ("rmse", "id,y\n1,1\n2,3\n", "id,y\n1,2\n2,1\n", math.sqrt(2.5)),
+        ("spearman", "id,y\n1,1\n2,2\n3,3\n", "id,y\n1,10\n2,20\n3,30\n", 1.0),
+    ],
+    ids=["accuracy", "accuracy-numeric", "auc", "logloss", "rmse", "spearman"],
+)
+def test_builtin_metrics(tmp_path: Path, metric: str, answers: str, submission: str, expected: float) -> None:
+    public, private = score(tmp_path, metric, answers, submission)
+    assert public == pytest.approx(expected) and private == pytest.approx(expected)
+
+
+def test_multiclass_logloss_normalises_rows(tmp_path: Path) -> None:
+    public, _ = score(tmp_path, "logloss", "id,a,b\n1,1,0\n2,0,1\n", "id,a,b\n1,2,2\n2,1,3\n", targets=("a", "b"))
+    assert public == pytest.approx(-(math.log(0.5) + math.log(0.75)) / 2)
+
+
+def test_usage_column_splits_public_and_private(tmp_path: Path) -> None:
+    answers = "id,y,Usage\n1,1,Public\n2,0,Public\n3,1,Private\n4,0,Private\n"
+    assert score(tmp_path, "accuracy", answers, "id,y\n1,1\n2,0\n3,0\n4,1\n") == (1.0, 0.0)
+
+
+def test_python_metric_file(tmp_path: Path) -> None:
+    metric = "def score(solution, submission):\n    return float(abs(solution['y'] - submission['y']).max())\n"
+    public, _ = score(tmp_path, "python:m.py", "id,y\n1,1\n2,5\n", "id,y\n1,1\n2,2\n", extra={"m.py": metric})
+    assert public == 3.0
+
+
+@pytest.mark.parametrize(
+    ("submission", "message"),
+    [
+        ("id,z\n1,1\n2,0\n", "lacks columns ['y']"),
+        ("id,y\n1,1\n", "has 1 rows, expected 2"),
+        ("id,y\n1,1\n1,0\n", "duplicate ids"),
+        ("id,y\n1,1\n9,0\n", "ids that are not in the test set"),
+        ("id,y\n1,1\n2,\n", "empty values"),
+        ("id,y\n1,yes\n2,no\n", "non-numeric predictions"),
+        ("", "not a readable CSV"),
+    ],
+    ids=["column", "rows", "duplicates", "unknown-id", "empty", "non-numeric", "empty-file"],
+)
+def test_unscorable_submissions(tmp_path: Path, submission: str, message: str) -> None:
+    with pytest.raises(ScoringError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        score(tmp_path, "rmse", "id,y\n1,1\n2,0\n", submission)
+
+
+def test_auc_with_one_class_is_a_scoring_error(tmp_path: Path) -> None:
+    with pytest.raises(ScoringError, match="one class only"):
+        score(tmp_path, "auc", "id,y\n1,1\n2,1\n", "id,y\n1,0.3\n2,0.6\n")
+
+
+# -- competition folders ---------------------------------------------------------------------
+
+
+def test_a_competition_folder_loads(tmp_path: Path) -> None:
+    config = load_competition(make_competition(tmp_path / "c"))
+    assert (config.slug, config.metric, config.target_columns, config.daily_submission_limit) == (
+        "tiny-parity", "accuracy", ("label",), 5)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"competition.toml": 'slug = "x-y"\nmetric = "f1"\nid_column = "id"\ntarget_columns = "label"\n'}, "unknown metric 'f1'"),
+        ({"competition.toml": 'slug = "x-y"\nmetrc = "auc"\nmetric = "auc"\nid_column = "id"\ntarget_columns = "label"\n'},
+         "unknown key 'metrc'"),
+        ({"competition.toml": 'slug = "X Y"\nmetric = "auc"\nid_column = "id"\ntarget_columns = "label"\n'}, "is not a Kaggle slug"),
+        ({"competition.toml": 'slug = "x-y"\nmetric = "auc"\ntarget_columns = "label"\n'}, "missing key 'id_column'"),
+        ({"answers.csv": "id,other\n1,2\n"}, r"answers.csv lacks columns \['label'\]"),
+        ({"competition.toml": 'slug = "x-y"\nmetric = "python:nope.py"\nid_column = "id"\ntarget_columns = "label"\n'},
+         "metric file .* is missing"),
+    ],
+    ids=["metric", "typo", "slug", "missing-key", "answers-columns", "metric-file"],
+)
+def test_bad_competition_folders(tmp_path: Path, change: dict[str, str], message: str) -> None:
+    folder = make_competition(tmp_path / "c", extra=change)
+    with pytest.raises(LocalKaggleError, match=message):
+        load_competition(folder)
+
+
+def test_a_missing_hidden_sample_is_named(tmp_path: Path) -> None:
+    folder = make_competition(tmp_path / "c")
+    (folder / "hidden" / "sample_submission.csv").unlink()
+    with pytest.raises(LocalKaggleError, match="hidden/sample_submission.csv is missing") as raised:
+        load_competition(folder)
+    assert "scoring rerun" in (raised.value.hint or "")
+
+
+# -- uploads as trees ------------------------------------------------------------------------
+
+
+def blob(tmp_path: Path, name: str, data: bytes) -> Blob:
+    path = tmp_path / "blobs" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return Blob(token="t", name=name, kind="DATASET", path=path, size=len(data))
+
+
+def zipped(files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return buffer.getvalue()
+
+
+def test_archives_become_folders(tmp_path: Path) -> None:
+    materialize([("", blob(tmp_path, "a.csv", b"a")), ("", blob(tmp_path, "w.zip", zipped({"f/x.bin": "x", ".cfg": "c"})))],
+                tmp_path / "out")
+    assert [rel for rel, _ in tree(tmp_path / "out")] == ["a.csv", "w/.cfg", "w/f/x.bin"]
+
+
+@pytest.mark.parametrize(
+    "uploads",
+    [
+        [("", "d"), ("", "d.zip")],          # the file d and the folder d/
+        [("", "x.csv"), ("", "x.csv")],
+    ],
+    ids=["file-and-folder", "same-file"],
+)
+def test_duplicate_paths_are_refused(tmp_path: Path, uploads: list[tuple[str, str]]) -> None:
+    blobs = [(prefix, blob(tmp_path / str(i), name, zipped({"k": "v"}) if name.endswith(".zip") else b"v"))
+             for i, (prefix, name) in enumerate(uploads)]
+    with pytest.raises(UploadRejected, match="Path must be unique"):
+        materialize(blobs, tmp_path / "out")
+
+
+def test_a_zip_slip_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UploadRejected, match="unsafe path"):
+        materialize([("", blob(tmp_path, "evil.zip", zipped({"../../etc/x": "x"})))], tmp_path / "out")
+
+
+# -- faults and binding ----------------------------------------------------------------------
+
+
+def test_faults_count_down_and_persist(tmp_path: Path) -> None:
+    faults = Faults(Store(tmp_path))
+    faults.fail_rpc("SaveKernel", status=500, times=2)
+    assert faults.take_rpc("kernels.KernelsApiService/ListKernels") is None
+    assert faults.take_rpc("kernels.KernelsApiService/SaveKernel")["status"] == 500
+    assert Faults(Store(tmp_path)).snapshot()["rpc"][0]["times"] == 1  # a restart keeps the count
+    assert faults.take_rpc("SaveKernel") is not None
+    assert faults.take_rpc("SaveKernel") is None
+
+
+def test_kernel_faults_match_phase_and_kernel(tmp_path: Path) -> None:
+    faults = Faults(Store(tmp_path))
+    faults.fail_kernel("alice/one-kernel", phase="rerun")
+    assert faults.take_kernel_failure("alice/one-kernel", "commit") is None
+    assert faults.take_kernel_failure("alice/other-kernel", "rerun") is None
+    assert faults.take_kernel_failure("alice/one-kernel", "rerun") is not None
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda f: f.fail_rpc("X", status=200), "must be an HTTP error"),
+        (lambda f: f.break_upload(fraction=1.5), "fraction must be in"),
+        (lambda f: f.fail_kernel(phase="later"), "unknown kernel fault phase"),
+        (lambda f: f.stall_dataset(polls=1) or f.fail_rpc("X", times=0), "at least once"),
+    ],
+    ids=["status", "fraction", "phase", "times"],
+)
+def test_bad_faults_are_refused(tmp_path: Path, call, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(LocalKaggleError, match=message):
+        call(Faults(Store(tmp_path)))
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "example.com"])
+def test_only_loopback_can_be_bound(tmp_path: Path, host: str) -> None:
+    with pytest.raises(LocalKaggleError, match="loopback addresses only"):
+        LocalKaggle(tmp_path, host=host)
+
+
+def test_a_bad_user_name_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(LocalKaggleError, match="invalid Kaggle username"):
+        LocalKaggle(tmp_path).add_user("Not A Slug", "key")
+
+
+def test_a_corrupt_record_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "users.json").write_text("{broken")
+    with pytest.raises(LocalKaggleError, match="users.json is corrupt"):
+        LocalKaggle(tmp_path).add_user("alice", "key")

@@ -1,0 +1,353 @@
+"""Build-time model cards (builder.models): checkpoint normalisation, the load check, what the card records."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+timm = pytest.importorskip("timm")
+
+from builder.errors import ModelError  # noqa: E402
+from builder.kkb_runtime import models as runtime  # noqa: E402
+from builder.kkb_runtime import transforms as pipelines  # noqa: E402
+from builder.models import prepare_models  # noqa: E402
+from builder.spec import KernelSpec, parse_spec  # noqa: E402
+from tests.conftest import build_file_tree  # noqa: E402
+
+ARCH = "test_efficientnet"
+
+
+def spec_for(**card: Any) -> KernelSpec:
+    model = {"name": "net", "arch": ARCH, "checkpoint": "weights/net.pth", "num_classes": 3, **card}
+    return parse_spec({
+        "kernel": {"title": "model card tests"},
+        "competition": {"slug": "kkb-shapes"},
+        "models": [model],
+        "steps": [{"name": "net", "run": "python -m kkb_runtime predict --model net --out {out}"}],
+    })
+
+
+def fresh_state(arch: str = ARCH, num_classes: int = 3, seed: int = 0) -> dict[str, Any]:
+    torch.manual_seed(seed)
+    return timm.create_model(arch, pretrained=False, num_classes=num_classes).state_dict()
+
+
+@pytest.fixture(scope="module")
+def state() -> dict[str, Any]:
+    return fresh_state()
+
+
+def save(kernel_dir: Path, obj: Any, name: str = "weights/net.pth") -> Path:
+    path = kernel_dir / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(obj, path)
+    return path
+
+
+def prepare(kernel_dir: Path, spec: KernelSpec, stage: Path | None = None) -> tuple[list[dict[str, Any]], Path]:
+    stage = stage or kernel_dir.parent / "stage"
+    stage.mkdir(parents=True, exist_ok=True)
+    return prepare_models(spec, kernel_dir, stage), stage
+
+
+def written_state(stage: Path, card: dict[str, Any]) -> dict[str, Any]:
+    return runtime.read_checkpoint(stage / card["checkpoint"])
+
+
+def assert_same_weights(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert sorted(got) == sorted(want)
+    for name, tensor in want.items():
+        assert torch.equal(got[name].to(tensor.dtype), tensor), name
+
+
+# --- normalisation cases -------------------------------------------------------------------------
+
+def _prefixed(state: dict[str, Any], prefix: str) -> dict[str, Any]:
+    return {prefix + name: value for name, value in state.items()}
+
+
+NORMALISATION_CASES = {
+    "plain state dict": (lambda s: s, None),
+    "state_dict key": (lambda s: {"state_dict": s, "epoch": 7, "optimizer": {"lr": 0.1}}, "state_dict"),
+    "model key": (lambda s: {"model": s, "epoch": 7}, "model"),
+    "ema key": (lambda s: {"ema": s}, "ema"),
+    "DataParallel module. prefix": (lambda s: {"state_dict": _prefixed(s, "module.")}, "state_dict"),
+    "DDP inside an EMA wrapper": (lambda s: {"model_ema": _prefixed(s, "module.module.")}, "model_ema"),
+    "torch.compile around DDP": (lambda s: _prefixed(s, "_orig_mod.module."), None),
+    "Lightning model. prefix": (lambda s: {"state_dict": _prefixed(s, "model.")}, "state_dict"),
+    "AveragedModel": (lambda s: {**_prefixed(s, "module."), "n_averaged": torch.tensor(5)}, None),
+}
+
+
+@pytest.mark.parametrize("case", list(NORMALISATION_CASES))
+def test_training_checkpoints_become_clean_state_dicts(tmp_path: Path, state: dict[str, Any], case: str) -> None:
+    wrap, key = NORMALISATION_CASES[case]
+    kernel = tmp_path / "kernel"
+    save(kernel, wrap(state))
+    (card,), stage = prepare(kernel, spec_for())
+    assert card["source_key"] == key
+    assert card["checkpoint"] == "weights/net.safetensors"
+    assert card["checkpoint_key"] is None  # the written file is a plain state dict
+    assert_same_weights(written_state(stage, card), state)
+
+
+def test_ema_weights_win_over_the_raw_ones_like_timm(tmp_path: Path, state: dict[str, Any]) -> None:
+    other = fresh_state(seed=1)
+    save(tmp_path / "kernel", {"state_dict": other, "state_dict_ema": state})
+    (card,), stage = prepare(tmp_path / "kernel", spec_for())
+    assert card["source_key"] == "state_dict_ema"
+    assert_same_weights(written_state(stage, card), state)
+
+
+def test_checkpoint_key_picks_the_entry(tmp_path: Path, state: dict[str, Any]) -> None:
+    save(tmp_path / "kernel", {"state_dict": state, "state_dict_ema": fresh_state(seed=1)})
+    (card,), stage = prepare(tmp_path / "kernel", spec_for(checkpoint_key="state_dict"))
+    assert card["source_key"] == "state_dict"
+    assert_same_weights(written_state(stage, card), state)
+
+
+def test_unknown_checkpoint_key_is_refused(tmp_path: Path, state: dict[str, Any]) -> None:
+    save(tmp_path / "kernel", {"state_dict": state, "epoch": 1})
+    with pytest.raises(ModelError) as caught:
+        prepare(tmp_path / "kernel", spec_for(checkpoint_key="weights"))
+    assert caught.value.message == ("[[models]] 'net': weights/net.pth: checkpoint has no key 'weights' "
+                                    "(top-level keys: state_dict, epoch)")
+    assert "checkpoint_key" in caught.value.hint
+
+
+def test_half_and_torch_format(tmp_path: Path, state: dict[str, Any]) -> None:
+    save(tmp_path / "kernel", {"state_dict": state})
+    (card,), stage = prepare(tmp_path / "kernel", spec_for(half=True, safetensors=False))
+    assert card["checkpoint"] == "weights/net.pt" and card["dtype"] == "float16"
+    written = torch.load(stage / card["checkpoint"], weights_only=True)
+    assert written["conv_stem.weight"].dtype == torch.float16
+    assert written["bn1.num_batches_tracked"].dtype == torch.int64  # integer buffers are left alone
+    assert torch.allclose(written["conv_stem.weight"].float(), state["conv_stem.weight"], atol=1e-3)
+
+
+def test_the_copied_original_is_replaced_and_hashed(tmp_path: Path, state: dict[str, Any]) -> None:
+    kernel = tmp_path / "kernel"
+    save(kernel, {"state_dict": state})
+    stage = tmp_path / "stage"
+    save(stage, {"state_dict": state})  # what build_kernel copied from the [weights] selection
+    (card,), _ = prepare(kernel, spec_for(), stage)
+    assert sorted(p.relative_to(stage).as_posix() for p in stage.rglob("*") if p.is_file()) == ["weights/net.safetensors"]
+    import hashlib
+
+    assert card["checkpoint_sha256"] == hashlib.sha256((stage / card["checkpoint"]).read_bytes()).hexdigest()
+    assert (kernel / "weights/net.pth").is_file()  # the user's file is never touched
+
+
+def test_normalised_checkpoints_are_reproducible(tmp_path: Path, state: dict[str, Any]) -> None:
+    save(tmp_path / "kernel", {"state_dict": _prefixed(state, "module.")})
+    (first,), _ = prepare(tmp_path / "kernel", spec_for(half=True), tmp_path / "one")
+    (second,), _ = prepare(tmp_path / "kernel", spec_for(half=True), tmp_path / "two")
+    assert first["checkpoint_sha256"] == second["checkpoint_sha256"]  # unchanged weights: nothing to upload
+
+
+def test_two_cards_sharing_a_checkpoint_get_their_own_files(tmp_path: Path, state: dict[str, Any]) -> None:
+    save(tmp_path / "kernel", state)
+    spec = parse_spec({
+        "kernel": {"title": "model card tests"}, "competition": {"slug": "kkb-shapes"},
+        "models": [{"name": "full", "arch": ARCH, "checkpoint": "weights/net.pth", "num_classes": 3},
+                   {"name": "half", "arch": ARCH, "checkpoint": "weights/net.pth", "num_classes": 3, "half": True}],
+        "steps": [{"name": "s", "run": "python x.py"}],
+    })
+    full, half = prepare_models(spec, tmp_path / "kernel", tmp_path / "stage")
+    assert (full["checkpoint"], half["checkpoint"]) == ("weights/net.safetensors", "weights/net.half.safetensors")
+    assert written_state(tmp_path / "stage", half)["conv_stem.weight"].dtype == torch.float16
+
+
+# --- refusals ------------------------------------------------------------------------------------
+
+def test_a_wrong_num_classes_is_refused_naming_the_shapes(tmp_path: Path) -> None:
+    save(tmp_path / "kernel", {"state_dict": _prefixed(fresh_state(num_classes=10), "module.")})
+    with pytest.raises(ModelError) as caught:
+        prepare(tmp_path / "kernel", spec_for())
+    assert caught.value.message == (
+        "model 'net': checkpoint weights/net.pth does not fit test_efficientnet(num_classes=3, in_chans=3)\n"
+        "  shape mismatches (2): classifier.weight checkpoint [10, 256] != model [3, 256], "
+        "classifier.bias checkpoint [10] != model [3]"
+    )
+    assert caught.value.hint == "the checkpoint's classifier has 10 outputs: set num_classes = 10 in [[models]] 'net'"
+    assert not (tmp_path / "stage" / "weights").exists()  # nothing written for upload
+
+
+def test_missing_and_unexpected_keys_are_named(tmp_path: Path, state: dict[str, Any]) -> None:
+    broken = dict(state)
+    del broken["conv_stem.weight"], broken["bn1.weight"]
+    broken["head.fc.weight"] = torch.zeros(3, 256)
+    save(tmp_path / "kernel", broken)
+    with pytest.raises(ModelError) as caught:
+        prepare(tmp_path / "kernel", spec_for(model_kwargs={"drop_rate": 0.1}))
+    assert caught.value.message == (
+        "model 'net': checkpoint weights/net.pth does not fit test_efficientnet(num_classes=3, in_chans=3, drop_rate=0.1)\n"
+        "  missing keys (2): conv_stem.weight, bn1.weight\n"
+        "  unexpected keys (1): head.fc.weight"
+    )
+    assert "check arch, num_classes, in_chans and model_kwargs" in caught.value.hint
+
+
+def test_another_architecture_is_refused_with_clipped_lists(tmp_path: Path) -> None:
+    save(tmp_path / "kernel", fresh_state("test_resnet"))
+    with pytest.raises(ModelError) as caught:
+        prepare(tmp_path / "kernel", spec_for())
+    lines = caught.value.message.splitlines()
+    assert lines[1].startswith("  missing keys (") and ", ... (" in lines[1] and lines[1].endswith(" more)")
+    assert lines[2].startswith("  unexpected keys (")
+
+
+def test_unknown_architecture_gets_a_suggestion(tmp_path: Path, state: dict[str, Any]) -> None:
+    save(tmp_path / "kernel", state)
+    with pytest.raises(ModelError) as caught:
+        prepare(tmp_path / "kernel", spec_for(arch="test_efficientnett"))
+    assert caught.value.message == f"[[models]] 'net': timm {timm.__version__} has no architecture 'test_efficientnett'"
+    assert caught.value.hint.startswith("did you mean 'test_efficientnet'")
+
+
+def test_missing_checkpoint_file(tmp_path: Path) -> None:
+    (tmp_path / "kernel").mkdir()
+    with pytest.raises(ModelError, match=r"checkpoint weights/net.pth not found in"):
+        prepare(tmp_path / "kernel", spec_for())
+
+
+class _Opaque:  # pickled by reference: weights_only=True must refuse it, not run it
+    pass
+
+
+def test_a_pickle_that_is_not_just_tensors_is_refused(tmp_path: Path, state: dict[str, Any]) -> None:
+    save(tmp_path / "kernel", {"state_dict": state, "config": _Opaque()})
+    with pytest.raises(ModelError) as caught:
+        prepare(tmp_path / "kernel", spec_for())
+    assert "torch.load(weights_only=True) refused it" in caught.value.message
+    assert caught.value.hint.startswith("re-save only the weights")
+
+
+def test_half_overflow_is_refused(tmp_path: Path, state: dict[str, Any]) -> None:
+    big = dict(state)
+    big["classifier.bias"] = torch.full((3,), 1e6)
+    save(tmp_path / "kernel", big)
+    with pytest.raises(ModelError, match=r"half = true overflows classifier.bias"):
+        prepare(tmp_path / "kernel", spec_for(half=True))
+
+
+# --- what the card records -----------------------------------------------------------------------
+
+def test_normalisation_comes_from_timm_unless_the_card_says(tmp_path: Path) -> None:
+    save(tmp_path / "kernel", fresh_state("test_convnext"))
+    (card,), _ = prepare(tmp_path / "kernel", spec_for(arch="test_convnext"))
+    cfg = timm.create_model("test_convnext", pretrained=False).pretrained_cfg
+    assert card["mean"] == list(cfg["mean"]) and card["std"] == list(cfg["std"])
+    assert card["input_size"] == list(cfg["input_size"][1:]) and card["interpolation"] == cfg["interpolation"]
+    assert card["num_params"] > 0 and card["built_with"]["timm"] == timm.__version__
+    (card,), _ = prepare(tmp_path / "kernel", spec_for(arch="test_convnext", mean=[0.1, 0.2, 0.3], input_size=[64, 32],
+                                                       interpolation="bilinear"), tmp_path / "stage2")
+    assert card["mean"] == [0.1, 0.2, 0.3] and card["std"] == list(cfg["std"])
+    assert card["input_size"] == [64, 32] and card["interpolation"] == "bilinear"
+    json.dumps(card)  # JSON-ready for kkb_kernel.json
+
+
+def test_grayscale_models_get_one_channel_of_normalisation(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    save(tmp_path / "kernel", timm.create_model(ARCH, pretrained=False, num_classes=3, in_chans=1).state_dict())
+    (card,), _ = prepare(tmp_path / "kernel", spec_for(in_chans=1))
+    assert card["mean"] == [pytest.approx((0.485 + 0.456 + 0.406) / 3)]
+    with pytest.raises(ModelError, match=r"mean has 3 values for in_chans = 1"):
+        prepare(tmp_path / "kernel", spec_for(in_chans=1, mean=[0.5, 0.5, 0.5]), tmp_path / "stage2")
+
+
+# --- transforms ----------------------------------------------------------------------------------
+
+CUSTOM_TRANSFORM = '''
+import numpy as np
+from albumentations.core.transforms_interface import ImageOnlyTransform
+
+
+class Invert(ImageOnlyTransform):
+    """A user's own transform, with an init argument that must survive serialisation."""
+
+    def __init__(self, level: int = 255, p: float = 1.0):
+        super().__init__(p=p)
+        self.level = level
+
+    def apply(self, img, **params):
+        return (self.level - img.astype(np.int16)).clip(0, 255).astype(np.uint8)
+
+    def get_transform_init_args_names(self):
+        return ("level",)
+'''
+
+
+def custom_transform_kernel(root: Path, state: dict[str, Any], normalize: bool = False) -> tuple[Path, str]:
+    """A kernel folder with a package holding a custom transform, and its pipeline saved with A.to_dict."""
+    package = f"usertx_{uuid.uuid4().hex[:8]}"  # a fresh name: albumentations' registry is process-wide
+    kernel = build_file_tree(root / "kernel", {f"{package}/__init__.py": "", f"{package}/transforms.py": CUSTOM_TRANSFORM})
+    save(kernel, state)
+    A = pipelines.albumentations()
+    sys.path.insert(0, str(kernel))
+    try:
+        module = __import__(f"{package}.transforms", fromlist=["Invert"])
+        steps = [A.Resize(40, 40, p=1.0), module.Invert(level=200, p=1.0)]
+        if normalize:
+            steps.append(A.Normalize(mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), p=1.0))
+        (kernel / "transforms.json").write_text(json.dumps(A.to_dict(A.Compose(steps))))
+    finally:
+        sys.path.remove(str(kernel))
+        for name in [name for name in sys.modules if name.split(".")[0] == package]:
+            del sys.modules[name]
+    return kernel, package
+
+
+def test_a_pipeline_with_a_custom_transform_is_checked_and_embedded(tmp_path: Path, state: dict[str, Any]) -> None:
+    kernel, package = custom_transform_kernel(tmp_path, state)
+    (card,), _ = prepare(kernel, spec_for(transforms="transforms.json"))
+    assert card["transforms"] == json.loads((kernel / "transforms.json").read_text())
+    assert card["custom_transforms"] == [f"{package}.transforms.Invert"]
+    assert card["normalize_in_pipeline"] is False
+    assert not [name for name in sys.modules if name.startswith(package)]  # the build forgets the user's modules
+    assert str(kernel.resolve()) not in sys.path
+
+
+def test_a_pipeline_normalize_is_what_the_card_records(tmp_path: Path, state: dict[str, Any]) -> None:
+    kernel, _ = custom_transform_kernel(tmp_path, state, normalize=True)
+    (card,), _ = prepare(kernel, spec_for(transforms="transforms.json"))
+    assert card["normalize_in_pipeline"] is True
+    assert (card["mean"], card["std"]) == ([0.5, 0.5, 0.5], [0.25, 0.25, 0.25])
+    with pytest.raises(ModelError) as caught:
+        prepare(kernel, spec_for(transforms="transforms.json", mean=[0.4, 0.4, 0.4]), tmp_path / "stage2")
+    assert caught.value.message == ("[[models]] 'net': mean = [0.4, 0.4, 0.4] but the pipeline's Normalize has "
+                                    "mean = [0.5, 0.5, 0.5]")
+
+
+def test_a_custom_transform_missing_from_the_kernel_is_refused(tmp_path: Path, state: dict[str, Any]) -> None:
+    kernel, package = custom_transform_kernel(tmp_path, state)
+    (kernel / package / "transforms.py").unlink()
+    with pytest.raises(ModelError) as caught:
+        prepare(kernel, spec_for(transforms="transforms.json"))
+    assert caught.value.message.startswith(
+        f"[[models]] 'net': transforms.json: custom transform {package}.transforms.Invert: "
+        f"cannot import module '{package}.transforms'")
+    assert "code bundle" in caught.value.hint
+
+
+def test_a_transform_defined_in_a_script_is_refused(tmp_path: Path, state: dict[str, Any]) -> None:
+    pipeline = {"__version__": "2.0.8", "transform": {"__class_fullname__": "Compose", "p": 1.0, "transforms": [
+        {"__class_fullname__": "__main__.Invert", "p": 1.0}]}}
+    kernel = build_file_tree(tmp_path / "kernel", {"transforms.json": json.dumps(pipeline)})
+    save(kernel, state)
+    with pytest.raises(ModelError, match=r"custom transform Invert was defined in a script \(__main__\)"):
+        prepare(kernel, spec_for(transforms="transforms.json"))
+
+
+def test_a_file_that_is_not_a_pipeline_is_refused(tmp_path: Path, state: dict[str, Any]) -> None:
+    kernel = build_file_tree(tmp_path / "kernel", {"transforms.json": json.dumps({"resize": 48})})
+    save(kernel, state)
+    with pytest.raises(ModelError, match=r"not an albumentations pipeline"):
+        prepare(kernel, spec_for(transforms="transforms.json"))
+

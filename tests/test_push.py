@@ -1,0 +1,387 @@
+"""builder.push against a stub at the adapter seam (fast; the wire is covered in test_push_e2e.py).
+
+``FakeKaggle`` keeps datasets, kernel versions, runs and submissions in memory and exposes the same
+methods as :class:`builder.kaggle_api.KaggleAdapter`. It lets each test script server behaviour that
+is awkward over HTTP: a call that succeeds on the server but fails on the way back, a push
+interrupted between Kaggle acting and kkb recording it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder.errors import KernelFailed, RemoteError
+from builder.history import DATASET_INTENT, KERNEL_INTENT, PUSH, SUBMISSION, History
+from builder.kaggle_api import KernelPushed, KernelStatus, Submission, TransientRemoteError
+from builder.push import (
+    ProgressEvent,
+    PushSettings,
+    QuerySettings,
+    SubmitSettings,
+    Waits,
+    dry_run_hint,
+    exception_tail,
+    history,
+    logs,
+    push,
+    status,
+    submit,
+)
+from tests.conftest import KERNELS
+
+FAST = Waits(poll_initial_s=0.01, poll_max_s=0.02, dataset_timeout_s=5, run_timeout_s=5, scoring_timeout_s=5)
+
+
+@dataclass
+class FakeKaggle:
+    """In-memory Kaggle at the adapter seam. Counts uploaded bytes like the real adapter."""
+
+    username: str = "kkb-demo"
+    datasets: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    kernels: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    submissions_made: list[Submission] = field(default_factory=list)
+    uploaded_bytes: int = 0
+    not_ready_polls: int = 0
+    fail_after_acting: set[str] = field(default_factory=set)  # "dataset", "kernel", "submit"
+    run_status: str = "complete"
+    run_log: list[dict[str, Any]] = field(default_factory=list)
+    score: tuple[str, str, str] = ("complete", "0.875", "")
+    calls: list[str] = field(default_factory=list)
+    on_retry: Any = None
+    slept: list[float] = field(default_factory=list)
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+    def web_url(self, path: str) -> str:
+        return f"http://fake/{path}"
+
+    # datasets
+    def dataset_status(self, ref: str) -> str | None:
+        versions = self.datasets.get(ref)
+        if not versions:
+            return None
+        latest = versions[-1]
+        if latest["polls"] > 0:
+            latest["polls"] -= 1
+            return "blobs_received"
+        return "ready"
+
+    def dataset_version(self, ref: str) -> int | None:
+        return len(self.datasets[ref]) if self.datasets.get(ref) else None
+
+    def dataset_file(self, ref: str, name: str) -> bytes | None:
+        ready = [v for v in self.datasets.get(ref, []) if v["polls"] == 0]
+        return json.dumps({"content_hash": ready[-1]["hash"]}).encode() if ready else None
+
+    def _new_version(self, folder: Path, kind: str) -> None:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        ref = json.loads((folder / "dataset-metadata.json").read_text())["id"]
+        self.calls.append(f"{kind} {ref}")
+        self.uploaded_bytes += sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+        self.datasets.setdefault(ref, []).append({"hash": manifest["content_hash"], "polls": self.not_ready_polls})
+        if "dataset" in self.fail_after_acting:
+            self.fail_after_acting.discard("dataset")
+            raise TransientRemoteError("Kaggle answered HTTP 500 while creating")
+
+    def create_dataset(self, folder: Path) -> None:
+        self._new_version(folder, "create")
+
+    def version_dataset(self, folder: Path, notes: str) -> None:
+        self._new_version(folder, "version")
+
+    # kernels
+    def kernel_version(self, kernel: str) -> int | None:
+        return len(self.kernels[kernel]) if self.kernels.get(kernel) else None
+
+    def push_kernel(self, folder: Path, *, timeout_seconds: int | None = None) -> KernelPushed:
+        meta = json.loads((folder / "kernel-metadata.json").read_text())
+        self.calls.append(f"kernel {meta['id']}")
+        self.kernels.setdefault(meta["id"], []).append(meta)
+        if "kernel" in self.fail_after_acting:
+            self.fail_after_acting.discard("kernel")
+            raise TransientRemoteError("Kaggle answered HTTP 502 while pushing the kernel")
+        version = len(self.kernels[meta["id"]])
+        return KernelPushed(ref=f"/code/{meta['id']}", url=f"http://fake/code/{meta['id']}", version=version)
+
+    def kernel_status(self, kernel: str, version: int | None = None) -> KernelStatus:
+        return KernelStatus(self.run_status, "" if self.run_status == "complete" else "Notebook failed")
+
+    def kernel_log(self, kernel: str, version: int | None = None) -> list[dict[str, Any]]:
+        return self.run_log
+
+    # competitions
+    def submit_code(self, competition: str, kernel: str, version: int, file_name: str, message: str) -> tuple[int, str]:
+        self.calls.append(f"submit {kernel} v{version}")
+        state, score, error = self.score
+        item = Submission(len(self.submissions_made) + 1, state, score, "", error, message, "")
+        self.submissions_made.append(item)
+        if "submit" in self.fail_after_acting:
+            self.fail_after_acting.discard("submit")
+            raise TransientRemoteError("connection dropped")
+        return item.ref, "Successfully submitted"
+
+    def submission(self, ref: int) -> Submission:
+        return self.submissions_made[ref - 1]
+
+    def submissions(self, competition: str) -> list[Submission]:
+        return list(self.submissions_made)
+
+
+@pytest.fixture
+def kernel(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(KERNELS / "minimal", tmp_path / "minimal", ignore=shutil.ignore_patterns(".kkb")))
+
+
+def _push(kernel: Path, fake: FakeKaggle, events: list[ProgressEvent] | None = None):
+    return push(PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=fake, waits=FAST,  # type: ignore[arg-type]
+                             progress=events.append if events is not None else None))
+
+
+def test_first_push_creates_both_datasets_and_a_kernel_version(kernel: Path) -> None:
+    fake = FakeKaggle()
+    events: list[ProgressEvent] = []
+    result = _push(kernel, fake, events)
+    assert fake.calls == ["create kkb-demo/kkb-minimal-inference-weights", "create kkb-demo/kkb-minimal-inference-code",
+                          "kernel kkb-demo/kkb-minimal-inference"]
+    assert (result.weights.action, result.code.action, result.kernel_action) == ("created", "created", "pushed")
+    assert (result.kernel_version, result.weights.version, result.code.version) == (1, 1, 1)
+    assert result.uploaded_bytes == fake.uploaded_bytes > 0
+    assert History.for_kernel(kernel).last(PUSH)["kernel_version"] == 1
+    assert any(e.stage == "build" for e in events) and any(e.stage == "kernel" for e in events)
+
+
+def test_second_push_uploads_nothing_and_keeps_the_kernel_version(kernel: Path) -> None:
+    fake = FakeKaggle()
+    _push(kernel, fake)
+    fake.calls.clear()
+    result = _push(kernel, fake)
+    assert fake.calls == [] and result.uploaded_bytes == 0
+    assert (result.weights.action, result.code.action, result.kernel_action) == ("unchanged",) * 3
+    assert result.kernel_version == 1
+
+
+def test_code_change_versions_code_only(kernel: Path) -> None:
+    fake = FakeKaggle()
+    first = _push(kernel, fake)
+    fake.calls.clear()
+    (kernel / "predict.py").write_text((kernel / "predict.py").read_text() + "\n# a code change\n")
+    result = _push(kernel, fake)
+    assert fake.calls == ["version kkb-demo/kkb-minimal-inference-code", "kernel kkb-demo/kkb-minimal-inference"]
+    assert result.weights.action == "unchanged" and result.weights.uploaded_bytes == 0
+    assert result.code.action == "versioned" and result.code.version == 2 and result.kernel_version == 2
+    assert result.uploaded_bytes == result.code.uploaded_bytes > 0
+    assert result.weights.content_hash == first.weights.content_hash != "" and result.code.content_hash != first.code.content_hash
+
+
+def test_waits_for_a_new_version_to_be_ready(kernel: Path) -> None:
+    fake = FakeKaggle(not_ready_polls=3)
+    events: list[ProgressEvent] = []
+    _push(kernel, fake, events)
+    waiting = [e.message for e in events if e.waiting]
+    assert any("blobs_received" in message for message in waiting) and len(fake.slept) >= 3
+
+
+def test_dataset_never_ready_times_out_with_a_hint(kernel: Path) -> None:
+    fake = FakeKaggle(not_ready_polls=10_000)
+    fake.sleep = time.sleep  # type: ignore[method-assign] - real time must pass for a timeout
+    waits = Waits(poll_initial_s=0.01, poll_max_s=0.01, dataset_timeout_s=0.05)
+    with pytest.raises(RemoteError, match=r"timed out after 0.05s waiting for dataset kkb-demo/kkb-minimal-inference-weights"):
+        push(PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=fake, waits=waits))  # type: ignore[arg-type]
+
+
+def test_dataset_created_despite_an_error_answer_is_not_created_twice(kernel: Path) -> None:
+    fake = FakeKaggle(fail_after_acting={"dataset"})
+    result = _push(kernel, fake)
+    assert len(fake.datasets["kkb-demo/kkb-minimal-inference-weights"]) == 1
+    assert result.weights.action == "adopted" and result.weights.version == 1  # found on Kaggle, not re-uploaded
+
+
+def test_kernel_pushed_despite_an_error_answer_is_adopted(kernel: Path) -> None:
+    fake = FakeKaggle(fail_after_acting={"kernel"})
+    result = _push(kernel, fake)
+    assert len(fake.kernels["kkb-demo/kkb-minimal-inference"]) == 1
+    assert (result.kernel_action, result.kernel_version) == ("adopted", 1)
+
+
+def test_interrupted_push_is_continued_without_a_duplicate_kernel_version(kernel: Path) -> None:
+    fake = FakeKaggle()
+    _push(kernel, fake)
+    (kernel / "predict.py").write_text((kernel / "predict.py").read_text() + "\n# change\n")
+    history = History.for_kernel(kernel)
+    # Simulate a crash right after Kaggle created kernel v2: the intent is recorded, the push is not.
+    original = fake.push_kernel
+
+    def crash(folder: Path, **kwargs: Any) -> KernelPushed:
+        original(folder, **kwargs)
+        raise KeyboardInterrupt
+
+    fake.push_kernel = crash  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        _push(kernel, fake)
+    assert history.last(KERNEL_INTENT) is not None and history.last(PUSH)["kernel_version"] == 1
+    fake.push_kernel = original  # type: ignore[method-assign]
+    fake.calls.clear()
+    result = _push(kernel, fake)
+    assert fake.calls == [] and (result.kernel_action, result.kernel_version) == ("adopted", 2)
+    assert len(fake.kernels["kkb-demo/kkb-minimal-inference"]) == 2
+
+
+def test_interrupted_dataset_upload_is_adopted_when_kaggle_cannot_show_the_manifest(kernel: Path) -> None:
+    fake = FakeKaggle()
+    fake.dataset_file = lambda ref, name: None  # type: ignore[method-assign]
+    _push(kernel, fake)
+    (kernel / "predict.py").write_text("# new code\n")
+    original = fake.version_dataset
+
+    def crash(folder: Path, notes: str) -> None:
+        original(folder, notes)
+        raise KeyboardInterrupt
+
+    fake.version_dataset = crash  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        _push(kernel, fake)
+    assert History.for_kernel(kernel).last(DATASET_INTENT)["version_before"] == 1
+    fake.version_dataset = original  # type: ignore[method-assign]
+    fake.calls.clear()
+    result = _push(kernel, fake)
+    assert result.code.action == "adopted" and result.code.version == 2
+    assert fake.calls == ["kernel kkb-demo/kkb-minimal-inference"]
+
+
+# -- submit ------------------------------------------------------------------------------------------
+
+
+def _submit(kernel: Path, fake: FakeKaggle, **kwargs: Any):
+    return submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=fake, waits=FAST,  # type: ignore[arg-type]
+                                 **kwargs))
+
+
+def test_submit_pushes_waits_submits_and_returns_the_score(kernel: Path) -> None:
+    fake = FakeKaggle()
+    result = _submit(kernel, fake)
+    assert (result.public_score, result.submission_ref, result.kernel_version) == ("0.875", 1, 1)
+    assert fake.calls[-1] == "submit kkb-demo/kkb-minimal-inference v1"
+    rows = history(kernel)
+    assert [r.kind for r in rows] == ["push", "submission"] and rows[1].score == "0.875"
+    assert rows[1].code_hash == rows[0].code_hash != ""
+
+
+def test_submitting_the_same_version_again_reuses_the_submission(kernel: Path) -> None:
+    fake = FakeKaggle()
+    _submit(kernel, fake)
+    again = _submit(kernel, fake)
+    assert again.submission_ref == 1 and len(fake.submissions_made) == 1
+    third = _submit(kernel, fake, resubmit=True)
+    assert third.submission_ref == 2
+
+
+def test_submission_made_despite_a_dropped_answer_is_adopted(kernel: Path) -> None:
+    fake = FakeKaggle(fail_after_acting={"submit"})
+    result = _submit(kernel, fake)
+    assert result.submission_ref == 1 and len(fake.submissions_made) == 1
+    assert History.for_kernel(kernel).last(SUBMISSION)["ref"] == 1
+
+
+def test_kernel_failure_shows_the_exception_from_the_log(kernel: Path) -> None:
+    fake = FakeKaggle(run_status="error", run_log=[
+        {"stream_name": "stdout", "time": 1.0, "data": "loading\n"},
+        {"stream_name": "stderr", "time": 2.0, "data": "Traceback (most recent call last):\n  File \"x.py\", line 3\n"},
+        {"stream_name": "stderr", "time": 2.1, "data": "ValueError: bad weights\n"},
+    ])
+    with pytest.raises(KernelFailed) as caught:
+        _submit(kernel, fake)
+    text = str(caught.value)
+    assert "ended in ERROR: Notebook failed" in text and "ValueError: bad weights" in text and "loading" not in text
+    assert caught.value.exit_code == 2 and "kkb logs" in (caught.value.hint or "")
+    assert not fake.submissions_made
+
+
+def test_submission_error_names_kaggles_description_and_the_dry_run_check(kernel: Path) -> None:
+    fake = FakeKaggle(score=("error", "", "Submission CSV Not Found"))
+    with pytest.raises(KernelFailed) as caught:
+        _submit(kernel, fake)
+    assert "failed: Submission CSV Not Found" in caught.value.message
+    assert "writes [submission] file" in (caught.value.hint or "") and "kkb dry-run" in (caught.value.hint or "")
+
+
+def test_submit_a_given_version_does_not_push(kernel: Path) -> None:
+    fake = FakeKaggle()
+    fake.kernels["kkb-demo/kkb-minimal-inference"] = [{}, {}, {}]
+    result = _submit(kernel, fake, version=3)
+    assert fake.calls == ["submit kkb-demo/kkb-minimal-inference v3"] and result.push is None
+
+
+# -- status, logs, helpers -----------------------------------------------------------------------------
+
+
+def test_status_and_logs_use_the_last_push(kernel: Path) -> None:
+    fake = FakeKaggle(run_log=[{"stream_name": "stdout", "time": 0.5, "data": "hello\n"}])
+    _submit(kernel, fake)
+    result = status(QuerySettings(kernel_dir=kernel, adapter=fake))  # type: ignore[arg-type]
+    assert (result.kernel_id, result.kernel_version, result.run_status) == ("kkb-demo/kkb-minimal-inference", 1, "complete")
+    assert result.submission is not None and result.submission.public_score == "0.875"
+    log = logs(QuerySettings(kernel_dir=kernel, adapter=fake))  # type: ignore[arg-type]
+    assert log.kernel_version == 1 and log.entries[0]["data"] == "hello\n"
+
+
+def test_exception_tail_and_dry_run_hints() -> None:
+    entries = [{"data": "a\nTraceback (most recent call last):\n  old\nKeyError: 1\n"},
+               {"data": "more\nTraceback (most recent call last):\n  File 'y'\nRuntimeError: last\n"}]
+    assert exception_tail(entries) == "Traceback (most recent call last):\n  File 'y'\nRuntimeError: last"
+    assert exception_tail([{"data": "no traceback\n"}]) == "no traceback"
+    assert "time_limit_hours" in dry_run_hint("Notebook Timeout", "kernels/x")
+    assert "sample_submission.csv" in dry_run_hint("Submission Scoring Error", "kernels/x")
+    assert "--resubmit" in dry_run_hint("Kaggle Error", "kernels/x")
+    assert "kkb dry-run kernels/x" in dry_run_hint("something new", "kernels/x")
+
+
+# -- the CLI commands (stubbed at the same seam) --------------------------------------------------------
+
+
+@pytest.fixture
+def cli_fake(monkeypatch: pytest.MonkeyPatch) -> FakeKaggle:
+    from builder import kaggle_api
+
+    fake = FakeKaggle()
+    monkeypatch.setattr(kaggle_api.KaggleAdapter, "connect", classmethod(lambda cls, base_url=None, **kw: fake))
+    monkeypatch.setenv("COLUMNS", "160")
+    return fake
+
+
+def test_cli_push_submit_history_status_logs(kernel: Path, cli_fake: FakeKaggle, capsys: pytest.CaptureFixture[str]) -> None:
+    from builder import cli
+
+    out_dir = str(kernel.parent / "build")
+    assert cli.main(["push", str(kernel), "--out", out_dir]) == 0
+    out = capsys.readouterr().out
+    assert "pushed kkb-demo/kkb-minimal-inference v1" in out and "created" in out
+    assert cli.main(["push", str(kernel), "--out", out_dir]) == 0
+    assert "uploaded 0 bytes" in capsys.readouterr().out
+    assert cli.main(["submit", str(kernel), "--out", out_dir]) == 0
+    assert "public score 0.875" in capsys.readouterr().out
+    assert cli.main(["history", str(kernel)]) == 0
+    table = capsys.readouterr().out
+    assert "submission" in table and "#1" in table and "0.875" in table
+    assert cli.main(["status", str(kernel)]) == 0
+    assert "run complete" in capsys.readouterr().out
+    cli_fake.run_log = [{"stream_name": "stdout", "time": 0.1, "data": "hello from the kernel\n"}]
+    assert cli.main(["logs", str(kernel)]) == 0
+    assert "hello from the kernel" in capsys.readouterr().out
+
+
+def test_cli_submission_error_exit_code_and_hint(kernel: Path, cli_fake: FakeKaggle,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from builder import cli
+
+    cli_fake.score = ("error", "", "Notebook Timeout")
+    assert cli.main(["submit", str(kernel), "--out", str(kernel.parent / "build")]) == 2
+    err = capsys.readouterr().err
+    assert "Notebook Timeout" in err and "hint:" in err and "time_limit_hours" in err
