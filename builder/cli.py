@@ -97,7 +97,7 @@ class _ProgressView:
 
 
 _KERNEL_ARG = typer.Argument(..., help="The kernel project folder (holds kernel.toml).")
-_OWNER_OPT = typer.Option(None, "--owner", help="Kaggle username (default: [kernel] owner, then credentials).")
+_OWNER_OPT = typer.Option(None, "--owner", help="Kaggle username (default: \\[kernel] owner, then credentials).")
 
 
 @app.command()

@@ -351,8 +351,9 @@ def _slowest(stats: dict[str, Any], supervisor: dict[str, Any]) -> tuple[float |
     """The slowest call after the first, counting one still running when the gateway gave up."""
     slowest = stats.get("slowest_seconds")
     since, call = stats.get("in_flight_since"), stats.get("in_flight_call")
-    if since and call and supervisor.get("gateway_finished"):
-        running = float(supervisor["gateway_finished"]) - float(since)
+    ended = supervisor.get("notebook_stopped") or supervisor.get("gateway_finished")
+    if since and call and ended:
+        running = float(ended) - float(since)
         if slowest is None or running > slowest:
             return round(running, 3), True
     return slowest, False
@@ -455,7 +456,8 @@ def dry_run_scenario(scenario: Literal["commit", "rerun"], settings: Any, build:
     from builder.execute import execute_notebook
 
     section = _section(build.spec)
-    sandbox = replace(dryrun._sandbox(scenario, settings, build, data), extra_env=sandbox_env(section))
+    sandbox = dryrun._sandbox(scenario, settings, build, data)
+    sandbox = replace(sandbox, extra_env={**sandbox.extra_env, **sandbox_env(section)})
     notebook = dryrun._notebook(build, work)
     keep = work if settings.keep_sandbox else None
     if scenario == "commit":
@@ -465,7 +467,7 @@ def dry_run_scenario(scenario: Literal["commit", "rerun"], settings: Any, build:
         rerun = rehearse_rerun(notebook, build.spec, sandbox.mounts, work / "kaggle",
                                timeout_seconds=float(sandbox.timeout_seconds or 0) or 9 * 3600, layout=sandbox.layout,
                                isolation=sandbox.isolation)
-        result, report = _as_execution(rerun, notebook, build.spec.submission.file), rerun.report
+        result, report = _as_execution(rerun, notebook), rerun.report
         (out / "rerun.gateway.log").write_text(rerun.gateway_log)
     _in_sample_order(result.working_dir / build.spec.submission.file, data / build.spec.competition.sample_submission,
                      build.spec.submission.id_column)
@@ -503,12 +505,12 @@ def _verdict(report: EvalApiReport, judged: Any) -> Any:
     return Verdict(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
 
 
-def _as_execution(rerun: RerunResult, notebook: Path, submission_file: str) -> Any:
+def _as_execution(rerun: RerunResult, notebook: Path) -> Any:
     """The rerun in the executor's terms, so the dry run judges and saves it like any other run."""
     from builder.execute import ExecutionResult
 
-    if rerun.submission is not None:  # the gateway's file, where the dry run looks for the kernel's output
-        shutil.copyfile(rerun.submission, rerun.working_dir / submission_file)
+    if rerun.submission is not None:  # the gateway's file, by its own name, where the dry run looks for the output
+        shutil.copyfile(rerun.submission, rerun.working_dir / rerun.submission.name)
     executed = rerun.root / "__notebook__.ipynb"
     _write_rerun_notebook(notebook, executed)
     exit_code = rerun.report.notebook_exit

@@ -56,7 +56,7 @@ def supervise(args: argparse.Namespace) -> int:
     record["gateway_exit"] = gateway.returncode
     record["gateway_finished"] = time.time()
     if notebook.poll() is None:
-        record["notebook_stopped"] = True  # blocked in serve(), as it should be: Kaggle ends the container
+        record["notebook_stopped"] = time.time()  # blocked in serve(), as it should be: Kaggle ends the container
         _stop(notebook)
     record.setdefault("notebook_exit", notebook.returncode if not record.get("notebook_stopped") else None)
     _write(record_path, record)

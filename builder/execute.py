@@ -24,8 +24,9 @@ from typing import Any
 
 import nbformat
 import psutil
-from jupyter_client import KernelManager
+from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
@@ -67,12 +68,8 @@ def execute_notebook(notebook: Path, sandbox: SandboxSpec, root: Path) -> Execut
     nb = _read_notebook(Path(notebook))
     box = prepare_sandbox(sandbox, root)
     with tempfile.TemporaryDirectory(prefix="kkb-ipc-") as short_dir:
-        km = _start_kernel(box, Path(short_dir))
-        try:
-            run = _Run(nb, box, km, sandbox.timeout_seconds)
-            run.execute()
-        finally:
-            _stop_kernel(km)
+        run = _Run(nb, box, _kernel_manager(box, Path(short_dir)), sandbox.timeout_seconds)
+        run.execute()
     return run.result()
 
 
@@ -88,8 +85,12 @@ def _read_notebook(path: Path) -> nbformat.NotebookNode:
 # --- the kernel ---------------------------------------------------------------------------------
 
 
-def _start_kernel(box: Sandbox, short_dir: Path) -> KernelManager:
-    """A kernel on this interpreter, in the sandbox's namespaces, with the sandbox's environment."""
+def _kernel_manager(box: Sandbox, short_dir: Path) -> AsyncKernelManager:
+    """A kernel on this interpreter, in the sandbox's namespaces; nbclient starts it with the sandbox's env.
+
+    Async, as nbclient expects: with a blocking client its wait for output blocks the event loop, and
+    it would never notice that the watchdog killed the kernel.
+    """
     spec_dir = box.private_dir / "kernels"
     _write_kernelspec(spec_dir / KERNEL_NAME, box.launcher() + [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"])
     options: dict[str, Any] = {}
@@ -99,16 +100,8 @@ def _start_kernel(box: Sandbox, short_dir: Path) -> KernelManager:
         ipc = ipc if len(str(ipc)) < IPC_PATH_LIMIT else short_dir / "k"
         ipc.parent.mkdir(parents=True, exist_ok=True)
         options = {"transport": "ipc", "ip": str(ipc)}
-    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec_dir)]),
-                       connection_file=str(box.private_dir / "connection.json"), **options)
-    log = box.kernel_log.open("ab")
-    try:
-        km.start_kernel(env=box.env, cwd=str(box.working_dir), stdout=log, stderr=log)
-    except Exception as exc:
-        raise DryRunError(f"could not start the kernel: {exc}", hint=f"see {box.kernel_log}") from None
-    finally:
-        log.close()  # the kernel holds its own copy of the descriptor
-    return km
+    return AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec_dir)]),
+                              connection_file=str(box.private_dir / "connection.json"), **options)
 
 
 def _write_kernelspec(folder: Path, argv: list[str]) -> None:
@@ -118,15 +111,14 @@ def _write_kernelspec(folder: Path, argv: list[str]) -> None:
     (folder / "kernel.json").write_text(json.dumps(spec, indent=1))
 
 
-def _stop_kernel(km: KernelManager) -> None:
+def _stop_kernel(km: AsyncKernelManager, kc: Any) -> None:
+    """Close the client's channels and reap the (already killed) kernel; never raises."""
     try:
+        if kc is not None:
+            kc.stop_channels()
         if km.has_kernel:
-            km.shutdown_kernel(now=True)
+            run_sync(km.shutdown_kernel)(now=True)
     except Exception:  # noqa: BLE001 - the process tree is killed by the monitor anyway
-        pass
-    try:
-        km.cleanup_resources()
-    except Exception:  # noqa: BLE001
         pass
 
 
@@ -134,7 +126,13 @@ def _stop_kernel(km: KernelManager) -> None:
 
 
 class _Monitor:
-    """Samples the kernel's process tree: summed RSS, GPU memory, every process ever seen (to kill it)."""
+    """Samples the kernel's process tree: summed RSS, GPU memory, every process ever seen (to kill it).
+
+    Summed RSS counts pages shared between processes (libraries, forked DataLoader workers) once per
+    process, so it over-states what a cgroup (Kaggle's OOM killer) charges: a safe error for a limit.
+    A process that lives less than one sample interval can be missed; kkb's runtime records each
+    step's own peak (``ru_maxrss``) in ``kkb_steps.json``, and the result takes the larger.
+    """
 
     def __init__(self, pid: int) -> None:
         self.root = psutil.Process(pid)
@@ -264,29 +262,36 @@ class _Client(NotebookClient):
 
 
 class _Run:
-    def __init__(self, nb: nbformat.NotebookNode, box: Sandbox, km: KernelManager, timeout: float | None) -> None:
+    def __init__(self, nb: nbformat.NotebookNode, box: Sandbox, km: AsyncKernelManager, timeout: float | None) -> None:
         self.nb, self.box, self.km, self.timeout = nb, box, km, timeout
         self.started = time.monotonic()
         self.wall = 0.0
         self.timed_out = False
         self.error: BaseException | None = None
-        try:
-            self.monitor = _Monitor(km.provisioner.pid)  # type: ignore[union-attr]
-        except psutil.Error:
-            raise _startup_error(box, "the kernel exited at once") from None
+        self.monitor: _Monitor | None = None
+        self.watchdog: threading.Timer | None = None
         self.client = _Client(nb, self.started, km=km, timeout=int(timeout) + 1 if timeout else None,
                               startup_timeout=STARTUP_SECONDS, allow_errors=False, record_timing=True,
                               resources={"metadata": {"path": str(box.working_dir)}})
+        self.client.on_notebook_start = self._kernel_ready
+
+    def _kernel_ready(self, notebook: Any = None) -> None:
+        """nbclient started the kernel: watch its process tree, and start the clock for the timeout."""
+        try:
+            self.monitor = _Monitor(self.km.provisioner.pid)  # type: ignore[union-attr]
+        except (psutil.Error, AttributeError, TypeError):
+            return  # it died already: nbclient reports the dead kernel
+        self.monitor.start()
+        if self.timeout:
+            self.watchdog = threading.Timer(self.timeout, self._on_timeout)
+            self.watchdog.daemon = True
+            self.watchdog.start()
 
     def execute(self) -> None:
         inputs = input_snapshot(self.box) if self.box.isolation == "python" else None
-        self.monitor.start()
-        watchdog = threading.Timer(self.timeout, self._on_timeout) if self.timeout else None
-        if watchdog:
-            watchdog.daemon = True
-            watchdog.start()
         try:
-            self.client.execute()
+            with self.box.kernel_log.open("ab") as log:  # the kernel's own stdout/stderr, for startup failures
+                self.client.execute(env=self.box.env, cwd=str(self.box.working_dir), stdout=log, stderr=log)
         except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
             self.error = exc
         except RuntimeError as exc:  # the kernel died before it answered
@@ -294,15 +299,23 @@ class _Run:
                 raise _startup_error(self.box, str(exc)) from None
             self.error = exc
         finally:
-            self.wall = time.monotonic() - self.started
-            if watchdog:
-                watchdog.cancel()
-            self.monitor.stop()
-            self.monitor.sample()
-            self.monitor.kill_all()  # on Kaggle the container ends with the run: so do background processes
+            self._finish()
             if inputs is not None:
                 self._report_input_writes(inputs)
             self._write_notebook()
+
+    def _finish(self) -> None:
+        """Stop the clock; kill the kernel and everything it started (on Kaggle the container ends with the run)."""
+        if not self.wall:
+            self.wall = time.monotonic() - self.started
+        if self.watchdog:
+            self.watchdog.cancel()
+        if self.monitor:
+            self.monitor.stop()
+            self.monitor.sample()
+            self.monitor.kill_all()
+        _stop_kernel(self.km, self.client.kc)
+        self.client.kc = None
 
     def _report_input_writes(self, before: dict[str, tuple[int, int]]) -> None:
         """Root writes through file modes: say so in the log, since on Kaggle the write would have failed."""
@@ -314,7 +327,8 @@ class _Run:
 
     def _on_timeout(self) -> None:
         self.timed_out = True
-        self.monitor.kill_all()
+        if self.monitor:
+            self.monitor.kill_all()
 
     @property
     def failed_cell(self) -> int | None:
@@ -359,9 +373,10 @@ class _Run:
 
     def result(self) -> ExecutionResult:
         steps = read_steps(self.box.working_dir)
-        peak_rss = max([self.monitor.peak_rss, *(int(step.get("peak_rss_bytes") or 0) for step in steps)])
+        sampled = self.monitor.peak_rss if self.monitor else 0
+        peak_rss = max([sampled, *(int(step.get("peak_rss_bytes") or 0) for step in steps)])
         gpu = [int(step["peak_gpu_bytes"]) for step in steps if step.get("peak_gpu_bytes")]
-        if self.monitor.peak_gpu is not None:
+        if self.monitor and self.monitor.peak_gpu is not None:
             gpu.append(self.monitor.peak_gpu)
         return ExecutionResult(
             root=self.box.root, working_dir=self.box.working_dir, executed_notebook=self.box.root / EXECUTED_NOTEBOOK,
@@ -379,7 +394,7 @@ def _startup_error(box: Sandbox, what: str) -> DryRunError:
     except OSError:
         log = ""
     return DryRunError(f"the kernel did not start ({box.isolation} sandbox): {what}" + (f"\n{log}" if log else ""),
-                       hint=f"full kernel log: {box.kernel_log}; try the portable sandbox (isolation='python')")
+                       hint=f"full kernel log: {box.kernel_log}; to use the portable sandbox, set KKB_SANDBOX_ISOLATION=python")
 
 
 def read_steps(working_dir: Path) -> list[dict[str, Any]]:

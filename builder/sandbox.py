@@ -233,7 +233,17 @@ def kernel_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str] 
 
 
 def isolation_mode(requested: Isolation = "auto") -> Literal["namespace", "python"]:
-    """``namespace`` where this machine allows it (``auto``) or when asked, else ``python``."""
+    """``namespace`` where this machine allows it (``auto``) or when asked, else ``python``.
+
+    ``$KKB_SANDBOX_ISOLATION`` (``namespace`` or ``python``) overrides ``auto``, for a machine where
+    the probe passes but kernels still cannot start in a namespace.
+    """
+    if requested == "auto":
+        override = os.environ.get("KKB_SANDBOX_ISOLATION", "auto")
+        if override not in ("auto", "namespace", "python"):
+            raise DryRunError(f"KKB_SANDBOX_ISOLATION={override!r} is not a sandbox isolation",
+                              hint="use namespace, python, or unset it")
+        requested = override  # type: ignore[assignment]
     if requested == "python":
         return "python"
     if _namespaces_work():

@@ -296,6 +296,7 @@ class WheelsSettings:
     base_url: str | None = None              # --on-kaggle: Kaggle API (default $KKB_KAGGLE_API, else kaggle.com)
     wait: bool = True                        # --on-kaggle: wait for the helper's run to finish
     run_timeout_s: float = 3 * 3600.0
+    waits: Any = None                        # --on-kaggle: builder.push.Waits for polling (default: push's)
     adapter: Any = None                      # --on-kaggle: a builder.kaggle_api.KaggleAdapter (tests hand one in)
     progress: Callable[[Any], None] | None = None  # builder.push.ProgressEvent callback
 
@@ -314,7 +315,7 @@ class WheelsResult:
     kernel_name: str
     mode: str                     # "dataset" | "kernel" | "none"
     ref: str | None               # the wheelhouse dataset or the helper kernel
-    action: str                   # "built" | "unchanged" | "pushed" | "nothing"
+    action: str                   # "built" | "unchanged" | "pushed" | "pending" (helper still running) | "nothing"
     key: str | None
     out_dir: Path | None          # build/NAME/wheels or build/NAME/wheels-kernel
     content_hash: str | None = None
@@ -371,7 +372,8 @@ class _Local:
 
     name: str
     version: str
-    kind: str                 # "built" (pure wheel shipped) | "sdist" (sdist shipped, stand-in for resolving)
+    kind: str                 # "built": pure wheel shipped | "sdist": sdist shipped, stand-in resolved
+                              # | "image": the image provides it, the index lacks it: stand-in only
     file: Path                # what goes into the wheelhouse
     requires_dist: list[str]
     requires_python: str | None
@@ -391,7 +393,7 @@ def _build_here(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, ou
     folder = out_dir / WHEELS_DIR
     cache = HashCache(out_dir / HASH_CACHE)
     name = kernel_dir.resolve().name
-    previous = None if settings.force else _unchanged(folder, key, cache)
+    previous = None if settings.force else _unchanged(folder, ref, key, cache)
     if previous is not None:
         cache.save()
         check = check_offline_install(folder, requirements, target=target) if settings.check else None
@@ -404,7 +406,7 @@ def _build_here(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, ou
         record.update({"id": ref, "key": key})
         (stage / WHEELHOUSE_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         refuse_incompatible_wheels(stage, target)
-        manifest = manifest_for(stage, ref, cache, {})
+        manifest = manifest_for(stage, ref)
         write_metadata(stage, ref, f"{spec.kernel.title[:43].rstrip()} wheels", manifest)
         _add_key(stage / MANIFEST_FILE, key)
         check = check_offline_install(stage, requirements, target=target) if settings.check else None
@@ -508,19 +510,31 @@ def _from_sdist(requirement: Requirement, target: WheelTarget, index_args: Seque
                 extra: Path) -> _Local:
     name = canonicalize_name(requirement.name)
     sdist_dir, built_dir = work / "sdists" / name, work / "built" / name
+    # Only this package as source (":all:" would reach the isolated build and refuse setuptools' wheel).
+    download = ["download", "--no-deps", f"--no-binary={name}", "--quiet", *target.pip_args(), *index_args,
+                "-d", str(sdist_dir), str(requirement)]
     try:
-        _pip(["download", "--no-deps", "--no-binary=:all:", "--quiet", *target.pip_args(), *index_args,
-              "-d", str(sdist_dir), str(requirement)], f"downloading the sdist of {requirement}")
-    except WheelhouseError as exc:
-        raise WheelhouseError(f"{requirement}: no wheel for {target.describe()} and no source distribution either",
-                              hint="check the name and version on the index; missing packages are not on it") from exc
+        # pip reads the sdist's metadata to download it; kkb's own setuptools usually can, which saves
+        # an isolated build environment. Another build backend needs one.
+        _pip([*download, "--no-build-isolation"], f"downloading the sdist of {requirement}")
+    except WheelhouseError:
+        try:
+            _pip(download, f"downloading the sdist of {requirement}")
+        except WheelhouseError as exc:
+            raise WheelhouseError(f"{requirement}: no wheel for {target.describe()} and no source distribution either",
+                                  hint="check the name and version on the index; missing packages are not on it") from exc
     sdist = next(iter(sorted(sdist_dir.iterdir())))
+    build = ["wheel", "--no-deps", "--quiet", *index_args, "-w", str(built_dir), str(sdist)]
     try:
-        _pip(["wheel", "--no-deps", "--quiet", *index_args, "-w", str(built_dir), str(sdist)],
-             f"building {sdist.name}")
-    except WheelhouseError as exc:
-        raise WheelhouseError(f"{requirement.name}: no wheel for {target.describe()}, and its sdist does not build here",
-                              hint="kkb wheels --on-kaggle builds it in Kaggle's own image") from exc
+        # Without isolation first: a pure-Python result is the same either way, and a compiled one only
+        # lends its metadata (the sdist is what ships). Isolation when kkb's environment cannot build it.
+        _pip([*build, "--no-build-isolation"], f"building {sdist.name}")
+    except WheelhouseError:
+        try:
+            _pip(build, f"building {sdist.name}")
+        except WheelhouseError as exc:
+            raise WheelhouseError(f"{requirement.name}: no wheel for {target.describe()}, and its sdist does not build here",
+                                  hint="kkb wheels --on-kaggle builds it in Kaggle's own image") from exc
     wheel = next(iter(sorted(built_dir.glob("*.whl"))))
     meta = _wheel_metadata(wheel)
     _, version, _, tags = parse_wheel_filename(wheel.name)
@@ -603,15 +617,15 @@ def distribution_name(path: Path) -> str | None:
     return None
 
 
-def _unchanged(folder: Path, key: str, cache: HashCache) -> Manifest | None:
-    """The existing wheelhouse when it was built for ``key`` and its files are intact."""
+def _unchanged(folder: Path, ref: str, key: str, cache: HashCache) -> Manifest | None:
+    """The existing wheelhouse when it was built as ``ref`` for ``key`` and its files are intact."""
     try:
         if json.loads((folder / MANIFEST_FILE).read_text()).get("resolution_key") != key:
             return None
     except (OSError, ValueError):
         return None
     manifest = Manifest.read(folder / MANIFEST_FILE)
-    if manifest is None:
+    if manifest is None or manifest.dataset != ref:
         return None
     for entry in manifest.files:
         path = folder / entry.path
@@ -989,13 +1003,16 @@ def _build_on_kaggle(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Pat
     write_helper_kernel(helper, folder)
     record = _read_json(folder / HELPER_RECORD)
     # push's context: the same adapter, retries, progress events and polling as kkb push (issue 5).
+    waits = {"waits": settings.waits} if settings.waits is not None else {}
     ctx = _context(PushSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner, base_url=settings.base_url,
-                                progress=settings.progress, adapter=settings.adapter))
+                                progress=settings.progress, adapter=settings.adapter, **waits))
     name = kernel_dir.resolve().name
     current = ctx.adapter.kernel_version(helper.kernel_id)
-    if (not settings.force and record.get("key") == helper.key and current is not None
-            and record.get("version") == current and record.get("status") == "complete"):
-        return WheelsResult(name, "kernel", helper.kernel_id, "unchanged", helper.key, folder, kernel_version=current)
+    if not settings.force and record.get("key") == helper.key and current is not None and record.get("version") == current:
+        status = _settle_helper(ctx, settings, folder, record, helper.kernel_id, current)
+        if status is not None:  # this key's run finished (or is still running and we do not wait): no new push
+            action = "unchanged" if status == "complete" else "pending"
+            return WheelsResult(name, "kernel", helper.kernel_id, action, helper.key, folder, kernel_version=current)
     if build is not None:
         with _private_tmpdir(kernel_dir):
             _sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash,
@@ -1008,6 +1025,20 @@ def _build_on_kaggle(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Pat
     _write_json(folder / HELPER_RECORD, {"key": helper.key, "kernel": helper.kernel_id, "version": version, "status": status})
     return WheelsResult(name, "kernel", helper.kernel_id, "pushed", helper.key, folder, kernel_version=version,
                         kernel_url=pushed.url or None)
+
+
+def _settle_helper(ctx: Any, settings: WheelsSettings, folder: Path, record: Mapping[str, Any], kernel_id: str,
+                   version: int) -> str | None:
+    """The state of the version already pushed for this key; None when it failed and must be pushed again."""
+    if record.get("status") == "complete":
+        return "complete"
+    state = ctx.adapter.kernel_status(kernel_id, version).status
+    if state not in ("complete", "queued", "running"):
+        return None
+    if state != "complete" and settings.wait:
+        state = _await_helper(ctx, kernel_id, version, settings.run_timeout_s)
+    _write_json(folder / HELPER_RECORD, {**record, "status": state if state == "complete" else "pushed"})
+    return state
 
 
 def _await_helper(ctx: Any, kernel_id: str, version: int | None, timeout_s: float) -> str:

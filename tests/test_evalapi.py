@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-import nbformat
 import numpy as np
 import pandas as pd
 import pytest
@@ -75,10 +74,10 @@ def _rerun(build: BuildResult, tmp_path: Path, sandboxes: list[Path], timeout: f
     return rehearse_rerun(build.notebook_path, build.spec, _mounts(build, COMPETITION / "hidden"), root, timeout_seconds=timeout)
 
 
-def _commit(build: BuildResult, tmp_path: Path, sandboxes: list[Path]) -> tuple[object, EvalApiReport]:
+def _commit(build: BuildResult, tmp_path: Path, sandboxes: list[Path], layout: str = "current") -> tuple[object, EvalApiReport]:
     root = tmp_path / f"commit-{len(sandboxes)}"
     sandboxes.append(root)
-    spec = SandboxSpec(mounts=_mounts(build, COMPETITION / "public"), rerun=False, timeout_seconds=60)
+    spec = SandboxSpec(mounts=_mounts(build, COMPETITION / "public"), rerun=False, timeout_seconds=60, layout=layout)
     result = execute_notebook(build.notebook_path, spec, root)
     return result, commit_report(result.working_dir, build.spec)
 
@@ -87,6 +86,7 @@ def _commit(build: BuildResult, tmp_path: Path, sandboxes: list[Path]) -> tuple[
 def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     """kkb-evalapi's inference-server module, imported in this process (cwd: a temp dir)."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ in the project's competition data
     monkeypatch.setenv("KKB_EVALAPI_PORT", str(free_port()))
     monkeypatch.syspath_prepend(str(COMPETITION / "public"))
     import kaggle_evaluation.kkb_evalapi_inference_server as server
@@ -200,9 +200,13 @@ def test_round_answer_rounds_what_predict_returns() -> None:
 
 # --- the commit run: run_local_gateway inside the executed notebook --------------------------------
 
-def test_commit_runs_the_local_gateway(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
-    result, report = _commit(_build(kernel, tmp_path), tmp_path, sandboxes)
+@pytest.mark.parametrize("layout", ["current", "legacy"])
+def test_commit_runs_the_local_gateway(kernel: Path, tmp_path: Path, sandboxes: list[Path], layout: str) -> None:
+    result, report = _commit(_build(kernel, tmp_path), tmp_path, sandboxes, layout)
     assert result.ok, result.traceback_tail
+    stdout = "".join(entry["data"] for entry in result.log if entry["stream_name"] == "stdout")
+    competition = "input/competitions/kkb-evalapi" if layout == "current" else "input/kkb-evalapi"
+    assert re.search(rf"^competition +\S+/{competition}$", stdout, re.MULTILINE), stdout
     written = pd.read_parquet(result.working_dir / "submission.parquet")
     assert len(written) == 12 and (written["target"] == written["target"].round(4)).all()
     assert report.succeeded and report.predict_calls == 3 and report.submission_rows == 12 and report.fast_calls == 0
@@ -218,14 +222,20 @@ def test_commit_with_wrong_row_count_fails_visibly(kernel: Path, tmp_path: Path,
     assert verdict_name(report) == "Submission Scoring Error"
 
 
-def test_fast_commit_answers_from_the_sample(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
-    _variant(kernel, "def predict(test):\n    raise RuntimeError('the model must not run in a fast commit')\n")
-    spec = (kernel / "kernel.toml").read_text().replace("enabled = false", "enabled = true\nrows_below = 100")
-    (kernel / "kernel.toml").write_text(spec)
+@pytest.mark.parametrize(("write", "model_batches"), [("sample", 0), ("first_rows", 1)])
+def test_fast_commit_answers_from_the_sample(kernel: Path, tmp_path: Path, sandboxes: list[Path], write: str,
+                                             model_batches: int) -> None:
+    # write = "first_rows": the model answers the first batches (catching its bugs), the sample the rest.
+    _variant(kernel, "from evalapi_model.serve import predict as real\n\ncalls = []\n\n\ndef predict(test):\n"
+                     f"    calls.append(1)\n    assert len(calls) <= {model_batches}, 'the model ran in a fast commit'\n"
+                     "    return real(test)\n")
+    spec = (kernel / "kernel.toml").read_text()
+    (kernel / "kernel.toml").write_text(spec.replace("enabled = false", f'enabled = true\nrows_below = 100\nwrite = "{write}"\nfirst_rows = 1'))
     result, report = _commit(_build(kernel, tmp_path), tmp_path, sandboxes)
     assert result.ok, result.traceback_tail
-    assert report.succeeded and report.fast_calls == report.predict_calls == 3
-    assert (pd.read_parquet(result.working_dir / "submission.parquet")["target"] == 0.0).all()
+    assert report.succeeded and report.predict_calls == 3 and report.fast_calls == 3 - model_batches
+    targets = pd.read_parquet(result.working_dir / "submission.parquet")["target"]
+    assert (targets.iloc[4 * model_batches:] == 0.0).all() and (targets.iloc[:4 * model_batches] != 0.0).all()
     stdout = "".join(entry["data"] for entry in result.log if entry["stream_name"] == "stdout")
     assert "[kkb] commit run (KAGGLE_IS_COMPETITION_RERUN absent, public test has 12 rows): fast commit" in stdout
 
@@ -260,6 +270,13 @@ def test_rerun_server_raises(kernel: Path, tmp_path: Path, sandboxes: list[Path]
     report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
     assert (report.error_type, report.error_details) == ("SERVER_RAISED_EXCEPTION", "weights not found")
     assert verdict_name(report) == "Notebook Threw Exception"
+
+
+def test_rerun_notebook_fails_before_serve(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
+    _variant(kernel, "import no_such_package\n")
+    report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
+    assert report.error_type == "SERVER_CONNECTION_FAILED" and report.notebook_exit == 1
+    assert "No module named 'no_such_package'" in "\n".join(report.notes)
 
 
 @pytest.mark.slow

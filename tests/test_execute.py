@@ -121,3 +121,13 @@ def test_the_portable_sandbox_runs_the_same_kernel(tmp_path: Path) -> None:
     notes = [entry["data"] for entry in result.log if entry["data"].startswith("[kkb sandbox]")]
     assert len(notes) == (1 if psutil.Process().uids().effective == 0 else 0)
     assert json.loads(result.executed_notebook.read_text())["metadata"]["kkb_execution"]["isolation"] == "python"
+
+
+def test_gpu_memory_is_the_largest_per_device_total_of_the_runs_processes() -> None:
+    from builder.execute import _gpu_bytes
+
+    smi = ("GPU-aaa, 101, 1000\nGPU-aaa, 102, 500\nGPU-bbb, 101, 1200\n"
+           "GPU-aaa, 999, 30000\n"  # another user's process
+           "GPU-bbb, [N/A], [N/A]\n")
+    assert _gpu_bytes(smi, {101, 102}) == 1500 * 2**20
+    assert _gpu_bytes(smi, {7}) is None

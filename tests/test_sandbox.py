@@ -198,3 +198,12 @@ def test_the_launcher_and_guard_use_only_the_standard_library() -> None:
     for name in ("launch.py", "sitecustomize.py"):
         text = (GUEST_DIR / name).read_text()
         assert "import builder" not in text and "from builder" not in text
+
+
+def test_isolation_can_be_forced_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KKB_SANDBOX_ISOLATION", "python")
+    assert isolation_mode("auto") == "python"
+    assert isolation_mode("python") == "python"
+    monkeypatch.setenv("KKB_SANDBOX_ISOLATION", "chroot")
+    with pytest.raises(DryRunError, match="KKB_SANDBOX_ISOLATION='chroot'"):
+        isolation_mode("auto")

@@ -111,7 +111,8 @@ def kernel_output_candidates(kernel_id: str, root: Path | None = None) -> list[P
 
 
 def find_kernel_output(kernel_id: str, sentinel: str, accept=None, root: Path | None = None) -> Path:
-    """The output folder of an attached notebook holding ``sentinel`` (candidates, then a search)."""
+    """The output folder of an attached notebook: the candidate holding ``sentinel`` (a file or folder name
+    directly in it), else a folder found by searching ``input/`` for ``sentinel``."""
     return find_dir(kernel_output_candidates(kernel_id, root), sentinel, f"output of notebook {kernel_id}", accept, root)
 
 

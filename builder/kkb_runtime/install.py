@@ -39,7 +39,7 @@ def has_sdists(wheel_dir: Path) -> bool:
 
 def wheel_install_command(wheel_dir: Path, requirements: Sequence[str], no_deps: bool = False) -> list[str]:
     argv = [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", str(wheel_dir),
-            "--no-cache-dir", "--disable-pip-version-check"]
+            "--no-cache-dir", "--disable-pip-version-check", "--progress-bar", "off"]
     if no_deps:
         argv.append("--no-deps")
     if has_sdists(wheel_dir):
@@ -96,6 +96,7 @@ def run_pip(argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
     print("[kkb] $ " + " ".join(argv), flush=True)
     layered = _sandbox_venv() if "pip" in argv and "install" in argv else None
     if layered is not None:
+        print(f"[kkb] (kkb's local sandbox: installing into {layered}, layered over this Python)", flush=True)
         index = list(argv).index("pip") + 1
         argv = [*argv[:index], "--python", str(layered / "bin" / "python"), *argv[index:]]
     result = subprocess.run(list(argv), env=dict(env) if env is not None else None, capture_output=True, text=True)

@@ -120,8 +120,8 @@ def _id_problems(ids: pd.Series, expected: pd.Series) -> list[str]:
     absent = sorted(set(expected) - set(ids))
     unknown = sorted(set(ids) - set(expected))
     if absent or unknown:
-        problems.append(f"ids do not match the sample submission: {len(absent)} missing (e.g. {_examples(absent)}), "
-                        f"{len(unknown)} unexpected (e.g. {_examples(unknown)})")
+        parts = [f"{len(found)} {what} (e.g. {_examples(found)})" for found, what in ((absent, "missing"), (unknown, "unexpected")) if found]
+        problems.append("ids do not match the sample submission: " + ", ".join(parts))
     elif len(ids) == len(expected) and not duplicated and list(ids) != list(expected):
         first = next(i for i, (a, b) in enumerate(zip(ids, expected)) if a != b)
         problems.append(f"ids are not in the sample submission's order (row {first}: expected {expected.iloc[first]!r}, got {ids.iloc[first]!r})")

@@ -1,0 +1,151 @@
+"""``kkb dry-run`` end to end: the real build, the rendered notebook, a real kernel in the sandbox."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from builder.cli import main
+from builder.dryrun import DryRunReport, DryRunSettings, dry_run
+from builder.errors import DryRunError
+from builder.verdict import CSV_NOT_FOUND, OK, SCORING_ERROR, THREW, TIMEOUT
+from tests.conftest import KERNELS, REPO
+
+FIXTURES = REPO / "tests" / "kernels"
+PUBLIC = FIXTURES / "competition" / "public"
+
+
+def _tree_hash(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _manifest_holds(bundle: Path) -> bool:
+    """Every file the build recorded is still byte-for-byte what it recorded."""
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    return all(hashlib.sha256((bundle / entry["path"]).read_bytes()).hexdigest() == entry["sha256"].removeprefix("sha256:")
+               for entry in manifest["files"])
+
+
+@pytest.mark.slow
+def test_the_minimal_kernel_passes_both_scenarios(tmp_path: Path) -> None:
+    project = _tree_hash(KERNELS / "minimal")
+    report = dry_run(DryRunSettings(kernel_dir=KERNELS / "minimal", out_dir=tmp_path / "build" / "minimal", rerun_scale=3))
+
+    assert report.ok, [(s.scenario, s.verdict) for s in report.scenarios]
+    commit, rerun = report.scenarios
+    assert (commit.scenario, rerun.scenario) == ("commit", "rerun")
+    assert commit.fast_commit is not None and commit.fast_commit.startswith("commit run (")
+    assert commit.steps == []  # the fast path wrote the sample and skipped inference
+    assert [step["name"] for step in rerun.steps] == ["linear", "ridge"]
+    assert rerun.rows == 15 and len(pd.read_csv(rerun.submission)) == 15  # 5 public rows x 3
+    assert rerun.hidden_rows == 200 and rerun.projected_seconds > rerun.wall_seconds
+    assert rerun.peak_rss_bytes > 50 * 2**20 and rerun.blocked_network == []
+    out = tmp_path / "build" / "minimal" / "dryrun"
+    assert sorted(p.name for p in out.iterdir()) == ["commit.ipynb", "commit.log.json", "commit.submission.csv", "report.json",
+                                                     "rerun.ipynb", "rerun.log.json", "rerun.submission.csv"]
+    saved = json.loads((out / "report.json").read_text())
+    assert saved["ok"] is True and [s["verdict"]["name"] for s in saved["scenarios"]] == [OK, OK]
+    # nothing the runs wrote escaped their sandboxes: the project and the bundles are as built
+    assert _tree_hash(KERNELS / "minimal") == project
+    assert _manifest_holds(tmp_path / "build" / "minimal" / "code")
+    assert _manifest_holds(tmp_path / "build" / "minimal" / "weights")
+
+
+BROKEN = [
+    pytest.param("downloads-weights", "rerun", CSV_NOT_FOUND,
+                 ["StepFailed in cell 5 (step 'download'): step 'download' failed with exit code 1"],
+                 ["blocked network access", "resolve huggingface.co:443", "Temporary failure in name resolution"],
+                 id="downloads-weights"),
+    pytest.param("writes-nan", "rerun", SCORING_ERROR, ["NaN in target column 'target': 3 rows"],
+                 ["the notebook also failed (Kaggle scores the file it left): SubmissionError in cell 8"], id="writes-nan"),
+    pytest.param("wrong-rows", "rerun", SCORING_ERROR,
+                 ["row count: expected 5 rows (as the sample submission), got 3",
+                  "ids do not match the sample submission: 2 missing (e.g. 't0', 't2')"], [], id="wrong-rows"),
+    pytest.param("wrong-column", "rerun", SCORING_ERROR, ["missing column(s): target; extra column(s): prediction"], [],
+                 id="wrong-column"),
+    pytest.param("old-input-path", "rerun", CSV_NOT_FOUND, ["StepFailed in cell 5 (step 'predict')"],
+                 ["it read input/kkb-fixture, the old input layout", "No such file or directory"], id="old-input-path"),
+    pytest.param("slow-rerun", "rerun", TIMEOUT,
+                 ["for 1000000 hidden rows (measured", "for 5 rows) > the competition's limit of 36.0 s"], ["steps: predict:"],
+                 id="slow-rerun"),
+    pytest.param("no-fast-commit-guard", "commit", TIMEOUT,
+                 ["the commit run did not take the fast-commit path although kernel.toml enables it "
+                  "(the public sample has 5 rows < rows_below = 11): it ran predict",
+                  "the notebook printed no fast-commit decision"], [], id="no-fast-commit-guard"),
+    pytest.param("script-raises", "rerun", THREW,
+                 ["StepFailed in the script (step 'predict'): step 'predict' failed with exit code 1"],
+                 ["could not convert string to float: 'n/a'"], id="script-raises"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kernel", "scenario", "verdict", "reason_has", "detail_has"), BROKEN)
+def test_each_broken_kernel_gets_its_verdict_and_reason(tmp_path: Path, kernel: str, scenario: str, verdict: str,
+                                                        reason_has: list[str], detail_has: list[str]) -> None:
+    report = dry_run(DryRunSettings(kernel_dir=FIXTURES / kernel, data_dir=PUBLIC, scenario=scenario,  # type: ignore[arg-type]
+                                    out_dir=tmp_path / "build" / kernel))
+    (result,) = report.scenarios
+    assert not report.ok and result.scenario == scenario
+    assert result.verdict.name == verdict, result.verdict
+    for text in reason_has:
+        assert text in result.verdict.reason, result.verdict.reason
+    for text in detail_has:
+        assert text in (result.verdict.detail or ""), result.verdict.detail
+    assert result.notebook.is_file()  # the evidence survives a failure
+
+
+def test_the_fast_commit_fixture_passes_its_rerun(tmp_path: Path) -> None:
+    """The guard-less kernel is a commit problem only: its rerun is fine (the verdict above is not noise)."""
+    report = dry_run(DryRunSettings(kernel_dir=FIXTURES / "no-fast-commit-guard", data_dir=PUBLIC, scenario="rerun",
+                                    out_dir=tmp_path / "build"))
+    assert report.ok, report.scenarios[0].verdict
+
+
+def test_settings_and_missing_data_are_user_errors(tmp_path: Path) -> None:
+    with pytest.raises(DryRunError, match="unknown scenario"):
+        DryRunSettings(kernel_dir=tmp_path, scenario="nightly")  # type: ignore[arg-type]
+    with pytest.raises(DryRunError, match="at least 1"):
+        DryRunSettings(kernel_dir=tmp_path, rerun_scale=0)
+    with pytest.raises(DryRunError, match="no competition data to mount") as error:
+        dry_run(DryRunSettings(kernel_dir=FIXTURES / "writes-nan", out_dir=tmp_path / "build"))
+    assert error.value.hint == "pass --data DIR or set [competition] data in kernel.toml"
+    with pytest.raises(DryRunError, match="has no sample submission"):
+        dry_run(DryRunSettings(kernel_dir=FIXTURES / "writes-nan", data_dir=tmp_path, out_dir=tmp_path / "build"))
+
+
+# --- the command --------------------------------------------------------------------------------------
+
+
+def test_cli_maps_options_to_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: list[DryRunSettings] = []
+
+    def fake(settings: DryRunSettings) -> DryRunReport:
+        seen.append(settings)
+        return DryRunReport(kernel_name="k", kernel_id="o/k", kernel_type="notebook", out_dir=tmp_path,
+                            report_path=tmp_path / "report.json", scenarios=())
+
+    monkeypatch.setattr("builder.dryrun.dry_run", fake)
+    code = main(["dry-run", "kernels/x", "--data", "d", "--scenario", "rerun", "--rerun-scale", "4", "--hidden-rows",
+                 "1000", "--timeout", "60", "--legacy-layout", "--out", "o", "--owner", "me", "--keep-sandbox"])
+    assert code == 0
+    assert seen == [DryRunSettings(kernel_dir=Path("kernels/x"), data_dir=Path("d"), scenario="rerun", rerun_scale=4,
+                                   hidden_rows=1000, timeout_seconds=60.0, layout="legacy", out_dir=Path("o"), owner="me",
+                                   keep_sandbox=True)]
+
+
+@pytest.mark.slow
+def test_cli_exits_2_and_says_why_when_a_scenario_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["dry-run", str(FIXTURES / "wrong-column"), "--data", str(PUBLIC), "--scenario", "both",
+                 "--out", str(tmp_path / "build")])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "Submission Scoring Error" in out and "missing column(s): target; extra column(s): prediction" in out
+    assert "commit: submission.csv matches the sample submission" in out  # the fast commit is fine
+    assert "error: dry run: rerun would fail on Kaggle" in err
