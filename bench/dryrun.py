@@ -1,0 +1,114 @@
+"""Bench 4: `kkb dry-run --scenario rerun` on the reference kernel against running the same steps with `python`.
+
+Each repetition runs, side by side:
+
+* ``python -m builder dry-run KERNEL --scenario rerun`` as a separate process (what a person runs:
+  CLI start, the no-change build, the sandbox, the notebook with every step, combining, the checks,
+  the report), timed from outside;
+* the kernel's steps directly: each step's command (``python -m kkb_runtime predict --model …``) as
+  its own process, one after the other, with the variables the runtime gives a step
+  (``KKB_CODE_DIR``, ``KKB_WEIGHTS_DIR``, ``KKB_COMPETITION_DIR``, ``KKB_KERNEL_CONFIG``,
+  ``KKB_STEP_NAME``, ``KKB_STEP_OUT``, ``PYTHONPATH``, ``KAGGLE_IS_COMPETITION_RERUN``), against the
+  same built code and weights folders and the same competition folder;
+* an empty one-cell notebook in the sandbox: the kernel-start constant.
+
+On two data sets: the public test the kernel names (8 rows: the command exactly as typed) and the
+hidden test (300 rows, ``--data``), the size of a scoring rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import Row
+from bench.reference import OWNER, REPO, clean_environ, copy_reference, empty_notebook_seconds, ensure_assets
+from builder.kkb_runtime.steps import step_command
+
+DATASETS = {"public": None, "hidden": "data/competition/hidden"}
+
+
+def dry_run_cli(kernel: Path, out: Path, data: str | None) -> tuple[float, dict]:
+    argv = [sys.executable, "-m", "builder", "dry-run", str(kernel), "--scenario", "rerun", "--out", str(out),
+            "--owner", OWNER, *(["--data", str(kernel / data)] if data else [])]
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=REPO, env=clean_environ(), capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"kkb dry-run failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    scenario = json.loads((out / "dryrun" / "report.json").read_text())["scenarios"][0]
+    steps = {str(step["name"]): float(step["seconds"]) for step in scenario["steps"]}
+    return elapsed, {"notebook_s": scenario["wall_seconds"], "steps_s": steps, "rows": scenario["rows"]}
+
+
+def direct_steps(build: Path, data: Path, work: Path) -> tuple[float, dict]:
+    """The steps of ``build/code/kkb_kernel.json``, run one after the other with plain ``python``."""
+    code, weights = build / "code", build / "weights"
+    config = code / "kkb_kernel.json"
+    steps = json.loads(config.read_text())["steps"]
+    work.mkdir(parents=True, exist_ok=True)
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+    for step in steps:
+        name = str(step["name"])
+        out = work / f"{name}.csv"
+        values = {"out": str(out), "code": str(code), "weights": str(weights), "data": str(data), "python": sys.executable}
+        env = clean_environ() | {
+            "KKB_CODE_DIR": str(code), "KKB_WEIGHTS_DIR": str(weights), "KKB_COMPETITION_DIR": str(data),
+            "KKB_KERNEL_CONFIG": str(config), "KKB_STEP_NAME": name, "KKB_STEP_OUT": str(out),
+            "PYTHONPATH": str(code), "PYTHONUNBUFFERED": "1", "KAGGLE_IS_COMPETITION_RERUN": "1"}
+        step_started = time.perf_counter()
+        done = subprocess.run(step_command(str(step["run"]), values), cwd=work, env=env, capture_output=True, text=True)
+        seconds[name] = time.perf_counter() - step_started
+        if done.returncode != 0 or not out.is_file():
+            raise RuntimeError(f"step {name} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return time.perf_counter() - started, {"steps_s": seconds}
+
+
+QUICK = {"repeat": 1, "warmup": 0, "datasets": ("public",)}
+
+
+def run(repeat: int = 3, warmup: int = 1, datasets: tuple[str, ...] = ("public", "hidden")) -> list[Row]:
+    ensure_assets()
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="kkb-bench-dryrun-") as tmp:
+        root = Path(tmp)
+        kernel = copy_reference(root / "reference")
+        for name in datasets:
+            out = root / f"build-{name}"
+            data = kernel / (DATASETS[name] or "data/competition/public")
+            samples: dict[str, list[float]] = {"dry_run": [], "direct": [], "empty": [], "notebook": []}
+            info: dict[str, dict] = {}
+            for index in range(warmup + repeat):
+                if index == 0 and warmup == 0:  # the direct steps need the built folders
+                    dry_run_cli(kernel, out, DATASETS[name])
+                dry_s, info["dry_run"] = dry_run_cli(kernel, out, DATASETS[name])
+                direct_s, info["direct"] = direct_steps(out, data, root / f"direct-{name}-{index}")
+                empty_s = empty_notebook_seconds(rerun=True)
+                if index >= warmup:
+                    for key, value in (("dry_run", dry_s), ("direct", direct_s), ("empty", empty_s),
+                                       ("notebook", info["dry_run"]["notebook_s"])):
+                        samples[key].append(value)
+            dry, direct, empty = (statistics.median(samples[key]) for key in ("dry_run", "direct", "empty"))
+            overhead = dry - direct - empty
+            label = f"{name}, {info['dry_run']['rows']} rows"
+            detail = {"repeat": repeat, "data": name, "rows": info["dry_run"]["rows"], "samples": samples,
+                      "empty_notebook_s": empty, "overhead_s": dry - direct, "overhead_minus_kernel_start_s": overhead,
+                      "overhead_pct_minus_kernel_start": 100 * overhead / direct, "dry_run": info["dry_run"],
+                      "direct": info["direct"]}
+            rows.append(Row("dry-run overhead", f"rerun ({label}): kkb dry-run", dry, "s", "steps with python",
+                            direct, dry / direct, "< 1.15x + kernel start", detail))
+            rows.append(Row("dry-run overhead", f"rerun ({label}): overhead - kernel start", overhead, "s",
+                            "steps with python", direct, overhead / direct, "< 0.15x",
+                            {"repeat": repeat, "empty_notebook_s": empty}))
+            notebook = statistics.median(samples["notebook"])
+            rows.append(Row("dry-run overhead", f"rerun ({label}): notebook alone", notebook, "s", "steps with python",
+                            direct, notebook / direct, "(part of the above)",
+                            {"repeat": repeat, "outside_notebook_s": dry - notebook,
+                             "notebook_minus_steps_minus_kernel_start_s": notebook - direct - empty}))
+    return rows
