@@ -19,7 +19,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 class Row:
     benchmark: str
     measure: str
-    value: float
+    value: float | None  # None: not measured here (the target column says why)
     unit: str
     baseline: str = ""
     baseline_value: float | None = None
@@ -48,17 +48,26 @@ def machine() -> dict[str, Any]:
 
 
 def render_table(rows: list[Row]) -> str:
-    header = f"{'benchmark':22} {'measure':38} {'value':>12} {'baseline':>12} {'ratio':>8}  target"
+    width = max([38, *(len(row.measure) for row in rows)])
+    header = f"{'benchmark':22} {'measure':{width}} {'value':>12} {'baseline':>12} {'ratio':>8}  target"
     lines = [header, "-" * len(header)]
     for row in rows:
         baseline = "" if row.baseline_value is None else f"{row.baseline_value:.3f}"
-        ratio = "" if row.ratio is None else f"{row.ratio:.2f}x"
-        lines.append(f"{row.benchmark:22} {row.measure:38} {row.value:>10.3f}{row.unit:>2} {baseline:>12} {ratio:>8}  {row.target}")
+        value = "-" if row.value is None else f"{row.value:.3f}"
+        lines.append(f"{row.benchmark:22} {row.measure:{width}} {value:>10}{row.unit:>2} {baseline:>12} {_ratio(row.ratio):>8}  {row.target}")
     return "\n".join(lines)
 
 
-def write_json(rows: list[Row], name: str = "bench.json") -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / name
+def _ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return ""
+    return f"{ratio:.2f}x" if ratio == 0 or ratio >= 0.01 else f"{ratio:.0e}x"  # 6e-05x, not 0.00x
+
+
+def write_json(rows: list[Row], path: Path | str = "bench.json") -> Path:
+    """Write ``rows`` to ``path`` (a bare name goes into bench/results/)."""
+    path = Path(path)
+    path = path if path.parent != Path(".") else RESULTS / path
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"machine": machine(), "rows": [asdict(row) for row in rows]}, indent=1))
     return path

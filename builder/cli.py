@@ -48,7 +48,7 @@ def version() -> None:
 def build(
     kernel_dir: Path = typer.Argument(..., help="The kernel project folder (holds kernel.toml)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (default: build/<name>)."),
-    owner: Optional[str] = typer.Option(None, "--owner", help="Kaggle username (default: [kernel] owner, then credentials)."),
+    owner: Optional[str] = typer.Option(None, "--owner", help="Kaggle username (default: \\[kernel] owner, then credentials)."),
 ) -> None:
     """Build the code and weights datasets and the rendered notebook, offline."""
     from builder.build import BuildSettings, build_kernel

@@ -272,7 +272,10 @@ def _push_built(ctx: _Context, build: Any) -> PushResult:
             weights = _sync_dataset(ctx, "weights", Path(build.weights_dir), build.weights_dataset, build.weights_hash,
                                     notes)
         code = _sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash, notes)
-    kernel_hash = _kernel_hash(Path(build.kernel_dir), code.content_hash, weights.content_hash if weights else "")
+        wheels = _sync_wheelhouse(ctx, build, notes)
+    # A new dataset version reaches the kernel only through a new kernel version: every hash counts.
+    kernel_hash = _kernel_hash(Path(build.kernel_dir), code.content_hash,
+                               (weights.content_hash if weights else "") + (wheels or ""))
     version, url, action = _sync_kernel(ctx, build, kernel_hash)
     uploaded = ctx.adapter.uploaded_bytes - start_bytes
     ctx.history.append(
@@ -300,6 +303,22 @@ def _push_built(ctx: _Context, build: Any) -> PushResult:
         uploaded_bytes=uploaded,
         out_dir=Path(build.out_dir),
     )
+
+
+def _sync_wheelhouse(ctx: _Context, build: Any, notes: str) -> str | None:
+    """Upload the wheelhouse dataset when it changed, or (re)push the helper kernel that builds it on Kaggle."""
+    from builder.wheels import WheelsSettings, build_wheels, wheelhouse_source, wheelhouse_to_push
+
+    kernel_dir = Path(ctx.settings.kernel_dir)
+    source = wheelhouse_source(build.spec, build.owner)
+    if source is None:
+        return None
+    if source.kind == "kernel":
+        result = build_wheels(WheelsSettings(kernel_dir=kernel_dir, out_dir=Path(build.out_dir), owner=build.owner,
+                                             on_kaggle=True, adapter=ctx.adapter, progress=ctx.settings.progress))
+        return result.key
+    ref, folder, content_hash = wheelhouse_to_push(build.spec, kernel_dir, build.owner, Path(build.out_dir))
+    return _sync_dataset(ctx, "wheels", folder, ref, content_hash, notes).content_hash
 
 
 # -- datasets ---------------------------------------------------------------------------------

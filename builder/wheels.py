@@ -386,6 +386,27 @@ class _Selection:
     replaces: list[str] = field(default_factory=list)
 
 
+def wheelhouse_to_push(spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: Path) -> tuple[str, Path, str] | None:
+    """The local wheelhouse dataset ``kkb push`` must upload: (ref, folder, content hash), or None.
+
+    Push never resolves or downloads (that needs the index options ``kkb wheels`` was given); it
+    refuses a missing or stale wheelhouse instead of pushing a kernel whose install cell would fail.
+    """
+    source = wheelhouse_source(spec, owner)
+    if source is None or source.kind != "dataset":
+        return None
+    key = resolution_key(kernel_requirements(spec, kernel_dir), WheelTarget.of(spec), spec.install.exclude)
+    folder = Path(out_dir) / WHEELS_DIR
+    cache = HashCache(Path(out_dir) / HASH_CACHE)
+    manifest = _unchanged(folder, source.ref, key, cache)
+    if manifest is None:
+        state = "is out of date" if (folder / MANIFEST_FILE).is_file() else "has not been built"
+        raise WheelhouseError(f"{Path(kernel_dir) / SPEC_FILE}: [install] needs the wheelhouse dataset {source.ref}, "
+                              f"which {state} in {folder}",
+                              hint=f"run `kkb wheels {kernel_dir}` first; push then uploads it with the kernel")
+    return source.ref, folder, manifest.content_hash
+
+
 def _build_here(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, out_dir: Path, ref: str) -> WheelsResult:
     requirements = kernel_requirements(spec, kernel_dir)
     target = WheelTarget.of(spec)

@@ -1,0 +1,134 @@
+"""Bench 5: images/s of the runtime's batch predict against a plain per-image loop (and, on CUDA, the ceiling).
+
+The reference kernel is built once (its normalised checkpoints and model cards, ``kkb_kernel.json``);
+the images are its hidden test (300 PNGs, 48x48), cycled to ``images``. For each model card, with TTA
+off, each repetition runs side by side:
+
+* the runtime's batch predict: ``kkb_runtime.predict.run_model`` (the card's DataLoader: batch size
+  and workers; on CUDA also AMP fp16 and channels_last, which the runtime enables only there), model
+  loading included;
+* a plain per-image loop over the same model and images: load the model the same way, then for each
+  image read it, apply the same albumentations pipeline, forward a batch of one, softmax;
+* on CUDA only, the ceiling: the model's forward alone on synthetic tensors already on the device
+  (same AMP and memory format as the runtime, batches of the card's size), no data loading at all.
+
+Images/s is images / wall seconds of the whole call, so the model load (the same for both) is inside.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.common import Row
+from bench.reference import OWNER, copy_reference, ensure_assets
+from builder.build import BuildSettings, build_kernel
+
+
+def _seconds(action: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def per_image_loop(card: dict, weights: Path, paths: list[Path], target: Any) -> Any:
+    """What one writes without a runtime: one image at a time through the same model and pipeline."""
+    import numpy as np
+    import torch
+
+    from builder.kkb_runtime import models, transforms
+    from builder.kkb_runtime.predict import read_image
+
+    model = models.load_model(card, weights).to(target)
+    pipeline = transforms.inference_pipeline(card)
+    outputs = []
+    with torch.inference_mode():
+        for path in paths:
+            image = pipeline(image=read_image(path, int(card.get("in_chans", 3))))["image"]
+            tensor = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1), dtype=np.float32))[None].to(target)
+            outputs.append(torch.softmax(model(tensor).float(), dim=1).cpu().numpy())
+    return np.concatenate(outputs)
+
+
+def forward_ceiling(card: dict, weights: Path, target: Any, batches: int) -> tuple[int, float]:
+    """CUDA only: the forward pass alone on synthetic on-device batches (AMP fp16, channels_last as the runtime)."""
+    import torch
+
+    from builder.kkb_runtime import models
+    from builder.kkb_runtime.predict import has_convolutions
+
+    model = models.load_model(card, weights)
+    channels_last = has_convolutions(model)
+    model = model.to(target, memory_format=torch.channels_last) if channels_last else model.to(target)
+    height, width = card["input_size"]
+    batch = torch.randn(int(card.get("batch_size", 32)), int(card.get("in_chans", 3)), int(height), int(width),
+                        device=target)
+    if channels_last:
+        batch = batch.contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode(), torch.autocast(device_type="cuda", dtype=torch.float16):
+        for _ in range(5):
+            model(batch)
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(batches):
+            model(batch)
+        torch.cuda.synchronize()
+    return batch.shape[0] * batches, time.perf_counter() - started
+
+
+QUICK = {"images": 128, "repeat": 1, "warmup": 0, "models": ("effnet",)}
+
+
+def run(images: int = 1200, repeat: int = 3, warmup: int = 1, models: tuple[str, ...] = ("effnet", "resnet")) -> list[Row]:
+    import torch
+
+    from builder.kkb_runtime import device as devices
+    from builder.kkb_runtime.config import load_config
+    from builder.kkb_runtime.predict import Job, run_model
+
+    ensure_assets()
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="kkb-bench-inference-") as tmp:
+        kernel = copy_reference(Path(tmp) / "reference")
+        build = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=Path(tmp) / "build", owner=OWNER))
+        sys.path.insert(0, str(build.code_dir))  # the card's custom transforms (refkernel.*), as in the kernel
+        try:
+            config = load_config(build.code_dir)
+            test = sorted((kernel / "data" / "competition" / "hidden" / "test").glob("*.png"))
+            paths = [test[index % len(test)] for index in range(images)]
+            choice = devices.choose_device({})
+            target = devices.torch_device(choice)
+            for name in models:
+                card = dict(config.model(name)) | {"tta": []}  # TTA off: one view, as the per-image loop
+                job = Job(card, [p.stem for p in paths], paths, "id", list(config.submission["target_columns"]),
+                          build.weights_dir, Path(tmp) / f"{name}.csv")
+                batch_s, loop_s = [], []
+                for _ in range(warmup + repeat):  # interleaved, so drift hits both alike
+                    batch_s.append(_seconds(lambda: run_model(job, choice)))
+                    loop_s.append(_seconds(lambda: per_image_loop(card, build.weights_dir, paths, target)))
+                batch, loop = statistics.median(batch_s[warmup:]), statistics.median(loop_s[warmup:])
+                detail = {"images": images, "repeat": repeat, "device": choice.kind, "arch": card["arch"],
+                          "batch_size": card.get("batch_size"), "num_workers": card.get("num_workers"),
+                          "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+                          "amp_channels_last": choice.kind == "cuda",
+                          "batch_s": batch_s[warmup:], "loop_s": loop_s[warmup:]}
+                rows.append(Row("inference", f"{name} ({choice.kind}): batch predict", images / batch, "/s",
+                                "per-image loop", images / loop, loop / batch, "> 1x", detail))
+                if choice.kind == "cuda":
+                    done, seconds = forward_ceiling(card, build.weights_dir, target, batches=max(20, images // 64))
+                    ceiling = done / seconds
+                    rows.append(Row("inference", f"{name} (cuda): batch predict vs ceiling", images / batch, "/s",
+                                    "forward only, on device", ceiling, (images / batch) / ceiling, "close to 1x",
+                                    {"images": done, "seconds": seconds, "gpu": torch.cuda.get_device_name(0)}))
+                else:
+                    rows.append(Row("inference", f"{name}: vs forward ceiling (CUDA)", None, "/s", "", None, None,
+                                    f"skipped: no CUDA here ({choice.reason})", {"device": choice.kind}))
+        finally:
+            sys.path.remove(str(build.code_dir))
+    return rows

@@ -1,0 +1,52 @@
+"""kkb push uploads the wheelhouse dataset with the kernel, only when it changed, and refuses a stale one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from builder.errors import RemoteError, WheelhouseError
+from builder.local_kaggle import LocalKaggle
+from builder.push import PushSettings, push
+from builder.wheels import WheelsSettings, build_wheels
+from tests.test_push_e2e import FAST, _adapter, _serve
+from tests.test_wheels import HERE, _hermetic_pip, index, index_args, kernel_with  # noqa: F401  (fixtures)
+
+WHEELHOUSE_ID = "kkb-demo/kkb-minimal-inference-wheels"
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
+    from tests.test_push_e2e import _InstantRuns
+
+    yield from _serve(tmp_path, monkeypatch, _InstantRuns())
+
+
+def _push(kernel: Path, server: LocalKaggle):
+    return push(PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=_adapter(server), waits=FAST))
+
+
+@pytest.mark.slow
+def test_push_uploads_the_wheelhouse_once_and_refuses_a_stale_one(tmp_path: Path, index: Path, server: LocalKaggle) -> None:
+    kernel = kernel_with(tmp_path, f'[install]\nrequirements = ["beta"]\npython_version = "{HERE}"\n')
+    with pytest.raises(WheelhouseError, match=r"needs the wheelhouse dataset kkb-demo/kkb-minimal-inference-wheels, "
+                                              r"which has not been built"):
+        _push(kernel, server)
+    with pytest.raises(RemoteError, match="not found"):  # refused before anything was uploaded
+        _adapter(server).dataset_version(WHEELHOUSE_ID)
+
+    build_wheels(WheelsSettings(kernel_dir=kernel, out_dir=tmp_path / "build", index_args=index_args(index), check=False))
+    first = _push(kernel, server)
+    assert _adapter(server).dataset_version(WHEELHOUSE_ID) == 1
+    again = _push(kernel, server)
+    assert again.uploaded_bytes == 0 and again.kernel_action == "unchanged"
+
+    spec = (kernel / "kernel.toml").read_text().replace('requirements = ["beta"]', 'requirements = ["beta", "gamma"]')
+    (kernel / "kernel.toml").write_text(spec)
+    with pytest.raises(WheelhouseError, match=r"which is out of date in .*wheels"):
+        _push(kernel, server)
+    build_wheels(WheelsSettings(kernel_dir=kernel, out_dir=tmp_path / "build", index_args=index_args(index), check=False))
+    third = _push(kernel, server)
+    assert _adapter(server).dataset_version(WHEELHOUSE_ID) == 2 and third.kernel_version == first.kernel_version + 1
