@@ -133,10 +133,21 @@ class DryRunReport:
                 "ok": self.ok, "scenarios": [scenario.to_json() for scenario in self.scenarios]}
 
 
+# Nothing leaves the machine in a dry run, so the owner in the dataset ids only has to be consistent.
+LOCAL_OWNER = "kkb-local"
+
+
+def _owner(settings: DryRunSettings) -> str:
+    from builder.credentials import kaggle_username
+    from builder.spec import load_spec
+
+    return settings.owner or load_spec(Path(settings.kernel_dir)).kernel.owner or kaggle_username() or LOCAL_OWNER
+
+
 def dry_run(settings: DryRunSettings) -> DryRunReport:
     """Build the kernel, run each scenario in its own sandbox, judge it, and write the report."""
     kernel_dir = Path(settings.kernel_dir)
-    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=settings.owner))
+    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=_owner(settings)))
     data = competition_data(settings, build.spec)
     dry_run_check(kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline (issue 7)
     out = build.out_dir / "dryrun"
