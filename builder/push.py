@@ -306,18 +306,15 @@ def _push_built(ctx: _Context, build: Any) -> PushResult:
 
 
 def _sync_wheelhouse(ctx: _Context, build: Any, notes: str) -> str | None:
-    """Upload the wheelhouse dataset when it changed, or (re)push the helper kernel that builds it on Kaggle."""
-    from builder.wheels import WheelsSettings, build_wheels, wheelhouse_source, wheelhouse_to_push
+    """Upload the wheelhouse dataset when it changed; a helper kernel's output is attached as it is."""
+    from builder.wheels import wheelhouse_source, wheelhouse_to_push
 
-    kernel_dir = Path(ctx.settings.kernel_dir)
-    source = wheelhouse_source(build.spec, build.owner)
-    if source is None:
+    found = wheelhouse_to_push(build.spec, Path(ctx.settings.kernel_dir), build.owner, Path(build.out_dir))
+    if found is None:
         return None
-    if source.kind == "kernel":
-        result = build_wheels(WheelsSettings(kernel_dir=kernel_dir, out_dir=Path(build.out_dir), owner=build.owner,
-                                             on_kaggle=True, adapter=ctx.adapter, progress=ctx.settings.progress))
-        return result.key
-    ref, folder, content_hash = wheelhouse_to_push(build.spec, kernel_dir, build.owner, Path(build.out_dir))
+    ref, folder, content_hash = found
+    if wheelhouse_source(build.spec, build.owner).kind == "kernel":
+        return content_hash
     return _sync_dataset(ctx, "wheels", folder, ref, content_hash, notes).content_hash
 
 

@@ -387,14 +387,18 @@ class _Selection:
 
 
 def wheelhouse_to_push(spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: Path) -> tuple[str, Path, str] | None:
-    """The local wheelhouse dataset ``kkb push`` must upload: (ref, folder, content hash), or None.
+    """What ``kkb push`` attaches: the local wheelhouse dataset (ref, folder, content hash), or the
+    helper kernel (ref, folder, key@version) with ``[install] on_kaggle``; None without requirements.
 
-    Push never resolves or downloads (that needs the index options ``kkb wheels`` was given); it
-    refuses a missing or stale wheelhouse instead of pushing a kernel whose install cell would fail.
+    Push never resolves, downloads or runs the helper (that needs the index options ``kkb wheels``
+    was given); it refuses a missing or stale wheelhouse instead of pushing a kernel whose install
+    cell would fail.
     """
     source = wheelhouse_source(spec, owner)
-    if source is None or source.kind != "dataset":
+    if source is None:
         return None
+    if source.kind == "kernel":
+        return _helper_to_attach(kernel_dir, Path(out_dir), source.ref)
     key = resolution_key(kernel_requirements(spec, kernel_dir), WheelTarget.of(spec), spec.install.exclude)
     folder = Path(out_dir) / WHEELS_DIR
     cache = HashCache(Path(out_dir) / HASH_CACHE)
@@ -405,6 +409,16 @@ def wheelhouse_to_push(spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: 
                               f"which {state} in {folder}",
                               hint=f"run `kkb wheels {kernel_dir}` first; push then uploads it with the kernel")
     return source.ref, folder, manifest.content_hash
+
+
+def _helper_to_attach(kernel_dir: Path, out_dir: Path, ref: str) -> tuple[str, Path, str]:
+    """The helper kernel whose output the inference kernel attaches: it must have run to completion."""
+    record = _read_json(out_dir / HELPER_DIR / HELPER_RECORD)
+    if record.get("kernel") != ref or record.get("status") != "complete":
+        state = f"its last run is {record['status']}" if record.get("status") else "it has not been pushed from here"
+        raise WheelhouseError(f"{Path(kernel_dir) / SPEC_FILE}: [install] on_kaggle attaches the output of {ref}, but {state}",
+                              hint=f"run `kkb wheels {kernel_dir} --on-kaggle` (it waits for the helper's run) before kkb push")
+    return ref, out_dir / HELPER_DIR, f"{record['key']}@v{record['version']}"
 
 
 def _build_here(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, out_dir: Path, ref: str) -> WheelsResult:

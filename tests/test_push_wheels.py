@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import pytest
 from builder.errors import RemoteError, WheelhouseError
 from builder.local_kaggle import LocalKaggle
 from builder.push import PushSettings, push
-from builder.wheels import WheelsSettings, build_wheels
+from builder.spec import load_spec
+from builder.wheels import (HELPER_DIR, HELPER_RECORD, WheelsSettings, build_wheels, wheelhouse_source,
+                            wheelhouse_to_push)
 from tests.test_push_e2e import FAST, _adapter, _serve
 from tests.test_wheels import HERE, _hermetic_pip, index, index_args, kernel_with  # noqa: F401  (fixtures)
 
@@ -50,3 +53,18 @@ def test_push_uploads_the_wheelhouse_once_and_refuses_a_stale_one(tmp_path: Path
     build_wheels(WheelsSettings(kernel_dir=kernel, out_dir=tmp_path / "build", index_args=index_args(index), check=False))
     third = _push(kernel, server)
     assert _adapter(server).dataset_version(WHEELHOUSE_ID) == 2 and third.kernel_version == first.kernel_version + 1
+
+
+def test_push_refuses_an_on_kaggle_wheelhouse_whose_helper_has_not_run(tmp_path: Path) -> None:
+    kernel = kernel_with(tmp_path, '[install]\nrequirements = ["beta"]\non_kaggle = true\n')
+    spec, out = load_spec(kernel), tmp_path / "build"
+    ref = wheelhouse_source(spec, "kkb-demo").ref
+    with pytest.raises(WheelhouseError, match=f"attaches the output of {ref}, but it has not been pushed from here"):
+        wheelhouse_to_push(spec, kernel, "kkb-demo", out)
+    record = out / HELPER_DIR / HELPER_RECORD
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"kernel": ref, "key": "sha256:k", "version": 3, "status": "error"}))
+    with pytest.raises(WheelhouseError, match=r"but its last run is error"):
+        wheelhouse_to_push(spec, kernel, "kkb-demo", out)
+    record.write_text(json.dumps({"kernel": ref, "key": "sha256:k", "version": 3, "status": "complete"}))
+    assert wheelhouse_to_push(spec, kernel, "kkb-demo", out) == (ref, out / HELPER_DIR, "sha256:k@v3")

@@ -7,7 +7,6 @@ imported inside the functions that need them, so the fast-commit path stays fast
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from . import commit, install, submission
+from . import commit, install, submission  # noqa: F401  (install: the notebook calls kkb.install)
 from .config import KernelConfig, load_config
-from .inputs import Inputs, InputNotFound, input_tree, kaggle_root, resolve_inputs
+from .inputs import Inputs, InputNotFound, resolve_inputs
 from .steps import StepFailed, StepResult, record_steps, run_step
 from .submission import SubmissionError
 

@@ -9,7 +9,6 @@ dataset is a 404.
 
 from __future__ import annotations
 
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from builder.local_kaggle.blobs import Blob, Blobs
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import UploadRejected, materialize, storage_url, tree, zip_tree
 from builder.local_kaggle.settings import ServerSettings
-from builder.local_kaggle.store import Store
+from builder.local_kaggle.store import SLUG, OwnedRecords, Store
 from builder.local_kaggle.wire import ApiError, Call, Handler, Json, Redirect, compact, iso, not_found, now, paginate
 
 SERVICE = "datasets.DatasetApiService"
@@ -31,7 +30,6 @@ LICENSES = frozenset({
     "CDLA-Sharing-1.0", "CC-BY-ND-4.0", "CC-BY-NC-ND-4.0", "ODC-BY-1.0", "LGPL-3.0", "AGPL-3.0",
     "FDL-1.3", "EU-ODP-Legal-Notice", "apache-2.0", "GPL-3.0",
 })
-_SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 READY, PROCESSING, DELETED = "READY", "BLOBS_RECEIVED", "DELETED"
 
 
@@ -48,6 +46,7 @@ class MountedDataset:
 class Datasets:
     def __init__(self, store: Store, blobs: Blobs, faults: Faults, settings: ServerSettings) -> None:
         self._store = store
+        self._records = OwnedRecords(store, "datasets", "dataset.json")
         self._blobs = blobs
         self._faults = faults
         self._settings = settings
@@ -78,7 +77,7 @@ class Datasets:
         if problem:
             return _failed(problem)
         with self._store.lock:
-            if self._load(owner, slug) is not None:
+            if self._records.load(owner, slug) is not None:
                 return _failed(f'The requested slug "{slug}" is already in use by a dataset. Please choose another slug.')
             record = {
                 "id": self._store.next_id("dataset"), "owner": owner, "slug": slug, "title": title,
@@ -89,7 +88,7 @@ class Datasets:
             try:
                 self._add_version(record, user, call.body, notes="Initial release")
             except UploadRejected as exc:
-                shutil.rmtree(self._dir(owner, slug), ignore_errors=True)
+                shutil.rmtree(self._records.dir(owner, slug), ignore_errors=True)
                 return _failed(str(exc))
         return self._created(record, call.base_url)
 
@@ -101,7 +100,7 @@ class Datasets:
     def create_dataset_version_by_id(self, call: Call) -> Json:
         user = call.require_user()
         wanted = call.integer("id")
-        record = next((r for r in self._all() if r["id"] == wanted), None)
+        record = next((r for r in self._live_records() if r["id"] == wanted), None)
         if record is None or not self._can_read(record, user):
             raise not_found(f"Dataset with id {wanted} not found")
         return self._new_version(record, user, call)
@@ -111,7 +110,7 @@ class Datasets:
             return _failed("You do not have permission to create a new version of this dataset")
         body = call.body.get("body") or {}
         with self._store.lock:
-            record = self._load(record["owner"], record["slug"]) or record
+            record = self._records.load(record["owner"], record["slug"]) or record
             for key in ("subtitle", "description"):
                 if body.get(key):
                     record[key] = body[key]
@@ -131,7 +130,7 @@ class Datasets:
         if not uploads:
             raise UploadRejected("A dataset version needs at least one file")
         number = 1 + max((v["number"] for v in record["versions"]), default=0)
-        folder = self._dir(record["owner"], record["slug"]) / "versions" / str(number)
+        folder = self._records.dir(record["owner"], record["slug"]) / "versions" / str(number)
         staging = folder.with_name(f".{number}.staging")
         shutil.rmtree(staging, ignore_errors=True)
         try:
@@ -149,7 +148,7 @@ class Datasets:
             "pollsNeeded": self._settings.dataset_ready_polls + self._faults.take_dataset_stall(ref),
             "polls": 0, "status": PROCESSING,
         })
-        self._save(record)
+        self._records.save(record)
 
     def _uploads(self, user: str, body: Json) -> list[tuple[str, Blob]]:
         def blob(entry: Any) -> Blob:
@@ -177,9 +176,9 @@ class Datasets:
         for version in record["versions"]:
             if version["number"] != latest and version["status"] != DELETED:
                 version["status"] = DELETED
-                shutil.rmtree(self._dir(record["owner"], record["slug"]) / "versions" / str(version["number"]),
+                shutil.rmtree(self._records.dir(record["owner"], record["slug"]) / "versions" / str(version["number"]),
                               ignore_errors=True)
-        self._save(record)
+        self._records.save(record)
 
     def _created(self, record: Json, base_url: str) -> Json:
         ref = f"{record['owner']}/{record['slug']}"
@@ -201,7 +200,7 @@ class Datasets:
         group = call.text("group")
         owner = call.text("user")
         search = call.text("search").lower()
-        rows = [r for r in self._all() if self._can_read(r, call.user)]
+        rows = [r for r in self._live_records() if self._can_read(r, call.user)]
         if group.endswith("_MY"):
             rows = [r for r in rows if r["owner"] == call.user]
         if owner:
@@ -256,7 +255,7 @@ class Datasets:
         if record["owner"] != user:
             return {"error": "You do not have permission to delete this dataset"}
         with self._store.lock:
-            shutil.rmtree(self._dir(record["owner"], record["slug"]), ignore_errors=True)
+            shutil.rmtree(self._records.dir(record["owner"], record["slug"]), ignore_errors=True)
         return {}
 
     # -- for kernel runs ---------------------------------------------------------------------
@@ -270,7 +269,7 @@ class Datasets:
         parts = source.strip("/").split("/")
         if len(parts) not in (2, 3):
             return None
-        record = self._load(parts[0], parts[1])
+        record = self._records.load(parts[0], parts[1])
         if record is None or not self._can_read(record, user):
             return None
         if len(parts) == 3:
@@ -287,30 +286,17 @@ class Datasets:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _dir(self, owner: str, slug: str) -> Path:
-        return self._store.path("datasets", owner, slug)
+    def _live_records(self) -> list[Json]:
+        return [r for r in self._records.all() if _live(r)]
 
     def _files_dir(self, record: Json, version: Json) -> Path:
-        return self._dir(record["owner"], record["slug"]) / "versions" / str(version["number"]) / "files"
-
-    def _load(self, owner: str, slug: str) -> Json | None:
-        if not _SLUG.match(owner or "") or not _SLUG.match(slug or ""):
-            return None
-        return self._store.read(self._dir(owner, slug) / "dataset.json")
-
-    def _save(self, record: Json) -> None:
-        self._store.write(self._dir(record["owner"], record["slug"]) / "dataset.json", record)
-
-    def _all(self) -> list[Json]:
-        root = self._store.path("datasets")
-        records = [self._store.read(p) for p in sorted(root.glob("*/*/dataset.json"))] if root.exists() else []
-        return [r for r in records if r and _live(r)]
+        return self._records.dir(record["owner"], record["slug"]) / "versions" / str(version["number"]) / "files"
 
     def _can_read(self, record: Json, user: str | None) -> bool:
         return not record["isPrivate"] or record["owner"] == user
 
     def _visible(self, owner: str, slug: str, user: str | None) -> Json:
-        record = self._load(owner, slug)
+        record = self._records.load(owner, slug)
         if record is None or not _live(record) or not self._can_read(record, user):
             raise not_found(f"Dataset {owner}/{slug} not found")
         return record
@@ -324,16 +310,16 @@ class Datasets:
         if version["status"] in (READY, DELETED):
             return version["status"] == READY
         with self._store.lock:
-            fresh = self._load(record["owner"], record["slug"]) or record
+            fresh = self._records.load(record["owner"], record["slug"]) or record
             stored = next((v for v in fresh["versions"] if v["number"] == version["number"]), version)
             ready = stored["status"] == READY or (
                 now() >= stored["readyAt"] and stored["polls"] >= stored["pollsNeeded"])
             if ready and stored["status"] != READY:
                 stored["status"] = READY
-                self._save(fresh)
+                self._records.save(fresh)
             elif not ready and count_poll:
                 stored["polls"] += 1
-                self._save(fresh)
+                self._records.save(fresh)
             version.update(stored)
         return ready
 
@@ -387,7 +373,7 @@ def _check_new(owner: str, user: str, slug: str, title: str, license_name: str) 
     """What Kaggle refuses in a new dataset's metadata (the client checks some of it too)."""
     if owner != user:
         return f"You do not have permission to create datasets for {owner!r}"
-    if not slug or not _SLUG.match(slug):
+    if not slug or not SLUG.match(slug):
         return f"Invalid slug {slug!r}: use lower-case letters, digits and '-'"
     if not 6 <= len(slug) <= 50:
         return "The dataset slug must be between 6 and 50 characters"

@@ -13,7 +13,6 @@ What Kaggle does and this copies:
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import uuid
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import remove_tree, storage_url, tree
 from builder.local_kaggle.runner import KernelRunner, MountSpec, RunRequest, RunResult
 from builder.local_kaggle.settings import ServerSettings
-from builder.local_kaggle.store import Store
+from builder.local_kaggle.store import OwnedRecords, Store
 from builder.local_kaggle.wire import (
     Call, Handler, Json, compact, forbidden, iso, not_found, now, paginate, version_number,
 )
@@ -37,7 +36,6 @@ from builder.local_kaggle.worker import JobQueue
 
 SERVICE = "kernels.KernelsApiService"
 QUEUED, RUNNING, COMPLETE, ERROR, NEW_SCRIPT = "QUEUED", "RUNNING", "COMPLETE", "ERROR", "NEW_SCRIPT"
-_SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 _SOURCE_SUFFIX = {"notebook": ".ipynb", "python": ".py", "r": ".r", "rmarkdown": ".rmd"}
 
 
@@ -65,6 +63,7 @@ class Kernels:
     def __init__(self, store: Store, datasets: Datasets, faults: Faults, settings: ServerSettings,
                  runner: KernelRunner, jobs: JobQueue) -> None:
         self._store = store
+        self._records = OwnedRecords(store, "kernels", "kernel.json")
         self._datasets = datasets
         self._faults = faults
         self._settings = settings
@@ -97,14 +96,14 @@ class Kernels:
             number = int(record.get("latestVersion", 0)) + 1
             quick = call.text("kernelExecutionType").upper() == "QUICK_SAVE"
             meta = self._version_meta(call, record, number, sources, quick)
-            folder = self._dir(record["owner"], record["slug"]) / "versions" / str(number)
+            folder = self._records.dir(record["owner"], record["slug"]) / "versions" / str(number)
             folder.mkdir(parents=True, exist_ok=True)
             (folder / meta["sourceFile"]).write_text(call.text("text"), encoding="utf-8")
             self._store.write(folder / "version.json", meta)
             self._store.write(folder / "session.json", {"status": NEW_SCRIPT if quick else QUEUED, "queued": now()})
             record.update({k: meta[k] for k in _KERNEL_FIELDS})
             record["latestVersion"] = number
-            self._save(record)
+            self._records.save(record)
         if not quick:
             self._jobs.put(("commit", record["owner"], record["slug"], str(number)))
         ref = f"{record['owner']}/{record['slug']}"
@@ -114,7 +113,7 @@ class Kernels:
     def _target(self, call: Call, user: str) -> Json:
         """The kernel this push versions, created when new (its slug comes from its title)."""
         if call.integer("id") is not None:
-            record = next((r for r in self._all() if r["id"] == call.integer("id")), None)
+            record = next((r for r in self._records.all() if r["id"] == call.integer("id")), None)
             if record is None or record["owner"] != user:
                 raise _PushRefused("Notebook not found")
             return self._retitle(record, call)
@@ -122,7 +121,7 @@ class Kernels:
         owner = owner or user
         if owner != user:
             raise _PushRefused("Notebook not found")
-        existing = self._load(owner, requested)
+        existing = self._records.load(owner, requested)
         if existing is not None:
             return self._retitle(existing, call)
         title = call.text("newTitle") or requested
@@ -132,7 +131,7 @@ class Kernels:
         if len(title) > 50:
             raise _PushRefused("The title must be at most 50 characters")
         _check_code(call)
-        existing = self._load(owner, slug)
+        existing = self._records.load(owner, slug)
         if existing is not None:  # the title names a kernel that exists: Kaggle versions that one
             return self._retitle(existing, call)
         return {"id": self._store.next_id("kernel"), "owner": owner, "slug": slug, "title": title,
@@ -173,13 +172,13 @@ class Kernels:
         parts = source.strip("/").split("/")
         if len(parts) not in (2, 3):
             return None
-        record = self._load(parts[0], parts[1])
+        record = self._records.load(parts[0], parts[1])
         if record is None or not self._can_read(record, user):
             return None
         numbers = [int(parts[2].lstrip("v"))] if len(parts) == 3 and parts[2].lstrip("v").isdigit() else \
             list(range(int(record.get("latestVersion", 0)), 0, -1))
         for number in numbers:
-            session = self._store.read(self._dir(record["owner"], record["slug"]) / "versions" / str(number) / "session.json")
+            session = self._store.read(self._records.dir(record["owner"], record["slug"]) / "versions" / str(number) / "session.json")
             if session and session.get("status") == COMPLETE:
                 return {"ref": source, "owner": record["owner"], "slug": record["slug"], "version": number}
         return None
@@ -222,14 +221,14 @@ class Kernels:
     def get_kernel(self, call: Call) -> Json:
         version = self.version(call.text("userName"), call.text("kernelSlug"),
                                version_number(call.body.get("versionLabel")), call.user)
-        record = self._load(version.owner, version.slug) or {}
+        record = self._records.load(version.owner, version.slug) or {}
         source = (version.folder / version.meta["sourceFile"]).read_text(encoding="utf-8")
         return {"metadata": self._api_metadata(record, version.meta),
                 "blob": {"source": source, "language": version.meta["language"],
                          "kernelType": version.meta["kernelType"], "slug": version.slug}}
 
     def list_kernels(self, call: Call) -> Json:
-        rows = [r for r in self._all() if self._can_read(r, call.user)]
+        rows = [r for r in self._records.all() if self._can_read(r, call.user)]
         for key, test in (("user", lambda r, v: r["owner"] == v),
                           ("competition", lambda r, v: v in r.get("competitionSources", [])),
                           ("dataset", lambda r, v: v in r.get("datasetSources", [])),
@@ -246,16 +245,16 @@ class Kernels:
         if version.owner != user:
             return {"errorMessage": "You do not have permission to delete this notebook"}
         with self._store.lock:
-            shutil.rmtree(self._dir(version.owner, version.slug), ignore_errors=True)
+            shutil.rmtree(self._records.dir(version.owner, version.slug), ignore_errors=True)
         return {}
 
     def version(self, owner: str, slug: str, number: int | None, user: str | None) -> KernelVersion:
         """A visible kernel's version (the latest when ``number`` is None); Kaggle's 403 when not visible."""
-        record = self._load(owner, slug)
+        record = self._records.load(owner, slug)
         if record is None or not self._can_read(record, user):
             raise forbidden("Permission 'kernels.get' was denied")
         number = number or int(record.get("latestVersion", 0))
-        folder = self._dir(owner, slug) / "versions" / str(number)
+        folder = self._records.dir(owner, slug) / "versions" / str(number)
         meta = self._store.read(folder / "version.json")
         if meta is None:
             raise not_found(f"Version {number} of {owner}/{slug} not found")
@@ -275,7 +274,7 @@ class Kernels:
                 self._jobs.put(("commit", owner, slug, folder.name))
 
     def execute_commit(self, owner: str, slug: str, number: str) -> None:
-        folder = self._dir(owner, slug) / "versions" / number
+        folder = self._records.dir(owner, slug) / "versions" / number
         meta = self._store.read(folder / "version.json")
         if meta is None or self._store.read(folder / "session.json", {}).get("status") not in (QUEUED, RUNNING):
             return
@@ -319,7 +318,7 @@ class Kernels:
             if source is not None:
                 mounts.append(MountSpec(Path(source), f"competitions/{slug}"))
         for pinned in meta["mounts"]["kernels"]:
-            output = self._dir(pinned["owner"], pinned["slug"]) / "versions" / str(pinned["version"]) / "output"
+            output = self._records.dir(pinned["owner"], pinned["slug"]) / "versions" / str(pinned["version"]) / "output"
             mounts.append(MountSpec(output, f"notebooks/{pinned['owner']}/{pinned['slug']}"))
         return tuple(mounts)
 
@@ -361,21 +360,6 @@ class Kernels:
             self._store.write(folder / "session.json", {k: v for k, v in session.items() if v is not None})
 
     # -- internals ---------------------------------------------------------------------------
-
-    def _dir(self, owner: str, slug: str) -> Path:
-        return self._store.path("kernels", owner, slug)
-
-    def _load(self, owner: str, slug: str) -> Json | None:
-        if not _SLUG.match(owner or "") or not _SLUG.match(slug or ""):
-            return None
-        return self._store.read(self._dir(owner, slug) / "kernel.json")
-
-    def _save(self, record: Json) -> None:
-        self._store.write(self._dir(record["owner"], record["slug"]) / "kernel.json", record)
-
-    def _all(self) -> list[Json]:
-        root = self._store.path("kernels")
-        return [r for r in (self._store.read(p) for p in sorted(root.glob("*/*/kernel.json"))) if r] if root.exists() else []
 
     def _can_read(self, record: Json, user: str | None) -> bool:
         return not record.get("isPrivate", True) or record["owner"] == user

@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import threading
 from pathlib import Path
@@ -95,3 +96,29 @@ class Store:
             path.write_text(secrets.token_hex(32), encoding="utf-8")
             path.chmod(0o600)
         return path.read_text(encoding="utf-8").strip().encode("ascii")
+
+
+# Kaggle's slugs: lowercase letters, digits and '-', no leading or trailing '-'.
+SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
+
+
+class OwnedRecords:
+    """JSON records kept per owner and slug: ``<data>/<kind>/<owner>/<slug>/<file>`` (datasets, kernels)."""
+
+    def __init__(self, store: Store, kind: str, file: str) -> None:
+        self.store, self.kind, self.file = store, kind, file
+
+    def dir(self, owner: str, slug: str) -> Path:
+        return self.store.path(self.kind, owner, slug)
+
+    def load(self, owner: str, slug: str) -> Any:
+        if not SLUG.match(owner or "") or not SLUG.match(slug or ""):
+            return None
+        return self.store.read(self.dir(owner, slug) / self.file)
+
+    def save(self, record: Any) -> None:
+        self.store.write(self.dir(record["owner"], record["slug"]) / self.file, record)
+
+    def all(self) -> list[Any]:
+        root = self.store.path(self.kind)
+        return [r for r in (self.store.read(p) for p in sorted(root.glob(f"*/*/{self.file}"))) if r] if root.exists() else []
