@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -28,8 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.names:
         module = importlib.import_module(f"bench.{name}")
         print(f"running {name} ...", file=sys.stderr, flush=True)
+        started = time.perf_counter()
         try:
             rows += module.run(**(module.QUICK if args.quick and hasattr(module, "QUICK") else {}))
+            print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
         except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the others' numbers
             traceback.print_exc()
             failed.append(name)

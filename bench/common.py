@@ -61,7 +61,7 @@ def render_table(rows: list[Row]) -> str:
 def _ratio(ratio: float | None) -> str:
     if ratio is None:
         return ""
-    return f"{ratio:.2f}x" if ratio == 0 or ratio >= 0.01 else f"{ratio:.0e}x"  # 6e-05x, not 0.00x
+    return f"{ratio:.2f}x" if ratio == 0 or ratio >= 0.01 else f"{ratio:.2g}x"  # 0.0095x, 6.4e-05x: not 0.00x
 
 
 def write_json(rows: list[Row], path: Path | str = "bench.json") -> Path:

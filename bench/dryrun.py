@@ -12,8 +12,10 @@ Each repetition runs, side by side:
   same built code and weights folders and the same competition folder;
 * an empty one-cell notebook in the sandbox: the kernel-start constant.
 
-On two data sets: the public test the kernel names (8 rows: the command exactly as typed) and the
-hidden test (300 rows, ``--data``), the size of a scoring rerun.
+On two data sets: the public test the kernel names (8 rows: the command exactly as typed), and the
+hidden test (300 rows) replicated 10 times with ``sandbox.scale_competition_data`` (what
+``--rerun-scale 10`` does), handed to both sides (``--data``) so that inference weighs more than
+process starts. The no-change ``kkb build`` that the dry run starts with is timed on its own too.
 """
 
 from __future__ import annotations
@@ -29,13 +31,17 @@ from pathlib import Path
 from bench.common import Row
 from bench.reference import OWNER, REPO, clean_environ, copy_reference, empty_notebook_seconds, ensure_assets
 from builder.kkb_runtime.steps import step_command
+from builder.sandbox import scale_competition_data
+from builder.spec import load_spec
 
-DATASETS = {"public": None, "hidden": "data/competition/hidden"}
+# name: (test folder inside the kernel, replication); None: the [competition] data the kernel names (no --data)
+DATASETS: dict[str, tuple[str | None, int]] = {"public": (None, 1), "hidden": ("data/competition/hidden", 1),
+                                              "hidden-x10": ("data/competition/hidden", 10)}
 
 
-def dry_run_cli(kernel: Path, out: Path, data: str | None) -> tuple[float, dict]:
+def dry_run_cli(kernel: Path, out: Path, data: Path | None) -> tuple[float, dict]:
     argv = [sys.executable, "-m", "builder", "dry-run", str(kernel), "--scenario", "rerun", "--out", str(out),
-            "--owner", OWNER, *(["--data", str(kernel / data)] if data else [])]
+            "--owner", OWNER, *(["--data", str(data)] if data else [])]
     started = time.perf_counter()
     done = subprocess.run(argv, cwd=REPO, env=clean_environ(), capture_output=True, text=True)
     elapsed = time.perf_counter() - started
@@ -73,7 +79,28 @@ def direct_steps(build: Path, data: Path, work: Path) -> tuple[float, dict]:
 QUICK = {"repeat": 1, "warmup": 0, "datasets": ("public",)}
 
 
-def run(repeat: int = 3, warmup: int = 1, datasets: tuple[str, ...] = ("public", "hidden")) -> list[Row]:
+def build_cli(kernel: Path, out: Path) -> float:
+    """``kkb build`` over an existing build with nothing changed: the first thing ``kkb dry-run`` does."""
+    argv = [sys.executable, "-m", "builder", "build", str(kernel), "--out", str(out), "--owner", OWNER]
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=REPO, env=clean_environ(), check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def data_for(kernel: Path, name: str, root: Path) -> tuple[Path, Path | None]:
+    """(the competition folder the steps read, what ``--data`` names or None for the kernel's own)."""
+    folder, scale = DATASETS[name]
+    if folder is None:
+        return kernel / "data" / "competition" / "public", None
+    if scale == 1:
+        return kernel / folder, kernel / folder
+    spec = load_spec(kernel)
+    scaled = scale_competition_data(kernel / folder, root / f"data-{name}", scale, id_column=spec.submission.id_column,
+                                    sample_submission=spec.competition.sample_submission, test=spec.competition.test)
+    return scaled.path, scaled.path
+
+
+def run(repeat: int = 3, warmup: int = 1, datasets: tuple[str, ...] = ("public", "hidden-x10")) -> list[Row]:
     ensure_assets()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="kkb-bench-dryrun-") as tmp:
@@ -81,34 +108,44 @@ def run(repeat: int = 3, warmup: int = 1, datasets: tuple[str, ...] = ("public",
         kernel = copy_reference(root / "reference")
         for name in datasets:
             out = root / f"build-{name}"
-            data = kernel / (DATASETS[name] or "data/competition/public")
-            samples: dict[str, list[float]] = {"dry_run": [], "direct": [], "empty": [], "notebook": []}
+            data, data_arg = data_for(kernel, name, root)
+            samples: dict[str, list[float]] = {"dry_run": [], "direct": [], "empty": [], "notebook": [], "build": []}
             info: dict[str, dict] = {}
             for index in range(warmup + repeat):
                 if index == 0 and warmup == 0:  # the direct steps need the built folders
-                    dry_run_cli(kernel, out, DATASETS[name])
-                dry_s, info["dry_run"] = dry_run_cli(kernel, out, DATASETS[name])
+                    dry_run_cli(kernel, out, data_arg)
+                dry_s, info["dry_run"] = dry_run_cli(kernel, out, data_arg)
                 direct_s, info["direct"] = direct_steps(out, data, root / f"direct-{name}-{index}")
                 empty_s = empty_notebook_seconds(rerun=True)
+                build_s = build_cli(kernel, out) if name == datasets[0] else None
                 if index >= warmup:
                     for key, value in (("dry_run", dry_s), ("direct", direct_s), ("empty", empty_s),
-                                       ("notebook", info["dry_run"]["notebook_s"])):
-                        samples[key].append(value)
-            dry, direct, empty = (statistics.median(samples[key]) for key in ("dry_run", "direct", "empty"))
-            overhead = dry - direct - empty
-            label = f"{name}, {info['dry_run']['rows']} rows"
-            detail = {"repeat": repeat, "data": name, "rows": info["dry_run"]["rows"], "samples": samples,
-                      "empty_notebook_s": empty, "overhead_s": dry - direct, "overhead_minus_kernel_start_s": overhead,
-                      "overhead_pct_minus_kernel_start": 100 * overhead / direct, "dry_run": info["dry_run"],
-                      "direct": info["direct"]}
-            rows.append(Row("dry-run overhead", f"rerun ({label}): kkb dry-run", dry, "s", "steps with python",
-                            direct, dry / direct, "< 1.15x + kernel start", detail))
-            rows.append(Row("dry-run overhead", f"rerun ({label}): overhead - kernel start", overhead, "s",
-                            "steps with python", direct, overhead / direct, "< 0.15x",
-                            {"repeat": repeat, "empty_notebook_s": empty}))
-            notebook = statistics.median(samples["notebook"])
-            rows.append(Row("dry-run overhead", f"rerun ({label}): notebook alone", notebook, "s", "steps with python",
-                            direct, notebook / direct, "(part of the above)",
-                            {"repeat": repeat, "outside_notebook_s": dry - notebook,
-                             "notebook_minus_steps_minus_kernel_start_s": notebook - direct - empty}))
+                                       ("notebook", info["dry_run"]["notebook_s"]), ("build", build_s)):
+                        if value is not None:
+                            samples[key].append(value)
+            rows += _rows(name, samples, info, repeat)
+    return rows
+
+
+def _rows(name: str, samples: dict[str, list[float]], info: dict[str, dict], repeat: int) -> list[Row]:
+    dry, direct, empty, notebook = (statistics.median(samples[key]) for key in ("dry_run", "direct", "empty", "notebook"))
+    overhead = dry - direct - empty
+    label = f"{name}, {info['dry_run']['rows']} rows"
+    detail = {"repeat": repeat, "data": name, "rows": info["dry_run"]["rows"], "samples": samples,
+              "empty_notebook_s": empty, "overhead_s": dry - direct, "overhead_minus_kernel_start_s": overhead,
+              "overhead_pct_minus_kernel_start": 100 * overhead / direct, "outside_notebook_s": dry - notebook,
+              "dry_run": info["dry_run"], "direct": info["direct"]}
+    rows = [
+        Row("dry-run overhead", f"rerun ({label}): kkb dry-run", dry, "s", "steps with python", direct, dry / direct,
+            "< 1.15x + kernel start", detail),
+        Row("dry-run overhead", f"rerun ({label}): overhead - kernel start", overhead, "s", "steps with python",
+            direct, overhead / direct, "< 0.15x", {"repeat": repeat, "empty_notebook_s": empty}),
+        Row("dry-run overhead", f"rerun ({label}): notebook alone", notebook, "s", "steps with python", direct,
+            notebook / direct, "(part of kkb dry-run)",
+            {"repeat": repeat, "notebook_minus_steps_minus_kernel_start_s": notebook - direct - empty}),
+    ]
+    if samples["build"]:
+        build = statistics.median(samples["build"])
+        rows.append(Row("dry-run overhead", "kkb build, nothing changed (reference)", build, "s", "kkb dry-run", dry,
+                        build / dry, "(its own process)", {"repeat": repeat, "samples": samples["build"]}))
     return rows
