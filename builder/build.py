@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -16,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from builder import __version__
-from builder.bundle import (HashCache, Manifest, copy_tree, manifest_for, refuse_credentials, select_files,
-                            stage_files, write_metadata)
+from builder.bundle import (HashCache, Manifest, copy_tree, hash_file, manifest_for, refuse_credentials,
+                            select_files, stage_files, write_metadata)
 from builder.credentials import resolve_owner
 from builder.errors import BundleError
 from builder.render import cells_for, notebook_text, render_notebook, script_text
@@ -29,6 +30,7 @@ RUNTIME_PACKAGE = "kkb_runtime"
 KERNEL_CONFIG = "kkb_kernel.json"
 KERNEL_METADATA = "kernel-metadata.json"
 HASH_CACHE = ".kkb-hashes.json"
+MODELS_RECORD = ".kkb-models.json"  # what the last build's prepare_models returned, and for what inputs
 RESERVED = (RUNTIME_PACKAGE, KERNEL_CONFIG, "manifest.json", "dataset-metadata.json")
 
 # Compile only for the GPU the kernel will get: a full TORCH_CUDA_ARCH_LIST multiplies apex's build time.
@@ -131,7 +133,7 @@ def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, ker
                 code_files: dict[str, Path], weights_files: dict[str, Path]) -> BuildResult:
     cache = HashCache(out_dir / HASH_CACHE)
     weights_manifest, cards = _stage_weights(stage / "weights", out_dir / "weights", spec, names, kernel_dir,
-                                             weights_files, cache)
+                                             weights_files, cache, code_files)
     code_manifest = _stage_code(stage / "code", out_dir / "code", spec, names, code_files, cards,
                                 weights_manifest is not None, cache)
     notebook = _write_kernel(stage / "kernel", spec, names, kernel_dir, code_manifest, weights_manifest)
@@ -149,19 +151,91 @@ def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, ker
 
 
 def _stage_weights(stage: Path, previous: Path, spec: KernelSpec, names: _Names, kernel_dir: Path,
-                   files: dict[str, Path], cache: HashCache) -> tuple[Manifest | None, list[dict[str, Any]]]:
+                   files: dict[str, Path], cache: HashCache,
+                   code_files: dict[str, Path]) -> tuple[Manifest | None, list[dict[str, Any]]]:
     stage.mkdir(parents=True)
     stage_files(files, stage, cache, previous=previous)
-    cards: list[dict[str, Any]] = []
-    if spec.models:
-        from builder.models import prepare_models  # torch and timm only when a kernel has models
-
-        cards = prepare_models(spec, kernel_dir, stage)
+    cards = _prepare_models(spec, kernel_dir, stage, previous, cache, code_files) if spec.models else []
     if not any(stage.rglob("*")):
         return None, cards
     manifest = manifest_for(stage, names.weights_dataset, cache, files)
     write_metadata(stage, names.weights_dataset, _title(spec.weights.title, spec.kernel.title, "weights"), manifest)
     return manifest, cards
+
+
+def _prepare_models(spec: KernelSpec, kernel_dir: Path, stage: Path, previous: Path, cache: HashCache,
+                    code_files: dict[str, Path]) -> list[dict[str, Any]]:
+    """``builder.models.prepare_models``, skipped when nothing it reads changed since the last build.
+
+    Preparing imports torch and timm and loads every checkpoint (seconds per build, whatever the
+    size); with the same cards, checkpoints, transforms, code and library versions, the previous
+    build's normalised files and cards are reused as they are.
+    """
+    key = _models_key(spec, kernel_dir, cache, code_files)
+    record = _read_json(previous.parent / MODELS_RECORD)
+    reused = _reuse_models(record, key, stage, previous, spec)
+    if reused is None:
+        from builder.models import prepare_models  # torch and timm only when a kernel has models to prepare
+
+        reused = prepare_models(spec, kernel_dir, stage)
+    written = {card["checkpoint"]: _stat(stage / card["checkpoint"]) for card in reused}
+    (stage.parent / MODELS_RECORD).write_text(json.dumps({"key": key, "cards": reused, "files": written}, sort_keys=True))
+    return reused
+
+
+def _models_key(spec: KernelSpec, kernel_dir: Path, cache: HashCache, code_files: dict[str, Path]) -> str:
+    from importlib import metadata
+
+    inputs: dict[str, Any] = {"kkb": __version__, "cards": [card.model_dump(mode="json") for card in spec.models]}
+    sources = {path: kernel_dir / path for card in spec.models for path in (card.checkpoint, card.transforms) if path}
+    sources.update(code_files)  # custom transforms live in the user's code
+    inputs["files"] = {rel: _cached_sha256(path, cache) for rel, path in sorted(sources.items()) if path.is_file()}
+    versions = {}
+    for package in ("torch", "timm", "albumentations", "safetensors"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    inputs["versions"] = versions
+    return "sha256:" + hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def _reuse_models(record: dict[str, Any], key: str, stage: Path, previous: Path,
+                  spec: KernelSpec) -> list[dict[str, Any]] | None:
+    if record.get("key") != key:
+        return None
+    files = record.get("files", {})
+    if any(_stat(previous / relative) != tuple(stat) for relative, stat in files.items()):
+        return None  # the previous build's files were changed or removed
+    for card in spec.models:  # the copied originals give way to the normalised files, as prepare_models does
+        (stage / card.checkpoint).unlink(missing_ok=True)
+    for relative in files:
+        (stage / relative).parent.mkdir(parents=True, exist_ok=True)
+        os.link(previous / relative, stage / relative)
+    return list(record["cards"])
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _cached_sha256(path: Path, cache: HashCache) -> str:
+    known = cache.lookup(path)
+    if known is None:
+        known = hash_file(path)
+        cache.store(path, known)
+    return known
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return {}
 
 
 def _stage_code(stage: Path, previous: Path, spec: KernelSpec, names: _Names, files: dict[str, Path],

@@ -198,3 +198,26 @@ def test_the_commit_run_takes_the_fast_path(built: BuildResult, tmp_path: Path) 
     assert summary["fast_commit"] is True and summary["steps"] == []
     written = pd.read_csv(root / "working" / "submission.csv", dtype={"id": str})
     assert written.equals(pd.read_csv(COMPETITION / "public" / "sample_submission.csv", dtype={"id": str}))
+
+
+def test_an_unchanged_rebuild_reuses_the_prepared_models(reference_assets: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Preparing loads every checkpoint with torch: a rebuild with nothing changed must not."""
+    import shutil
+
+    import builder.models
+
+    kernel = Path(shutil.copytree(reference_assets, tmp_path / "reference", ignore=shutil.ignore_patterns(".kkb")))
+    first = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "out", owner="tester"))
+    calls: list[int] = []
+    original = builder.models.prepare_models
+    monkeypatch.setattr(builder.models, "prepare_models", lambda *args: calls.append(1) or original(*args))
+    again = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "out", owner="tester"))
+    assert calls == [] and (again.weights_hash, again.code_hash) == (first.weights_hash, first.code_hash)
+    (kernel / "weights" / "effnet.pth").write_bytes((kernel / "weights" / "effnet.pth").read_bytes() + b"")  # same bytes
+    build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "out", owner="tester"))
+    assert calls == []  # a new mtime alone does not count: the key is the content
+    spec = (kernel / "kernel.toml").read_text().replace("batch_size = 64", "batch_size = 32", 1)
+    (kernel / "kernel.toml").write_text(spec)
+    changed = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "out", owner="tester"))
+    assert calls == [1] and changed.weights_hash == first.weights_hash and changed.code_hash != first.code_hash
