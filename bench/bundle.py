@@ -13,25 +13,27 @@ from builder.build import BuildSettings, build_kernel
 
 SPEC = """
 [kernel]
-title = "KKB Bench Weights"
+title = "{title}"
 owner = "bench"
 accelerator = "none"
 [competition]
-slug = "kkb-bench"
+slug = "{competition}"
 [code]
 include = ["predict.py"]
 [weights]
 include = ["weights/**"]
 [[steps]]
 name = "noop"
-run = "python predict.py --out {out}"
+run = "python predict.py --out {{out}}"
 """
 
 
-def make_project(root: Path, total_mb: int, files: int) -> Path:
+def make_project(root: Path, total_mb: int, files: int, title: str = "KKB Bench Weights",
+                 competition: str = "kkb-bench") -> Path:
+    """A kernel project with ``total_mb`` of generated weights in ``files`` files."""
     kernel = root / "kernel"
     (kernel / "weights").mkdir(parents=True)
-    (kernel / "kernel.toml").write_text(SPEC)
+    (kernel / "kernel.toml").write_text(SPEC.format(title=title, competition=competition))
     (kernel / "predict.py").write_text("print('noop')\n")
     chunk = os.urandom(1024 * 1024)
     per_file = max(1, total_mb // files)

@@ -29,7 +29,7 @@ from pathlib import Path
 from bench.bundle import make_project
 from bench.common import Row
 from builder.kaggle_api import client_output, connect
-from builder.local_kaggle import Judgement, LocalKaggle, RunRequest, RunResult, ServerSettings
+from builder.local_kaggle import InstantRunner, LocalKaggle, ServerSettings
 from builder.push import PushResult, PushSettings, Waits, push
 
 REPO = Path(__file__).resolve().parent.parent
@@ -37,36 +37,8 @@ COMPETITION = REPO / "kernels" / "minimal" / "data" / "competition"  # a tiny co
 USER = "bench"
 MB = 1e6
 
-SPEC = """
-[kernel]
-title = "KKB Bench Push"
-owner = "bench"
-accelerator = "none"
-[competition]
-slug = "kkb-minimal"
-[code]
-include = ["predict.py"]
-[weights]
-include = ["weights/**"]
-[[steps]]
-name = "noop"
-run = "python predict.py --out {out}"
-"""
-
 # Polls against a loopback server: short, so the timings show work rather than sleeps.
 WAITS = Waits(poll_initial_s=0.05, poll_max_s=0.5, dataset_timeout_s=600, run_timeout_s=600, scoring_timeout_s=600)
-
-
-class _InstantRuns:
-    """Server-side runner: every kernel run succeeds at once (the wire protocol is unchanged)."""
-
-    def run(self, request: RunRequest) -> RunResult:
-        working = request.root / "working"
-        working.mkdir(parents=True, exist_ok=True)
-        return RunResult(ok=True, timed_out=False, working_dir=working, log=[])
-
-    def judge(self, result: RunResult, **kwargs: object) -> Judgement:
-        return Judgement("OK")
 
 
 @contextlib.contextmanager
@@ -107,11 +79,10 @@ def folder_bytes(folder: Path) -> int:
 def run(total_mb: int = 2048, files: int = 4, repeat: int = 3) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="kkb-bench-push-") as tmp:
         root = Path(tmp)
-        kernel = make_project(root, total_mb, files)
-        (kernel / "kernel.toml").write_text(SPEC)
+        kernel = make_project(root, total_mb, files, title="KKB Bench Push", competition="kkb-minimal")
         key = secrets.token_hex(16)
         settings = ServerSettings(dataset_ready_seconds=0.0)
-        with LocalKaggle(root / "kaggle", port=0, settings=settings, runner=_InstantRuns()) as server, \
+        with LocalKaggle(root / "kaggle", port=0, settings=settings, runner=InstantRunner()) as server, \
                 _credentials(root / "home", server.base_url, key):
             server.add_user(USER, key)
             server.add_competition(COMPETITION)

@@ -17,7 +17,7 @@ import pytest
 from builder import cli
 from builder.errors import EXIT_AUTH, AuthError, KernelFailed
 from builder.kaggle_api import KaggleAdapter, RetryPolicy
-from builder.local_kaggle import Judgement, KernelRunner, LocalKaggle, RunRequest, RunResult, ServerSettings
+from builder.local_kaggle import InstantRunner, KernelRunner, LocalKaggle, ServerSettings
 from builder.push import PushResult, PushSettings, QuerySettings, SubmitSettings, Waits, logs, push, submit
 from tests.conftest import KERNELS
 
@@ -28,21 +28,6 @@ KERNEL_ID = "kkb-demo/kkb-minimal-inference"
 WEIGHTS = "kkb-demo/kkb-minimal-inference-weights"
 CODE = "kkb-demo/kkb-minimal-inference-code"
 FAST = Waits(poll_initial_s=0.05, poll_max_s=0.3, dataset_timeout_s=30, run_timeout_s=60, scoring_timeout_s=60)
-
-
-class _InstantRuns:
-    """Server-side runner for tests that only push: every run succeeds at once (the wire is unchanged).
-
-    Tests that run kernels use the real sandbox runner (the ``sandbox_server`` fixture).
-    """
-
-    def run(self, request: RunRequest) -> RunResult:
-        working = request.root / "working"
-        working.mkdir(parents=True, exist_ok=True)
-        return RunResult(ok=True, timed_out=False, working_dir=working, log=[])
-
-    def judge(self, result: RunResult, **kwargs: object) -> Judgement:
-        return Judgement("OK")
 
 
 def _serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: KernelRunner | None) -> Iterator[LocalKaggle]:
@@ -59,7 +44,7 @@ def _serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: KernelRunner
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
     """A local Kaggle whose kernel runs succeed at once: for tests about pushing."""
-    yield from _serve(tmp_path, monkeypatch, _InstantRuns())
+    yield from _serve(tmp_path, monkeypatch, InstantRunner())
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import RemoteError, WheelhouseError
-from builder.local_kaggle import LocalKaggle
+from builder.local_kaggle import InstantRunner, LocalKaggle
 from builder.push import PushSettings, push
 from builder.spec import load_spec
 from builder.wheels import (HELPER_DIR, HELPER_RECORD, WheelsSettings, build_wheels, wheelhouse_source,
@@ -22,9 +22,7 @@ WHEELHOUSE_ID = "kkb-demo/kkb-minimal-inference-wheels"
 
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
-    from tests.test_push_e2e import _InstantRuns
-
-    yield from _serve(tmp_path, monkeypatch, _InstantRuns())
+    yield from _serve(tmp_path, monkeypatch, InstantRunner())
 
 
 def _push(kernel: Path, server: LocalKaggle):

@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from builder.local_kaggle.competition import CompetitionConfig, load_competition
     from builder.local_kaggle.faults import Faults
-    from builder.local_kaggle.runner import Judgement, KernelRunner, MountSpec, RunRequest, RunResult, SandboxRunner
+    from builder.local_kaggle.runner import (InstantRunner, Judgement, KernelRunner, MountSpec, RunRequest, RunResult,
+                                             SandboxRunner)
     from builder.local_kaggle.server import LocalKaggle
     from builder.local_kaggle.settings import ServerSettings
     from builder.local_kaggle.shim import shim_dir
 
 _EXPORTS = {
     "CompetitionConfig": "competition", "load_competition": "competition", "Faults": "faults",
-    "Judgement": "runner", "KernelRunner": "runner", "MountSpec": "runner", "RunRequest": "runner",
+    "InstantRunner": "runner", "Judgement": "runner", "KernelRunner": "runner", "MountSpec": "runner", "RunRequest": "runner",
     "RunResult": "runner", "SandboxRunner": "runner", "LocalKaggle": "server", "ServerSettings": "settings",
     "shim_dir": "shim",
 }

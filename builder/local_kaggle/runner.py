@@ -61,6 +61,19 @@ class KernelRunner(Protocol):
         ...
 
 
+class InstantRunner:
+    """Every kernel run succeeds at once with no output: for what is about uploads and the wire
+    protocol (push tests, the push benchmark), where executing notebooks would only add time."""
+
+    def run(self, request: RunRequest) -> RunResult:
+        working = request.root / "working"
+        working.mkdir(parents=True, exist_ok=True)
+        return RunResult(ok=True, timed_out=False, working_dir=working, log=[])
+
+    def judge(self, result: RunResult, **kwargs: Any) -> Judgement:
+        return Judgement("OK")
+
+
 class SandboxRunner:
     """Runs kernels with the dry run's sandbox (issue 3's ``execute_notebook`` and ``judge``)."""
 
