@@ -158,6 +158,7 @@ def test_golden_notebook(update_golden: bool, tmp_path: Path) -> None:
                                                    "kkb-fast-commit", "kkb-steps", "kkb-combine", "kkb-round", "kkb-write"]
     rendered = _normalized(result.notebook_path.read_text())
     golden = GOLDEN / "minimal.ipynb"
-    if update_golden or not golden.exists():
+    if update_golden:
         golden.write_text(rendered)
+    assert golden.exists(), f"{golden} is missing: render it once with pytest --update-golden and check it"
     assert rendered == golden.read_text(), "rendered notebook changed: check it, then run pytest --update-golden"

@@ -183,8 +183,9 @@ def test_golden_evalapi_notebook(update_golden: bool, tmp_path: Path) -> None:
     assert code.index("run = evaluation.start(CODE_DIR)") < code.index("import kaggle_evaluation.kkb_evalapi_inference_server")
     rendered = _normalized(result.notebook_path.read_text())
     golden = GOLDEN / "evalapi.ipynb"
-    if update_golden or not golden.exists():
+    if update_golden:
         golden.write_text(rendered)
+    assert golden.exists(), f"{golden} is missing: render it once with pytest --update-golden and check it"
     assert rendered == golden.read_text(), "rendered notebook changed: check it, then run pytest --update-golden"
 
 
