@@ -6,14 +6,16 @@ whole build succeeded, so a failed build leaves ``build/`` exactly as it was.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder import __version__
@@ -23,7 +25,7 @@ from builder.credentials import resolve_owner
 from builder.errors import BundleError
 from builder.render import cells_for, notebook_text, render_notebook, script_text
 from builder.spec import SPEC_FILE, KernelSpec, load_spec
-from builder.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
+from builder.wheels import CARRIED, install_context, keep_wheel_folders, kernel_sources, source_package_files
 
 RUNTIME_SOURCE = Path(__file__).resolve().parent / "kkb_runtime"
 RUNTIME_PACKAGE = "kkb_runtime"
@@ -79,17 +81,58 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     spec = load_spec(kernel_dir)
     names = _names(spec, settings.owner, kernel_dir / SPEC_FILE)
     out_dir = Path(settings.out_dir) if settings.out_dir else Path("build") / kernel_dir.resolve().name
+    _check_out_dir(out_dir, kernel_dir)
     code_files, weights_files = _selections(spec, kernel_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-staging-"))
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-staging-"))
+    except OSError as exc:
+        raise _unwritable(out_dir, exc) from None
     try:
         result = _build_into(stage, out_dir, spec, names, kernel_dir, code_files, weights_files)
         keep_wheel_folders(out_dir, stage)  # kkb wheels' output lives in build/NAME too
-        _swap_into_place(stage, out_dir)
+        try:
+            _swap_into_place(stage, out_dir)
+        except OSError as exc:
+            raise _unwritable(out_dir, exc) from None
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
     return result
+
+
+# What kkb itself keeps in a build folder; `kkb build` replaces the whole folder, so --out may only
+# name a new or empty folder or one of these (anything else would be deleted with it).
+BUILD_ENTRIES = frozenset({"code", "weights", "kernel", "dryrun", HASH_CACHE, MODELS_RECORD, *CARRIED})
+
+
+def _check_out_dir(out_dir: Path, kernel_dir: Path) -> None:
+    target, kernel = out_dir.resolve(), kernel_dir.resolve()
+    if target == kernel or target in kernel.parents:
+        raise BundleError(f"build folder {out_dir}: it holds the kernel project {kernel_dir}, and kkb build "
+                          "replaces its output folder as a whole",
+                          hint=f"pass --out a folder of its own, e.g. --out build/{kernel.name} (the default)")
+    cwd = Path.cwd().resolve()
+    if target == cwd or target in cwd.parents:
+        raise BundleError(f"build folder {out_dir}: it is (or holds) the current folder, and kkb build replaces its "
+                          "output folder as a whole", hint=f"pass --out another folder, e.g. --out build/{kernel.name}")
+    if target.exists() and not target.is_dir():
+        raise BundleError(f"build folder {out_dir}: this is a file, not a folder",
+                          hint=f"pass --out a new or empty folder, e.g. --out build/{kernel.name} (the default)")
+    if target.is_dir():
+        strangers = sorted(entry.name for entry in target.iterdir()
+                           if entry.name not in BUILD_ENTRIES and not entry.name.startswith(".wheels-staging-"))
+        if strangers:
+            shown = ", ".join(strangers[:5]) + (", ..." if len(strangers) > 5 else "")
+            raise BundleError(f"build folder {out_dir}: not a kkb build folder (it holds {shown}), and kkb build replaces "
+                              "its output folder as a whole",
+                              hint=f"pass --out a new or empty folder, e.g. --out build/{kernel.name} (the default)")
+
+
+def _unwritable(out_dir: Path, exc: OSError) -> BundleError:
+    where = f" ({exc.filename})" if exc.filename else ""
+    return BundleError(f"build folder {out_dir}: cannot write it: {exc.strerror or exc}{where}",
+                       hint="pass --out a folder you can write to")
 
 
 def _names(spec: KernelSpec, owner: str | None, spec_path: Path) -> _Names:
@@ -126,7 +169,26 @@ def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], di
                               hint="add it to [code] exclude or [weights] exclude: weights travel apart from code")
     refuse_credentials(code, "code")
     refuse_credentials(weights, "weights")
+    _check_step_scripts(spec, kernel_dir, code)
     return code, dict(sorted(weights.items()))
+
+
+def _check_step_scripts(spec: KernelSpec, kernel_dir: Path, code: dict[str, Path]) -> None:
+    """``python predict.py`` runs the code dataset's predict.py (kkb_runtime.steps): it must be selected."""
+    for index, step in enumerate(spec.steps):
+        parts = shlex.split(step.run)
+        if len(parts) < 2 or parts[0] not in ("python", "python3") or not parts[1].endswith(".py") or "{" in parts[1]:
+            continue
+        script = PurePosixPath(parts[1])
+        if script.is_absolute() or script.as_posix() in code:
+            continue
+        if (kernel_dir / script).is_file():
+            hint = f"add '{script}' to [code] include"
+        else:
+            close = difflib.get_close_matches(script.as_posix(), sorted(code), n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'?" if close else f"there is no {kernel_dir / script}: fix the path or add the file"
+        raise BundleError(f"{kernel_dir / SPEC_FILE}: steps[{index}].run: '{script}' is not in the code dataset, "
+                          f"so step '{step.name}' could not start", hint=hint)
 
 
 def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, kernel_dir: Path,

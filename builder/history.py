@@ -31,6 +31,7 @@ DEFAULT_SERVER = "kaggle.com"
 DATASET_INTENT = "dataset-intent"
 DATASET = "dataset"
 KERNEL_INTENT = "kernel-intent"
+KERNEL_REFUSED = "kernel-refused"  # the push was refused: never adopt what it may have left on Kaggle
 PUSH = "push"
 RUN = "run"
 SUBMISSION_INTENT = "submission-intent"

@@ -549,7 +549,8 @@ class KaggleAdapter:
         if error or status == "error":
             raise RemoteError(
                 f"Kaggle refused {action} {_folder_ref(folder)}: {scrub(error or 'status error')}",
-                hint="see the dataset-metadata.json in " + str(folder),
+                hint=self._owner_hint(_folder_ref(folder)) if "permission" in error.lower()
+                else "see the dataset-metadata.json in " + str(folder),
             )
         if invalid_tags:
             logger.info("Kaggle ignored invalid dataset tags: %s", invalid_tags)
@@ -588,6 +589,15 @@ class KaggleAdapter:
         response = self.call("pushing the kernel", push, subject=str(folder), idempotent=False)
         return self._kernel_pushed(response)
 
+    def _owner_hint(self, ref: str) -> str:
+        """A refusal to create something under ``owner/``: usually [kernel] owner is not the signed-in user."""
+        owner = ref.partition("/")[0]
+        user = (getattr(self.api, "config_values", None) or {}).get("username")
+        if user and owner and user != owner:
+            return (f"you are signed in as '{user}', and '{owner}' is not you: pass --owner {user}, "
+                    f"or set [kernel] owner = \"{user}\" in kernel.toml")
+        return "check [kernel] owner in kernel.toml (or --owner): it must be the Kaggle user of your credentials"
+
     def _kernel_pushed(self, response: Any) -> KernelPushed:
         error = getattr(response, "error", None) or ""
         if error:
@@ -602,11 +612,13 @@ class KaggleAdapter:
         if bad:
             # Kaggle still saves the kernel, just without those inputs: the run would fail later, so stop now.
             listing = "; ".join(f"{kind} sources {names}" for kind, names in bad.items())
-            raise RemoteError(
-                f"Kaggle did not attach these inputs to the kernel: {listing}",
-                hint="a dataset must be ready and yours (or public); the competition slug must exist and its rules "
-                "be accepted",
-            )
+            hints = []
+            if "competition" in bad:
+                hints.append("check [competition] slug in kernel.toml: it is the name in the competition's URL "
+                             "(kaggle.com/competitions/<slug>), and you must have accepted its rules")
+            if bad.keys() - {"competition"}:
+                hints.append("a dataset must be ready and yours (or public)")
+            raise RemoteError(f"Kaggle did not attach these inputs to the kernel: {listing}", hint="; ".join(hints))
         version = getattr(response, "version_number", None)
         ref = str(getattr(response, "ref", "") or "")
         return KernelPushed(ref=ref, url=str(getattr(response, "url", "") or ""), version=int(version) if version else None)

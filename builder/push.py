@@ -30,6 +30,7 @@ from builder.history import (
     DATASET,
     DATASET_INTENT,
     KERNEL_INTENT,
+    KERNEL_REFUSED,
     PUSH,
     RUN,
     SCORE,
@@ -503,6 +504,11 @@ def _sync_kernel(ctx: _Context, build: Any, kernel_hash: str) -> tuple[int | Non
             if adopted is not None:
                 return adopted, default_url, "adopted"
             continue
+        except RemoteError as exc:
+            # Kaggle answered and refused (it may still have saved a version without its inputs): the
+            # next push must push again, not adopt that version as if an interrupted push had made it.
+            ctx.history.append(KERNEL_REFUSED, kernel=kernel_id, kernel_hash=kernel_hash, reason=exc.message)
+            raise
         version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(kernel_id)
         ctx.emit("kernel", f"{kernel_id} v{version} pushed")
         return version, pushed.url or default_url, "pushed"
@@ -514,6 +520,8 @@ def _adopt_kernel(ctx: _Context, kernel_id: str, kernel_hash: str, current: int 
     intent = ctx.history.open_intent(KERNEL_INTENT, PUSH, "kernel_hash", kernel_hash)
     if intent is None or intent.get("kernel") != kernel_id:
         return None
+    if ctx.history.open_intent(KERNEL_INTENT, KERNEL_REFUSED, "kernel_hash", kernel_hash) is None:
+        return None  # Kaggle refused that push: whatever it saved is not ours to adopt
     now = ctx.adapter.kernel_version(kernel_id) if current is None else current
     before = intent.get("version_before")
     if now is None or (before is not None and now <= before):

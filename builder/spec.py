@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import difflib
 import re
+import shlex
+import string
 import sys
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
@@ -48,6 +50,11 @@ RETIRED_SHAPES = ("NvidiaTeslaP100", "TpuV38")
 
 _SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _OWNER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+# What kkb_runtime.steps fills in a step's `run` string.
+STEP_PLACEHOLDERS = ("out", "code", "weights", "data", "python")
+# kkb_runtime.tta.BUILTIN_NAMES (not imported: the runtime package imports pandas).
+TTA_NAMES = ("hflip", "vflip", "hvflip", "transpose", "rot90", "rot180", "rot270")
+_TTA_FUNCTION_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
 
 def _relative_path(value: str) -> str:
@@ -76,6 +83,14 @@ class KernelSection(_Strict):
     docker_image_pinning: Literal["original", "latest"] | None = "original"
     docker_image: str | None = None
     timeout_seconds: int | None = Field(default=None, gt=0)
+
+    @field_validator("title")
+    @classmethod
+    def _title_gives_a_slug(cls, value: str) -> str:
+        derived = slugify(value)
+        if len(derived) < 5:  # the kaggle client refuses kernel slugs under five characters
+            raise ValueError(f"'{value}' gives the kernel slug '{derived}'; Kaggle needs a slug of at least 5 characters")
+        return value
 
     @field_validator("owner")
     @classmethod
@@ -201,6 +216,16 @@ class ModelCard(_Strict):
     def _inside(cls, value: str | None) -> str | None:
         return None if value is None else _relative_path(value)
 
+    @field_validator("tta")
+    @classmethod
+    def _known_tta(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name not in TTA_NAMES and not _TTA_FUNCTION_RE.match(name):
+                close = difflib.get_close_matches(name, TTA_NAMES, n=1, cutoff=0.6)
+                guess = f" (did you mean '{close[0]}'?)" if close else ""
+                raise ValueError(f"unknown TTA '{name}'{guess}; use {', '.join(TTA_NAMES)} or 'package.module:function'")
+        return value
+
 
 class SourcePackage(_Strict):
     name: str
@@ -287,6 +312,40 @@ class Step(_Strict):
     weight: float = Field(default=1.0, gt=0)
     timeout_seconds: int | None = Field(default=None, gt=0)
 
+    @field_validator("run")
+    @classmethod
+    def _runnable(cls, value: str) -> str:
+        # The same parsing as kkb_runtime.steps.step_command, so a mistake shows here and not in the kernel.
+        try:
+            parts = shlex.split(value)
+        except ValueError as exc:
+            raise ValueError(f"cannot split {value!r} into a command line: {exc}") from None
+        known = ", ".join("{" + name + "}" for name in STEP_PLACEHOLDERS)
+        for part in parts:
+            try:
+                fields = [field for _, field, _, _ in string.Formatter().parse(part) if field is not None]
+            except ValueError as exc:
+                raise ValueError(f"{part!r}: {exc}; write {{{{ and }}}} for a literal brace") from None
+            for field in fields:
+                if field not in STEP_PLACEHOLDERS:
+                    close = difflib.get_close_matches(field, STEP_PLACEHOLDERS, n=1, cutoff=0.6)
+                    guess = f" (did you mean '{{{close[0]}}}'?)" if close else ""
+                    raise ValueError(f"unknown placeholder '{{{field}}}'{guess}; the placeholders are {known}")
+        return value
+
+    @property
+    def predict_model(self) -> str | None:
+        """The card a ``python -m kkb_runtime predict --model NAME`` step runs, else None."""
+        parts = shlex.split(self.run)
+        if "kkb_runtime" not in parts or "predict" not in parts:
+            return None
+        for index, part in enumerate(parts):
+            if part == "--model":
+                return parts[index + 1] if index + 1 < len(parts) else ""
+            if part.startswith("--model="):
+                return part.partition("=")[2]
+        return None
+
 
 class SubmissionSection(_Strict):
     file: str = "submission.csv"
@@ -367,6 +426,13 @@ class KernelSpec(_Strict):
             raise ValueError("[submission] kind = 'evaluation-api' needs an [evaluation_api] table")
         if self.submission.kind == "csv" and not self.steps:
             raise ValueError("[[steps]] is empty: add at least one inference step")
+        for step in self.steps:
+            model = step.predict_model
+            if model is not None and model not in names:
+                close = difflib.get_close_matches(model, names, n=1, cutoff=0.6)
+                guess = f" (did you mean '{close[0]}'?)" if close else ""
+                raise ValueError(f"[[steps]] '{step.name}' predicts with --model '{model}', which is no [[models]] name"
+                                 f"{guess}; the cards are: {', '.join(names) or 'none'}")
         return self
 
 
@@ -418,7 +484,17 @@ def _hint_for(error: Any) -> str:
     if "does not match the title" in str(error["msg"]):
         return "remove [kernel] slug (kkb derives it from the title) or change the title"
     if loc[:1] == ("kernel",) and loc[-1:] == ("title",):
+        if "gives the kernel slug" in str(error["msg"]):
+            return "use a title with at least 5 letters or digits; Kaggle derives the kernel slug from it"
         return "use a title of 5 to 50 characters; Kaggle derives the kernel slug from it"
+    if loc[:1] == ("steps",) and loc[-1:] == ("run",) and "cannot split" in str(error["msg"]):
+        return "close the quote, or escape it with a backslash; the run string is split like a shell command line"
+    if loc[:1] == ("steps",) and loc[-1:] == ("run",):
+        return "placeholders are filled in each argument: {out} {code} {weights} {data} {python}; see kernels/minimal/kernel.toml"
+    if "is no [[models]] name" in str(error["msg"]):
+        return "make --model NAME match a [[models]] name = ... in kernel.toml"
+    if loc[:1] == ("models",) and loc[-1:] == ("tta",):
+        return "a TTA function of your own goes in the code dataset and is named 'package.module:function'"
     if "internet" in str(error["msg"]):
         return "set [kernel] internet = false; ship packages as wheels instead (kkb wheels)"
     if loc[:1] == ("evaluation_api",):
