@@ -32,10 +32,10 @@ from typing import Any, Literal
 import pandas as pd
 
 from builder.build import BuildResult, BuildSettings, build_kernel
-from builder.errors import DryRunError
+from builder.errors import DryRunError, SpecError
 from builder.execute import ExecutionResult, execute_notebook, tail
 from builder.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
-from builder.spec import KernelSpec
+from builder.spec import SPEC_FILE, KernelSpec
 from builder.verdict import OK, TIMEOUT, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
 from builder.wheels import dry_run_check, dry_run_mounts
 
@@ -172,7 +172,26 @@ def competition_data(settings: DryRunSettings, spec: KernelSpec) -> Path:
     if not sample.is_file():
         raise DryRunError(f"{sample}: the competition data has no sample submission",
                           hint="point --data (or [competition] data) at the folder with the public test files")
+    if spec.submission.kind == "csv":
+        _check_columns(Path(settings.kernel_dir) / SPEC_FILE, spec, sample)
     return data
+
+
+def _check_columns(spec_path: Path, spec: KernelSpec, sample: Path) -> None:
+    """[submission] names columns of the sample submission: a typo there fails only the rerun, hours later."""
+    import difflib
+
+    import pandas as pd
+
+    columns = [str(column) for column in pd.read_csv(sample, nrows=0).columns]
+    wanted = [("submission.id_column", spec.submission.id_column)]
+    wanted += [(f"submission.target_columns[{i}]", name) for i, name in enumerate(spec.submission.target_columns)]
+    for key, name in wanted:
+        if name not in columns:
+            close = difflib.get_close_matches(name, columns, n=1, cutoff=0.6)
+            guess = f"did you mean '{close[0]}'? " if close else ""
+            raise SpecError(f"{spec_path}: {key}: '{name}' is not a column of {sample} ({', '.join(columns)})",
+                            hint=f"{guess}the names must match the sample submission's header exactly")
 
 
 def _run_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, out: Path) -> ScenarioReport:

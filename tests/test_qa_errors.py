@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from builder import cli
-from builder.errors import RemoteError
+from builder.errors import RemoteError, SpecError
 from builder.history import KERNEL_REFUSED, History
 from builder.kaggle_api import KaggleAdapter, KernelPushed
 from builder.push import PushSettings, push
@@ -239,3 +239,17 @@ def test_a_refused_kernel_push_is_pushed_again_not_adopted(kernel: Path) -> None
     result = push(settings)
     assert fake.calls == ["kernel kkb-demo/kkb-minimal-inference"]  # a new version with its inputs, not v1
     assert (result.kernel_action, result.kernel_version) == ("pushed", 2)
+
+
+def test_dry_run_checks_submission_columns_against_the_sample_first(tmp_path: Path) -> None:
+    from builder.dryrun import DryRunSettings, dry_run
+
+    kernel = Path(shutil.copytree(KERNELS / "minimal", tmp_path / "k", ignore=shutil.ignore_patterns(".kkb")))
+    spec = (kernel / "kernel.toml").read_text().replace('target_columns = ["target"]', 'target_columns = ["Target"]')
+    (kernel / "kernel.toml").write_text(spec)
+    with pytest.raises(SpecError) as caught:
+        dry_run(DryRunSettings(kernel_dir=kernel, out_dir=tmp_path / "out"))
+    sample = kernel / "data/competition/public/sample_submission.csv"
+    assert caught.value.message == (f"{kernel / 'kernel.toml'}: submission.target_columns[0]: 'Target' is not a column "
+                                    f"of {sample} (id, target)")
+    assert caught.value.hint == "did you mean 'target'? the names must match the sample submission's header exactly"

@@ -36,7 +36,8 @@ def read_predictions(path: Path, id_column: str, targets: Sequence[str]) -> pd.D
     frame = pd.read_csv(path, dtype={id_column: str})
     missing = [column for column in [id_column, *targets] if column not in frame.columns]
     if missing:
-        raise SubmissionError([f"{path.name}: missing column(s) {', '.join(missing)}"], file=path.name)
+        raise SubmissionError([f"{path.name}: missing column(s) {', '.join(missing)} (it has: {', '.join(map(str, frame.columns))})"],
+                              file=path.name)
     return frame[[id_column, *targets]]
 
 
