@@ -267,6 +267,7 @@ def _push_built(ctx: _Context, build: Any) -> PushResult:
     notes = ctx.settings.message or f"kkb push {build.kernel_id}"
     start_bytes = ctx.adapter.uploaded_bytes
     _check_kernel_metadata(Path(build.kernel_dir), build)  # before any upload: a bad kernel is not worth one
+    _check_competition(ctx, build)
     with _private_tmpdir(Path(ctx.settings.kernel_dir)):
         weights = None
         if build.weights_dataset:
@@ -304,6 +305,20 @@ def _push_built(ctx: _Context, build: Any) -> PushResult:
         uploaded_bytes=uploaded,
         out_dir=Path(build.out_dir),
     )
+
+
+def _check_competition(ctx: _Context, build: Any) -> None:
+    """Kaggle refuses a kernel whose competition it does not know only at the kernel push, after the
+    datasets went up: ask first (one cheap call) so a typo in the slug uploads nothing."""
+    slug = build.spec.competition.slug
+    try:
+        ctx.adapter.submissions(slug)
+    except AuthError:
+        raise  # credentials are the problem, not the slug: the adapter's message already says so
+    except RemoteError as exc:
+        raise type(exc)(f"{Path(ctx.settings.kernel_dir) / 'kernel.toml'}: competition.slug '{slug}': {exc.message}",
+                        hint="use the slug from the competition's URL (kaggle.com/competitions/<slug>), and join the "
+                             "competition and accept its rules first") from exc
 
 
 def _sync_wheelhouse(ctx: _Context, build: Any, notes: str) -> str | None:

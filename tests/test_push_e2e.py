@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from builder import cli
-from builder.errors import EXIT_AUTH, AuthError, KernelFailed
+from builder.errors import EXIT_AUTH, AuthError, KernelFailed, RemoteError
 from builder.kaggle_api import KaggleAdapter, RetryPolicy
 from builder.local_kaggle import InstantRunner, KernelRunner, LocalKaggle, ServerSettings
 from builder.push import PushResult, PushSettings, QuerySettings, SubmitSettings, Waits, logs, push, submit
@@ -219,3 +219,13 @@ def test_upload_state_stays_in_the_projects_private_folder(kernel: Path, server:
     private = kernel / ".kkb" / "tmp"
     assert private.is_dir() and private.stat().st_mode & 0o077 == 0
     assert any(private.glob(".kaggle-uploads-*")) and not any(Path(tempfile.gettempdir()).glob(".kaggle-uploads-*"))
+
+
+def test_unknown_competition_uploads_nothing(kernel: Path, server: LocalKaggle) -> None:
+    spec = (kernel / "kernel.toml").read_text().replace('slug = "kkb-minimal"', 'slug = "kkb-minimall"')
+    (kernel / "kernel.toml").write_text(spec)
+    with pytest.raises(RemoteError) as caught:
+        _push(kernel, server)
+    assert caught.value.message.startswith(f"{kernel / 'kernel.toml'}: competition.slug 'kkb-minimall': ")
+    assert "kaggle.com/competitions/<slug>" in caught.value.hint
+    assert _received(server) == {}  # refused before any dataset went up
