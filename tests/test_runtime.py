@@ -151,3 +151,21 @@ def test_source_install_uses_the_form_this_pip_accepts(version: tuple[int, int],
 def test_source_install_env_sets_apex_flags_and_arch() -> None:
     env = install.source_install_env({"cpp_ext": True, "cuda_ext": True, "extra_env": {"MAX_JOBS": "4"}}, "7.5")
     assert (env["APEX_CPP_EXT"], env["APEX_CUDA_EXT"], env["TORCH_CUDA_ARCH_LIST"], env["MAX_JOBS"]) == ("1", "1", "7.5", "4")
+
+
+def test_a_step_can_record_its_gpu_peak(tmp_path: Path) -> None:
+    """CUDA memory is only readable inside the step's process: the step writes it next to its output."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "gpu.py").write_text("import sys\nfrom kkb_runtime.steps import write_step_meta\n"
+                                 "open(sys.argv[1], 'w').write('id,target\\n')\nwrite_step_meta(sys.argv[1], peak_gpu_bytes=123)\n")
+    runtime = Path(steps.__file__).parent
+    (code / "kkb_runtime").symlink_to(runtime)
+    found = inputs.Inputs(code=code, weights=None, competition=tmp_path, working=tmp_path)
+    result = steps.run_step({"name": "gpu", "run": "python gpu.py {out}"}, found, tmp_path / "c.json", tmp_path)
+    assert result.peak_gpu_bytes == 123
+    steps.record_steps([result], tmp_path)
+    assert json.loads((tmp_path / "kkb_steps.json").read_text())[0]["peak_gpu_bytes"] == 123
+    plain = steps.run_step({"name": "echo", "run": "python -c \"import sys; open(sys.argv[1], 'w').write('x')\" {out}"},
+                           found, tmp_path / "c.json", tmp_path)
+    assert plain.peak_gpu_bytes is None

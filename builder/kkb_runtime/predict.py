@@ -22,6 +22,7 @@ from . import device as devices
 from . import models, transforms, tta
 from .config import KernelConfig, load_config
 from .inputs import find_competition, find_dataset
+from .steps import write_step_meta
 from .submission import read_sample, target_columns
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".npy")
@@ -282,6 +283,11 @@ def predict(model_name: str, out: Path | None = None, environ: Mapping[str, str]
           f"TTA: {', '.join(name for name, _ in tta.resolve(list(job.card.get('tta') or ())))}", flush=True)
     started = time.perf_counter()
     written = write_output(job, run_model(job, choice))
+    if choice.kind == "cuda":
+        import torch
+
+        peak = max(torch.cuda.max_memory_allocated(index) for index in range(torch.cuda.device_count()))
+        write_step_meta(written, peak_gpu_bytes=int(peak))
     print(f"[kkb] {model_name}: wrote {written} in {time.perf_counter() - started:.1f} s", flush=True)
     return written
 

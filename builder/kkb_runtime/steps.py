@@ -25,6 +25,7 @@ from typing import IO, Any
 from .inputs import Inputs
 
 STEPS_RECORD = "kkb_steps.json"
+STEP_META_SUFFIX = ".meta.json"  # next to a step's output: measurements only the step's process can make
 STDERR_TAIL_LINES = 40
 
 
@@ -39,6 +40,7 @@ class StepResult:
     seconds: float
     peak_rss_bytes: int
     returncode: int
+    peak_gpu_bytes: int | None = None  # what the step itself recorded (see write_step_meta); None on CPU
 
 
 def step_command(run: str, values: Mapping[str, str]) -> list[str]:
@@ -84,6 +86,7 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
     name = str(step["name"])
     out = out_dir / f"{name}.csv"
     out.unlink(missing_ok=True)
+    Path(str(out) + STEP_META_SUFFIX).unlink(missing_ok=True)
     values = {"out": str(out), "code": str(inputs.code), "weights": str(inputs.weights or ""),
               "data": str(inputs.competition), "python": sys.executable}
     argv = step_command(str(step["run"]), values)
@@ -113,7 +116,23 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
         raise StepFailed(f"step '{name}' failed with exit code {returncode}\n--- stderr (last {len(tail)} lines) ---\n" + "".join(tail))
     if not out.is_file():
         raise StepFailed(f"step '{name}' exited 0 but wrote no output at {out} (write it to $KKB_STEP_OUT or {{out}})")
-    return StepResult(name=name, output=str(out), seconds=round(seconds, 3), peak_rss_bytes=peak, returncode=returncode)
+    meta = read_step_meta(out)
+    return StepResult(name=name, output=str(out), seconds=round(seconds, 3), peak_rss_bytes=peak, returncode=returncode,
+                      peak_gpu_bytes=meta.get("peak_gpu_bytes"))
+
+
+def write_step_meta(out: Path, **fields: Any) -> None:
+    """Called by a step (``kkb_runtime predict`` does): GPU memory can only be read inside the process
+    that used it, since CUDA gives it back when the process ends."""
+    Path(str(out) + STEP_META_SUFFIX).write_text(json.dumps(fields))
+
+
+def read_step_meta(out: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(Path(str(out) + STEP_META_SUFFIX).read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def record_steps(results: list[StepResult], working: Path) -> Path:
