@@ -197,17 +197,36 @@ class RerunResult:
     gateway_log: str
 
 
+@dataclass(frozen=True)
+class Gateway:
+    """The competition facts a scoring rerun needs, where no kernel spec is at hand (the local Kaggle
+    reads them from competition.toml); the dry run passes the kernel's ``[evaluation_api]`` instead."""
+
+    gateway_module: str
+    gateway_paths: tuple[str, ...] = ()
+    startup_limit_seconds: int = 900
+    response_timeout_seconds: int | None = None
+    module: str = ""
+
+
 def rehearse_rerun(notebook: Path, spec: KernelSpec, mounts: tuple[Any, ...], root: Path, *,
                    timeout_seconds: float, layout: Literal["current", "legacy"] = "current",
                    isolation: Literal["auto", "namespace", "python"] = "auto") -> RerunResult:
     """Run the scoring rerun in a new sandbox at ``root``: the notebook blocks in ``serve()`` while the
     competition's gateway drives it from another process over the mounted competition data."""
+    return rehearse_gateway_rerun(notebook, _section(spec), spec.competition.slug, mounts, root,
+                                  timeout_seconds=timeout_seconds, layout=layout, isolation=isolation)
+
+
+def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gateway, slug: str, mounts: tuple[Any, ...],
+                           root: Path, *, timeout_seconds: float, layout: Literal["current", "legacy"] = "current",
+                           isolation: Literal["auto", "namespace", "python"] = "auto") -> RerunResult:
+    """:func:`rehearse_rerun` from the gateway's settings and the competition slug alone."""
     from builder.sandbox import SandboxSpec, prepare_sandbox
 
-    section = _section(spec)
     box = prepare_sandbox(SandboxSpec(mounts=tuple(mounts), rerun=True, layout=layout, isolation=isolation,
                                       extra_env=sandbox_env(section, free_port())), root)
-    competition = _competition_mount(box, spec.competition.slug)
+    competition = _competition_mount(box, slug)
     guest = _stage_guest(box.private_dir / GUEST_DIR, notebook)
     gateway_dir = box.root / GATEWAY_DIR
     gateway_dir.mkdir()

@@ -29,7 +29,10 @@ else:  # pragma: no cover - Python 3.10
 
 METRICS = ("accuracy", "auc", "logloss", "rmse", "spearman")
 _KEYS = ("slug", "title", "metric", "id_column", "target_columns", "daily_submission_limit", "time_limit_hours",
-         "description")
+         "description", "evaluation_api")
+# An evaluation-API competition names its gateway: the scoring rerun runs the notebook as serve() and
+# drives it from another process with that gateway, as Kaggle does from another container.
+_GATEWAY_KEYS = ("gateway_module", "gateway_paths", "startup_limit_seconds", "response_timeout_seconds")
 _SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 
 
@@ -43,11 +46,13 @@ class CompetitionConfig:
     daily_submission_limit: int = 5
     time_limit_hours: float = 9.0
     description: str = ""
+    evaluation_api: dict[str, Any] | None = None  # gateway_module, gateway_paths, startup/response limits
 
     def to_json(self) -> dict[str, Any]:
         return {"slug": self.slug, "title": self.title, "metric": self.metric, "id_column": self.id_column,
                 "target_columns": list(self.target_columns), "daily_submission_limit": self.daily_submission_limit,
-                "time_limit_hours": self.time_limit_hours, "description": self.description}
+                "time_limit_hours": self.time_limit_hours, "description": self.description,
+                "evaluation_api": self.evaluation_api}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CompetitionConfig:
@@ -101,7 +106,21 @@ def _config(raw: dict[str, Any], toml_path: Path) -> CompetitionConfig:
     return CompetitionConfig(slug=slug, title=str(raw.get("title") or slug), metric=metric,
                              id_column=str(required("id_column")), target_columns=targets,
                              daily_submission_limit=limit, time_limit_hours=float(hours),
-                             description=str(raw.get("description", "")))
+                             description=str(raw.get("description", "")),
+                             evaluation_api=_gateway(raw.get("evaluation_api"), toml_path))
+
+
+def _gateway(raw: Any, toml_path: Path) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("gateway_module"), str):
+        raise LocalKaggleError(f"{toml_path}: [evaluation_api] needs gateway_module (e.g. 'kaggle_evaluation.<comp>_gateway')")
+    unknown = sorted(set(raw) - set(_GATEWAY_KEYS))
+    if unknown:
+        raise LocalKaggleError(f"{toml_path}: [evaluation_api] unknown key {unknown[0]!r}", hint=f"known: {', '.join(_GATEWAY_KEYS)}")
+    return {"gateway_module": raw["gateway_module"], "gateway_paths": [str(p) for p in raw.get("gateway_paths", [])],
+            "startup_limit_seconds": int(raw.get("startup_limit_seconds", 900)),
+            "response_timeout_seconds": raw.get("response_timeout_seconds")}
 
 
 def _check_files(folder: Path, config: CompetitionConfig) -> None:

@@ -234,6 +234,9 @@ class Competitions:
         competition_dir = self._dir(config.slug)
         mounts = self._kernels.mounts(version.meta, {config.slug: competition_dir / "hidden"})
         timeout = self._settings.rerun_timeout_seconds or config.time_limit_hours * 3600
+        if config.evaluation_api is not None:
+            self._gateway_rerun(ref, config, version, mounts, root, timeout)
+            return
         request = RunRequest(notebook=self._kernels.notebook(version.folder, version.meta, root),
                              mounts=mounts, rerun=True, timeout_seconds=timeout, root=root / "sandbox",
                              kernel_type=version.meta["kernelType"])
@@ -246,14 +249,43 @@ class Competitions:
         if verdict.name != "OK":
             self._finish(ref, error=verdict.name, log=result.log, reason=verdict.reason)
             return
+        self._score(ref, config, competition_dir, submission_file, result.log, submission_file.stat().st_size)
+
+    def _score(self, ref: str, config: CompetitionConfig, competition_dir: Path, submission_file: Path,
+               log: list[dict[str, Any]], total_bytes: int) -> None:
         try:
             scores = score_submission(submission_file, competition_dir / "answers.csv", config.metric,
                                       config.id_column, config.target_columns, competition_dir)
         except ScoringError as exc:
-            self._finish(ref, error=SCORING_ERROR, log=result.log, reason=str(exc))
+            self._finish(ref, error=SCORING_ERROR, log=log, reason=str(exc))
             return
-        self._finish(ref, error=None, log=result.log, public=_format(scores.public), private=_format(scores.private),
-                     total_bytes=submission_file.stat().st_size)
+        self._finish(ref, error=None, log=log, public=_format(scores.public), private=_format(scores.private),
+                     total_bytes=total_bytes)
+
+    def _gateway_rerun(self, ref: str, config: CompetitionConfig, version: KernelVersion, mounts: Any, root: Path,
+                       timeout: float) -> None:
+        """An evaluation-API competition: the notebook runs as serve() and the competition's gateway drives
+        it from another process over the hidden data; the gateway's submission.parquet is what is scored."""
+        from builder.evalapi import Gateway, rehearse_gateway_rerun, verdict_name, verdict_reason
+        from builder.sandbox import Mount
+
+        gateway = Gateway(**{**config.evaluation_api, "gateway_paths": tuple(config.evaluation_api["gateway_paths"])})
+        result = rehearse_gateway_rerun(self._kernels.notebook(version.folder, version.meta, root), gateway, config.slug,
+                                        tuple(Mount(source=m.source, target=m.target) for m in mounts), root / "sandbox",
+                                        timeout_seconds=timeout)
+        log = [{"stream_name": stream, "time": 0.0, "data": text}
+               for stream, text in (("stdout", result.notebook_stdout), ("stderr", result.notebook_stderr)) if text]
+        verdict = verdict_name(result.report)
+        if verdict != "OK" or result.submission is None:
+            self._finish(ref, error=verdict if verdict != "OK" else SCORING_ERROR, log=log,
+                         reason=verdict_reason(result.report))
+            return
+        import pandas as pd
+
+        scored = root / "submission.csv"  # the scorer reads CSV; the gateway wrote parquet
+        pd.read_parquet(result.submission).to_csv(scored, index=False)
+        self._score(ref, config, competition_dir=self._dir(config.slug), submission_file=scored, log=log,
+                    total_bytes=result.submission.stat().st_size)
 
     def _finish(self, ref: str, error: str | None, log: list[dict[str, Any]], reason: str = "",
                 public: str | None = None, private: str | None = None, total_bytes: int | None = None) -> None:

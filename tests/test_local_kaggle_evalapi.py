@@ -1,0 +1,59 @@
+"""An evaluation-API competition on the local Kaggle: kkb submit → the scoring rerun serves the notebook to the
+competition's own gateway (another process) over hidden/ → the gateway's submission.parquet is scored."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from builder.errors import KernelFailed
+from builder.kaggle_api import KaggleAdapter, RetryPolicy
+from builder.local_kaggle import LocalKaggle, ServerSettings
+from builder.push import SubmitSettings, submit
+from tests.conftest import KERNELS
+from tests.test_evalapi import _variant
+from tests.test_push_e2e import FAST
+
+USER, KEY = "kkb-demo", "0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
+    with LocalKaggle(tmp_path / "kaggle", port=0, settings=ServerSettings(dataset_ready_seconds=0.0)) as local:
+        local.add_user(USER, KEY)
+        local.add_competition(KERNELS / "evalapi" / "data" / "competition")
+        monkeypatch.setenv("KAGGLE_USERNAME", USER)
+        monkeypatch.setenv("KAGGLE_KEY", KEY)
+        yield local
+
+
+@pytest.fixture
+def kernel(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(KERNELS / "evalapi", tmp_path / "evalapi", ignore=shutil.ignore_patterns("__pycache__", ".kkb")))
+
+
+def _submit(kernel: Path, server: LocalKaggle):
+    adapter = KaggleAdapter.connect(server.base_url, retry=RetryPolicy(attempts=5, base_seconds=0.02, max_seconds=0.1))
+    return submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=adapter, waits=FAST))
+
+
+@pytest.mark.slow
+def test_an_evaluation_api_submission_is_served_to_the_gateway_and_scored(kernel: Path, server: LocalKaggle) -> None:
+    result = _submit(kernel, server)
+    assert result.status == "complete"
+    assert float(result.public_score) < 0.2  # RMSE against hidden answers
+
+
+@pytest.mark.slow
+def test_a_wrong_row_count_is_the_gateways_invalid_submission(kernel: Path, server: LocalKaggle) -> None:
+    # Right in the commit run (the local gateway would stop it there), wrong only in the scoring rerun.
+    _variant(kernel, "import os\nfrom evalapi_model.serve import predict as real\n\n\ndef predict(test):\n"
+                     "    rerun = 'KAGGLE_IS_COMPETITION_RERUN' in os.environ\n    return real(test).iloc[1:] if rerun else real(test)\n")
+    with pytest.raises(KernelFailed) as caught:
+        _submit(kernel, server)
+    assert "failed: Submission Scoring Error" in str(caught.value)  # all Kaggle tells the user
+    record = server.store.read(server.store.path("submissions", "1", "submission.json"))
+    assert record["reason"] == "INVALID_SUBMISSION: Invalid predictions: expected 4 rows but received 3"
