@@ -216,7 +216,10 @@ def _stage_weights(stage: Path, previous: Path, spec: KernelSpec, names: _Names,
                    files: dict[str, Path], cache: HashCache,
                    code_files: dict[str, Path]) -> tuple[Manifest | None, list[dict[str, Any]]]:
     stage.mkdir(parents=True)
-    stage_files(files, stage, cache, previous=previous)
+    # Checkpoints never ship as they are: prepare_models reads them from the kernel folder and writes the
+    # normalised files, so copying them into the stage first would only be undone (gigabytes, each build).
+    checkpoints = {card.checkpoint for card in spec.models}
+    stage_files({rel: path for rel, path in files.items() if rel not in checkpoints}, stage, cache, previous=previous)
     cards = _prepare_models(spec, kernel_dir, stage, previous, cache, code_files) if spec.models else []
     if not any(stage.rglob("*")):
         return None, cards
@@ -235,7 +238,7 @@ def _prepare_models(spec: KernelSpec, kernel_dir: Path, stage: Path, previous: P
     """
     key = _models_key(spec, kernel_dir, cache, code_files)
     record = _read_json(previous.parent / MODELS_RECORD)
-    reused = _reuse_models(record, key, stage, previous, spec)
+    reused = _reuse_models(record, key, stage, previous)
     if reused is None:
         from builder.models import prepare_models  # torch and timm only when a kernel has models to prepare
 
@@ -262,15 +265,12 @@ def _models_key(spec: KernelSpec, kernel_dir: Path, cache: HashCache, code_files
     return "sha256:" + hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def _reuse_models(record: dict[str, Any], key: str, stage: Path, previous: Path,
-                  spec: KernelSpec) -> list[dict[str, Any]] | None:
+def _reuse_models(record: dict[str, Any], key: str, stage: Path, previous: Path) -> list[dict[str, Any]] | None:
     if record.get("key") != key:
         return None
     files = record.get("files", {})
     if any(_stat(previous / relative) != tuple(stat) for relative, stat in files.items()):
         return None  # the previous build's files were changed or removed
-    for card in spec.models:  # the copied originals give way to the normalised files, as prepare_models does
-        (stage / card.checkpoint).unlink(missing_ok=True)
     for relative in files:
         (stage / relative).parent.mkdir(parents=True, exist_ok=True)
         os.link(previous / relative, stage / relative)
