@@ -548,28 +548,18 @@ def _from_sdist(requirement: Requirement, target: WheelTarget, index_args: Seque
     # Only this package as source (":all:" would reach the isolated build and refuse setuptools' wheel).
     download = ["download", "--no-deps", f"--no-binary={name}", "--quiet", *target.pip_args(), *index_args,
                 "-d", str(sdist_dir), str(requirement)]
-    try:
-        # pip reads the sdist's metadata to download it; kkb's own setuptools usually can, which saves
-        # an isolated build environment. Another build backend needs one.
-        _pip([*download, "--no-build-isolation"], f"downloading the sdist of {requirement}")
-    except WheelhouseError:
-        try:
-            _pip(download, f"downloading the sdist of {requirement}")
-        except WheelhouseError as exc:
-            raise WheelhouseError(f"{requirement}: no wheel for {target.describe()} and no source distribution either",
-                                  hint="check the name and version on the index; missing packages are not on it") from exc
+    # pip reads the sdist's metadata to download it; kkb's own setuptools usually can, which saves
+    # an isolated build environment. Another build backend needs one.
+    _pip_isolated_if_needed(download, f"downloading the sdist of {requirement}", WheelhouseError(
+        f"{requirement}: no wheel for {target.describe()} and no source distribution either",
+        hint="check the name and version on the index; missing packages are not on it"))
     sdist = next(iter(sorted(sdist_dir.iterdir())))
     build = ["wheel", "--no-deps", "--quiet", *index_args, "-w", str(built_dir), str(sdist)]
-    try:
-        # Without isolation first: a pure-Python result is the same either way, and a compiled one only
-        # lends its metadata (the sdist is what ships). Isolation when kkb's environment cannot build it.
-        _pip([*build, "--no-build-isolation"], f"building {sdist.name}")
-    except WheelhouseError:
-        try:
-            _pip(build, f"building {sdist.name}")
-        except WheelhouseError as exc:
-            raise WheelhouseError(f"{requirement.name}: no wheel for {target.describe()}, and its sdist does not build here",
-                                  hint="kkb wheels --on-kaggle builds it in Kaggle's own image") from exc
+    # Without isolation first: a pure-Python result is the same either way, and a compiled one only
+    # lends its metadata (the sdist is what ships). Isolation when kkb's environment cannot build it.
+    _pip_isolated_if_needed(build, f"building {sdist.name}", WheelhouseError(
+        f"{requirement.name}: no wheel for {target.describe()}, and its sdist does not build here",
+        hint="kkb wheels --on-kaggle builds it in Kaggle's own image"))
     wheel = next(iter(sorted(built_dir.glob("*.whl"))))
     meta = _wheel_metadata(wheel)
     _, version, _, tags = parse_wheel_filename(wheel.name)
@@ -712,6 +702,17 @@ def _pip_command(target: WheelTarget) -> list[str]:
     if python is not None and Path(python) != Path(sys.executable):
         base += ["--python", str(python)]
     return base
+
+
+def _pip_isolated_if_needed(args: Sequence[str], action: str, failure: WheelhouseError) -> None:
+    """``pip args`` without build isolation (kkb's own setuptools), then with it; ``failure`` if neither works."""
+    try:
+        _pip([*args, "--no-build-isolation"], action)
+    except WheelhouseError:
+        try:
+            _pip(args, action)
+        except WheelhouseError as exc:
+            raise failure from exc
 
 
 def _pip(args: Sequence[str], action: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
