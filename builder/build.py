@@ -23,6 +23,7 @@ from builder.bundle import (HashCache, Manifest, copy_tree, hash_file, manifest_
                             select_files, stage_files, write_metadata)
 from builder.credentials import resolve_owner
 from builder.errors import BundleError
+from builder.jsonfile import read_object
 from builder.render import cells_for, notebook_text, render_notebook, script_text
 from builder.spec import SPEC_FILE, KernelSpec, load_spec
 from builder.wheels import CARRIED, install_context, keep_wheel_folders, kernel_sources, source_package_files
@@ -237,7 +238,7 @@ def _prepare_models(spec: KernelSpec, kernel_dir: Path, stage: Path, previous: P
     build's normalised files and cards are reused as they are.
     """
     key = _models_key(spec, kernel_dir, cache, code_files)
-    record = _read_json(previous.parent / MODELS_RECORD)
+    record = read_object(previous.parent / MODELS_RECORD)
     reused = _reuse_models(record, key, stage, previous)
     if reused is None:
         from builder.models import prepare_models  # torch and timm only when a kernel has models to prepare
@@ -291,13 +292,6 @@ def _cached_sha256(path: Path, cache: HashCache) -> str:
         known = hash_file(path)
         cache.store(path, known)
     return known
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return dict(json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        return {}
 
 
 def _stage_code(stage: Path, previous: Path, spec: KernelSpec, names: _Names, files: dict[str, Path],

@@ -40,6 +40,7 @@ from typing import Any, Literal
 import psutil
 
 from builder.errors import DryRunError
+from builder.jsonfile import read_object
 from builder.spec import EvaluationApiSection, KernelSpec
 
 GUEST = Path(__file__).resolve().parent / "evalapi_guest.py"
@@ -175,7 +176,7 @@ def commit_report(working_dir: Path, spec: KernelSpec) -> EvalApiReport:
 
 
 def read_state(working_dir: Path) -> dict[str, Any]:
-    return _read_json(Path(working_dir) / STATE_FILE)
+    return read_object(Path(working_dir) / STATE_FILE)
 
 
 # --- the scoring rerun -------------------------------------------------------------------------
@@ -300,7 +301,7 @@ def _kill_session(process: subprocess.Popen) -> None:
 
 
 def _notebook_rss(record: Path) -> int:
-    pid = (_read_json(record).get("pids") or {}).get("notebook")
+    pid = (read_object(record).get("pids") or {}).get("notebook")
     if not pid:
         return 0
     try:
@@ -312,9 +313,9 @@ def _notebook_rss(record: Path) -> int:
 
 def _rerun_result(root: Path, working: Path, gateway_dir: Path, guest: Path, section: EvaluationApiSection, wall: float,
                   timed_out: bool, peak: int, timeout: float) -> RerunResult:
-    supervisor = _read_json(guest / "supervisor.json")
-    gateway = _read_json(guest / "gateway.json")
-    result = _read_json(gateway_dir / "result.json")
+    supervisor = read_object(guest / "supervisor.json")
+    gateway = read_object(guest / "gateway.json")
+    result = read_object(gateway_dir / "result.json")
     state = read_state(working)
     submission = gateway_dir / "submission.parquet"
     texts = {name: _read_text(guest / name) for name in ("notebook.stdout", "notebook.stderr", "gateway.log")}
@@ -432,14 +433,6 @@ def verdict_reason(report: EvalApiReport) -> str:
 def _rows(details: str | None) -> tuple[int | None, int | None]:
     match = _ROWS.search(details or "")
     return (int(match.group(1)), int(match.group(2))) if match else (None, None)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _read_text(path: Path) -> str:

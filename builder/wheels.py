@@ -54,6 +54,7 @@ from builder import __version__
 from builder.bundle import (MANIFEST_FILE, HashCache, Manifest, hash_file, manifest_for, select_files,
                             write_metadata)
 from builder.errors import BundleError, WheelhouseError
+from builder.jsonfile import read_object
 from builder.spec import SPEC_FILE, KernelSpec, load_spec
 
 WHEELS_DIR = "wheels"               # build/NAME/wheels: the wheelhouse dataset
@@ -413,7 +414,7 @@ def wheelhouse_to_push(spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: 
 
 def _helper_to_attach(kernel_dir: Path, out_dir: Path, ref: str) -> tuple[str, Path, str]:
     """The helper kernel whose output the inference kernel attaches: it must have run to completion."""
-    record = _read_json(out_dir / HELPER_DIR / HELPER_RECORD)
+    record = read_object(out_dir / HELPER_DIR / HELPER_RECORD)
     if record.get("kernel") != ref or record.get("status") != "complete":
         state = f"its last run is {record['status']}" if record.get("status") else "it has not been pushed from here"
         raise WheelhouseError(f"{Path(kernel_dir) / SPEC_FILE}: [install] on_kaggle attaches the output of {ref}, but {state}",
@@ -684,10 +685,7 @@ def _result(name: str, ref: str, action: str, key: str, folder: Path, manifest: 
 
 
 def read_record(folder: Path) -> dict[str, Any]:
-    try:
-        return dict(json.loads((Path(folder) / WHEELHOUSE_FILE).read_text()))
-    except (OSError, ValueError):
-        return {}
+    return read_object(Path(folder) / WHEELHOUSE_FILE)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1037,7 +1035,7 @@ def _build_on_kaggle(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Pat
                            pip_args=settings.helper_pip_args)
     folder = out_dir / HELPER_DIR
     write_helper_kernel(helper, folder)
-    record = _read_json(folder / HELPER_RECORD)
+    record = read_object(folder / HELPER_RECORD)
     # push's context: the same adapter, retries, progress events and polling as kkb push (issue 5).
     waits = {"waits": settings.waits} if settings.waits is not None else {}
     ctx = _context(PushSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner, base_url=settings.base_url,
@@ -1092,13 +1090,6 @@ def _await_helper(ctx: Any, kernel_id: str, version: int | None, timeout_s: floa
         raise WheelhouseError(f"the helper kernel {kernel_id} v{version} ended {state}: {status.failure_message}\n{tail}",
                               hint=f"read its log (kaggle kernels output {kernel_id}); fix the requirement it names")
     return state
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return dict(json.loads(path.read_text()))
-    except (OSError, ValueError):
-        return {}
 
 
 def _write_json(path: Path, value: Mapping[str, Any]) -> None:
