@@ -11,23 +11,15 @@ import pytest
 
 from builder.errors import KernelFailed
 from builder.kaggle_api import KaggleAdapter, RetryPolicy
-from builder.local_kaggle import LocalKaggle, ServerSettings
+from builder.local_kaggle import LocalKaggle
 from builder.push import SubmitSettings, submit
 from tests.conftest import KERNELS
 from tests.test_evalapi import _variant
-from tests.test_push_e2e import FAST
-
-USER, KEY = "kkb-demo", "0123456789abcdef0123456789abcdef"
-
+from tests.test_push_e2e import FAST, _serve
 
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
-    with LocalKaggle(tmp_path / "kaggle", port=0, settings=ServerSettings(dataset_ready_seconds=0.0)) as local:
-        local.add_user(USER, KEY)
-        local.add_competition(KERNELS / "evalapi" / "data" / "competition")
-        monkeypatch.setenv("KAGGLE_USERNAME", USER)
-        monkeypatch.setenv("KAGGLE_KEY", KEY)
-        yield local
+    yield from _serve(tmp_path, monkeypatch, None, KERNELS / "evalapi" / "data" / "competition")
 
 
 @pytest.fixture

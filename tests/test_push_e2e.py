@@ -30,11 +30,13 @@ CODE = "kkb-demo/kkb-minimal-inference-code"
 FAST = Waits(poll_initial_s=0.05, poll_max_s=0.3, dataset_timeout_s=30, run_timeout_s=60, scoring_timeout_s=60)
 
 
-def _serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: KernelRunner | None) -> Iterator[LocalKaggle]:
+def _serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: KernelRunner | None,
+           competition: Path = KERNELS / "minimal" / "data" / "competition") -> Iterator[LocalKaggle]:
+    """A local Kaggle with the test user signed in (env) and ``competition`` registered."""
     settings = ServerSettings(dataset_ready_seconds=0.0)
     with LocalKaggle(tmp_path / "kaggle", port=0, settings=settings, runner=runner) as local:
         local.add_user(USER, KEY)
-        local.add_competition(KERNELS / "minimal" / "data" / "competition")
+        local.add_competition(competition)
         monkeypatch.setenv("KAGGLE_USERNAME", USER)
         monkeypatch.setenv("KAGGLE_KEY", KEY)
         monkeypatch.setenv("KKB_KAGGLE_API", local.base_url)

@@ -19,16 +19,15 @@ from pathlib import Path
 import pytest
 
 from builder.kaggle_api import KaggleAdapter, RetryPolicy
-from builder.local_kaggle import LocalKaggle, ServerSettings
+from builder.local_kaggle import LocalKaggle
 from builder.push import SubmitSettings, Waits, submit
 from builder.wheels import HELPER_DIR, HELPER_RECORD, WheelsSettings, build_wheels
-from tests.conftest import KERNELS
+from tests.test_push_e2e import USER, _serve
 from tests.test_wheels import _hermetic_pip, index, kernel_with, write_tinyext  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                                                    reason="needs a C compiler")]
 
-USER, KEY = "kkb-demo", "local-test-key-0123456789"
 HELPER = "kkb-demo/kkb-minimal-inference-wheels"
 CODE = "kkb-demo/kkb-minimal-inference-code"
 FAST = Waits(poll_initial_s=0.1, poll_max_s=0.5, dataset_timeout_s=60, run_timeout_s=120, scoring_timeout_s=120)
@@ -54,13 +53,7 @@ assert delta.VERSION == "1.0" and tinyext.compiled(), "kkb e2e: the helper's whe
 
 @pytest.fixture
 def local_kaggle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
-    with LocalKaggle(tmp_path / "kaggle", port=0, settings=ServerSettings(dataset_ready_seconds=0.0)) as server:
-        server.add_user(USER, KEY)
-        server.add_competition(KERNELS / "minimal" / "data" / "competition")
-        monkeypatch.setenv("KAGGLE_USERNAME", USER)
-        monkeypatch.setenv("KAGGLE_KEY", KEY)
-        monkeypatch.setenv("KKB_KAGGLE_API", server.base_url)
-        yield server
+    yield from _serve(tmp_path, monkeypatch, None)
 
 
 def _adapter(server: LocalKaggle) -> KaggleAdapter:
