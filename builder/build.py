@@ -20,7 +20,7 @@ from typing import Any
 
 from builder import __version__
 from builder.bundle import (HashCache, Manifest, copy_tree, hash_file, manifest_for, refuse_credentials,
-                            select_files, stage_files, write_metadata)
+                            select_files, stage_files, swap_into_place, write_metadata)
 from builder.credentials import resolve_owner
 from builder.errors import BundleError
 from builder.jsonfile import read_object
@@ -93,7 +93,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
         result = _build_into(stage, out_dir, spec, names, kernel_dir, code_files, weights_files)
         keep_wheel_folders(out_dir, stage)  # kkb wheels' output lives in build/NAME too
         try:
-            _swap_into_place(stage, out_dir)
+            swap_into_place(stage, out_dir)
         except OSError as exc:
             raise _unwritable(out_dir, exc) from None
     except BaseException:
@@ -139,11 +139,11 @@ def _unwritable(out_dir: Path, exc: OSError) -> BundleError:
 def _names(spec: KernelSpec, owner: str | None, spec_path: Path) -> _Names:
     owner = resolve_owner(owner, spec.kernel.owner, spec_path)
     slug = spec.kernel.kernel_slug
-    return _Names(owner, slug, f"{owner}/{slug}", spec.code.dataset or f"{owner}/{_dataset_slug(slug, 'code')}",
-                  spec.weights.dataset or f"{owner}/{_dataset_slug(slug, 'weights')}")
+    return _Names(owner, slug, f"{owner}/{slug}", spec.code.dataset or f"{owner}/{dataset_slug(slug, 'code')}",
+                  spec.weights.dataset or f"{owner}/{dataset_slug(slug, 'weights')}")
 
 
-def _dataset_slug(kernel_slug: str, suffix: str) -> str:
+def dataset_slug(kernel_slug: str, suffix: str) -> str:
     # Kaggle's client wants dataset slugs of 6-50 characters.
     return f"{kernel_slug[: 49 - len(suffix)].rstrip('-')}-{suffix}"
 
@@ -394,13 +394,3 @@ def _git_commit(folder: Path) -> str:
 
 def _sha256(path: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _swap_into_place(stage: Path, out_dir: Path) -> None:
-    """Replace ``out_dir`` with ``stage``; the old build goes only after the new one is in place."""
-    old = out_dir.with_name(f".{out_dir.name}-old")
-    shutil.rmtree(old, ignore_errors=True)
-    if out_dir.exists():
-        out_dir.rename(old)
-    stage.rename(out_dir)
-    shutil.rmtree(old, ignore_errors=True)

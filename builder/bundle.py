@@ -221,3 +221,13 @@ def write_metadata(stage: Path, dataset: str, title: str, manifest: Manifest) ->
 
 def copy_tree(source: Path, target: Path) -> None:
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True)
+
+
+def swap_into_place(stage: Path, out_dir: Path) -> None:
+    """Replace ``out_dir`` with ``stage``; the old build goes only after the new one is in place."""
+    old = out_dir.with_name(f".{out_dir.name}-old")
+    shutil.rmtree(old, ignore_errors=True)
+    if out_dir.exists():
+        out_dir.rename(old)
+    stage.rename(out_dir)
+    shutil.rmtree(old, ignore_errors=True)

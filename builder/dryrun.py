@@ -206,14 +206,14 @@ def _run_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
             from builder.evalapi import dry_run_scenario
 
             return dry_run_scenario(scenario, settings, build, data, out, work)
-        result = execute_notebook(_notebook(build, work), _sandbox(scenario, settings, build, data), work / "kaggle")
-        return _report(scenario, settings, build, data, result, out, work if settings.keep_sandbox else None)
+        result = execute_notebook(scenario_notebook(build, work), scenario_sandbox(scenario, settings, build, data), work / "kaggle")
+        return scenario_report(scenario, settings, build, data, result, out, work if settings.keep_sandbox else None)
     finally:
         if not settings.keep_sandbox:
             remove_sandbox(work)
 
 
-def _notebook(build: BuildResult, work: Path) -> Path:
+def scenario_notebook(build: BuildResult, work: Path) -> Path:
     """The notebook to run; a script kernel becomes one cell that runs the script as ``__main__``."""
     if build.notebook_path.suffix != ".py":
         return build.notebook_path
@@ -229,7 +229,7 @@ def _notebook(build: BuildResult, work: Path) -> Path:
     return notebook
 
 
-def _sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path) -> SandboxSpec:
+def scenario_sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path) -> SandboxSpec:
     mounts = [Mount(build.code_dir, f"datasets/{build.code_dataset}")]
     if build.weights_dataset:
         mounts.append(Mount(build.weights_dir, f"datasets/{build.weights_dataset}"))
@@ -252,7 +252,7 @@ def _limits(scenario: Scenario, settings: DryRunSettings, spec: KernelSpec, rows
                   gpu_bytes=shape.gpu_bytes, rows_run=rows if scaled else None, hidden_rows=hidden if scaled else None)
 
 
-def _report(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, result: ExecutionResult,
+def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, result: ExecutionResult,
             out: Path, sandbox: Path | None) -> ScenarioReport:
     spec = build.spec
     sample = data / spec.competition.sample_submission

@@ -468,9 +468,9 @@ def dry_run_scenario(scenario: Literal["commit", "rerun"], settings: Any, build:
     from builder.execute import execute_notebook
 
     section = _section(build.spec)
-    sandbox = dryrun._sandbox(scenario, settings, build, data)
+    sandbox = dryrun.scenario_sandbox(scenario, settings, build, data)
     sandbox = replace(sandbox, extra_env={**sandbox.extra_env, **sandbox_env(section)})
-    notebook = dryrun._notebook(build, work)
+    notebook = dryrun.scenario_notebook(build, work)
     keep = work if settings.keep_sandbox else None
     if scenario == "commit":
         result = execute_notebook(notebook, sandbox, work / "kaggle")
@@ -483,7 +483,7 @@ def dry_run_scenario(scenario: Literal["commit", "rerun"], settings: Any, build:
         (out / "rerun.gateway.log").write_text(rerun.gateway_log)
     _in_sample_order(result.working_dir / build.spec.submission.file, data / build.spec.competition.sample_submission,
                      build.spec.submission.id_column)
-    base = dryrun._report(scenario, settings, build, data, result, out, keep)
+    base = dryrun.scenario_report(scenario, settings, build, data, result, out, keep)
     return replace(base, verdict=_verdict(report, base.verdict), evaluation_api={**report.to_json(), "lines": report.lines()})
 
 

@@ -192,7 +192,7 @@ class _Context:
         self.sleep(delay)
 
 
-def _context(settings: PushSettings) -> _Context:
+def push_context(settings: PushSettings) -> _Context:
     adapter = settings.adapter or KaggleAdapter.connect(settings.base_url)
     if settings.progress is not None and adapter.on_retry is None:
         def on_retry(action: str, exc: BaseException, delay: float) -> None:
@@ -202,7 +202,7 @@ def _context(settings: PushSettings) -> _Context:
 
 
 @contextlib.contextmanager
-def _private_tmpdir(kernel_dir: Path) -> Iterator[Path]:
+def private_tmpdir(kernel_dir: Path) -> Iterator[Path]:
     """The client keeps resumable-upload state (and builds tar archives) under ``tempfile.gettempdir()``.
 
     A per-project private folder (``.kkb/tmp``, mode 0700) keeps that state away from other users
@@ -240,7 +240,7 @@ class _LazyContext:
 
     def get(self) -> _Context:
         if self._ctx is None:
-            self._ctx = _context(self.settings)
+            self._ctx = push_context(self.settings)
         return self._ctx
 
 
@@ -268,12 +268,12 @@ def _push_built(ctx: _Context, build: Any) -> PushResult:
     start_bytes = ctx.adapter.uploaded_bytes
     _check_kernel_metadata(Path(build.kernel_dir), build)  # before any upload: a bad kernel is not worth one
     _check_competition(ctx, build)
-    with _private_tmpdir(Path(ctx.settings.kernel_dir)):
+    with private_tmpdir(Path(ctx.settings.kernel_dir)):
         weights = None
         if build.weights_dataset:
-            weights = _sync_dataset(ctx, "weights", Path(build.weights_dir), build.weights_dataset, build.weights_hash,
+            weights = sync_dataset(ctx, "weights", Path(build.weights_dir), build.weights_dataset, build.weights_hash,
                                     notes)
-        code = _sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash, notes)
+        code = sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash, notes)
         wheels = _sync_wheelhouse(ctx, build, notes)
     # A new dataset version reaches the kernel only through a new kernel version: every hash counts.
     kernel_hash = _kernel_hash(Path(build.kernel_dir), code.content_hash,
@@ -331,13 +331,13 @@ def _sync_wheelhouse(ctx: _Context, build: Any, notes: str) -> str | None:
     ref, folder, content_hash = found
     if wheelhouse_source(build.spec, build.owner).kind == "kernel":
         return content_hash
-    return _sync_dataset(ctx, "wheels", folder, ref, content_hash, notes).content_hash
+    return sync_dataset(ctx, "wheels", folder, ref, content_hash, notes).content_hash
 
 
 # -- datasets ---------------------------------------------------------------------------------
 
 
-def _sync_dataset(ctx: _Context, kind: str, folder: Path, ref: str, content_hash: str, notes: str) -> DatasetResult:
+def sync_dataset(ctx: _Context, kind: str, folder: Path, ref: str, content_hash: str, notes: str) -> DatasetResult:
     """Make ``ref``'s latest ready version hold ``content_hash``, uploading only when it does not."""
     for round_ in range(ctx.settings.waits.rounds):
         status = ctx.adapter.dataset_status(ref)
@@ -565,7 +565,7 @@ def submit(settings: SubmitSettings) -> SubmitResult:
         if version is None:
             raise RemoteError(f"Kaggle did not report a version for {kernel_id}", hint="pass --version N")
     else:
-        ctx = _context(settings)
+        ctx = push_context(settings)
         kernel_id, version = _kernel_id(ctx, spec), settings.version
     _await_run(ctx, spec, kernel_id, version)
     return _submit_version(ctx, spec, kernel_id, version, pushed)

@@ -51,7 +51,7 @@ from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonic
 from slugify import slugify
 
 from builder import __version__
-from builder.bundle import (MANIFEST_FILE, HashCache, Manifest, hash_file, manifest_for, select_files,
+from builder.bundle import (MANIFEST_FILE, HashCache, Manifest, hash_file, manifest_for, select_files, swap_into_place,
                             write_metadata)
 from builder.errors import BundleError, WheelhouseError
 from builder.jsonfile import read_object
@@ -446,9 +446,7 @@ def _build_here(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, ou
         write_metadata(stage, ref, f"{spec.kernel.title[:43].rstrip()} wheels", manifest)
         _add_key(stage / MANIFEST_FILE, key)
         check = check_offline_install(stage, requirements, target=target) if settings.check else None
-        from builder.build import _swap_into_place
-
-        _swap_into_place(stage, folder)
+        swap_into_place(stage, folder)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
@@ -951,7 +949,7 @@ class HelperKernel:
 def helper_kernel(spec: KernelSpec, kernel_dir: Path, owner: str, *, code_hash: str | None = None,
                   pip_args: Sequence[str] = ()) -> HelperKernel:
     """The helper kernel's metadata and script (internet on, a script kernel, output kept)."""
-    from builder.build import CUDA_ARCH, _dataset_slug
+    from builder.build import CUDA_ARCH, dataset_slug
 
     title = _helper_title(spec)
     kernel_id = f"{owner}/{slugify(title)}"
@@ -959,7 +957,7 @@ def helper_kernel(spec: KernelSpec, kernel_dir: Path, owner: str, *, code_hash: 
         raise WheelhouseError(f"[install] wheelhouse '{spec.install.wheelhouse}' belongs to another owner than {owner}",
                               hint="a helper kernel is pushed under your own account: use your username as owner")
     sources = [package.model_dump() for package in spec.install.source_packages]
-    code_dataset = (spec.code.dataset or f"{owner}/{_dataset_slug(spec.kernel.kernel_slug, 'code')}") if sources else None
+    code_dataset = (spec.code.dataset or f"{owner}/{dataset_slug(spec.kernel.kernel_slug, 'code')}") if sources else None
     shape = spec.kernel.machine_shape
     config: dict[str, Any] = {
         "id": kernel_id, "requirements": kernel_requirements(spec, kernel_dir), "exclude": list(spec.install.exclude),
@@ -1027,7 +1025,7 @@ def write_helper_kernel(helper: HelperKernel, folder: Path) -> Path:
 def _build_on_kaggle(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: Path,
                      ref: str) -> WheelsResult:
     from builder.build import BuildSettings, build_kernel
-    from builder.push import PushSettings, _context, _private_tmpdir, _sync_dataset
+    from builder.push import PushSettings, private_tmpdir, push_context, sync_dataset
 
     build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner)) \
         if spec.install.source_packages else None
@@ -1038,7 +1036,7 @@ def _build_on_kaggle(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Pat
     record = read_object(folder / HELPER_RECORD)
     # push's context: the same adapter, retries, progress events and polling as kkb push (issue 5).
     waits = {"waits": settings.waits} if settings.waits is not None else {}
-    ctx = _context(PushSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner, base_url=settings.base_url,
+    ctx = push_context(PushSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner, base_url=settings.base_url,
                                 progress=settings.progress, adapter=settings.adapter, **waits))
     name = kernel_dir.resolve().name
     current = ctx.adapter.kernel_version(helper.kernel_id)
@@ -1048,8 +1046,8 @@ def _build_on_kaggle(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Pat
             action = "unchanged" if status == "complete" else "pending"
             return WheelsResult(name, "kernel", helper.kernel_id, action, helper.key, folder, kernel_version=current)
     if build is not None:
-        with _private_tmpdir(kernel_dir):
-            _sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash,
+        with private_tmpdir(kernel_dir):
+            sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash,
                           f"kkb wheels {helper.kernel_id}")
     ctx.emit("wheels", f"pushing the helper kernel {helper.kernel_id}")
     pushed = ctx.adapter.push_kernel(folder)
