@@ -2,7 +2,7 @@
 
 Two copies of ``kernels/reference``: as shipped (``[fast_commit] enabled = true``) and with the fast
 commit disabled, so the same notebook runs both inference steps. Each repetition runs, side by side,
-the dry run's commit scenario of both (``builder.dryrun.dry_run``, the executor's
+the dry run's commit scenario of both (``builder.rehearse.dryrun.dry_run``, the executor's
 ``ExecutionResult.wall_seconds``: kernel start to last cell) and an empty one-cell notebook in the
 same sandbox (the kernel-start constant, which the executor does not report on its own).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.common import Row
 from bench.reference import OWNER, copy_reference, empty_notebook_seconds, ensure_assets
-from builder.dryrun import DryRunSettings, dry_run
+from builder.rehearse.dryrun import DryRunSettings, dry_run
 
 
 def commit_seconds(kernel: Path, out: Path, expect_fast: bool) -> tuple[float, dict]:

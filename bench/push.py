@@ -7,7 +7,7 @@ After a first push (which creates both datasets and the kernel), each repetition
 * ``kkb push`` after a change to one code file (target: the code dataset alone, weights untouched);
 * the plain client path for the same built folders: ``dataset_create_version(folder, dir_mode="tar")``
   on the weights folder and on the code folder, i.e. what ``kaggle datasets version -p build/NAME/<x>
-  --dir-mode tar`` does (everything again). The real ``kaggle`` client, through ``builder.kaggle_api.connect``.
+  --dir-mode tar`` does (everything again). The real ``kaggle`` client, through ``builder.remote.kaggle_api.connect``.
 
 Bytes are counted at the server: the size of every blob it received (``<data>/blobs/*/data``), new
 since the call began, and cross-checked with push's own count (``PushResult.uploaded_bytes``).
@@ -28,9 +28,10 @@ from pathlib import Path
 
 from bench.bundle import make_project
 from bench.common import Row
-from builder.kaggle_api import client_output, connect
+from builder.remote.kaggle_api import client_output, connect
 from builder.local_kaggle import InstantRunner, LocalKaggle, ServerSettings
-from builder.push import PushResult, PushSettings, Waits, push
+from builder.remote.push import PushResult, push
+from builder.remote.session import PushSettings, Waits
 
 REPO = Path(__file__).resolve().parent.parent
 COMPETITION = REPO / "kernels" / "minimal" / "data" / "competition"  # a tiny competition the kernel can name

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import nbformat
 
-from builder.execute import execute_notebook
-from builder.sandbox import Mount, SandboxSpec, remove_sandbox
+from builder.rehearse.execute import execute_notebook
+from builder.rehearse.sandbox import Mount, SandboxSpec, remove_sandbox
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "kernels" / "reference"

@@ -6,6 +6,7 @@ whole build succeeded, so a failed build leaves ``build/`` exactly as it was.
 
 from __future__ import annotations
 
+import importlib.resources
 import difflib
 import hashlib
 import json
@@ -19,27 +20,25 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder import __version__
-from builder.bundle import (HashCache, Manifest, copy_tree, hash_file, manifest_for, refuse_credentials,
+from builder.bundle.files import (HashCache, Manifest, copy_tree, hash_file, manifest_for, refuse_credentials,
                             select_files, stage_files, swap_into_place, write_metadata)
-from builder.credentials import resolve_owner
+from builder.project.credentials import resolve_owner
+from builder.project.ids import dataset_slug, dataset_title
+from builder.project.layout import (BUILD_ENTRIES, CODE_DIR, DATASET_METADATA, HASH_CACHE, KERNEL_CONFIG, KERNEL_DIR,
+                                    KERNEL_METADATA, MANIFEST_FILE, MODELS_RECORD, WEIGHTS_DIR, out_dir_of)
+from builder.project.spec import CUDA_ARCH
 from builder.errors import BundleError
-from builder.jsonfile import read_object
-from builder.render import cells_for, notebook_text, render_notebook, script_text
-from builder.spec import SPEC_FILE, KernelSpec, load_spec
-from builder.wheels import CARRIED, install_context, keep_wheel_folders, kernel_sources, source_package_files
+from builder.project.jsonfile import read_object
+from builder.notebook.render import cells_for, notebook_text, render_notebook, script_text
+from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
+from builder.bundle.models import prepare_models  # imports torch and timm only when a kernel has models
+from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
 
-RUNTIME_SOURCE = Path(__file__).resolve().parent / "kkb_runtime"
+# The kernel-side runtime as installed with kkb (a wheel ships it like the rest of the package).
+RUNTIME_SOURCE = Path(str(importlib.resources.files("builder.kkb_runtime")))
 RUNTIME_PACKAGE = "kkb_runtime"
-KERNEL_CONFIG = "kkb_kernel.json"
-KERNEL_METADATA = "kernel-metadata.json"
-HASH_CACHE = ".kkb-hashes.json"
-MODELS_RECORD = ".kkb-models.json"  # what the last build's prepare_models returned, and for what inputs
-RESERVED = (RUNTIME_PACKAGE, KERNEL_CONFIG, "manifest.json", "dataset-metadata.json")
+RESERVED = (RUNTIME_PACKAGE, KERNEL_CONFIG, MANIFEST_FILE, DATASET_METADATA)
 
-# Compile only for the GPU the kernel will get: a full TORCH_CUDA_ARCH_LIST multiplies apex's build time.
-CUDA_ARCH = {"NvidiaTeslaT4": "7.5", "NvidiaTeslaT4Highmem": "7.5", "NvidiaTeslaP100": "6.0",
-             "NvidiaTeslaA100": "8.0", "NvidiaL4": "8.9", "NvidiaL4X1": "8.9", "NvidiaH100": "9.0",
-             "NvidiaRtxPro6000": "12.0"}
 
 
 @dataclass(frozen=True)
@@ -81,7 +80,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     kernel_dir = Path(settings.kernel_dir)
     spec = load_spec(kernel_dir)
     names = _names(spec, settings.owner, kernel_dir / SPEC_FILE)
-    out_dir = Path(settings.out_dir) if settings.out_dir else Path("build") / kernel_dir.resolve().name
+    out_dir = out_dir_of(kernel_dir, settings.out_dir)
     _check_out_dir(out_dir, kernel_dir)
     code_files, weights_files = _selections(spec, kernel_dir)
     try:
@@ -104,7 +103,6 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
 
 # What kkb itself keeps in a build folder; `kkb build` replaces the whole folder, so --out may only
 # name a new or empty folder or one of these (anything else would be deleted with it).
-BUILD_ENTRIES = frozenset({"code", "weights", "kernel", "dryrun", HASH_CACHE, MODELS_RECORD, *CARRIED})
 
 
 def _check_out_dir(out_dir: Path, kernel_dir: Path) -> None:
@@ -141,15 +139,6 @@ def _names(spec: KernelSpec, owner: str | None, spec_path: Path) -> _Names:
     slug = spec.kernel.kernel_slug
     return _Names(owner, slug, f"{owner}/{slug}", spec.code.dataset or f"{owner}/{dataset_slug(slug, 'code')}",
                   spec.weights.dataset or f"{owner}/{dataset_slug(slug, 'weights')}")
-
-
-def dataset_slug(kernel_slug: str, suffix: str) -> str:
-    # Kaggle's client wants dataset slugs of 6-50 characters.
-    return f"{kernel_slug[: 49 - len(suffix)].rstrip('-')}-{suffix}"
-
-
-def _title(explicit: str | None, kernel_title: str, suffix: str) -> str:
-    return explicit or f"{kernel_title[: 49 - len(suffix)].rstrip()} {suffix}"
 
 
 def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], dict[str, Path]]:
@@ -195,16 +184,16 @@ def _check_step_scripts(spec: KernelSpec, kernel_dir: Path, code: dict[str, Path
 def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, kernel_dir: Path,
                 code_files: dict[str, Path], weights_files: dict[str, Path]) -> BuildResult:
     cache = HashCache(out_dir / HASH_CACHE)
-    weights_manifest, cards = _stage_weights(stage / "weights", out_dir / "weights", spec, names, kernel_dir,
+    weights_manifest, cards = _stage_weights(stage / WEIGHTS_DIR, out_dir / WEIGHTS_DIR, spec, names, kernel_dir,
                                              weights_files, cache, code_files)
-    code_manifest = _stage_code(stage / "code", out_dir / "code", spec, names, code_files, cards,
+    code_manifest = _stage_code(stage / CODE_DIR, out_dir / CODE_DIR, spec, names, code_files, cards,
                                 weights_manifest is not None, cache)
-    notebook = _write_kernel(stage / "kernel", spec, names, kernel_dir, code_manifest, weights_manifest)
+    notebook = _write_kernel(stage / KERNEL_DIR, spec, names, kernel_dir, code_manifest, weights_manifest)
     cache.path = stage / HASH_CACHE
     cache.save()
     return BuildResult(
-        spec=spec, kernel_name=kernel_dir.resolve().name, out_dir=out_dir, code_dir=out_dir / "code",
-        weights_dir=out_dir / "weights", kernel_dir=out_dir / "kernel",
+        spec=spec, kernel_name=kernel_dir.resolve().name, out_dir=out_dir, code_dir=out_dir / CODE_DIR,
+        weights_dir=out_dir / WEIGHTS_DIR, kernel_dir=out_dir / KERNEL_DIR,
         notebook_path=out_dir / notebook.relative_to(stage),  # where it will be after the swap
         owner=names.owner, kernel_id=names.kernel_id, code_dataset=names.code_dataset,
         weights_dataset=names.weights_dataset if weights_manifest else None, code_hash=code_manifest.content_hash,
@@ -225,13 +214,13 @@ def _stage_weights(stage: Path, previous: Path, spec: KernelSpec, names: _Names,
     if not any(stage.rglob("*")):
         return None, cards
     manifest = manifest_for(stage, names.weights_dataset, cache, files)
-    write_metadata(stage, names.weights_dataset, _title(spec.weights.title, spec.kernel.title, "weights"), manifest)
+    write_metadata(stage, names.weights_dataset, dataset_title(spec.weights.title, spec.kernel.title, "weights"), manifest)
     return manifest, cards
 
 
 def _prepare_models(spec: KernelSpec, kernel_dir: Path, stage: Path, previous: Path, cache: HashCache,
                     code_files: dict[str, Path]) -> list[dict[str, Any]]:
-    """``builder.models.prepare_models``, skipped when nothing it reads changed since the last build.
+    """``builder.bundle.models.prepare_models``, skipped when nothing it reads changed since the last build.
 
     Preparing imports torch and timm and loads every checkpoint (seconds per build, whatever the
     size); with the same cards, checkpoints, transforms, code and library versions, the previous
@@ -241,7 +230,6 @@ def _prepare_models(spec: KernelSpec, kernel_dir: Path, stage: Path, previous: P
     record = read_object(previous.parent / MODELS_RECORD)
     reused = _reuse_models(record, key, stage, previous)
     if reused is None:
-        from builder.models import prepare_models  # torch and timm only when a kernel has models to prepare
 
         reused = prepare_models(spec, kernel_dir, stage)
     written = {card["checkpoint"]: _stat(stage / card["checkpoint"]) for card in reused}
@@ -301,7 +289,7 @@ def _stage_code(stage: Path, previous: Path, spec: KernelSpec, names: _Names, fi
     config = _kernel_config(spec, names, cards, has_weights)
     (stage / KERNEL_CONFIG).write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
     manifest = manifest_for(stage, names.code_dataset, cache, files)
-    write_metadata(stage, names.code_dataset, _title(spec.code.title, spec.kernel.title, "code"), manifest)
+    write_metadata(stage, names.code_dataset, dataset_title(spec.code.title, spec.kernel.title, "code"), manifest)
     return manifest
 
 

@@ -14,9 +14,27 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.status import Status
+from rich.markup import escape
+from rich.table import Table
 
 from builder import __version__
-from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USER, KkbError
+from builder.build import BuildSettings, build_kernel
+from builder.bundle.wheels import WheelsResult
+from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError
+from builder.local_kaggle.cli import app as local_kaggle_app
+from builder.rehearse.dryrun import DryRunReport, DryRunSettings
+from builder.rehearse.dryrun import dry_run as run_dry_run
+from builder.remote.push import PushResult, PushSettings
+from builder.remote.push import push as push_kernel
+from builder.remote.queries import QuerySettings
+from builder.remote.queries import history as kernel_history
+from builder.remote.queries import logs as kernel_logs
+from builder.remote.queries import status as kernel_status
+from builder.remote.session import ProgressEvent
+from builder.remote.submit import SubmitSettings
+from builder.remote.submit import submit as submit_kernel
+from builder.remote.wheels import WheelsSettings, build_wheels
 
 app = typer.Typer(
     name="kkb",
@@ -24,6 +42,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Help texts are plain text: "[install]" and "[competition]" are kernel.toml sections, not markup.
+    rich_markup_mode=None,
 )
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -31,9 +51,17 @@ err_console = Console(stderr=True, soft_wrap=True)
 _state = {"verbose": False}
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(__version__)
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show tracebacks on errors."),
+    show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                      help="Print kkb's version and exit."),
 ) -> None:
     _state["verbose"] = verbose
 
@@ -48,11 +76,9 @@ def version() -> None:
 def build(
     kernel_dir: Path = typer.Argument(..., help="The kernel project folder (holds kernel.toml)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (default: build/<name>)."),
-    owner: Optional[str] = typer.Option(None, "--owner", help="Kaggle username (default: \\[kernel] owner, then credentials)."),
+    owner: Optional[str] = typer.Option(None, "--owner", help="Kaggle username (default: [kernel] owner, then credentials)."),
 ) -> None:
     """Build the code and weights datasets and the rendered notebook, offline."""
-    from builder.build import BuildSettings, build_kernel
-
     result = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner))
     console.print(f"[green]built[/green] {result.kernel_id} → {result.out_dir}")
     console.print(f"  code     {result.code_dataset}  {result.code_hash}")
@@ -67,7 +93,7 @@ class _ProgressView:
     """Push/submit progress on stderr: a line per step, a spinner for any wait longer than a second."""
 
     def __init__(self) -> None:
-        self._status = None
+        self._status: Status | None = None
 
     def __enter__(self) -> _ProgressView:
         return self
@@ -75,7 +101,7 @@ class _ProgressView:
     def __exit__(self, *exc: object) -> None:
         self._stop()
 
-    def __call__(self, event) -> None:  # builder.push.ProgressEvent
+    def __call__(self, event: ProgressEvent) -> None:
         text = _escape(event.message)
         if event.waiting:
             if event.elapsed >= 1.0:
@@ -97,7 +123,7 @@ class _ProgressView:
 
 
 _KERNEL_ARG = typer.Argument(..., help="The kernel project folder (holds kernel.toml).")
-_OWNER_OPT = typer.Option(None, "--owner", help="Kaggle username (default: \\[kernel] owner, then credentials).")
+_OWNER_OPT = typer.Option(None, "--owner", help="Kaggle username (default: [kernel] owner, then credentials).")
 
 
 @app.command()
@@ -108,15 +134,12 @@ def push(
     message: Optional[str] = typer.Option(None, "--message", "-m", help="Dataset version notes."),
 ) -> None:
     """Build, upload only what changed, and push a kernel version (internet off) to Kaggle."""
-    from builder.push import PushSettings
-    from builder.push import push as push_kernel
-
     with _ProgressView() as view:
         result = push_kernel(PushSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message, progress=view))
     _show_push(result)
 
 
-def _show_push(result) -> None:  # builder.push.PushResult
+def _show_push(result: PushResult) -> None:
     for dataset in (result.weights, result.code):
         if dataset is not None:
             version = f" v{dataset.version}" if dataset.version else ""
@@ -136,9 +159,6 @@ def submit(
     resubmit: bool = typer.Option(False, "--resubmit", help="Submit again even if this version was submitted."),
 ) -> None:
     """Push (unless --version), wait for the kernel run, submit it, and print the public score."""
-    from builder.push import SubmitSettings
-    from builder.push import submit as submit_kernel
-
     settings = SubmitSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message, version=version,
                               resubmit=resubmit)
     with _ProgressView() as view:
@@ -157,9 +177,6 @@ def status(
     owner: Optional[str] = _OWNER_OPT,
 ) -> None:
     """The last push, its kernel run, and the last submission's state on Kaggle."""
-    from builder.push import QuerySettings
-    from builder.push import status as kernel_status
-
     result = kernel_status(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))
     console.print(f"{result.kernel_id} v{result.kernel_version}: run {result.run_status or 'unknown'}", highlight=False)
     if result.failure_message:
@@ -179,9 +196,6 @@ def logs(
     owner: Optional[str] = _OWNER_OPT,
 ) -> None:
     """Print the log of a kernel run on Kaggle."""
-    from builder.push import QuerySettings
-    from builder.push import logs as kernel_logs
-
     result = kernel_logs(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))
     err_console.print(f"[dim]log of {result.kernel_id} v{result.kernel_version}[/dim]", highlight=False)
     for entry in result.entries:
@@ -192,10 +206,6 @@ def logs(
 @app.command()
 def history(kernel_dir: Path = _KERNEL_ARG) -> None:
     """A table of every push and submission of the project."""
-    from rich.table import Table
-
-    from builder.push import history as kernel_history
-
     rows = kernel_history(kernel_dir)
     if not rows:
         console.print(f"no pushes recorded for {kernel_dir} yet")
@@ -229,10 +239,6 @@ def dry_run(
     keep_sandbox: bool = typer.Option(False, "--keep-sandbox", help="Leave each sandbox on disk for inspection."),
 ) -> None:
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
-    from builder.dryrun import DryRunSettings
-    from builder.dryrun import dry_run as run_dry_run
-    from builder.errors import KernelFailed
-
     report = run_dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=scenario,  # type: ignore[arg-type]
                                         rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
                                         layout="legacy" if legacy_layout else "current", out_dir=out, owner=owner,
@@ -244,9 +250,7 @@ def dry_run(
                            hint=f"read the executed notebooks and {report.report_path}")
 
 
-def _show_dry_run(report) -> None:  # builder.dryrun.DryRunReport
-    from rich.table import Table
-
+def _show_dry_run(report: DryRunReport) -> None:
     table = Table(box=None, header_style="bold")
     for name in ("scenario", "verdict", "time", "projected", "limit", "peak RAM", "peak GPU"):
         table.add_column(name)
@@ -271,10 +275,8 @@ def _show_dry_run(report) -> None:  # builder.dryrun.DryRunReport
     console.print(f"notebooks and report: {report.out_dir}", highlight=False)
 
 
-# `kkb local-kaggle serve|add-competition|add-user` (the sub-app imports the server lazily).
-from builder.local_kaggle.cli import app as _local_kaggle_app  # noqa: E402
-
-app.add_typer(_local_kaggle_app, name="local-kaggle")
+# `kkb local-kaggle serve|add-competition|add-user`.
+app.add_typer(local_kaggle_app, name="local-kaggle")
 
 
 @app.command()
@@ -291,8 +293,6 @@ def wheels(
     no_wait: bool = typer.Option(False, "--no-wait", help="--on-kaggle: push the helper kernel and return."),
 ) -> None:
     """Build the offline wheelhouse of [install] requirements (cached by content)."""
-    from builder.wheels import WheelsSettings, build_wheels
-
     index_args = (*(("--index-url", index_url) if index_url else ()), *(a for link in find_links for a in ("--find-links", link)))
     with _ProgressView() as view:
         result = build_wheels(WheelsSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, on_kaggle=on_kaggle,
@@ -301,7 +301,7 @@ def wheels(
     _show_wheels(result)
 
 
-def _show_wheels(result) -> None:  # builder.wheels.WheelsResult
+def _show_wheels(result: WheelsResult) -> None:
     if result.mode == "none":
         console.print(f"{result.kernel_name}: no [install] requirements: nothing to build", highlight=False)
     elif result.mode == "kernel":
@@ -340,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_console.print("[red]interrupted[/red]")
         return EXIT_INTERRUPTED
-    except SystemExit as exc:  # click's own exits (--help, usage errors) arrive here
+    except SystemExit as exc:  # click's own exits (--help, --version) arrive here
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USER
     except Exception as exc:  # click usage errors and anything unexpected
         return _unexpected(exc)
@@ -362,7 +362,8 @@ def _unexpected(exc: Exception) -> int:
         return EXIT_INTERRUPTED
     if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
         exc.show()
-        return int(exc.exit_code)
+        # click says 2 for a usage error, which is kkb's "the kernel failed": scripts must tell them apart.
+        return EXIT_USAGE if int(exc.exit_code) == 2 else int(exc.exit_code)
     if _state["verbose"]:
         err_console.print_exception()
     err_console.print(f"[bold red]internal error:[/bold red] {type(exc).__name__}: {_escape(str(exc))}")
@@ -371,8 +372,6 @@ def _unexpected(exc: Exception) -> int:
 
 
 def _escape(text: str) -> str:
-    from rich.markup import escape
-
     return escape(text)
 
 

@@ -24,6 +24,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from builder.local_kaggle.server import LocalKaggle
+from builder.remote.history import History
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_KERNEL = REPO / "kernels" / "reference"
 DEMO_USER = "kkb-demo"
@@ -59,9 +62,6 @@ def _make_assets(kernel: Path) -> None:
 
 
 def _run(kernel: Path, scratch: Path, port: int) -> int:
-    from builder.history import History
-    from builder.local_kaggle import LocalKaggle
-
     project = Path(shutil.copytree(kernel, scratch / kernel.name, ignore=shutil.ignore_patterns(".kkb", "__pycache__")))
     competition = project / "data" / "competition"
     key = secrets.token_hex(16)  # throwaway: lives only in this process and the child's environment

@@ -11,7 +11,9 @@ code  meaning
       submission that Kaggle (or the local Kaggle) refused or could not score
 3     remote API error (HTTP status, refused request, timeout while waiting)
 4     authentication error
-130   interrupted
+64    usage error: an unknown command or option, a missing argument (click's own 2 is
+      moved here so that it never reads as "the kernel failed")
+130   interrupted (Ctrl-C)
 ====  =================================================================================
 """
 
@@ -22,6 +24,7 @@ EXIT_USER = 1
 EXIT_KERNEL = 2
 EXIT_REMOTE = 3
 EXIT_AUTH = 4
+EXIT_USAGE = 64  # sysexits.h EX_USAGE
 EXIT_INTERRUPTED = 130
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from builder import cli
-from builder.errors import EXIT_USER
+
+from builder import __version__, cli
+from builder.errors import EXIT_AUTH, EXIT_INTERRUPTED, EXIT_KERNEL, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, EXIT_USER
 from tests.conftest import KERNELS, REPO
 
 
@@ -33,8 +34,21 @@ def test_errors_become_one_message_hint_and_exit_code(tmp_path: Path, capsys: py
 
 
 def test_usage_error_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["build"]) == 2  # click's usage error
+    # click says 2, which is kkb's "the kernel failed": a usage error has its own code.
+    assert cli.main(["build"]) == EXIT_USAGE != EXIT_KERNEL
     assert "Missing argument" in capsys.readouterr().err
+
+
+def test_version_option_and_literal_brackets_in_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--version"]) == EXIT_OK
+    assert capsys.readouterr().out.strip() == __version__
+    assert cli.main(["wheels", "--help"]) == EXIT_OK
+    assert "wheelhouse of [install] requirements" in " ".join(capsys.readouterr().out.split())
+
+
+def test_exit_codes_do_not_overlap() -> None:
+    codes = [EXIT_OK, EXIT_USER, EXIT_KERNEL, EXIT_REMOTE, EXIT_AUTH, EXIT_USAGE, EXIT_INTERRUPTED]
+    assert len(set(codes)) == len(codes)
 
 
 def test_installed_command_smoke(tmp_path: Path) -> None:

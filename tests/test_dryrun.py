@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from builder.cli import main
-from builder.dryrun import DryRunReport, DryRunSettings, dry_run
+from builder.rehearse.dryrun import DryRunReport, DryRunSettings, dry_run
 from builder.errors import DryRunError
-from builder.verdict import CSV_NOT_FOUND, OK, SCORING_ERROR, THREW, TIMEOUT
+from builder.rehearse.verdict import CSV_NOT_FOUND, OK, SCORING_ERROR, THREW, TIMEOUT
 from tests.conftest import KERNELS, REPO
 
 FIXTURES = REPO / "tests" / "kernels"
@@ -131,7 +131,7 @@ def test_cli_maps_options_to_settings(monkeypatch: pytest.MonkeyPatch, tmp_path:
         return DryRunReport(kernel_name="k", kernel_id="o/k", kernel_type="notebook", out_dir=tmp_path,
                             report_path=tmp_path / "report.json", scenarios=())
 
-    monkeypatch.setattr("builder.dryrun.dry_run", fake)
+    monkeypatch.setattr("builder.cli.run_dry_run", fake)  # the CLI calls the library function it imported
     code = main(["dry-run", "kernels/x", "--data", "d", "--scenario", "rerun", "--rerun-scale", "4", "--hidden-rows",
                  "1000", "--timeout", "60", "--legacy-layout", "--out", "o", "--owner", "me", "--keep-sandbox"])
     assert code == 0

@@ -18,12 +18,12 @@ import pytest
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.errors import DryRunError, SpecError
-from builder.evalapi import (EvalApiReport, RerunResult, commit_report, free_port, gateway_module, notebook_script,
+from builder.rehearse.evalapi import (EvalApiReport, RerunResult, commit_report, free_port, gateway_module, notebook_script,
                              rehearse_rerun, verdict_name)
-from builder.execute import execute_notebook
+from builder.rehearse.execute import execute_notebook
 from builder.kkb_runtime.evaluation import round_answer
-from builder.sandbox import Mount, SandboxSpec, remove_sandbox
-from builder.spec import parse_spec
+from builder.rehearse.sandbox import Mount, SandboxSpec, remove_sandbox
+from builder.project.spec import parse_spec
 from tests.conftest import KERNELS
 from tests.test_build import _normalized
 
@@ -311,7 +311,7 @@ def test_rerun_slow_predict_misses_the_deadline(kernel: Path, tmp_path: Path, sa
 
 @pytest.mark.slow
 def test_dry_run_reports_the_gateway(kernel: Path, tmp_path: Path) -> None:
-    from builder.dryrun import DryRunSettings, dry_run
+    from builder.rehearse.dryrun import DryRunSettings, dry_run
 
     _variant(kernel, "from evalapi_model.serve import predict as real\n\n\ndef predict(test):\n    return real(test).head(3)\n")
     report = dry_run(DryRunSettings(kernel_dir=kernel, data_dir=COMPETITION / "hidden", out_dir=tmp_path / "build"))

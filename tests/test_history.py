@@ -1,11 +1,11 @@
-"""builder.history: append-only, durable, torn-line tolerant; intents; the history table."""
+"""builder.remote.history: append-only, durable, torn-line tolerant; intents; the history table."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from builder.history import DATASET, DATASET_INTENT, PUSH, SCORE, SUBMISSION, History, history_path
+from builder.remote.history import DATASET, DATASET_INTENT, PUSH, SCORE, SUBMISSION, History, history_path
 
 
 def test_append_and_read_back(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""builder.kaggle_api: the real client, pointed at a scripted loopback server (no mock of the client).
+"""builder.remote.kaggle_api: the real client, pointed at a scripted loopback server (no mock of the client).
 
 The scripted server answers each RPC from a queue of (status, body, headers), so these tests pin
 what kkb does with each answer: where requests go, which credentials they carry, how HTTP errors,
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from builder import kaggle_api
+from builder.remote import kaggle_api
 from builder.errors import EXIT_AUTH, EXIT_REMOTE, AuthError, KkbError, RemoteError
-from builder.kaggle_api import KaggleAdapter, RetryPolicy, TransientRemoteError, connect, resolve_base_url
+from builder.remote.kaggle_api import KaggleAdapter, RetryPolicy, TransientRemoteError, connect, resolve_base_url
 
 REPO = Path(__file__).resolve().parent.parent
 KEY = "0123456789abcdef0123456789abcdef"
@@ -97,7 +97,7 @@ def _adapter(server: Scripted, sleeps: list[float] | None = None, attempts: int 
 
 
 def test_importing_kkb_does_not_import_kaggle() -> None:
-    code = "import sys, builder.kaggle_api, builder.push, builder.cli; print('kaggle' in sys.modules)"
+    code = "import sys, builder.remote.kaggle_api, builder.remote.push, builder.cli; print('kaggle' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False"
 
@@ -105,7 +105,7 @@ def test_importing_kkb_does_not_import_kaggle() -> None:
 def test_connect_skips_the_packages_import_time_authentication(tmp_path: Path) -> None:
     # No credentials at all: kaggle/__init__.py would print its auth help to stdout at import.
     code = (
-        "import sys, builder.kaggle_api as k\n"
+        "import sys, builder.remote.kaggle_api as k\n"
         "try:\n    k.connect('http://127.0.0.1:9')\nexcept k.AuthError as e:\n    print('AUTH', e.exit_code)\n"
         "import kaggle; print(hasattr(kaggle, 'api') and type(kaggle.api).__name__)\n"
     )

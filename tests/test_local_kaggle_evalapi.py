@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from builder.errors import KernelFailed
-from builder.kaggle_api import KaggleAdapter, RetryPolicy
+from builder.remote.kaggle_api import KaggleAdapter, RetryPolicy
 from builder.local_kaggle import LocalKaggle
-from builder.push import SubmitSettings, submit
+from builder.remote.submit import SubmitSettings, submit
 from tests.conftest import KERNELS
 from tests.test_evalapi import _variant
 from tests.test_push_e2e import FAST, _serve

@@ -1,4 +1,4 @@
-"""Build-time model cards (builder.models): checkpoint normalisation, the load check, what the card records."""
+"""Build-time model cards (builder.bundle.models): checkpoint normalisation, the load check, what the card records."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ timm = pytest.importorskip("timm")
 from builder.errors import ModelError  # noqa: E402
 from builder.kkb_runtime import models as runtime  # noqa: E402
 from builder.kkb_runtime import transforms as pipelines  # noqa: E402
-from builder.models import prepare_models  # noqa: E402
-from builder.spec import KernelSpec, parse_spec  # noqa: E402
+from builder.bundle.models import prepare_models  # noqa: E402
+from builder.project.spec import KernelSpec, parse_spec  # noqa: E402
 from tests.conftest import build_file_tree  # noqa: E402
 
 ARCH = "test_efficientnet"

@@ -1,7 +1,7 @@
-"""builder.push against a stub at the adapter seam (fast; the wire is covered in test_push_e2e.py).
+"""builder.remote.push against a stub at the adapter seam (fast; the wire is covered in test_push_e2e.py).
 
 ``FakeKaggle`` keeps datasets, kernel versions, runs and submissions in memory and exposes the same
-methods as :class:`builder.kaggle_api.KaggleAdapter`. It lets each test script server behaviour that
+methods as :class:`builder.remote.kaggle_api.KaggleAdapter`. It lets each test script server behaviour that
 is awkward over HTTP: a call that succeeds on the server but fails on the way back, a push
 interrupted between Kaggle acting and kkb recording it.
 """
@@ -18,22 +18,13 @@ from typing import Any
 import pytest
 
 from builder.errors import KernelFailed, RemoteError
-from builder.history import DATASET_INTENT, KERNEL_INTENT, PUSH, SUBMISSION, History
-from builder.kaggle_api import KernelPushed, KernelStatus, Submission, TransientRemoteError
-from builder.push import (
-    ProgressEvent,
-    PushSettings,
-    QuerySettings,
-    SubmitSettings,
-    Waits,
-    dry_run_hint,
-    exception_tail,
-    history,
-    logs,
-    push,
-    status,
-    submit,
-)
+from builder.remote.history import DATASET_INTENT, KERNEL_INTENT, PUSH, SUBMISSION, History
+from builder.remote.kaggle_api import KernelPushed, KernelStatus, Submission, TransientRemoteError
+from builder.remote.hints import dry_run_hint, exception_tail
+from builder.remote.push import push
+from builder.remote.queries import QuerySettings, history, logs, status
+from builder.remote.session import ProgressEvent, PushSettings, Waits
+from builder.remote.submit import SubmitSettings, submit
 from tests.conftest import KERNELS
 
 FAST = Waits(poll_initial_s=0.01, poll_max_s=0.02, dataset_timeout_s=5, run_timeout_s=5, scoring_timeout_s=5)
@@ -348,7 +339,7 @@ def test_exception_tail_and_dry_run_hints() -> None:
 
 @pytest.fixture
 def cli_fake(monkeypatch: pytest.MonkeyPatch) -> FakeKaggle:
-    from builder import kaggle_api
+    from builder.remote import kaggle_api
 
     fake = FakeKaggle()
     monkeypatch.setattr(kaggle_api.KaggleAdapter, "connect", classmethod(lambda cls, base_url=None, **kw: fake))

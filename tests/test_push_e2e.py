@@ -16,9 +16,12 @@ import pytest
 
 from builder import cli
 from builder.errors import EXIT_AUTH, AuthError, KernelFailed, RemoteError
-from builder.kaggle_api import KaggleAdapter, RetryPolicy
+from builder.remote.kaggle_api import KaggleAdapter, RetryPolicy
 from builder.local_kaggle import InstantRunner, KernelRunner, LocalKaggle, ServerSettings
-from builder.push import PushResult, PushSettings, QuerySettings, SubmitSettings, Waits, logs, push, submit
+from builder.remote.push import PushResult, push
+from builder.remote.queries import QuerySettings, logs
+from builder.remote.session import PushSettings, Waits
+from builder.remote.submit import SubmitSettings, submit
 from tests.conftest import KERNELS
 
 pytestmark = pytest.mark.slow

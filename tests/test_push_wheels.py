@@ -10,10 +10,12 @@ import pytest
 
 from builder.errors import RemoteError, WheelhouseError
 from builder.local_kaggle import InstantRunner, LocalKaggle
-from builder.push import PushSettings, push
-from builder.spec import load_spec
-from builder.wheels import (HELPER_DIR, HELPER_RECORD, WheelsSettings, build_wheels, wheelhouse_source,
-                            wheelhouse_to_push)
+from builder.remote.push import push
+from builder.remote.session import PushSettings
+from builder.project.spec import load_spec
+from builder.bundle.wheels import HELPER_RECORD, wheelhouse_source, wheelhouse_to_push
+from builder.project.layout import HELPER_DIR
+from builder.remote.wheels import WheelsSettings, build_wheels
 from tests.test_push_e2e import FAST, _adapter, _serve
 from tests.test_wheels import HERE, _hermetic_pip, index, index_args, kernel_with  # noqa: F401  (fixtures)
 

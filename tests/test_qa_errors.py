@@ -12,10 +12,11 @@ import pytest
 
 from builder import cli
 from builder.errors import RemoteError, SpecError
-from builder.history import KERNEL_REFUSED, History
-from builder.kaggle_api import KaggleAdapter, KernelPushed
-from builder.push import PushSettings, push
-from builder.spec import TTA_NAMES, parse_spec
+from builder.remote.history import KERNEL_REFUSED, History
+from builder.remote.kaggle_api import KaggleAdapter, KernelPushed
+from builder.remote.push import push
+from builder.remote.session import PushSettings
+from builder.project.spec import TTA_NAMES, parse_spec
 from tests.conftest import KERNELS
 from tests.test_push import FAST, FakeKaggle
 
@@ -242,7 +243,7 @@ def test_a_refused_kernel_push_is_pushed_again_not_adopted(kernel: Path) -> None
 
 
 def test_dry_run_checks_submission_columns_against_the_sample_first(tmp_path: Path) -> None:
-    from builder.dryrun import DryRunSettings, dry_run
+    from builder.rehearse.dryrun import DryRunSettings, dry_run
 
     kernel = Path(shutil.copytree(KERNELS / "minimal", tmp_path / "k", ignore=shutil.ignore_patterns(".kkb")))
     spec = (kernel / "kernel.toml").read_text().replace('target_columns = ["target"]', 'target_columns = ["Target"]')

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import DryRunError
-from builder.sandbox import (DEAD_PROXY, GUEST_DIR, Mount, SandboxSpec, blocked_network, input_snapshot, input_writes,
+from builder.rehearse.sandbox import (DEAD_PROXY, GUEST_DIR, Mount, SandboxSpec, blocked_network, input_snapshot, input_writes,
                              isolation_mode, kernel_environment, mount_path, prepare_sandbox, remove_sandbox)
 from tests.conftest import build_file_tree
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import SpecError
-from builder.spec import load_spec, parse_spec
+from builder.project.spec import load_spec, parse_spec
 
 VALID = {
     "kernel": {"title": "KKB Minimal Inference", "owner": "someone"},

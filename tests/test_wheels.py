@@ -29,10 +29,11 @@ from builder import cli
 from builder.build import BuildSettings, build_kernel
 from builder.errors import BundleError, DryRunError, KernelFailed, SpecError, WheelhouseError
 from builder.kkb_runtime import inputs
-from builder.wheels import (HELPER_DIR, PREINSTALLED, WHEELS_DIR, WheelsSettings, WheelTarget, build_wheels,
-                            check_offline_install, dry_run_check, dry_run_mounts, helper_kernel, incompatible_wheels,
-                            kernel_requirements, stand_in)
-from builder.spec import load_spec
+from builder.bundle.wheels import PREINSTALLED, WheelTarget, check_offline_install, incompatible_wheels, kernel_requirements, stand_in
+from builder.project.layout import HELPER_DIR, WHEELS_DIR
+from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
+from builder.remote.wheels import WheelsSettings, build_wheels, helper_kernel
+from builder.project.spec import load_spec
 from tests.conftest import KERNELS
 
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"

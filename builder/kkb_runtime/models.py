@@ -1,6 +1,6 @@
 """Rebuild a model from its card, offline, and load its checkpoint strictly.
 
-The same functions normalise checkpoints at build time (``builder.models`` imports them) and load
+The same functions normalise checkpoints at build time (``builder.bundle.models`` imports them) and load
 them inside the kernel, so "it loaded at build time" means "it loads in the kernel". A mismatch is
 reported as lists of missing keys, unexpected keys and shape mismatches: the three facts needed to
 fix a card, which ``load_state_dict``'s own message buries.

@@ -46,7 +46,7 @@ def requirement_name(requirement: str) -> str:
 
 
 def build_in_image(config: Mapping[str, Any]) -> Path:
-    """Build the wheelhouse described by ``config`` (written by ``builder.wheels``) and return its folder."""
+    """Build the wheelhouse described by ``config`` (written by ``builder.bundle.wheels``) and return its folder."""
     out = Path(config.get("out") or working_dir() / WHEELHOUSE_SUBDIR)
     out.mkdir(parents=True, exist_ok=True)
     pip_args = [str(arg) for arg in config.get("pip_args", [])]

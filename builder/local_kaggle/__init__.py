@@ -4,37 +4,19 @@ Like moto or LocalStack: datasets (versioned, resumable uploads), kernels (queue
 run's sandbox, outputs and logs), code competitions (scoring rerun, metric, daily limit) and fault
 injection, all kept under one data directory. See :class:`LocalKaggle`.
 
-Names are imported lazily, so that ``kkb``'s CLI (which mounts ``local_kaggle.cli``) starts fast.
+It is a server: it never imports ``builder.remote`` (kkb's client side), so that the two stay
+independent and each can be checked against the other.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from builder.local_kaggle.competition import CompetitionConfig, load_competition
+from builder.local_kaggle.faults import Faults
+from builder.local_kaggle.runner import (InstantRunner, Judgement, KernelRunner, RunRequest, RunResult,
+                                         SandboxRunner)
+from builder.local_kaggle.server import LocalKaggle
+from builder.local_kaggle.settings import ServerSettings
+from builder.local_kaggle.shim import shim_dir
 
-if TYPE_CHECKING:  # pragma: no cover
-    from builder.local_kaggle.competition import CompetitionConfig, load_competition
-    from builder.local_kaggle.faults import Faults
-    from builder.local_kaggle.runner import (InstantRunner, Judgement, KernelRunner, MountSpec, RunRequest, RunResult,
-                                             SandboxRunner)
-    from builder.local_kaggle.server import LocalKaggle
-    from builder.local_kaggle.settings import ServerSettings
-    from builder.local_kaggle.shim import shim_dir
-
-_EXPORTS = {
-    "CompetitionConfig": "competition", "load_competition": "competition", "Faults": "faults",
-    "InstantRunner": "runner", "Judgement": "runner", "KernelRunner": "runner", "MountSpec": "runner", "RunRequest": "runner",
-    "RunResult": "runner", "SandboxRunner": "runner", "LocalKaggle": "server", "ServerSettings": "settings",
-    "shim_dir": "shim",
-}
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__ = ["CompetitionConfig", "Faults", "InstantRunner", "Judgement", "KernelRunner", "LocalKaggle", "RunRequest",
+           "RunResult", "SandboxRunner", "ServerSettings", "load_competition", "shim_dir"]

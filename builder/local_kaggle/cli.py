@@ -13,6 +13,9 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from builder.local_kaggle.server import LocalKaggle
+from builder.local_kaggle.settings import ServerSettings
+
 DEFAULT_DATA_DIR = Path(".local-kaggle")
 
 app = typer.Typer(
@@ -36,8 +39,6 @@ def serve(
     rerun_timeout: Optional[float] = typer.Option(None, "--rerun-timeout", help="Cap every scoring rerun (seconds)."),
 ) -> None:
     """Serve until interrupted (Ctrl-C). Point kkb at it with KKB_KAGGLE_API=<the printed URL>."""
-    from builder.local_kaggle import LocalKaggle, ServerSettings
-
     settings = ServerSettings(dataset_ready_seconds=ready_seconds, rerun_timeout_seconds=rerun_timeout)
     server = LocalKaggle(data_dir, port=port, settings=settings)
     for entry in user:
@@ -64,8 +65,6 @@ def add_competition(
     data_dir: Path = _DATA_DIR,
 ) -> None:
     """Register (or refresh) a competition; a running server on the same data dir sees it at once."""
-    from builder.local_kaggle import LocalKaggle
-
     config = LocalKaggle(data_dir).add_competition(folder)
     console.print(f"[green]registered[/green] competition {config.slug} ({config.title}, metric {config.metric}, "
                   f"{config.daily_submission_limit} submissions a day)")
@@ -78,8 +77,6 @@ def add_user(
     data_dir: Path = _DATA_DIR,
 ) -> None:
     """Create a user of the local Kaggle and print the credentials to use with it (local only)."""
-    from builder.local_kaggle import LocalKaggle
-
     key = key or secrets.token_hex(16)
     token = LocalKaggle(data_dir).add_user(name, key)
     console.print(f"KAGGLE_USERNAME={name}\nKAGGLE_KEY={key}\n# or: KAGGLE_API_TOKEN={token}", highlight=False)

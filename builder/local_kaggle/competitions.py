@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from builder.local_kaggle.blobs import Blobs
 from builder.local_kaggle.competition import CompetitionConfig, load_competition
 from builder.local_kaggle.faults import Faults
@@ -30,6 +32,8 @@ from builder.local_kaggle.wire import (
     ApiError, Call, Handler, Json, Redirect, bad_request, compact, iso, not_found, now, paginate,
 )
 from builder.local_kaggle.worker import JobQueue
+from builder.rehearse.evalapi import Gateway, rehearse_gateway_rerun, verdict_name, verdict_reason
+from builder.rehearse.sandbox import Mount
 
 SERVICE = "competitions.CompetitionApiService"
 PENDING, ERROR = "PENDING", "ERROR"
@@ -262,16 +266,13 @@ class Competitions:
         self._finish(ref, error=None, log=log, public=_format(scores.public), private=_format(scores.private),
                      total_bytes=total_bytes)
 
-    def _gateway_rerun(self, ref: str, config: CompetitionConfig, version: KernelVersion, mounts: Any, root: Path,
+    def _gateway_rerun(self, ref: str, config: CompetitionConfig, version: KernelVersion, mounts: tuple[Mount, ...], root: Path,
                        timeout: float) -> None:
         """An evaluation-API competition: the notebook runs as serve() and the competition's gateway drives
         it from another process over the hidden data; the gateway's submission.parquet is what is scored."""
-        from builder.evalapi import Gateway, rehearse_gateway_rerun, verdict_name, verdict_reason
-        from builder.sandbox import Mount
-
         gateway = Gateway(**{**config.evaluation_api, "gateway_paths": tuple(config.evaluation_api["gateway_paths"])})
         result = rehearse_gateway_rerun(self._kernels.notebook(version.folder, version.meta, root), gateway, config.slug,
-                                        tuple(Mount(source=m.source, target=m.target) for m in mounts), root / "sandbox",
+                                        tuple(mounts), root / "sandbox",
                                         timeout_seconds=timeout)
         log = [{"stream_name": stream, "time": 0.0, "data": text}
                for stream, text in (("stdout", result.notebook_stdout), ("stderr", result.notebook_stderr)) if text]
@@ -280,8 +281,6 @@ class Competitions:
             self._finish(ref, error=verdict if verdict != "OK" else SCORING_ERROR, log=log,
                          reason=verdict_reason(result.report))
             return
-        import pandas as pd
-
         scored = root / "submission.csv"  # the scorer reads CSV; the gateway wrote parquet
         pd.read_parquet(result.submission).to_csv(scored, index=False)
         self._score(ref, config, competition_dir=self._dir(config.slug), submission_file=scored, log=log,

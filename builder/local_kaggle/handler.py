@@ -16,14 +16,34 @@ import logging
 import re
 import time
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from builder.errors import KkbError
+from builder.local_kaggle.auth import Users
+from builder.local_kaggle.blobs import Blobs
+from builder.local_kaggle.faults import Faults
+from builder.local_kaggle.kernels import Kernels
+from builder.local_kaggle.store import Store
 from builder.local_kaggle.wire import ApiError, Call, Redirect, version_number
+from builder.local_kaggle.wire import Handler as RouteHandler
 
-if TYPE_CHECKING:
-    from builder.local_kaggle.server import LocalKaggle
+
+class ServerApp(Protocol):
+    """What a request handler needs of the server (``LocalKaggle`` is one): the handler never imports the server."""
+
+    store: Store
+    users: Users
+    faults: Faults
+    blobs: Blobs
+    kernels: Kernels
+    routes: dict[str, RouteHandler]
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def base_url(self) -> str: ...
 
 log = logging.getLogger(__name__)
 _RPC = re.compile(r"^/(?:api/)?v1/(?P<service>[A-Za-z0-9_.]+)/(?P<method>[A-Za-z0-9_]+)/?$")
@@ -32,7 +52,7 @@ _LOG_STREAM = re.compile(r"^/(?:api/)?v1/kernels/logs/stream/(?P<owner>[^/]+)/(?
 PUBLIC_METHODS = frozenset({"security.OAuthService/IntrospectToken"})
 
 
-def make_handler(app: LocalKaggle) -> type[BaseHTTPRequestHandler]:
+def make_handler(app: ServerApp) -> type[BaseHTTPRequestHandler]:
     class Handler(_Handler):
         server_app = app
 
@@ -40,7 +60,7 @@ def make_handler(app: LocalKaggle) -> type[BaseHTTPRequestHandler]:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server_app: LocalKaggle
+    server_app: ServerApp
     protocol_version = "HTTP/1.1"
     server_version = "kkb-local-kaggle"
     sys_version = ""

@@ -26,7 +26,8 @@ from slugify import slugify
 from builder.local_kaggle.datasets import Datasets
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import remove_tree, storage_url, tree
-from builder.local_kaggle.runner import KernelRunner, MountSpec, RunRequest, RunResult
+from builder.local_kaggle.runner import KernelRunner, RunRequest, RunResult
+from builder.rehearse.sandbox import Mount
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.store import OwnedRecords, Store
 from builder.local_kaggle.wire import (
@@ -305,21 +306,21 @@ class Kernels:
         finally:
             remove_tree(root)
 
-    def mounts(self, meta: Json, competition_override: dict[str, Path] | None = None) -> tuple[MountSpec, ...]:
+    def mounts(self, meta: Json, competition_override: dict[str, Path] | None = None) -> tuple[Mount, ...]:
         """The inputs of a run: pinned dataset versions, competition data (``public/`` unless overridden,
         e.g. by ``hidden/`` for a scoring rerun) and other kernels' outputs."""
         override = competition_override or {}
-        mounts: list[MountSpec] = []
+        mounts: list[Mount] = []
         for pinned in meta["mounts"]["datasets"]:
             files = self._store.path("datasets", pinned["owner"], pinned["slug"], "versions", pinned["version"], "files")
-            mounts.append(MountSpec(files, f"datasets/{pinned['owner']}/{pinned['slug']}"))
+            mounts.append(Mount(files, f"datasets/{pinned['owner']}/{pinned['slug']}"))
         for slug in meta["mounts"]["competitions"]:
             source = override.get(slug) or self.competition_data(slug)
             if source is not None:
-                mounts.append(MountSpec(Path(source), f"competitions/{slug}"))
+                mounts.append(Mount(Path(source), f"competitions/{slug}"))
         for pinned in meta["mounts"]["kernels"]:
             output = self._records.dir(pinned["owner"], pinned["slug"]) / "versions" / str(pinned["version"]) / "output"
-            mounts.append(MountSpec(output, f"notebooks/{pinned['owner']}/{pinned['slug']}"))
+            mounts.append(Mount(output, f"notebooks/{pinned['owner']}/{pinned['slug']}"))
         return tuple(mounts)
 
     def notebook(self, folder: Path, meta: Json, scratch: Path) -> Path:

@@ -1,7 +1,7 @@
 """The seam between the local Kaggle and whatever executes a kernel.
 
 :class:`SandboxRunner` is the real thing: the dry run's Kaggle-like sandbox
-(``builder.execute.execute_notebook``) and its verdicts (``builder.verdict.judge``), imported lazily
+(``builder.rehearse.execute.execute_notebook``) and its verdicts (``builder.rehearse.verdict.judge``), imported lazily
 so that the server starts without them. Tests pass a fake :class:`KernelRunner` instead.
 """
 
@@ -12,19 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-
-@dataclass(frozen=True)
-class MountSpec:
-    """``source`` appears read-only at ``input/<target>`` (``datasets/<owner>/<slug>``, ``competitions/<slug>``)."""
-
-    source: Path
-    target: str
+from builder.rehearse.execute import ExecutionResult, execute_notebook
+from builder.rehearse.sandbox import Mount, SandboxSpec
+from builder.rehearse.verdict import Limits, judge
+from builder.rehearse.verdict import machine_shape as shape_of
 
 
 @dataclass(frozen=True)
 class RunRequest:
     notebook: Path                        # an .ipynb (script kernels are wrapped into a one-cell notebook)
-    mounts: tuple[MountSpec, ...]
+    mounts: tuple[Mount, ...]
     rerun: bool                           # the scoring rerun: KAGGLE_IS_COMPETITION_RERUN is set
     timeout_seconds: float | None
     root: Path                            # the sandbox root; the kernel's working dir is root/"working"
@@ -78,11 +75,8 @@ class SandboxRunner:
     """Runs kernels with the dry run's sandbox (issue 3's ``execute_notebook`` and ``judge``)."""
 
     def run(self, request: RunRequest) -> RunResult:
-        from builder.execute import execute_notebook
-        from builder.sandbox import Mount, SandboxSpec
-
         spec = SandboxSpec(
-            mounts=tuple(Mount(source=m.source, target=m.target) for m in request.mounts),
+            mounts=request.mounts,
             rerun=request.rerun,
             timeout_seconds=request.timeout_seconds,
         )
@@ -94,8 +88,6 @@ class SandboxRunner:
 
     def judge(self, result: RunResult, *, kernel_type: str, submission_file: Path, sample_submission: Path,
               id_column: str, target_columns: Sequence[str], machine_shape: str | None = None) -> Judgement:
-        from builder.verdict import Limits, judge, machine_shape as shape_of
-
         # The rerun really ran on the hidden test under the real time limit: only memory is checked
         # against the machine shape; nothing is projected.
         shape = shape_of(machine_shape)
@@ -106,7 +98,7 @@ class SandboxRunner:
         return Judgement(name=str(verdict.name), reason=str(verdict.reason or ""))
 
 
-def _failure_line(result: Any) -> str:
+def _failure_line(result: ExecutionResult) -> str:
     if result.timed_out:
         return "Notebook Timeout: the run exceeded its time limit"
     if result.ename:

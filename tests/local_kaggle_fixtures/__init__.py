@@ -101,7 +101,7 @@ def start_server(data_dir: Path, runner: Any = None, settings: ServerSettings = 
 
 def connect_as(monkeypatch: Any, base_url: str, user: str = USER, key: str = KEY) -> Any:
     """The real in-process ``KaggleApi`` (through kkb's adapter module) authenticated as ``user``."""
-    from builder.kaggle_api import connect
+    from builder.remote.kaggle_api import connect
 
     monkeypatch.setenv("KAGGLE_USERNAME", user)
     monkeypatch.setenv("KAGGLE_KEY", key)

@@ -24,9 +24,9 @@ from typing import Literal
 
 import pandas as pd
 
-from builder.execute import ExecutionResult
+from builder.rehearse.execute import ExecutionResult
 from builder.kkb_runtime.submission import check_submission
-from builder.sandbox import blocked_network
+from builder.rehearse.sandbox import blocked_network
 
 OK = "OK"
 CSV_NOT_FOUND = "Submission CSV Not Found"

@@ -40,10 +40,14 @@ from typing import Any, Literal
 import psutil
 
 from builder.errors import DryRunError
-from builder.jsonfile import read_object
-from builder.spec import EvaluationApiSection, KernelSpec
+from builder.kkb_runtime.submission import align_to_sample, read_sample
+from builder.project.jsonfile import read_object
+from builder.project.spec import EvaluationApiSection, KernelSpec
+from builder.rehearse.execute import ExecutionResult, execute_notebook
+from builder.rehearse.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox
+from builder.rehearse.verdict import OK, SCORING_ERROR, THREW, TIMEOUT, Verdict
 
-GUEST = Path(__file__).resolve().parent / "evalapi_guest.py"
+GUEST = Path(__file__).resolve().parent / "guest" / "evalapi_guest.py"
 STATE_FILE = "kkb_evaluation.json"  # written by kkb_runtime.evaluation in the working dir
 GUEST_DIR = "evalapi"  # under the sandbox's private dir: scripts, records, logs
 GATEWAY_DIR = "gateway"  # under the sandbox root: the gateway container's working dir
@@ -210,7 +214,7 @@ class Gateway:
     module: str = ""
 
 
-def rehearse_rerun(notebook: Path, spec: KernelSpec, mounts: tuple[Any, ...], root: Path, *,
+def rehearse_rerun(notebook: Path, spec: KernelSpec, mounts: tuple[Mount, ...], root: Path, *,
                    timeout_seconds: float, layout: Literal["current", "legacy"] = "current",
                    isolation: Literal["auto", "namespace", "python"] = "auto") -> RerunResult:
     """Run the scoring rerun in a new sandbox at ``root``: the notebook blocks in ``serve()`` while the
@@ -219,12 +223,10 @@ def rehearse_rerun(notebook: Path, spec: KernelSpec, mounts: tuple[Any, ...], ro
                                   timeout_seconds=timeout_seconds, layout=layout, isolation=isolation)
 
 
-def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gateway, slug: str, mounts: tuple[Any, ...],
+def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gateway, slug: str, mounts: tuple[Mount, ...],
                            root: Path, *, timeout_seconds: float, layout: Literal["current", "legacy"] = "current",
                            isolation: Literal["auto", "namespace", "python"] = "auto") -> RerunResult:
     """:func:`rehearse_rerun` from the gateway's settings and the competition slug alone."""
-    from builder.sandbox import SandboxSpec, prepare_sandbox
-
     box = prepare_sandbox(SandboxSpec(mounts=tuple(mounts), rerun=True, layout=layout, isolation=isolation,
                                       extra_env=sandbox_env(section, free_port())), root)
     competition = _competition_mount(box, slug)
@@ -243,7 +245,7 @@ def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gatew
     return _rerun_result(box.root, box.working_dir, gateway_dir, guest, section, wall, timed_out, peak, timeout_seconds)
 
 
-def _competition_mount(box: Any, slug: str) -> Path:
+def _competition_mount(box: Sandbox, slug: str) -> Path:
     for _, target in box.mounts:
         if target.name == slug:
             return target
@@ -411,8 +413,6 @@ def _limit_notes(slowest: float | None, deadline: float | None, serve: float | N
 def verdict_name(report: EvalApiReport) -> str:
     """Kaggle's status for a failed evaluation-API submission. Kaggle maps gateway errors to canned
     messages it does not document; this is kkb's reading of them."""
-    from builder.verdict import OK, SCORING_ERROR, THREW, TIMEOUT
-
     if report.succeeded:
         return OK
     if report.error_type in ("SERVER_NEVER_STARTED", "GRPC_DEADLINE_EXCEEDED", "Timeout"):
@@ -456,16 +456,15 @@ def _parquet_rows(path: Path) -> int | None:
 
 
 # --- kkb dry-run ---------------------------------------------------------------------------------
-# builder.dryrun hands evaluation-API kernels to this function, which reuses its sandbox settings and
+# builder.rehearse.dryrun hands evaluation-API kernels to this function, which reuses its sandbox settings and
 # its report (judge against the sample, projected time, memory) and adds the gateway's view.
 
 def dry_run_scenario(scenario: Literal["commit", "rerun"], settings: Any, build: Any, data: Path, out: Path,
                      work: Path) -> Any:
-    """One dry-run scenario of an evaluation-API kernel, as a ``builder.dryrun.ScenarioReport``."""
+    """One dry-run scenario of an evaluation-API kernel, as a ``builder.rehearse.dryrun.ScenarioReport``."""
     from dataclasses import replace
 
-    from builder import dryrun
-    from builder.execute import execute_notebook
+    from builder.rehearse import dryrun
 
     section = _section(build.spec)
     sandbox = dryrun.scenario_sandbox(scenario, settings, build, data)
@@ -492,8 +491,6 @@ def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
     order is no requirement here: reorder before the dry run's check, which would flag it."""
     import pandas as pd
 
-    from builder.kkb_runtime.submission import align_to_sample, read_sample
-
     if not path.is_file() or not sample_path.is_file():
         return
     try:
@@ -507,20 +504,16 @@ def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
         aligned.to_parquet(path, index=False) if path.suffix == ".parquet" else aligned.to_csv(path, index=False)
 
 
-def _verdict(report: EvalApiReport, judged: Any) -> Any:
+def _verdict(report: EvalApiReport, judged: Verdict) -> Verdict:
     """The gateway's error decides when there is one; otherwise the dry run's own judgement stands
     (it checks submission.parquet against the sample, the projected time and the memory)."""
-    from builder.verdict import Verdict
-
     if report.succeeded or report.error_type is None:
         return judged
     return Verdict(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
 
 
-def _as_execution(rerun: RerunResult, notebook: Path) -> Any:
+def _as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:
     """The rerun in the executor's terms, so the dry run judges and saves it like any other run."""
-    from builder.execute import ExecutionResult
-
     if rerun.submission is not None:  # the gateway's file, by its own name, where the dry run looks for the output
         shutil.copyfile(rerun.submission, rerun.working_dir / rerun.submission.name)
     executed = rerun.root / "__notebook__.ipynb"

@@ -1,7 +1,7 @@
 """``kkb dry-run``: rehearse Kaggle's commit run and scoring rerun locally, and say what Kaggle would say.
 
 Each scenario builds nothing new: the kernel is built once (as ``kkb build``), then each scenario runs
-the rendered notebook in a fresh sandbox (``builder.sandbox``) with the code and weights bundles
+the rendered notebook in a fresh sandbox (``builder.rehearse.sandbox``) with the code and weights bundles
 mounted as datasets and the competition data as the competition:
 
 ``commit``
@@ -33,15 +33,16 @@ import pandas as pd
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.errors import DryRunError, SpecError
-from builder.execute import ExecutionResult, execute_notebook, tail
-from builder.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
-from builder.spec import SPEC_FILE, KernelSpec
-from builder.verdict import OK, TIMEOUT, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
-from builder.wheels import dry_run_check, dry_run_mounts
+from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
+from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
+from builder.project.credentials import kaggle_username
+from builder.project.layout import DRYRUN_DIR, REPORT_FILE
+from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
+from builder.rehearse.verdict import OK, TIMEOUT, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
+from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 
 Scenario = Literal["commit", "rerun"]
 SCENARIOS: dict[str, tuple[Scenario, ...]] = {"commit": ("commit",), "rerun": ("rerun",), "both": ("commit", "rerun")}
-REPORT_FILE = "report.json"
 LOG_TAIL_LINES = 20
 # The runtime prints its fast-commit decision as "[kkb] <reason>" (kkb_runtime.commit.decide).
 _DECISION = re.compile(r"^\[kkb\] (.*(?:running every step|writing the sample submission|fast commit).*)$", re.MULTILINE)
@@ -101,7 +102,7 @@ class ScenarioReport:
     log: Path
     submission: Path | None
     sandbox: Path | None = None
-    evaluation_api: dict[str, Any] | None = None  # builder.evalapi.EvalApiReport.to_json(), issue 8
+    evaluation_api: dict[str, Any] | None = None  # builder.rehearse.evalapi.EvalApiReport.to_json(), issue 8
 
     @property
     def ok(self) -> bool:
@@ -138,9 +139,6 @@ LOCAL_OWNER = "kkb-local"
 
 
 def _owner(settings: DryRunSettings) -> str:
-    from builder.credentials import kaggle_username
-    from builder.spec import load_spec
-
     return settings.owner or load_spec(Path(settings.kernel_dir)).kernel.owner or kaggle_username() or LOCAL_OWNER
 
 
@@ -150,7 +148,7 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=_owner(settings)))
     data = competition_data(settings, build.spec)
     dry_run_check(kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline (issue 7)
-    out = build.out_dir / "dryrun"
+    out = build.out_dir / DRYRUN_DIR
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     reports = tuple(_run_scenario(scenario, settings, build, data, out) for scenario in SCENARIOS[settings.scenario])
@@ -203,7 +201,7 @@ def _run_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
                                           sample_submission=spec.competition.sample_submission,
                                           test=spec.competition.test).path
         if spec.submission.kind == "evaluation-api":  # the competition's gateway drives the notebook (issue 8)
-            from builder.evalapi import dry_run_scenario
+            from builder.rehearse.evalapi import dry_run_scenario
 
             return dry_run_scenario(scenario, settings, build, data, out, work)
         result = execute_notebook(scenario_notebook(build, work), scenario_sandbox(scenario, settings, build, data), work / "kaggle")

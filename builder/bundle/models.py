@@ -29,7 +29,7 @@ import numpy as np
 from builder.errors import ModelError
 from builder.kkb_runtime import models as runtime
 from builder.kkb_runtime import transforms as pipelines
-from builder.spec import KernelSpec, ModelCard
+from builder.project.spec import KernelSpec, ModelCard
 
 RECORDED_VERSIONS = ("torch", "timm", "albumentations")
 

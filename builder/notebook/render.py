@@ -7,6 +7,7 @@ can ``{% extends "kkb/<name>" %}`` and override ``{% block body %}``.
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,7 +21,8 @@ from nbformat import v4
 
 from builder.errors import TemplateError
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+# The repository's templates/ folder, installed as the package builder.templates (a wheel ships it too).
+TEMPLATES = Path(str(importlib.resources.files("builder.templates")))
 NOTEBOOK_TEMPLATES = TEMPLATES / "notebook"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 LANGUAGE_INFO = {"name": "python", "pygments_lexer": "ipython3", "file_extension": ".py", "mimetype": "text/x-python"}

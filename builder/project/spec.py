@@ -16,8 +16,8 @@ from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from slugify import slugify
 
+from builder.project.ids import kernel_slug
 from builder.errors import SpecError
 
 if sys.version_info >= (3, 11):
@@ -46,6 +46,10 @@ MACHINE_SHAPES = (
 # `enable_gpu` alone gives a P100, which the current image's torch no longer supports (sm_60).
 DEFAULT_GPU_SHAPE = "NvidiaTeslaT4"
 DEFAULT_TPU_SHAPE = "TpuV5E8"
+# Compile only for the GPU the kernel will get: a full TORCH_CUDA_ARCH_LIST multiplies apex's build time.
+CUDA_ARCH = {"NvidiaTeslaT4": "7.5", "NvidiaTeslaT4Highmem": "7.5", "NvidiaTeslaP100": "6.0",
+             "NvidiaTeslaA100": "8.0", "NvidiaL4": "8.9", "NvidiaL4X1": "8.9", "NvidiaH100": "9.0",
+             "NvidiaRtxPro6000": "12.0"}
 RETIRED_SHAPES = ("NvidiaTeslaP100", "TpuV38")
 
 _SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -87,7 +91,7 @@ class KernelSection(_Strict):
     @field_validator("title")
     @classmethod
     def _title_gives_a_slug(cls, value: str) -> str:
-        derived = slugify(value)
+        derived = kernel_slug(value)
         if len(derived) < 5:  # the kaggle client refuses kernel slugs under five characters
             raise ValueError(f"'{value}' gives the kernel slug '{derived}'; Kaggle needs a slug of at least 5 characters")
         return value
@@ -110,7 +114,7 @@ class KernelSection(_Strict):
 
     @model_validator(mode="after")
     def _slug_matches_title(self) -> KernelSection:
-        derived = slugify(self.title)
+        derived = kernel_slug(self.title)
         if self.slug is not None and self.slug != derived:
             raise ValueError(
                 f"slug '{self.slug}' does not match the title: Kaggle derives the slug from the title, "
@@ -120,7 +124,7 @@ class KernelSection(_Strict):
 
     @property
     def kernel_slug(self) -> str:
-        return self.slug or slugify(self.title)
+        return self.slug or kernel_slug(self.title)
 
     @property
     def machine_shape(self) -> str | None:
@@ -187,7 +191,7 @@ class FileSelection(_Strict):
 
 
 class ModelCard(_Strict):
-    """What the kernel needs to rebuild one model offline. Completed at build time by ``builder.models``."""
+    """What the kernel needs to rebuild one model offline. Completed at build time by ``builder.bundle.models``."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     arch: str

@@ -31,7 +31,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 from builder.errors import DryRunError
-from builder.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
+from builder.rehearse.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
 
 EXECUTED_NOTEBOOK = "__notebook__.ipynb"  # the name Kaggle gives the executed notebook in a run's output
 STEPS_RECORD = "kkb_steps.json"  # written by kkb_runtime.steps in the working dir

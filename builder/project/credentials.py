@@ -1,7 +1,7 @@
 """Where the Kaggle username comes from when ``[kernel] owner`` is not set.
 
 Only the *username* is read here (for dataset and kernel ids). The key never passes through kkb's
-own code: the real ``kaggle`` client reads it in ``builder.kaggle_api``.
+own code: the real ``kaggle`` client reads it in ``builder.remote.kaggle_api``.
 """
 
 from __future__ import annotations

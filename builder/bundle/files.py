@@ -17,10 +17,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.project.layout import DATASET_METADATA, MANIFEST_FILE
 from builder.errors import BundleError
 
-MANIFEST_FILE = "manifest.json"
-METADATA_FILE = "dataset-metadata.json"
+METADATA_FILE = DATASET_METADATA
 LICENSE = "CC0-1.0"
 CHUNK = 4 * 1024 * 1024
 

@@ -25,6 +25,8 @@ stand-ins for the packages the image provides. A wheel the target cannot install
 from __future__ import annotations
 
 import base64
+from email.message import Message
+from email.parser import Parser
 import contextlib
 import fnmatch
 import functools
@@ -46,24 +48,21 @@ from typing import Any
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.version import InvalidVersion, Version
 from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename,
                              parse_wheel_filename)
-from slugify import slugify
 
-from builder import __version__
-from builder.bundle import (MANIFEST_FILE, HashCache, Manifest, hash_file, manifest_for, select_files, swap_into_place,
+from builder.bundle.files import (HashCache, Manifest, hash_file, manifest_for, select_files, swap_into_place,
                             write_metadata)
 from builder.errors import BundleError, WheelhouseError
-from builder.jsonfile import read_object
-from builder.spec import SPEC_FILE, KernelSpec, load_spec
+from builder.project.ids import kernel_slug
+from builder.project.layout import CARRIED, HELPER_DIR, MANIFEST_FILE, WHEEL_HASH_CACHE, WHEELS_DIR, out_dir_of
+from builder.project.jsonfile import read_object
+from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
 
-WHEELS_DIR = "wheels"               # build/NAME/wheels: the wheelhouse dataset
-HELPER_DIR = "wheels-kernel"        # build/NAME/wheels-kernel: the helper kernel (--on-kaggle)
-HASH_CACHE = ".kkb-wheel-hashes.json"
 HELPER_RECORD = "kkb_wheels.json"   # in HELPER_DIR: the helper version that built the current key
 WHEELHOUSE_FILE = "kkb_wheelhouse.json"  # in every wheelhouse; the runtime finds it by its "id"
 FORMAT = 1
-CARRIED = (WHEELS_DIR, HELPER_DIR, HASH_CACHE)  # kept across `kkb build`, which replaces build/NAME
 
 # What the Kaggle GPU image already has (docker-python on Colab's base; kaggle-runtime.md §6.1). Shell
 # patterns on canonical names. Replacing one of these from a wheelhouse breaks the image's CUDA build
@@ -212,13 +211,13 @@ def wheelhouse_source(spec: KernelSpec, owner: str) -> WheelSource | None:
     install = spec.install
     has_requirements = bool(install.requirements or install.requirements_file)
     if install.on_kaggle and (has_requirements or install.source_packages):
-        return WheelSource("kernel", install.wheelhouse or f"{owner}/{slugify(_helper_title(spec))}")
+        return WheelSource("kernel", install.wheelhouse or f"{owner}/{kernel_slug(helper_title(spec))}")
     if has_requirements:
         return WheelSource("dataset", install.wheelhouse or f"{owner}/{spec.kernel.kernel_slug[:43].rstrip('-')}-wheels")
     return None
 
 
-def _helper_title(spec: KernelSpec) -> str:
+def helper_title(spec: KernelSpec) -> str:
     if spec.install.wheelhouse:  # a kernel's slug is slugify(title): a slug is its own title
         return spec.install.wheelhouse.partition("/")[2]
     return f"{spec.kernel.title[:43].rstrip()} wheels"
@@ -280,26 +279,8 @@ def _link_or_copy(source: str, target: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# kkb wheels
+# Results
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class WheelsSettings:
-    kernel_dir: Path
-    out_dir: Path | None = None              # the build folder (default build/<name>); wheels go in <out_dir>/wheels
-    owner: str | None = None
-    on_kaggle: bool = False                  # must agree with [install] on_kaggle (the inference kernel reads that)
-    force: bool = False                      # resolve and download again even when the key is unchanged
-    check: bool = True                       # run the offline install check after a local build
-    index_args: tuple[str, ...] = ()         # pip index options for the local build (--index-url, --find-links ...)
-    helper_pip_args: tuple[str, ...] = ()    # pip index options the helper kernel uses (a private index)
-    base_url: str | None = None              # --on-kaggle: Kaggle API (default $KKB_KAGGLE_API, else kaggle.com)
-    wait: bool = True                        # --on-kaggle: wait for the helper's run to finish
-    run_timeout_s: float = 3 * 3600.0
-    waits: Any = None                        # --on-kaggle: builder.push.Waits for polling (default: push's)
-    adapter: Any = None                      # --on-kaggle: a builder.kaggle_api.KaggleAdapter (tests hand one in)
-    progress: Callable[[Any], None] | None = None  # builder.push.ProgressEvent callback
 
 
 @dataclass(frozen=True)
@@ -332,31 +313,8 @@ class WheelsResult:
     notes: tuple[str, ...] = ()
 
 
-def build_wheels(settings: WheelsSettings) -> WheelsResult:
-    """``kkb wheels``: build (or reuse) the kernel's wheelhouse here, or have Kaggle build it."""
-    from builder.credentials import resolve_owner
-
-    kernel_dir = Path(settings.kernel_dir)
-    spec = load_spec(kernel_dir)
-    if settings.on_kaggle and not spec.install.on_kaggle:
-        raise WheelhouseError(
-            f"{kernel_dir / SPEC_FILE}: --on-kaggle, but [install] on_kaggle is not set",
-            hint="set [install] on_kaggle = true: the inference kernel must know to attach the helper kernel's "
-                 "output instead of a wheelhouse dataset",
-        )
-    owner = resolve_owner(settings.owner, spec.kernel.owner, kernel_dir / SPEC_FILE)
-    out_dir = Path(settings.out_dir) if settings.out_dir else Path("build") / kernel_dir.resolve().name
-    source = wheelhouse_source(spec, owner)
-    if source is None:
-        notes = ("source packages compile in the kernel from the code dataset",) if spec.install.source_packages else ()
-        return WheelsResult(kernel_dir.resolve().name, "none", None, "nothing", None, None, notes=notes)
-    if source.kind == "kernel":
-        return _build_on_kaggle(settings, spec, kernel_dir, owner, out_dir, source.ref)
-    return _build_here(settings, spec, kernel_dir, out_dir, source.ref)
-
-
 # --------------------------------------------------------------------------------------------
-# Building here
+# Building here: the wheelhouse dataset
 # --------------------------------------------------------------------------------------------
 
 
@@ -402,7 +360,7 @@ def wheelhouse_to_push(spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: 
         return _helper_to_attach(kernel_dir, Path(out_dir), source.ref)
     key = resolution_key(kernel_requirements(spec, kernel_dir), WheelTarget.of(spec), spec.install.exclude)
     folder = Path(out_dir) / WHEELS_DIR
-    cache = HashCache(Path(out_dir) / HASH_CACHE)
+    cache = HashCache(Path(out_dir) / WHEEL_HASH_CACHE)
     manifest = _unchanged(folder, source.ref, key, cache)
     if manifest is None:
         state = "is out of date" if (folder / MANIFEST_FILE).is_file() else "has not been built"
@@ -422,12 +380,23 @@ def _helper_to_attach(kernel_dir: Path, out_dir: Path, ref: str) -> tuple[str, P
     return ref, out_dir / HELPER_DIR, f"{record['key']}@v{record['version']}"
 
 
-def _build_here(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, out_dir: Path, ref: str) -> WheelsResult:
+@dataclass(frozen=True)
+class WheelhouseOptions:
+    """How ``kkb wheels`` builds a wheelhouse here (the helper kernel has its own, see ``builder.remote.wheels``)."""
+
+    force: bool = False                      # resolve and download again even when the key is unchanged
+    check: bool = True                       # run the offline install check after the build
+    index_args: tuple[str, ...] = ()         # pip index options (--index-url, --find-links ...)
+
+
+def build_wheelhouse(spec: KernelSpec, kernel_dir: Path, out_dir: Path, ref: str,
+                     settings: WheelhouseOptions) -> WheelsResult:
+    """Resolve, download and check the wheelhouse dataset ``ref`` into ``out_dir/wheels`` (or keep it: same key)."""
     requirements = kernel_requirements(spec, kernel_dir)
     target = WheelTarget.of(spec)
     key = resolution_key(requirements, target, spec.install.exclude)
     folder = out_dir / WHEELS_DIR
-    cache = HashCache(out_dir / HASH_CACHE)
+    cache = HashCache(out_dir / WHEEL_HASH_CACHE)
     name = kernel_dir.resolve().name
     previous = None if settings.force else _unchanged(folder, ref, key, cache)
     if previous is not None:
@@ -523,8 +492,6 @@ def _resolve(requirements: Sequence[str], target: WheelTarget, index_args: Seque
 
 def _version_accepted_by(requirement: Requirement) -> str:
     """A version the requirement's specifier accepts: the image's real one is unknown here."""
-    from packaging.version import InvalidVersion, Version
-
     candidates = ["0"]
     for clause in requirement.specifier:
         base = clause.version.removesuffix(".*")
@@ -723,9 +690,7 @@ def _tail(text: str, lines: int = 25) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def _wheel_metadata(wheel: Path):  # -> email.message.Message
-    from email.parser import Parser
-
+def _wheel_metadata(wheel: Path) -> Message:
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
         return Parser().parsestr(archive.read(name).decode("utf-8"))
@@ -916,7 +881,7 @@ def check_kernel_wheels(kernel_dir: Path, out_dir: Path | None = None) -> Offlin
         return None
     requirements = kernel_requirements(spec, kernel_dir)
     target = WheelTarget.of(spec)
-    folder = (Path(out_dir) if out_dir else Path("build") / kernel_dir.resolve().name) / WHEELS_DIR
+    folder = out_dir_of(kernel_dir, out_dir) / WHEELS_DIR
     try:
         built_for = json.loads((folder / MANIFEST_FILE).read_text()).get("resolution_key")
     except (OSError, ValueError):
@@ -929,198 +894,3 @@ def check_kernel_wheels(kernel_dir: Path, out_dir: Path | None = None) -> Offlin
 
 
 # --------------------------------------------------------------------------------------------
-# Building on Kaggle: the helper kernel
-# --------------------------------------------------------------------------------------------
-
-RUNTIME_MODULES = ("config", "inputs", "install", "wheelhouse")  # stdlib only; embedded in the helper
-
-
-@dataclass(frozen=True)
-class HelperKernel:
-    kernel_id: str
-    title: str
-    code_file: str
-    metadata: dict[str, Any]
-    script: str
-    key: str
-    code_dataset: str | None  # attached when source packages need compiling
-
-
-def helper_kernel(spec: KernelSpec, kernel_dir: Path, owner: str, *, code_hash: str | None = None,
-                  pip_args: Sequence[str] = ()) -> HelperKernel:
-    """The helper kernel's metadata and script (internet on, a script kernel, output kept)."""
-    from builder.build import CUDA_ARCH, dataset_slug
-
-    title = _helper_title(spec)
-    kernel_id = f"{owner}/{slugify(title)}"
-    if spec.install.wheelhouse and spec.install.wheelhouse.partition("/")[0] != owner:
-        raise WheelhouseError(f"[install] wheelhouse '{spec.install.wheelhouse}' belongs to another owner than {owner}",
-                              hint="a helper kernel is pushed under your own account: use your username as owner")
-    sources = [package.model_dump() for package in spec.install.source_packages]
-    code_dataset = (spec.code.dataset or f"{owner}/{dataset_slug(spec.kernel.kernel_slug, 'code')}") if sources else None
-    shape = spec.kernel.machine_shape
-    config: dict[str, Any] = {
-        "id": kernel_id, "requirements": kernel_requirements(spec, kernel_dir), "exclude": list(spec.install.exclude),
-        "sources": sources, "code_dataset": code_dataset, "cuda_arch_list": CUDA_ARCH.get(shape or ""),
-        "pip_args": list(pip_args),
-    }
-    gpu = spec.kernel.uses_gpu and any(package.cuda_ext for package in spec.install.source_packages)
-    metadata: dict[str, Any] = {
-        "id": kernel_id, "title": title, "code_file": f"{slugify(title)}.py", "language": "python",
-        "kernel_type": "script", "is_private": True, "enable_gpu": gpu, "enable_tpu": False,
-        # Internet on: it downloads. Never a competition kernel: it is attached, not submitted.
-        "enable_internet": True, "dataset_sources": [code_dataset] if code_dataset else [],
-        "competition_sources": [], "kernel_sources": [], "model_sources": [],
-    }
-    if gpu:  # nvcc and TORCH_CUDA_ARCH_LIST for the inference kernel's GPU
-        metadata["machine_shape"] = shape
-    # The same image as the inference kernel, or the wheels may not fit it.
-    if spec.kernel.docker_image_pinning:
-        metadata["docker_image_pinning_type"] = spec.kernel.docker_image_pinning
-    if spec.kernel.docker_image:
-        metadata["docker_image"] = spec.kernel.docker_image
-    key_payload = {"format": FORMAT, "config": config, "metadata": metadata, "code_hash": code_hash, "kkb": __version__}
-    key = "sha256:" + hashlib.sha256(json.dumps(key_payload, sort_keys=True).encode()).hexdigest()
-    config["key"] = key
-    return HelperKernel(kernel_id, title, metadata["code_file"], metadata, render_helper_script(config), key, code_dataset)
-
-
-def render_helper_script(config: Mapping[str, Any]) -> str:
-    import pprint
-
-    runtime = Path(__file__).resolve().parent / "kkb_runtime"
-    modules = {name: (runtime / f"{name}.py").read_text(encoding="utf-8") for name in RUNTIME_MODULES}
-    return (
-        f"# kkb wheels helper for {config['id']}: with internet on and in Kaggle's own image, download and build\n"
-        "# every wheel the inference kernel installs offline (source packages such as apex included) and keep\n"
-        "# them as this notebook's output in /kaggle/working/wheels. Generated by kkb "
-        f"{__version__}: run `kkb wheels --on-kaggle` again instead of editing it.\n"
-        "import sys\nimport tempfile\nfrom pathlib import Path\n\n"
-        f"CONFIG = {pprint.pformat(dict(config), width=110, sort_dicts=True)}\n\n"
-        "# kkb's kernel-side runtime (standard library only), as files this script unpacks and imports.\n"
-        f"RUNTIME = {modules!r}\n\n\n"
-        "def _runtime():\n"
-        '    package = Path(tempfile.mkdtemp(prefix="kkb-")) / "kkb_runtime"\n'
-        "    package.mkdir()\n"
-        '    (package / "__init__.py").write_text("")\n'
-        "    for name, text in RUNTIME.items():\n"
-        '        (package / f"{name}.py").write_text(text)\n'
-        "    sys.path.insert(0, str(package.parent))\n"
-        "    from kkb_runtime import wheelhouse\n\n"
-        "    return wheelhouse\n\n\n"
-        "_runtime().build_in_image(CONFIG)\n"
-    )
-
-
-def write_helper_kernel(helper: HelperKernel, folder: Path) -> Path:
-    """``kernel-metadata.json`` and the script into ``folder``, keeping its record of the last push."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for stale in folder.glob("*.py"):
-        stale.unlink()
-    (folder / helper.code_file).write_text(helper.script, encoding="utf-8")
-    (folder / "kernel-metadata.json").write_text(json.dumps(helper.metadata, indent=1) + "\n")
-    return folder / helper.code_file
-
-
-def _build_on_kaggle(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: Path,
-                     ref: str) -> WheelsResult:
-    from builder.build import BuildSettings, build_kernel
-    from builder.push import PushSettings, private_tmpdir, push_context, sync_dataset
-
-    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner)) \
-        if spec.install.source_packages else None
-    helper = helper_kernel(spec, kernel_dir, owner, code_hash=build.code_hash if build else None,
-                           pip_args=settings.helper_pip_args)
-    folder = out_dir / HELPER_DIR
-    write_helper_kernel(helper, folder)
-    record = read_object(folder / HELPER_RECORD)
-    # push's context: the same adapter, retries, progress events and polling as kkb push (issue 5).
-    waits = {"waits": settings.waits} if settings.waits is not None else {}
-    ctx = push_context(PushSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner, base_url=settings.base_url,
-                                progress=settings.progress, adapter=settings.adapter, **waits))
-    name = kernel_dir.resolve().name
-    current = ctx.adapter.kernel_version(helper.kernel_id)
-    if not settings.force and record.get("key") == helper.key and current is not None and record.get("version") == current:
-        status = _settle_helper(ctx, settings, folder, record, helper.kernel_id, current)
-        if status is not None:  # this key's run finished (or is still running and we do not wait): no new push
-            action = "unchanged" if status == "complete" else "pending"
-            return WheelsResult(name, "kernel", helper.kernel_id, action, helper.key, folder, kernel_version=current)
-    if build is not None:
-        with private_tmpdir(kernel_dir):
-            sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash,
-                          f"kkb wheels {helper.kernel_id}")
-    ctx.emit("wheels", f"pushing the helper kernel {helper.kernel_id}")
-    pushed = ctx.adapter.push_kernel(folder)
-    version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(helper.kernel_id)
-    _write_json(folder / HELPER_RECORD, {"key": helper.key, "kernel": helper.kernel_id, "version": version, "status": "pushed"})
-    status = _await_helper(ctx, helper.kernel_id, version, settings.run_timeout_s) if settings.wait else "pushed"
-    _write_json(folder / HELPER_RECORD, {"key": helper.key, "kernel": helper.kernel_id, "version": version, "status": status})
-    return WheelsResult(name, "kernel", helper.kernel_id, "pushed", helper.key, folder, kernel_version=version,
-                        kernel_url=pushed.url or None)
-
-
-def _settle_helper(ctx: Any, settings: WheelsSettings, folder: Path, record: Mapping[str, Any], kernel_id: str,
-                   version: int) -> str | None:
-    """The state of the version already pushed for this key; None when it failed and must be pushed again."""
-    if record.get("status") == "complete":
-        return "complete"
-    state = ctx.adapter.kernel_status(kernel_id, version).status
-    if state not in ("complete", "queued", "running"):
-        return None
-    if state != "complete" and settings.wait:
-        state = _await_helper(ctx, kernel_id, version, settings.run_timeout_s)
-    _write_json(folder / HELPER_RECORD, {**record, "status": state if state == "complete" else "pushed"})
-    return state
-
-
-def _await_helper(ctx: Any, kernel_id: str, version: int | None, timeout_s: float) -> str:
-    def probe() -> tuple[str, bool]:
-        state = ctx.adapter.kernel_status(kernel_id, version).status
-        return state, state in ("complete", "error", "cancel_acknowledged", "cancel_requested")
-
-    state = ctx.wait("wheels", f"helper kernel {kernel_id} v{version}", probe, timeout_s,
-                     hint="the helper is still building; run kkb wheels --on-kaggle again later (it does not push twice)")
-    if state != "complete":
-        from builder.push import exception_tail
-
-        status = ctx.adapter.kernel_status(kernel_id, version)
-        tail = exception_tail(ctx.adapter.kernel_log(kernel_id, version))
-        raise WheelhouseError(f"the helper kernel {kernel_id} v{version} ended {state}: {status.failure_message}\n{tail}",
-                              hint=f"read its log (kaggle kernels output {kernel_id}); fix the requirement it names")
-    return state
-
-
-def _write_json(path: Path, value: Mapping[str, Any]) -> None:
-    path.write_text(json.dumps(dict(value), indent=1, sort_keys=True) + "\n")
-
-
-# --------------------------------------------------------------------------------------------
-# The dry run
-# --------------------------------------------------------------------------------------------
-
-
-def dry_run_mounts(spec: KernelSpec, owner: str, out_dir: Path) -> list[tuple[Path, str]]:
-    """(folder, target under input/) for the wheelhouse the install cell reads in a local rehearsal."""
-    from builder.errors import DryRunError
-
-    source = wheelhouse_source(spec, owner)
-    if source is None:
-        return []
-    if source.kind == "kernel":
-        raise DryRunError(
-            "the kernel installs wheels built on Kaggle by its helper kernel ([install] on_kaggle), which a local "
-            "dry run does not have",
-            hint="rehearse against the local Kaggle after pushing the helper there, or set [install] on_kaggle = false "
-                 "and run kkb wheels for a local wheelhouse",
-        )
-    return [(Path(out_dir) / WHEELS_DIR, f"datasets/{source.ref}")]
-
-
-def dry_run_check(kernel_dir: Path, out_dir: Path) -> OfflineCheck | None:
-    """:func:`check_kernel_wheels`, with a failure reported as the kernel failing (what Kaggle would do)."""
-    from builder.errors import KernelFailed
-
-    try:
-        return check_kernel_wheels(kernel_dir, out_dir)
-    except WheelhouseError as exc:
-        raise KernelFailed(f"the install cell would fail on Kaggle: {exc.message}", hint=exc.hint) from exc

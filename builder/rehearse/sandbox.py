@@ -11,7 +11,7 @@ Layout of a sandbox root (``$KKB_KAGGLE_ROOT`` inside the kernel)::
 Two isolation modes, chosen by :func:`isolation_mode` (``auto`` picks the strongest that works here):
 
 ``namespace``
-    The kernel starts in its own network and mount namespaces (``sandbox_guest/launch.py``): only a
+    The kernel starts in its own network and mount namespaces (``guest/launch.py``): only a
     loopback interface exists, so no process of the run can reach another host, Python or not, and
     each mount is a bind mount remounted read-only, so even root gets ``Read-only file system``
     when it writes under ``input/``, as on Kaggle. Nothing is copied. Needs root or unprivileged
@@ -20,7 +20,7 @@ Two isolation modes, chosen by :func:`isolation_mode` (``auto`` picks the strong
     Everywhere else. Mounts are *copies* with write permission removed: this stops an ordinary
     user but not root (root ignores file modes), so a kernel running as root can write into its
     copy, never into the project or ``build/``, which are the sources of the copies. The network is
-    cut for Python processes only, by ``sandbox_guest/sitecustomize.py`` (name resolution and
+    cut for Python processes only, by ``guest/sitecustomize.py`` (name resolution and
     non-loopback connections fail as on an offline Kaggle kernel), plus HTTP(S) proxies pointing at
     a closed loopback port for curl, wget and other non-Python clients.
 
@@ -47,7 +47,7 @@ from builder.errors import DryRunError
 Layout = Literal["current", "legacy"]
 Isolation = Literal["auto", "namespace", "python"]
 
-GUEST_DIR = Path(__file__).resolve().parent / "sandbox_guest"
+GUEST_DIR = Path(__file__).resolve().parent / "guest"
 PRIVATE = ".sandbox"
 NETWORK_LOG = "network.log"
 KERNEL_LOG = "kernel.log"

@@ -1,0 +1,52 @@
+"""Kaggle's error descriptions and logs, turned into what to do next (the rehearsal that checks each one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+# Kaggle's error descriptions for code submissions → what the local rehearsal checks for each.
+DRY_RUN_CHECKS = {
+    "notebook timeout": "the dry run times the scoring rerun on hidden-size test data against "
+    "[competition] time_limit_hours and reports 'Notebook Timeout'",
+    "notebook threw exception": "the dry run runs the scoring rerun (KAGGLE_IS_COMPETITION_RERUN set, hidden "
+    "test data, internet off) and shows the exception with its traceback",
+    "submission csv not found": "the dry run checks that the rerun writes [submission] file into "
+    "/kaggle/working under exactly that name",
+    "submission scoring error": "the dry run checks the CSV against sample_submission.csv: same ids in any order, "
+    "the same columns, one row per id, no NaN or infinite values",
+    "notebook exceeded allowed compute": "the dry run reports peak RAM and GPU memory and the wall time "
+    "against Kaggle's limits",
+}
+
+
+def dry_run_hint(error_description: str, kernel_dir: Path | str) -> str:
+    """What ``kkb dry-run`` would check for Kaggle's ``error_description``."""
+    key = (error_description or "").strip().lower()
+    for name, check in DRY_RUN_CHECKS.items():
+        if name in key:
+            return f"{check}: kkb dry-run {kernel_dir}"
+    if "kaggle error" in key:
+        return "a Kaggle-side failure: submit the same version again with kkb submit --version N --resubmit"
+    return f"kkb dry-run {kernel_dir} rehearses the scoring rerun locally"
+
+
+def tail_block(entries: list[dict[str, Any]], failure_message: str, limit: int = 30) -> str:
+    tail = exception_tail(entries, limit)
+    last = tail.strip().splitlines()[-1] if tail.strip() else ""
+    if not last or last in failure_message:  # Kaggle's failure message already shows the exception
+        return ""
+    return f"\n--- end of the kernel log ---\n{tail}"
+
+
+def exception_tail(entries: list[dict[str, Any]], limit: int = 30) -> str:
+    """The last traceback in a Kaggle log (or its last lines when there is none)."""
+    text = "".join(str(entry.get("data", "")) for entry in entries)
+    lines = text.rstrip().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    chosen = lines[starts[-1]:] if starts else lines
+    return "\n".join(chosen[-limit:])
+
+
+

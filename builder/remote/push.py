@@ -1,0 +1,369 @@
+"""``kkb push``: from a kernel project to its datasets and kernel on Kaggle.
+
+``push`` builds, then brings Kaggle up to date with as little as possible: a dataset is created or
+versioned only when its content hash differs from what Kaggle holds (its ``manifest.json``) or, when
+Kaggle cannot say, from the last push recorded in the history; a new kernel version is pushed only
+when the notebook, its metadata or a dataset changed. Every wait polls with backoff and has a timeout.
+``submit`` pushes (unless given a version), waits for the kernel run, submits that version to the
+competition and waits for the score.
+
+Calls that create something on Kaggle are preceded by an *intent* record in the history
+(``builder.remote.history``), so a push interrupted after Kaggle acted adopts that version on the next run
+instead of creating a duplicate. The library never prints: progress goes to ``settings.progress``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from builder.build import BuildResult, BuildSettings, build_kernel
+from builder.bundle.wheels import wheelhouse_source, wheelhouse_to_push
+from builder.errors import AuthError, KkbError, RemoteError
+from builder.project.credentials import kaggle_username
+from builder.project.layout import KERNEL_METADATA, MANIFEST_FILE
+from builder.project.spec import load_spec
+from builder.remote.history import DATASET, DATASET_INTENT, KERNEL_INTENT, KERNEL_REFUSED, PUSH
+from builder.remote.kaggle_api import TransientRemoteError
+from builder.remote.session import ProgressEvent, PushSettings, Session, open_session, private_tmpdir
+
+DATASET_BAD = {"failed", "deleted"}
+
+
+@dataclass(frozen=True)
+class DatasetResult:
+    ref: str
+    content_hash: str
+    version: int | None
+    action: str  # "created" | "versioned" | "unchanged" | "adopted"
+    uploaded_bytes: int
+
+
+@dataclass(frozen=True)
+class PushResult:
+    kernel_id: str
+    kernel_url: str
+    kernel_version: int | None
+    kernel_action: str  # "pushed" | "unchanged" | "adopted"
+    code: DatasetResult
+    weights: DatasetResult | None  # None: the kernel has no weights dataset
+    uploaded_bytes: int
+    out_dir: Path
+
+
+def push(settings: PushSettings) -> PushResult:
+    """Build ``settings.kernel_dir`` and bring its datasets and kernel on Kaggle up to date."""
+    ctx = LazySession(settings)
+    build = build_for_push(settings, ctx)
+    return push_built(ctx.get(), build)
+
+
+class LazySession:
+    """Connects on first use: the build runs offline first, so its errors come before any network."""
+
+    def __init__(self, settings: PushSettings) -> None:
+        self.settings = settings
+        self._session: Session | None = None
+
+    def get(self) -> Session:
+        if self._session is None:
+            self._session = open_session(self.settings)
+        return self._session
+
+
+def build_for_push(settings: PushSettings, lazy: LazySession) -> BuildResult:
+    if settings.progress is not None:
+        settings.progress(ProgressEvent("build", f"building {settings.kernel_dir}"))
+    owner = settings.owner or _owner_from_credentials(settings, lazy)
+    return build_kernel(BuildSettings(kernel_dir=Path(settings.kernel_dir), out_dir=settings.out_dir, owner=owner))
+
+
+def _owner_from_credentials(settings: PushSettings, lazy: LazySession) -> str | None:
+    """Ask Kaggle only when neither kernel.toml nor KAGGLE_USERNAME/kaggle.json names the owner (token-only)."""
+    if load_spec(Path(settings.kernel_dir)).kernel.owner or kaggle_username():
+        return None
+    return lazy.get().adapter.username
+
+
+def push_built(ctx: Session, build: BuildResult) -> PushResult:
+    notes = ctx.settings.message or f"kkb push {build.kernel_id}"
+    start_bytes = ctx.adapter.uploaded_bytes
+    _check_kernel_metadata(Path(build.kernel_dir), build)  # before any upload: a bad kernel is not worth one
+    _check_competition(ctx, build)
+    with private_tmpdir(Path(ctx.settings.kernel_dir)):
+        weights = None
+        if build.weights_dataset:
+            weights = sync_dataset(ctx, "weights", Path(build.weights_dir), build.weights_dataset, build.weights_hash,
+                                    notes)
+        code = sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash, notes)
+        wheels = _sync_wheelhouse(ctx, build, notes)
+    # A new dataset version reaches the kernel only through a new kernel version: every hash counts.
+    kernel_hash = _kernel_hash(Path(build.kernel_dir), code.content_hash,
+                               (weights.content_hash if weights else "") + (wheels or ""))
+    version, url, action = _sync_kernel(ctx, build, kernel_hash)
+    uploaded = ctx.adapter.uploaded_bytes - start_bytes
+    ctx.history.append(
+        PUSH,
+        kernel=build.kernel_id,
+        kernel_hash=kernel_hash,
+        kernel_version=version,
+        kernel_pushed=action != "unchanged",
+        url=url,
+        code_dataset=code.ref,
+        code_hash=code.content_hash,
+        code_version=code.version,
+        weights_dataset=weights.ref if weights else None,
+        weights_hash=weights.content_hash if weights else None,
+        weights_version=weights.version if weights else None,
+        uploaded_bytes=uploaded,
+    )
+    return PushResult(
+        kernel_id=build.kernel_id,
+        kernel_url=url,
+        kernel_version=version,
+        kernel_action=action,
+        code=code,
+        weights=weights,
+        uploaded_bytes=uploaded,
+        out_dir=Path(build.out_dir),
+    )
+
+
+def _check_competition(ctx: Session, build: BuildResult) -> None:
+    """Kaggle refuses a kernel whose competition it does not know only at the kernel push, after the
+    datasets went up: ask first (one cheap call) so a typo in the slug uploads nothing."""
+    slug = build.spec.competition.slug
+    try:
+        ctx.adapter.submissions(slug)
+    except AuthError:
+        raise  # credentials are the problem, not the slug: the adapter's message already says so
+    except RemoteError as exc:
+        raise type(exc)(f"{Path(ctx.settings.kernel_dir) / 'kernel.toml'}: competition.slug '{slug}': {exc.message}",
+                        hint="use the slug from the competition's URL (kaggle.com/competitions/<slug>), and join the "
+                             "competition and accept its rules first") from exc
+
+
+def _sync_wheelhouse(ctx: Session, build: BuildResult, notes: str) -> str | None:
+    """Upload the wheelhouse dataset when it changed; a helper kernel's output is attached as it is."""
+    found = wheelhouse_to_push(build.spec, Path(ctx.settings.kernel_dir), build.owner, Path(build.out_dir))
+    if found is None:
+        return None
+    ref, folder, content_hash = found
+    if wheelhouse_source(build.spec, build.owner).kind == "kernel":
+        return content_hash
+    return sync_dataset(ctx, "wheels", folder, ref, content_hash, notes).content_hash
+
+
+# -- datasets ---------------------------------------------------------------------------------
+
+
+def sync_dataset(ctx: Session, kind: str, folder: Path, ref: str, content_hash: str, notes: str) -> DatasetResult:
+    """Make ``ref``'s latest ready version hold ``content_hash``, uploading only when it does not."""
+    for round_ in range(ctx.settings.waits.rounds):
+        status = ctx.adapter.dataset_status(ref)
+        if status is not None:
+            status = _settle_dataset(ctx, kind, ref, status)
+            kept = _kept_version(ctx, kind, ref, status, content_hash)
+            if kept is not None:
+                return kept
+        before = ctx.adapter.dataset_version(ref) if status is not None else None
+        ctx.history.append(DATASET_INTENT, ref=ref, hash=content_hash, version_before=before)
+        bytes_before = ctx.adapter.uploaded_bytes
+        action = "versioned" if status is not None else "created"
+        ctx.emit(kind, f"{'uploading a new version of' if status else 'creating'} {ref}")
+        try:
+            if status is None:
+                ctx.adapter.create_dataset(folder)
+            else:
+                ctx.adapter.version_dataset(folder, notes)
+        except TransientRemoteError as exc:
+            if round_ + 1 >= ctx.settings.waits.rounds:
+                raise
+            ctx.backoff(round_, f"{'creating' if status is None else 'versioning'} {ref}", exc)
+            continue  # the next round looks at Kaggle first: the call may have gone through
+        version = _await_dataset(ctx, kind, ref, content_hash)
+        uploaded = ctx.adapter.uploaded_bytes - bytes_before
+        ctx.history.append(DATASET, ref=ref, hash=content_hash, version=version, action=action, uploaded_bytes=uploaded)
+        return DatasetResult(ref, content_hash, version, action, uploaded)
+    raise RemoteError(f"could not create a version of {ref}")  # pragma: no cover - loop always returns or raises
+
+
+def _kept_version(ctx: Session, kind: str, ref: str, status: str, content_hash: str) -> DatasetResult | None:
+    """The existing latest version when it already holds ``content_hash`` (nothing to upload)."""
+    if status in DATASET_BAD:
+        return None
+    remote = _remote_hash(ctx, ref)
+    intent = ctx.history.open_intent(DATASET_INTENT, DATASET, "ref", ref)
+    if remote is not None:
+        same = remote == content_hash
+    else:  # the server cannot show the manifest: trust what we recorded
+        last = ctx.history.last(DATASET, ref=ref)
+        same = bool(last and last.get("hash") == content_hash)
+    version = ctx.adapter.dataset_version(ref)
+    adopted = (
+        remote is None
+        and intent is not None
+        and intent.get("hash") == content_hash
+        and version is not None
+        and (intent.get("version_before") is None or version > intent["version_before"])
+    )
+    if not (same or adopted):
+        return None
+    action = "adopted" if (intent is not None and intent.get("hash") == content_hash) else "unchanged"
+    ctx.emit(kind, f"{ref} unchanged ({content_hash[:19]}…)" if action == "unchanged" else f"{ref}: adopting v{version}")
+    if action == "adopted":
+        ctx.history.append(DATASET, ref=ref, hash=content_hash, version=version, action=action, uploaded_bytes=0)
+    return DatasetResult(ref, content_hash, version, action, 0)
+
+
+def _remote_hash(ctx: Session, ref: str) -> str | None:
+    raw = ctx.adapter.dataset_file(ref, MANIFEST_FILE)
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw.decode("utf-8")).get("content_hash")
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return None
+    return str(value) if value else None
+
+
+def _settle_dataset(ctx: Session, kind: str, ref: str, status: str) -> str:
+    """Wait out a version still being processed (e.g. left by an interrupted push)."""
+    if status == "ready" or status in DATASET_BAD:
+        return status
+    return _wait_dataset_status(ctx, kind, ref)
+
+
+def _wait_dataset_status(ctx: Session, kind: str, ref: str) -> str:
+    def probe() -> tuple[str, bool]:
+        state = ctx.adapter.dataset_status(ref) or "not found"
+        return state, state == "ready" or state in DATASET_BAD
+
+    return ctx.wait(
+        kind,
+        f"dataset {ref}",
+        probe,
+        ctx.settings.waits.dataset_timeout_s,
+        hint="Kaggle is still processing the upload; run the same command again later (nothing is uploaded twice)",
+    )
+
+
+def _await_dataset(ctx: Session, kind: str, ref: str, content_hash: str) -> int | None:
+    """Wait until the new version is ready and is the one Kaggle serves; return its number."""
+
+    def probe() -> tuple[str, bool]:
+        state = ctx.adapter.dataset_status(ref) or "not found"
+        if state in DATASET_BAD:
+            return state, True
+        if state != "ready":
+            return state, False
+        remote = _remote_hash(ctx, ref)
+        # "ready" may still describe the previous version for a moment; the manifest tells which one.
+        if remote is not None and remote != content_hash:
+            return "ready (previous version)", False
+        return state, True
+
+    state = ctx.wait(
+        kind,
+        f"dataset {ref}",
+        probe,
+        ctx.settings.waits.dataset_timeout_s,
+        hint="Kaggle is still processing the upload; run the same command again later (nothing is uploaded twice)",
+    )
+    if state in DATASET_BAD:
+        raise RemoteError(
+            f"Kaggle could not process the new version of {ref} (status: {state})",
+            hint="run the push again; if it fails again, look at the dataset page on Kaggle",
+        )
+    return ctx.adapter.dataset_version(ref)
+
+
+# -- kernel -----------------------------------------------------------------------------------
+
+
+def _kernel_hash(kernel_dir: Path, code_hash: str, weights_hash: str) -> str:
+    """What makes a kernel version: its metadata, its notebook, and the datasets it reads."""
+    digest = hashlib.sha256()
+    for path in sorted(kernel_dir.iterdir()):
+        if path.is_file():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(f"{code_hash}\0{weights_hash}".encode())
+    return "sha256:" + digest.hexdigest()
+
+
+def _check_kernel_metadata(kernel_dir: Path, build: BuildResult) -> None:
+    """Refuse to push a kernel that could not run as a code-competition submission."""
+    path = kernel_dir / KERNEL_METADATA
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise KkbError(f"{path}: cannot read the kernel metadata: {exc}", hint="run kkb build again") from exc
+    problems = []
+    if meta.get("enable_internet") not in (False, "false"):
+        problems.append("enable_internet must be false (Kaggle's default is true)")
+    if meta.get("id") != build.kernel_id:
+        problems.append(f"id is {meta.get('id')!r}, expected {build.kernel_id!r}")
+    sources = set(meta.get("dataset_sources") or [])
+    missing = [ref for ref in (build.code_dataset, build.weights_dataset) if ref and ref not in sources]
+    if missing:
+        problems.append(f"dataset_sources lacks {missing}")
+    if not meta.get("competition_sources"):
+        problems.append("competition_sources is empty")
+    if problems:
+        raise KkbError(f"{path}: " + "; ".join(problems), hint="this is a kkb build bug; report it with the file")
+
+
+def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[int | None, str, str]:
+    """Push a new kernel version unless the current one already has ``kernel_hash``."""
+    kernel_id = build.kernel_id
+    current = ctx.adapter.kernel_version(kernel_id)
+    last = ctx.history.last(PUSH, kernel=kernel_id)
+    default_url = ctx.adapter.web_url(f"code/{kernel_id}")
+    if last and last.get("kernel_hash") == kernel_hash and current is not None and current == last.get("kernel_version"):
+        ctx.emit("kernel", f"{kernel_id} v{current} unchanged")
+        return current, str(last.get("url") or default_url), "unchanged"
+    adopted = _adopt_kernel(ctx, kernel_id, kernel_hash, current)
+    if adopted is not None:
+        return adopted, default_url, "adopted"
+    timeout = build.spec.kernel.timeout_seconds
+    for round_ in range(ctx.settings.waits.rounds):
+        ctx.history.append(KERNEL_INTENT, kernel=kernel_id, kernel_hash=kernel_hash, version_before=current)
+        ctx.emit("kernel", f"pushing {kernel_id}")
+        try:
+            pushed = ctx.adapter.push_kernel(Path(build.kernel_dir), timeout_seconds=timeout)
+        except TransientRemoteError as exc:
+            if round_ + 1 >= ctx.settings.waits.rounds:
+                raise
+            ctx.backoff(round_, f"pushing {kernel_id}", exc)
+            adopted = _adopt_kernel(ctx, kernel_id, kernel_hash, current)
+            if adopted is not None:
+                return adopted, default_url, "adopted"
+            continue
+        except RemoteError as exc:
+            # Kaggle answered and refused (it may still have saved a version without its inputs): the
+            # next push must push again, not adopt that version as if an interrupted push had made it.
+            ctx.history.append(KERNEL_REFUSED, kernel=kernel_id, kernel_hash=kernel_hash, reason=exc.message)
+            raise
+        version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(kernel_id)
+        ctx.emit("kernel", f"{kernel_id} v{version} pushed")
+        return version, pushed.url or default_url, "pushed"
+    raise RemoteError(f"could not push {kernel_id}")  # pragma: no cover
+
+
+def _adopt_kernel(ctx: Session, kernel_id: str, kernel_hash: str, current: int | None) -> int | None:
+    """A version an interrupted push created: the intent is open and Kaggle moved past it."""
+    intent = ctx.history.open_intent(KERNEL_INTENT, PUSH, "kernel_hash", kernel_hash)
+    if intent is None or intent.get("kernel") != kernel_id:
+        return None
+    if ctx.history.open_intent(KERNEL_INTENT, KERNEL_REFUSED, "kernel_hash", kernel_hash) is None:
+        return None  # Kaggle refused that push: whatever it saved is not ours to adopt
+    now = ctx.adapter.kernel_version(kernel_id) if current is None else current
+    before = intent.get("version_before")
+    if now is None or (before is not None and now <= before):
+        return None
+    ctx.emit("kernel", f"{kernel_id}: adopting v{now} from an interrupted push")
+    return now
+
+
