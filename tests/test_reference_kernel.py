@@ -210,8 +210,8 @@ def test_an_unchanged_rebuild_reuses_the_prepared_models(reference_assets: Path,
     kernel = Path(shutil.copytree(reference_assets, tmp_path / "reference", ignore=shutil.ignore_patterns(".kkb")))
     first = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "out", owner="tester"))
     calls: list[int] = []
-    original = builder.bundle.models.prepare_models
-    monkeypatch.setattr(builder.bundle.models, "prepare_models", lambda *args: calls.append(1) or original(*args))
+    original = builder.build.prepare_models
+    monkeypatch.setattr(builder.build, "prepare_models", lambda *args: calls.append(1) or original(*args))
     again = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "out", owner="tester"))
     assert calls == [] and (again.weights_hash, again.code_hash) == (first.weights_hash, first.code_hash)
     (kernel / "weights" / "effnet.pth").write_bytes((kernel / "weights" / "effnet.pth").read_bytes() + b"")  # same bytes
