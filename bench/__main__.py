@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             rows += module.run(**(module.QUICK if args.quick and hasattr(module, "QUICK") else {}))
             print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
-        except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the others' numbers
+        except Exception as exc:
             traceback.print_exc()
             failed.append(name)
             rows.append(Row(name, f"FAILED: {type(exc).__name__}", None, "", target=(str(exc).splitlines() or [""])[0][:80]))

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from bench.bundle import make_project
 from bench.common import Row
-from builder.remote.kaggle_api import client_output, connect
 from builder.local_kaggle import InstantRunner, LocalKaggle, ServerSettings
+from builder.remote.kaggle_api import client_output, connect
 from builder.remote.push import PushResult, push
 from builder.remote.session import PushSettings, Waits
 

@@ -6,9 +6,9 @@ whole build succeeded, so a failed build leaves ``build/`` exactly as it was.
 
 from __future__ import annotations
 
-import importlib.resources
 import difflib
 import hashlib
+import importlib.resources
 import json
 import os
 import shlex
@@ -20,19 +20,39 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder import __version__
-from builder.bundle.files import (HashCache, Manifest, copy_tree, hash_file, manifest_for, refuse_credentials,
-                            select_files, stage_files, swap_into_place, write_metadata)
-from builder.project.credentials import resolve_owner
-from builder.project.ids import dataset_slug, dataset_title
-from builder.project.layout import (BUILD_ENTRIES, CODE_DIR, DATASET_METADATA, HASH_CACHE, KERNEL_CONFIG, KERNEL_DIR,
-                                    KERNEL_METADATA, MANIFEST_FILE, MODELS_RECORD, WEIGHTS_DIR, out_dir_of)
-from builder.project.spec import CUDA_ARCH
-from builder.errors import BundleError
-from builder.project.jsonfile import read_object
-from builder.notebook.render import cells_for, notebook_text, render_notebook, script_text
-from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
+from builder.bundle.files import (
+    HashCache,
+    Manifest,
+    copy_tree,
+    hash_file,
+    manifest_for,
+    refuse_credentials,
+    select_files,
+    stage_files,
+    swap_into_place,
+    write_metadata,
+)
 from builder.bundle.models import prepare_models  # imports torch and timm only when a kernel has models
 from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
+from builder.errors import BundleError
+from builder.notebook.render import cells_for, notebook_text, render_notebook, script_text
+from builder.project.credentials import resolve_owner
+from builder.project.ids import dataset_slug, dataset_title
+from builder.project.jsonfile import read_object
+from builder.project.layout import (
+    BUILD_ENTRIES,
+    CODE_DIR,
+    DATASET_METADATA,
+    HASH_CACHE,
+    KERNEL_CONFIG,
+    KERNEL_DIR,
+    KERNEL_METADATA,
+    MANIFEST_FILE,
+    MODELS_RECORD,
+    WEIGHTS_DIR,
+    out_dir_of,
+)
+from builder.project.spec import CUDA_ARCH, SPEC_FILE, KernelSpec, load_spec
 
 # The kernel-side runtime as installed with kkb (a wheel ships it like the rest of the package).
 RUNTIME_SOURCE = Path(str(importlib.resources.files("builder.kkb_runtime")))

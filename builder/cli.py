@@ -10,12 +10,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.status import Status
 from rich.markup import escape
+from rich.status import Status
 from rich.table import Table
 
 from builder import __version__
@@ -75,8 +74,8 @@ def version() -> None:
 @app.command()
 def build(
     kernel_dir: Path = typer.Argument(..., help="The kernel project folder (holds kernel.toml)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (default: build/<name>)."),
-    owner: Optional[str] = typer.Option(None, "--owner", help="Kaggle username (default: [kernel] owner, then credentials)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output folder (default: build/<name>)."),
+    owner: str | None = typer.Option(None, "--owner", help="Kaggle username (default: [kernel] owner, then credentials)."),
 ) -> None:
     """Build the code and weights datasets and the rendered notebook, offline."""
     result = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner))
@@ -129,9 +128,9 @@ _OWNER_OPT = typer.Option(None, "--owner", help="Kaggle username (default: [kern
 @app.command()
 def push(
     kernel_dir: Path = _KERNEL_ARG,
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
-    owner: Optional[str] = _OWNER_OPT,
-    message: Optional[str] = typer.Option(None, "--message", "-m", help="Dataset version notes."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
+    owner: str | None = _OWNER_OPT,
+    message: str | None = typer.Option(None, "--message", "-m", help="Dataset version notes."),
 ) -> None:
     """Build, upload only what changed, and push a kernel version (internet off) to Kaggle."""
     with _ProgressView() as view:
@@ -152,10 +151,10 @@ def _show_push(result: PushResult) -> None:
 @app.command()
 def submit(
     kernel_dir: Path = _KERNEL_ARG,
-    version: Optional[int] = typer.Option(None, "--version", help="Submit this kernel version instead of pushing."),
-    message: Optional[str] = typer.Option(None, "--message", "-m", help="Submission description."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
-    owner: Optional[str] = _OWNER_OPT,
+    version: int | None = typer.Option(None, "--version", help="Submit this kernel version instead of pushing."),
+    message: str | None = typer.Option(None, "--message", "-m", help="Submission description."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
+    owner: str | None = _OWNER_OPT,
     resubmit: bool = typer.Option(False, "--resubmit", help="Submit again even if this version was submitted."),
 ) -> None:
     """Push (unless --version), wait for the kernel run, submit it, and print the public score."""
@@ -173,8 +172,8 @@ def submit(
 @app.command()
 def status(
     kernel_dir: Path = _KERNEL_ARG,
-    version: Optional[int] = typer.Option(None, "--version", help="Kernel version (default: the last pushed)."),
-    owner: Optional[str] = _OWNER_OPT,
+    version: int | None = typer.Option(None, "--version", help="Kernel version (default: the last pushed)."),
+    owner: str | None = _OWNER_OPT,
 ) -> None:
     """The last push, its kernel run, and the last submission's state on Kaggle."""
     result = kernel_status(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))
@@ -192,8 +191,8 @@ def status(
 @app.command()
 def logs(
     kernel_dir: Path = _KERNEL_ARG,
-    version: Optional[int] = typer.Option(None, "--version", help="Kernel version (default: the last pushed)."),
-    owner: Optional[str] = _OWNER_OPT,
+    version: int | None = typer.Option(None, "--version", help="Kernel version (default: the last pushed)."),
+    owner: str | None = _OWNER_OPT,
 ) -> None:
     """Print the log of a kernel run on Kaggle."""
     result = kernel_logs(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))
@@ -228,14 +227,14 @@ def history(kernel_dir: Path = _KERNEL_ARG) -> None:
 @app.command("dry-run")
 def dry_run(
     kernel_dir: Path = _KERNEL_ARG,
-    data: Optional[Path] = typer.Option(None, "--data", help="Competition data to mount (default: [competition] data)."),
+    data: Path | None = typer.Option(None, "--data", help="Competition data to mount (default: [competition] data)."),
     scenario: str = typer.Option("both", "--scenario", help="commit, rerun or both."),
     rerun_scale: int = typer.Option(1, "--rerun-scale", help="Replicate the test N times (new ids) for the rerun."),
-    hidden_rows: Optional[int] = typer.Option(None, "--hidden-rows", help="Rows of the hidden test (default: [competition] hidden_rows)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Kill each run after this many seconds."),
+    hidden_rows: int | None = typer.Option(None, "--hidden-rows", help="Rows of the hidden test (default: [competition] hidden_rows)."),
+    timeout: float | None = typer.Option(None, "--timeout", help="Kill each run after this many seconds."),
     legacy_layout: bool = typer.Option(False, "--legacy-layout", help="Mount inputs at input/<slug> (Kaggle's old layout)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
-    owner: Optional[str] = _OWNER_OPT,
+    out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
+    owner: str | None = _OWNER_OPT,
     keep_sandbox: bool = typer.Option(False, "--keep-sandbox", help="Leave each sandbox on disk for inspection."),
 ) -> None:
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
@@ -284,11 +283,11 @@ def wheels(
     kernel_dir: Path = _KERNEL_ARG,
     on_kaggle: bool = typer.Option(False, "--on-kaggle", help="Build every wheel in Kaggle's image with a helper kernel "
                                    "(needs [install] on_kaggle = true)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
-    owner: Optional[str] = _OWNER_OPT,
+    out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
+    owner: str | None = _OWNER_OPT,
     force: bool = typer.Option(False, "--force", help="Resolve and build again even if nothing changed."),
     no_check: bool = typer.Option(False, "--no-check", help="Skip the offline install check."),
-    index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for the local build."),
+    index_url: str | None = typer.Option(None, "--index-url", help="Package index for the local build."),
     find_links: list[str] = typer.Option([], "--find-links", help="Extra wheel folder or URL for the local build."),
     no_wait: bool = typer.Option(False, "--no-wait", help="--on-kaggle: push the helper kernel and return."),
 ) -> None:

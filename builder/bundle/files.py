@@ -17,8 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.project.layout import DATASET_METADATA, MANIFEST_FILE
 from builder.errors import BundleError
+from builder.project.layout import DATASET_METADATA, MANIFEST_FILE
 
 METADATA_FILE = DATASET_METADATA
 LICENSE = "CC0-1.0"

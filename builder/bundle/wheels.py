@@ -25,8 +25,6 @@ stand-ins for the packages the image provides. A wheel the target cannot install
 from __future__ import annotations
 
 import base64
-from email.message import Message
-from email.parser import Parser
 import contextlib
 import fnmatch
 import functools
@@ -42,22 +40,28 @@ import time
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from email.message import Message
+from email.parser import Parser
 from pathlib import Path
 from typing import Any
 
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from packaging.version import InvalidVersion, Version
-from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename,
-                             parse_wheel_filename)
 
-from builder.bundle.files import (HashCache, Manifest, hash_file, manifest_for, select_files, swap_into_place,
-                            write_metadata)
+from builder.bundle.files import HashCache, Manifest, hash_file, manifest_for, select_files, swap_into_place, write_metadata
 from builder.errors import BundleError, WheelhouseError
 from builder.project.ids import kernel_slug
-from builder.project.layout import CARRIED, HELPER_DIR, MANIFEST_FILE, WHEEL_HASH_CACHE, WHEELS_DIR, out_dir_of
 from builder.project.jsonfile import read_object
+from builder.project.layout import CARRIED, HELPER_DIR, MANIFEST_FILE, WHEEL_HASH_CACHE, WHEELS_DIR, out_dir_of
 from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
 
 HELPER_RECORD = "kkb_wheels.json"   # in HELPER_DIR: the helper version that built the current key

@@ -387,7 +387,7 @@ def _parquet_rows(path: Path) -> int | None:
         return None
     try:
         return len(pd.read_parquet(path))
-    except Exception:  # noqa: BLE001 - no parquet engine, or a broken file: the dry run says which
+    except Exception:
         return None
 
 

@@ -124,7 +124,7 @@ def _id_problems(ids: pd.Series, expected: pd.Series) -> list[str]:
         parts = [f"{len(found)} {what} (e.g. {_examples(found)})" for found, what in ((absent, "missing"), (unknown, "unexpected")) if found]
         problems.append("ids do not match the sample submission: " + ", ".join(parts))
     elif len(ids) == len(expected) and not duplicated and list(ids) != list(expected):
-        first = next(i for i, (a, b) in enumerate(zip(ids, expected)) if a != b)
+        first = next(i for i, (a, b) in enumerate(zip(ids, expected, strict=False)) if a != b)
         problems.append(f"ids are not in the sample submission's order (row {first}: expected {expected.iloc[first]!r}, got {ids.iloc[first]!r})")
     return problems
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from builder.local_kaggle.competition import CompetitionConfig, load_competition
 from builder.local_kaggle.faults import Faults
-from builder.local_kaggle.runner import (InstantRunner, Judgement, KernelRunner, RunRequest, RunResult,
-                                         SandboxRunner)
+from builder.local_kaggle.runner import InstantRunner, Judgement, KernelRunner, RunRequest, RunResult, SandboxRunner
 from builder.local_kaggle.server import LocalKaggle
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.shim import shim_dir

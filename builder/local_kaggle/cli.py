@@ -8,7 +8,6 @@ from __future__ import annotations
 import secrets
 import threading
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -36,7 +35,7 @@ def serve(
     user: list[str] = typer.Option([], "--user", "-u", help="Register NAME:KEY before serving (repeatable)."),
     competition: list[Path] = typer.Option([], "--competition", "-c", help="Register a competition folder first (repeatable)."),
     ready_seconds: float = typer.Option(1.0, "--ready-seconds", help="How long a new dataset version is not ready."),
-    rerun_timeout: Optional[float] = typer.Option(None, "--rerun-timeout", help="Cap every scoring rerun (seconds)."),
+    rerun_timeout: float | None = typer.Option(None, "--rerun-timeout", help="Cap every scoring rerun (seconds)."),
 ) -> None:
     """Serve until interrupted (Ctrl-C). Point kkb at it with KKB_KAGGLE_API=<the printed URL>."""
     settings = ServerSettings(dataset_ready_seconds=ready_seconds, rerun_timeout_seconds=rerun_timeout)
@@ -73,7 +72,7 @@ def add_competition(
 @app.command("add-user")
 def add_user(
     name: str = typer.Argument(..., help="The Kaggle username to create."),
-    key: Optional[str] = typer.Option(None, "--key", help="Its API key (default: a new random one)."),
+    key: str | None = typer.Option(None, "--key", help="Its API key (default: a new random one)."),
     data_dir: Path = _DATA_DIR,
 ) -> None:
     """Create a user of the local Kaggle and print the credentials to use with it (local only)."""

@@ -29,7 +29,17 @@ from builder.local_kaggle.scoring import ScoringError, score_submission
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.store import Store
 from builder.local_kaggle.wire import (
-    ApiError, Call, Handler, Json, Redirect, bad_request, compact, iso, not_found, now, paginate,
+    ApiError,
+    Call,
+    Handler,
+    Json,
+    Redirect,
+    bad_request,
+    compact,
+    iso,
+    not_found,
+    now,
+    paginate,
 )
 from builder.local_kaggle.worker import JobQueue
 from builder.rehearse.evalapi import Gateway, rehearse_gateway_rerun, verdict_name, verdict_reason

@@ -67,7 +67,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- verbs -------------------------------------------------------------------------------
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         path = urlsplit(self.path).path
         body = self._read_body()
         match = _RPC.match(path)
@@ -78,7 +78,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._error(ApiError(404, f"No such endpoint: POST {path}"))
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         path = urlsplit(self.path).path
         if path.startswith("/upload/"):
             result = self.server_app.blobs.put(path[len("/upload/"):], self.headers.get, self.rfile)
@@ -88,13 +88,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._read_body()
             self._error(ApiError(404, f"No such endpoint: PUT {path}"))
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._get(head=False)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._get(head=True)
 
-    def do_DELETE(self) -> None:  # noqa: N802
+    def do_DELETE(self) -> None:
         path = urlsplit(self.path).path
         self._read_body()
         if path == "/_admin/faults":
@@ -103,7 +103,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._error(ApiError(404, f"No such endpoint: DELETE {path}"))
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base class signature
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
 
     # -- RPC ---------------------------------------------------------------------------------
@@ -230,7 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(0.2)
         entries = json.loads(log_path.read_text(encoding="utf-8")) if log_path.exists() else []
         for entry in entries:
-            self.wfile.write(f"data: {json.dumps(entry)}\n\n".encode("utf-8"))
+            self.wfile.write(f"data: {json.dumps(entry)}\n\n".encode())
         self.wfile.write(b"data: END_OF_LOG\n\n")
 
     # -- admin -------------------------------------------------------------------------------

@@ -27,13 +27,22 @@ from builder.local_kaggle.datasets import Datasets
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import remove_tree, storage_url, tree
 from builder.local_kaggle.runner import KernelRunner, RunRequest, RunResult
-from builder.rehearse.sandbox import Mount
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.store import OwnedRecords, Store
 from builder.local_kaggle.wire import (
-    Call, Handler, Json, compact, forbidden, iso, not_found, now, paginate, version_number,
+    Call,
+    Handler,
+    Json,
+    compact,
+    forbidden,
+    iso,
+    not_found,
+    now,
+    paginate,
+    version_number,
 )
 from builder.local_kaggle.worker import JobQueue
+from builder.rehearse.sandbox import Mount
 
 SERVICE = "kernels.KernelsApiService"
 QUEUED, RUNNING, COMPLETE, ERROR, NEW_SCRIPT = "QUEUED", "RUNNING", "COMPLETE", "ERROR", "NEW_SCRIPT"

@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from builder.project.ids import kernel_slug
 from builder.errors import SpecError
+from builder.project.ids import kernel_slug
 
 if sys.version_info >= (3, 11):
     import tomllib

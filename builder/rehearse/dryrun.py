@@ -33,11 +33,11 @@ import pandas as pd
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.errors import DryRunError, SpecError
-from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
-from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
+from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
+from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
 from builder.rehearse.verdict import OK, TIMEOUT, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 

@@ -118,7 +118,7 @@ def _stop_kernel(km: AsyncKernelManager, kc: Any) -> None:
             kc.stop_channels()
         if km.has_kernel:
             run_sync(km.shutdown_kernel)(now=True)
-    except Exception:  # noqa: BLE001 - the process tree is killed by the monitor anyway
+    except Exception:
         pass
 
 

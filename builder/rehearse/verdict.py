@@ -24,8 +24,8 @@ from typing import Literal
 
 import pandas as pd
 
-from builder.rehearse.execute import ExecutionResult
 from builder.kkb_runtime.submission import check_submission
+from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.sandbox import blocked_network
 
 OK = "OK"
@@ -207,7 +207,7 @@ def submission_file_problems(path: Path, sample_path: Path, id_column: str, targ
     sample = pd.read_csv(sample_path, dtype={id_column: str})
     try:
         submission = pd.read_csv(path, dtype={id_column: str}) if path.suffix != ".parquet" else pd.read_parquet(path)
-    except Exception as exc:  # noqa: BLE001 - pandas raises many types for a malformed file
+    except Exception as exc:
         return [f"{path.name} is not a readable table: {exc}"]
     return submission_problems(submission, sample, id_column, target_columns)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-
 # Kaggle's error descriptions for code submissions → what the local rehearsal checks for each.
 DRY_RUN_CHECKS = {
     "notebook timeout": "the dry run times the scoring rerun on hidden-size test data against "

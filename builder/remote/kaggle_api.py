@@ -193,7 +193,7 @@ def connect(base_url: str | None = None) -> KaggleApi:
             api.authenticate()
         except SystemExit as exc:  # the client calls exit(1) when it finds no credentials
             raise AuthError("no Kaggle credentials found", hint=CREDENTIALS_HINT) from exc
-        except Exception as exc:  # noqa: BLE001 - translated, not swallowed
+        except Exception as exc:
             raise translate_error(exc, "authenticating", endpoint=endpoint) from exc
     return api
 
@@ -449,7 +449,7 @@ class KaggleAdapter:
                     return fn()
             except KkbError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - every path translates or re-raises
+            except Exception as exc:
                 retryable = is_transient(exc) and (idempotent or request_never_sent(exc))
                 attempt += 1
                 if not retryable or attempt >= self.retry.attempts:

@@ -18,13 +18,21 @@ from typing import Any
 
 from builder import __version__
 from builder.build import RUNTIME_SOURCE, BuildSettings, build_kernel
-from builder.bundle.wheels import (FORMAT, HELPER_RECORD, WheelhouseOptions, WheelsResult, build_wheelhouse, helper_title,
-                                   kernel_requirements, wheelhouse_source)
+from builder.bundle.wheels import (
+    FORMAT,
+    HELPER_RECORD,
+    WheelhouseOptions,
+    WheelsResult,
+    build_wheelhouse,
+    helper_title,
+    kernel_requirements,
+    wheelhouse_source,
+)
 from builder.errors import WheelhouseError
 from builder.project.credentials import resolve_owner
 from builder.project.ids import dataset_slug, kernel_slug
-from builder.project.layout import HELPER_DIR, KERNEL_METADATA, out_dir_of
 from builder.project.jsonfile import read_object
+from builder.project.layout import HELPER_DIR, KERNEL_METADATA, out_dir_of
 from builder.project.spec import CUDA_ARCH, SPEC_FILE, KernelSpec, load_spec
 from builder.remote.hints import exception_tail
 from builder.remote.kaggle_api import KaggleAdapter

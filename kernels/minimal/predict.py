@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import pandas as pd
-
 from minimal.model import LinearModel
 
 

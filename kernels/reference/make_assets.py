@@ -36,8 +36,8 @@ from typing import Any
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ["HF_HUB_OFFLINE"] = "1"
 
-import numpy as np  # noqa: E402
-from PIL import Image, ImageDraw  # noqa: E402
+import numpy as np
+from PIL import Image, ImageDraw
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # refkernel, as the kernel imports it from the code dataset
@@ -90,7 +90,7 @@ def write_split(folder: Path, prefix: str, images: np.ndarray) -> list[str]:
     """``test/<id>.png`` and a sample submission with uniform probabilities."""
     ids = [f"{prefix}{index:04d}" for index in range(len(images))]
     (folder / "test").mkdir(parents=True)
-    for image_id, image in zip(ids, images):
+    for image_id, image in zip(ids, images, strict=True):
         Image.fromarray(image).save(folder / "test" / f"{image_id}.png", optimize=False)
     rows = "".join(f"{image_id}," + ",".join(["0.25"] * len(CLASSES)) + "\n" for image_id in ids)
     (folder / "sample_submission.csv").write_text("id," + ",".join(CLASSES) + "\n" + rows)
@@ -103,7 +103,7 @@ def write_competition(root: Path, rng: np.random.Generator) -> None:
     write_split(root / "public", "p", public)
     ids = write_split(root / "hidden", "h", hidden)
     answers = "".join(f"{i}," + ",".join("1" if c == y else "0" for c in range(len(CLASSES))) + "\n"
-                      for i, y in zip(ids, hidden_labels))
+                      for i, y in zip(ids, hidden_labels, strict=True))
     (root / "answers.csv").write_text("id," + ",".join(CLASSES) + "\n" + answers)
     (root / "competition.toml").write_text(
         f'slug = "{SLUG}"\ntitle = "kkb shapes (reference competition)"\nmetric = "logloss"\n'
@@ -131,7 +131,6 @@ def train(name: str, images: np.ndarray, labels: np.ndarray) -> tuple[Any, Any, 
     """Train one model from scratch; returns (model, EMA copy, optimiser)."""
     import timm
     import torch
-
     from refkernel.transforms import training_pipeline
 
     settings = MODELS[name]
@@ -160,7 +159,7 @@ def update_ema(ema: Any, model: Any, decay: float) -> None:
     import torch
 
     with torch.no_grad():
-        for averaged, current in zip(ema.state_dict().values(), model.state_dict().values()):
+        for averaged, current in zip(ema.state_dict().values(), model.state_dict().values(), strict=True):
             if averaged.is_floating_point():
                 averaged.mul_(decay).add_(current, alpha=1 - decay)
             else:
@@ -170,7 +169,6 @@ def update_ema(ema: Any, model: Any, decay: float) -> None:
 def evaluate(model: Any, images: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """Hidden-set accuracy and log loss without TTA: the score the kernel should at least match."""
     import torch
-
     from refkernel.transforms import inference_pipeline
 
     mean, std = normalisation(model)
@@ -185,7 +183,6 @@ def evaluate(model: Any, images: np.ndarray, labels: np.ndarray) -> dict[str, fl
 def save_weights(folder: Path, name: str, model: Any, ema: Any, optimiser: Any) -> None:
     """Save as training scripts do, so kkb's normalisation has real work to do."""
     import torch
-
     from refkernel.transforms import inference_pipeline
 
     if MODELS[name]["style"] == "ddp":

@@ -111,7 +111,7 @@ def main(argv: list[str]) -> int:
     options, command = argv[:split], argv[split + 1:]
     mounts: list[tuple[str, str]] = []
     readonly: list[str] = []
-    for flag, value in zip(options[::2], options[1::2]):
+    for flag, value in zip(options[::2], options[1::2], strict=False):
         if flag == "--mount":
             source, _, target = value.partition("=")
             mounts.append((source, target))

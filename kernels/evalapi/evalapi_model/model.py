@@ -13,7 +13,7 @@ class LinearModel:
     intercept: float
 
     @classmethod
-    def load(cls, path: Path) -> "LinearModel":
+    def load(cls, path: Path) -> LinearModel:
         raw = json.loads(path.read_text())
         return cls(coefficients=raw["coefficients"], intercept=raw["intercept"])
 

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no PyPI version check at import (offline kernels)
-import albumentations as A  # noqa: E402
-from albumentations.core.transforms_interface import ImageOnlyTransform  # noqa: E402
+import albumentations as A
+from albumentations.core.transforms_interface import ImageOnlyTransform
 
 
 class BorderMask(ImageOnlyTransform):
