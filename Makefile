@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench install clean
+.PHONY: demo test lint bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m builder.demo
 
-test: $(STAMP)
+# The architecture's contracts (docs/ARCHITECTURE.md) and the lint rules run before the tests.
+lint: $(STAMP)
+	$(BIN)/ruff check builder bench kernels tests
+	$(BIN)/lint-imports
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
