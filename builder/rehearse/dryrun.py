@@ -21,21 +21,35 @@ Results go to ``build/NAME/dryrun/``: ``<scenario>.ipynb`` (the executed noteboo
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import nbformat
 import pandas as pd
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.errors import DryRunError, SpecError
+from builder.kkb_runtime.submission import align_to_sample, read_sample
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
+from builder.rehearse.evalapi import (
+    EvalApiReport,
+    RerunResult,
+    commit_report,
+    evaluation_section,
+    rehearse_rerun,
+    sandbox_env,
+    verdict_name,
+    verdict_reason,
+)
 from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
 from builder.rehearse.verdict import OK, TIMEOUT, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
@@ -177,10 +191,6 @@ def competition_data(settings: DryRunSettings, spec: KernelSpec) -> Path:
 
 def _check_columns(spec_path: Path, spec: KernelSpec, sample: Path) -> None:
     """[submission] names columns of the sample submission: a typo there fails only the rerun, hours later."""
-    import difflib
-
-    import pandas as pd
-
     columns = [str(column) for column in pd.read_csv(sample, nrows=0).columns]
     wanted = [("submission.id_column", spec.submission.id_column)]
     wanted += [(f"submission.target_columns[{i}]", name) for i, name in enumerate(spec.submission.target_columns)]
@@ -200,22 +210,23 @@ def _run_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
             data = scale_competition_data(data, work / "scaled", settings.rerun_scale, id_column=spec.submission.id_column,
                                           sample_submission=spec.competition.sample_submission,
                                           test=spec.competition.test).path
-        if spec.submission.kind == "evaluation-api":  # the competition's gateway drives the notebook (issue 8)
-            from builder.rehearse.evalapi import dry_run_scenario
-
-            return dry_run_scenario(scenario, settings, build, data, out, work)
-        result = execute_notebook(scenario_notebook(build, work), scenario_sandbox(scenario, settings, build, data), work / "kaggle")
-        return scenario_report(scenario, settings, build, data, result, out, work if settings.keep_sandbox else None)
+        return SCENARIO_RUNNERS[spec.submission.kind](scenario, settings, build, data, out, work)
     finally:
         if not settings.keep_sandbox:
             remove_sandbox(work)
+
+
+def _csv_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, out: Path,
+                  work: Path) -> ScenarioReport:
+    """One dry-run scenario of a kernel that writes a submission file: the notebook runs as Kaggle runs it."""
+    result = execute_notebook(scenario_notebook(build, work), scenario_sandbox(scenario, settings, build, data), work / "kaggle")
+    return scenario_report(scenario, settings, build, data, result, out, work if settings.keep_sandbox else None)
 
 
 def scenario_notebook(build: BuildResult, work: Path) -> Path:
     """The notebook to run; a script kernel becomes one cell that runs the script as ``__main__``."""
     if build.notebook_path.suffix != ".py":
         return build.notebook_path
-    import nbformat
 
     script = work / "script" / build.notebook_path.name
     script.parent.mkdir(parents=True)
@@ -316,6 +327,98 @@ def _save_outputs(scenario: Scenario, result: ExecutionResult, submission_file: 
         shutil.copyfile(written, submission)
     return notebook, log, submission
 
+
+# --- the evaluation-API kind ----------------------------------------------------------------------
+# The same sandbox settings and report as a CSV kernel (judged against the sample, projected time,
+# memory), plus the gateway's view: in the rerun, the competition's gateway drives the notebook.
+
+def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, out: Path,
+                             work: Path) -> ScenarioReport:
+    """One dry-run scenario of an evaluation-API kernel (issue 8)."""
+    section = evaluation_section(build.spec)
+    sandbox = scenario_sandbox(scenario, settings, build, data)
+    sandbox = replace(sandbox, extra_env={**sandbox.extra_env, **sandbox_env(section)})
+    notebook = scenario_notebook(build, work)
+    keep = work if settings.keep_sandbox else None
+    if scenario == "commit":
+        result = execute_notebook(notebook, sandbox, work / "kaggle")
+        report = commit_report(result.working_dir, build.spec)
+    else:
+        rerun = rehearse_rerun(notebook, build.spec, sandbox.mounts, work / "kaggle",
+                               timeout_seconds=float(sandbox.timeout_seconds or 0) or 9 * 3600, layout=sandbox.layout,
+                               isolation=sandbox.isolation)
+        result, report = _as_execution(rerun, notebook), rerun.report
+        (out / "rerun.gateway.log").write_text(rerun.gateway_log)
+    _in_sample_order(result.working_dir / build.spec.submission.file, data / build.spec.competition.sample_submission,
+                     build.spec.submission.id_column)
+    base = scenario_report(scenario, settings, build, data, result, out, keep)
+    return replace(base, verdict=_verdict(report, base.verdict), evaluation_api={**report.to_json(), "lines": report.lines()})
+
+
+def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
+    """The gateway decides the row order (batch by batch) and Kaggle matches rows by id, so the sample's
+    order is no requirement here: reorder before the dry run's check, which would flag it."""
+
+    if not path.is_file() or not sample_path.is_file():
+        return
+    try:
+        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, dtype={id_column: str})
+    except Exception:
+        return
+    if id_column in frame.columns:
+        frame[id_column] = frame[id_column].astype(str)
+    aligned = align_to_sample(frame, read_sample(sample_path, id_column), id_column)
+    if aligned is not frame:
+        aligned.to_parquet(path, index=False) if path.suffix == ".parquet" else aligned.to_csv(path, index=False)
+
+
+def _verdict(report: EvalApiReport, judged: Verdict) -> Verdict:
+    """The gateway's error decides when there is one; otherwise the dry run's own judgement stands
+    (it checks submission.parquet against the sample, the projected time and the memory)."""
+    if report.succeeded or report.error_type is None:
+        return judged
+    return Verdict(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
+
+
+def _as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:
+    """The rerun in the executor's terms, so the dry run judges and saves it like any other run."""
+    if rerun.submission is not None:  # the gateway's file, by its own name, where the dry run looks for the output
+        shutil.copyfile(rerun.submission, rerun.working_dir / rerun.submission.name)
+    executed = rerun.root / "__notebook__.ipynb"
+    _write_rerun_notebook(notebook, executed)
+    exit_code = rerun.report.notebook_exit
+    failed = exit_code not in (None, 0)
+    last = tail(rerun.notebook_stderr, 1).strip()
+    ename, _, evalue = last.partition(": ")
+    return ExecutionResult(
+        root=rerun.root, working_dir=rerun.working_dir, executed_notebook=executed, ok=not failed and not rerun.timed_out,
+        timed_out=rerun.timed_out, failed_cell=None, ename=(ename or "NotebookExited") if failed else None,
+        evalue=(evalue or f"exit code {exit_code}") if failed else None,
+        traceback_tail=(tail(rerun.notebook_stderr, LOG_TAIL_LINES) or None) if failed else None,
+        wall_seconds=rerun.wall_seconds, peak_rss_bytes=rerun.peak_rss_bytes, peak_gpu_bytes=None,
+        log=[{"stream_name": name, "time": rerun.wall_seconds, "data": text}
+             for name, text in (("stdout", rerun.notebook_stdout), ("stderr", rerun.notebook_stderr)) if text],
+        # predict is the part that grows with the hidden test: the dry run projects it like a step.
+        steps=[{"name": "predict", "seconds": rerun.report.predict_seconds_total, "peak_rss_bytes": rerun.peak_rss_bytes}],
+    )
+
+
+def _write_rerun_notebook(notebook: Path, target: Path) -> None:
+    if notebook.suffix != ".ipynb":
+        return
+    nb = nbformat.read(notebook, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell(
+        "**kkb: the scoring rerun ran these cells as one script, blocked in `serve()` and driven by the "
+        "competition's gateway from another process.** Its output is in `rerun.log.json`, the gateway's in "
+        "`rerun.gateway.log`."))
+    nbformat.write(nb, target)
+
+
+# Each submission kind's way to run a scenario ([submission] kind).
+SCENARIO_RUNNERS: dict[str, Callable[[Scenario, DryRunSettings, BuildResult, Path, Path, Path], ScenarioReport]] = {
+    "csv": _csv_scenario,
+    "evaluation-api": _evaluation_api_scenario,
+}
 
 __all__ = ["OK", "DryRunReport", "DryRunSettings", "ScenarioReport", "check_fast_commit", "competition_data", "dry_run",
            "fast_commit_decision"]

@@ -40,12 +40,10 @@ from typing import Any, Literal
 import psutil
 
 from builder.errors import DryRunError
-from builder.kkb_runtime.submission import align_to_sample, read_sample
 from builder.project.jsonfile import read_object
 from builder.project.spec import EvaluationApiSection, KernelSpec
-from builder.rehearse.execute import ExecutionResult, execute_notebook
 from builder.rehearse.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox
-from builder.rehearse.verdict import OK, SCORING_ERROR, THREW, TIMEOUT, Verdict
+from builder.rehearse.verdict import OK, SCORING_ERROR, THREW, TIMEOUT
 
 GUEST = Path(__file__).resolve().parent / "guest" / "evalapi_guest.py"
 STATE_FILE = "kkb_evaluation.json"  # written by kkb_runtime.evaluation in the working dir
@@ -147,7 +145,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _section(spec: KernelSpec) -> EvaluationApiSection:
+def evaluation_section(spec: KernelSpec) -> EvaluationApiSection:
     if spec.submission.kind != "evaluation-api" or spec.evaluation_api is None:
         raise DryRunError("not an evaluation-API kernel", hint="set [submission] kind = 'evaluation-api' and [evaluation_api]")
     return spec.evaluation_api
@@ -157,7 +155,7 @@ def _section(spec: KernelSpec) -> EvaluationApiSection:
 
 def commit_report(working_dir: Path, spec: KernelSpec) -> EvalApiReport:
     """The commit run's gateway outcome, from what kkb's runtime recorded while the notebook ran."""
-    section = _section(spec)
+    section = evaluation_section(spec)
     state = read_state(working_dir)
     error = state.get("error") or {}
     stats = state.get("predict") or {}
@@ -219,7 +217,7 @@ def rehearse_rerun(notebook: Path, spec: KernelSpec, mounts: tuple[Mount, ...], 
                    isolation: Literal["auto", "namespace", "python"] = "auto") -> RerunResult:
     """Run the scoring rerun in a new sandbox at ``root``: the notebook blocks in ``serve()`` while the
     competition's gateway drives it from another process over the mounted competition data."""
-    return rehearse_gateway_rerun(notebook, _section(spec), spec.competition.slug, mounts, root,
+    return rehearse_gateway_rerun(notebook, evaluation_section(spec), spec.competition.slug, mounts, root,
                                   timeout_seconds=timeout_seconds, layout=layout, isolation=isolation)
 
 
@@ -455,98 +453,5 @@ def _parquet_rows(path: Path) -> int | None:
         return None
 
 
-# --- kkb dry-run ---------------------------------------------------------------------------------
-# builder.rehearse.dryrun hands evaluation-API kernels to this function, which reuses its sandbox settings and
-# its report (judge against the sample, projected time, memory) and adds the gateway's view.
-
-def dry_run_scenario(scenario: Literal["commit", "rerun"], settings: Any, build: Any, data: Path, out: Path,
-                     work: Path) -> Any:
-    """One dry-run scenario of an evaluation-API kernel, as a ``builder.rehearse.dryrun.ScenarioReport``."""
-    from dataclasses import replace
-
-    from builder.rehearse import dryrun
-
-    section = _section(build.spec)
-    sandbox = dryrun.scenario_sandbox(scenario, settings, build, data)
-    sandbox = replace(sandbox, extra_env={**sandbox.extra_env, **sandbox_env(section)})
-    notebook = dryrun.scenario_notebook(build, work)
-    keep = work if settings.keep_sandbox else None
-    if scenario == "commit":
-        result = execute_notebook(notebook, sandbox, work / "kaggle")
-        report = commit_report(result.working_dir, build.spec)
-    else:
-        rerun = rehearse_rerun(notebook, build.spec, sandbox.mounts, work / "kaggle",
-                               timeout_seconds=float(sandbox.timeout_seconds or 0) or 9 * 3600, layout=sandbox.layout,
-                               isolation=sandbox.isolation)
-        result, report = _as_execution(rerun, notebook), rerun.report
-        (out / "rerun.gateway.log").write_text(rerun.gateway_log)
-    _in_sample_order(result.working_dir / build.spec.submission.file, data / build.spec.competition.sample_submission,
-                     build.spec.submission.id_column)
-    base = dryrun.scenario_report(scenario, settings, build, data, result, out, keep)
-    return replace(base, verdict=_verdict(report, base.verdict), evaluation_api={**report.to_json(), "lines": report.lines()})
-
-
-def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
-    """The gateway decides the row order (batch by batch) and Kaggle matches rows by id, so the sample's
-    order is no requirement here: reorder before the dry run's check, which would flag it."""
-    import pandas as pd
-
-    if not path.is_file() or not sample_path.is_file():
-        return
-    try:
-        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, dtype={id_column: str})
-    except Exception:
-        return
-    if id_column in frame.columns:
-        frame[id_column] = frame[id_column].astype(str)
-    aligned = align_to_sample(frame, read_sample(sample_path, id_column), id_column)
-    if aligned is not frame:
-        aligned.to_parquet(path, index=False) if path.suffix == ".parquet" else aligned.to_csv(path, index=False)
-
-
-def _verdict(report: EvalApiReport, judged: Verdict) -> Verdict:
-    """The gateway's error decides when there is one; otherwise the dry run's own judgement stands
-    (it checks submission.parquet against the sample, the projected time and the memory)."""
-    if report.succeeded or report.error_type is None:
-        return judged
-    return Verdict(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
-
-
-def _as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:
-    """The rerun in the executor's terms, so the dry run judges and saves it like any other run."""
-    if rerun.submission is not None:  # the gateway's file, by its own name, where the dry run looks for the output
-        shutil.copyfile(rerun.submission, rerun.working_dir / rerun.submission.name)
-    executed = rerun.root / "__notebook__.ipynb"
-    _write_rerun_notebook(notebook, executed)
-    exit_code = rerun.report.notebook_exit
-    failed = exit_code not in (None, 0)
-    last = _tail(rerun.notebook_stderr, 1).strip()
-    ename, _, evalue = last.partition(": ")
-    return ExecutionResult(
-        root=rerun.root, working_dir=rerun.working_dir, executed_notebook=executed, ok=not failed and not rerun.timed_out,
-        timed_out=rerun.timed_out, failed_cell=None, ename=(ename or "NotebookExited") if failed else None,
-        evalue=(evalue or f"exit code {exit_code}") if failed else None,
-        traceback_tail=(_tail(rerun.notebook_stderr, LOG_TAIL_LINES) or None) if failed else None,
-        wall_seconds=rerun.wall_seconds, peak_rss_bytes=rerun.peak_rss_bytes, peak_gpu_bytes=None,
-        log=[{"stream_name": name, "time": rerun.wall_seconds, "data": text}
-             for name, text in (("stdout", rerun.notebook_stdout), ("stderr", rerun.notebook_stderr)) if text],
-        # predict is the part that grows with the hidden test: the dry run projects it like a step.
-        steps=[{"name": "predict", "seconds": rerun.report.predict_seconds_total, "peak_rss_bytes": rerun.peak_rss_bytes}],
-    )
-
-
-def _write_rerun_notebook(notebook: Path, target: Path) -> None:
-    import nbformat
-
-    if notebook.suffix != ".ipynb":
-        return
-    nb = nbformat.read(notebook, as_version=4)
-    nb.cells.insert(0, nbformat.v4.new_markdown_cell(
-        "**kkb: the scoring rerun ran these cells as one script, blocked in `serve()` and driven by the "
-        "competition's gateway from another process.** Its output is in `rerun.log.json`, the gateway's in "
-        "`rerun.gateway.log`."))
-    nbformat.write(nb, target)
-
-
-__all__ = ["ERROR_CLASSES", "EvalApiReport", "RerunResult", "commit_report", "dry_run_scenario", "gateway_module",
+__all__ = ["ERROR_CLASSES", "EvalApiReport", "RerunResult", "commit_report", "gateway_module",
            "notebook_script", "read_state", "rehearse_rerun", "rerun_report", "sandbox_env", "verdict_name", "verdict_reason"]
