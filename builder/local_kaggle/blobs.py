@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from builder.local_kaggle import names
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.store import Store
 from builder.local_kaggle.wire import Call, Json, bad_request, now
@@ -56,8 +57,7 @@ class Blobs:
         return self.start(user, kind, call.text("name"), call.integer("contentLength") or 0, call.base_url)
 
     def start(self, user: str, kind: str, name: str, length: int, base_url: str) -> Json:
-        if not name or "/" in name or "\\" in name or name in (".", ".."):
-            raise bad_request(f"Invalid blob name {name!r}")
+        names.file_name(name, "blob name")
         if length < 0:
             raise bad_request("contentLength must not be negative")
         token = secrets.token_hex(16)

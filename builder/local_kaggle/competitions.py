@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from builder.local_kaggle import names
 from builder.local_kaggle.blobs import Blobs
 from builder.local_kaggle.competition import CompetitionConfig, load_competition
 from builder.local_kaggle.faults import Faults
@@ -119,9 +120,8 @@ class Competitions:
 
     def download_data_file(self, call: Call) -> Redirect:
         config = self._require(call.text("competitionName"))
-        public = (self._dir(config.slug) / "public").resolve()
-        target = (public / call.text("fileName")).resolve()
-        if not target.is_file() or public not in target.parents:
+        target = names.inside(self._dir(config.slug) / "public", call.text("fileName"), "file name")
+        if not target.is_file():
             raise not_found(f"File {call.text('fileName')!r} not found in competition {config.slug}")
         return Redirect(storage_url(self._store, call.base_url, target))
 
@@ -131,11 +131,11 @@ class Competitions:
         user = call.require_user()
         config = self._require(call.text("competitionName"))
         owner, slug = call.text("kernelOwner"), call.text("kernelSlug")
+        file_name = names.relative_path(call.text("fileName") or "submission.csv", "output file name")
         try:
             version = self._kernels.version(owner, slug, call.integer("kernelVersion"), user)
         except ApiError:
             raise not_found(f"Notebook {owner}/{slug} (version {call.integer('kernelVersion') or 'latest'}) not found") from None
-        file_name = call.text("fileName") or "submission.csv"
         _check_submittable(version, config, file_name)
         with self._store.lock:
             used = self._used_today(config.slug, user)
@@ -154,7 +154,8 @@ class Competitions:
     def start_submission_upload(self, call: Call) -> Json:
         user = call.require_user()
         config = self._require(call.text("competitionName"))
-        return self._blobs.start(user, "SUBMISSION", call.text("fileName") or f"{config.slug}.csv",
+        return self._blobs.start(user, "SUBMISSION", names.file_name(call.text("fileName") or f"{config.slug}.csv",
+                                                                     "submission file name"),
                                  call.integer("contentLength") or 0, call.base_url)
 
     def create_submission(self, call: Call) -> Json:
@@ -303,10 +304,10 @@ class Competitions:
     # -- internals ---------------------------------------------------------------------------
 
     def _dir(self, slug: str) -> Path:
-        return self._store.path("competitions", slug)
+        return self._store.path("competitions", names.slug(slug, "competition slug"))
 
     def _record(self, slug: str) -> Json | None:
-        if not slug or "/" in slug or slug.startswith("."):
+        if not names.is_slug(slug):
             return None
         return self._store.read(self._dir(slug) / "competition.json")
 

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from builder.local_kaggle import names
 from builder.local_kaggle.blobs import Blob, Blobs
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import UploadRejected, materialize, storage_url, tree, zip_tree
 from builder.local_kaggle.settings import ServerSettings
-from builder.local_kaggle.store import SLUG, OwnedRecords, Store
+from builder.local_kaggle.store import OwnedRecords, Store
 from builder.local_kaggle.wire import ApiError, Call, Handler, Json, Redirect, compact, iso, not_found, now, paginate
 
 SERVICE = "datasets.DatasetApiService"
@@ -164,7 +165,9 @@ class Datasets:
 
         def walk(directories: list[Json], prefix: str) -> None:  # ApiUploadDirectoryInfo trees
             for directory in directories:
-                name = f"{prefix}/{directory.get('name', '')}".strip("/")
+                if not isinstance(directory, dict):
+                    raise ApiError(400, "Every entry of directories must be an object")
+                name = f"{prefix}/{names.file_name(str(directory.get('name', '')), 'directory name')}".strip("/")
                 pairs.extend((name, blob(entry)) for entry in directory.get("files") or [])
                 walk(directory.get("directories") or [], name)
 
@@ -232,8 +235,8 @@ class Datasets:
         folder = self._files_dir(record, version)
         name = call.text("fileName")
         if name:
-            target = (folder / name).resolve()
-            if not target.is_file() or folder.resolve() not in target.parents:
+            target = names.inside(folder, name, "file name")
+            if not target.is_file():
                 raise not_found(f"File {name!r} not found in {record['owner']}/{record['slug']} version {version['number']}")
         else:
             with self._store.lock:
@@ -373,7 +376,7 @@ def _check_new(owner: str, user: str, slug: str, title: str, license_name: str) 
     """What Kaggle refuses in a new dataset's metadata (the client checks some of it too)."""
     if owner != user:
         return f"You do not have permission to create datasets for {owner!r}"
-    if not slug or not SLUG.match(slug):
+    if not names.is_slug(slug):
         return f"Invalid slug {slug!r}: use lower-case letters, digits and '-'"
     if not 6 <= len(slug) <= 50:
         return "The dataset slug must be between 6 and 50 characters"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from builder.errors import KkbError
+from builder.local_kaggle import names
 from builder.local_kaggle.wire import ApiError, Call, Redirect, version_number
 
 if TYPE_CHECKING:
@@ -144,8 +145,11 @@ class _Handler(BaseHTTPRequestHandler):
         signature, _, quoted = rest.partition("/")
         rel = unquote(quoted)
         store = self.server_app.store
-        target = (store.root / rel).resolve()
-        if not store.verify(rel, signature) or store.root not in target.parents or not target.is_file():
+        try:
+            target = names.inside(store.root, rel, "storage path")
+        except ApiError:
+            target = None
+        if target is None or not store.verify(rel, signature) or not target.is_file():
             self._error(ApiError(404, "Not found"))
             return
         stat = target.stat()
