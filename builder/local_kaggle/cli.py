@@ -5,6 +5,7 @@ Errors are :class:`~builder.errors.KkbError` and reach ``builder.cli.main``'s er
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 from pathlib import Path
@@ -12,6 +13,9 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+
+from builder.errors import LocalKaggleError
+from builder.local_kaggle.admin import AdminClient
 
 DEFAULT_DATA_DIR = Path(".local-kaggle")
 
@@ -83,3 +87,26 @@ def add_user(
     key = key or secrets.token_hex(16)
     token = LocalKaggle(data_dir).add_user(name, key)
     console.print(f"KAGGLE_USERNAME={name}\nKAGGLE_KEY={key}\n# or: KAGGLE_API_TOKEN={token}", highlight=False)
+
+
+@app.command()
+def faults(
+    url: str = typer.Option(..., "--url", help="The running server's URL (serve prints it)."),
+    data_dir: Path = _DATA_DIR,
+    set_file: Optional[Path] = typer.Option(None, "--set", help="Replace the faults with this JSON document."),
+    clear: bool = typer.Option(False, "--clear", help="Remove every injected fault."),
+) -> None:
+    """Show, replace or clear a running server's injected faults (the admin token is read from --data-dir)."""
+    client = AdminClient(url, data_dir)
+    if set_file is not None:
+        try:
+            document = json.loads(set_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise LocalKaggleError(f"cannot read the faults document {set_file}: {exc}",
+                                   hint="give a JSON object with rpc, datasetNotReady, uploadBreak, kernelFail lists") from None
+        result = client.set_faults(document)
+    elif clear:
+        result = client.clear_faults()
+    else:
+        result = client.faults()
+    console.print_json(json.dumps(result))

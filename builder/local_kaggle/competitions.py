@@ -205,6 +205,14 @@ class Competitions:
                 self._jobs.put(("score", str(record["ref"])))
 
     def execute_scoring(self, ref: str) -> None:
+        """Score a PENDING submission; whatever goes wrong on the way ends it as ERROR, never PENDING."""
+        try:
+            self._execute_scoring(ref)
+        except Exception as exc:  # the last line: a bug in the server is "Kaggle Error" with the exception
+            self._finish(ref, error=f"{KAGGLE_ERROR}: {type(exc).__name__}: {exc}",
+                         log=[{"stream_name": "stderr", "time": 0.0, "data": f"{type(exc).__name__}: {exc}\n"}])
+
+    def _execute_scoring(self, ref: str) -> None:
         record = self._load(int(ref))
         if record is None or record["status"] != PENDING:
             return
@@ -219,8 +227,9 @@ class Competitions:
             return
         fault = self._faults.take_kernel_failure(version.ref, "rerun")
         if fault is not None:
+            message = str(fault.get("message") or "RuntimeError: injected failure (local Kaggle fault)")
             self._finish(ref, error=fault.get("description") or "Notebook Threw Exception",
-                         log=[{"stream_name": "stderr", "time": 0.0, "data": fault["message"] + "\n"}])
+                         log=[{"stream_name": "stderr", "time": 0.0, "data": message + "\n"}])
             return
         root = self._store.path("runs", f"score-{ref}-{uuid.uuid4().hex[:8]}")
         try:
@@ -332,7 +341,7 @@ class Competitions:
         midnight = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
         return sum(1 for s in self._all_submissions()
                    if s["competition"] == slug and s["user"] == user and s["date"] >= midnight
-                   and s.get("errorDescription") != KAGGLE_ERROR)
+                   and not str(s.get("errorDescription") or "").startswith(KAGGLE_ERROR))
 
     def _api_competition(self, slug: str, call: Call) -> Json:
         data = self._record(slug) or {}

@@ -5,7 +5,8 @@
 * ``PUT /upload/<token>`` → resumable blob upload (no auth: the token is the capability);
 * ``GET /storage/<signature>/<path>`` → a stored file with ``Range``/``If-Range`` support (no auth);
 * ``GET /api/v1/kernels/logs/stream/<owner>/<slug>`` → ``kaggle kernels logs --follow``;
-* ``GET|POST|DELETE /_admin/faults`` → read, replace or clear the injected faults.
+* ``GET|POST|DELETE /_admin/faults`` → read, replace or clear the injected faults; every ``/_admin/*``
+  request needs the admin token (``admin.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from builder.errors import KkbError
-from builder.local_kaggle import names
+from builder.local_kaggle import admin, names
 from builder.local_kaggle.wire import ApiError, Call, Redirect, version_number
 
 if TYPE_CHECKING:
@@ -54,8 +55,8 @@ class _Handler(BaseHTTPRequestHandler):
         match = _RPC.match(path)
         if match:
             self._rpc(f"{match['service']}/{match['method']}", body)
-        elif path == "/_admin/faults":
-            self._admin_faults_post(body)
+        elif path.startswith("/_admin/"):
+            self._admin("POST", path, body)
         else:
             self._error(ApiError(404, f"No such endpoint: POST {path}"))
 
@@ -77,10 +78,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:  # noqa: N802
         path = urlsplit(self.path).path
-        self._read_body()
-        if path == "/_admin/faults":
-            self.server_app.faults.clear()
-            self._json(200, self.server_app.faults.snapshot())
+        body = self._read_body()
+        if path.startswith("/_admin/"):
+            self._admin("DELETE", path, body)
         else:
             self._error(ApiError(404, f"No such endpoint: DELETE {path}"))
 
@@ -134,8 +134,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._storage(path[len("/storage/"):], head)
         elif stream:
             self._log_stream(stream["owner"], stream["slug"], parse_qs(urlsplit(self.path).query))
-        elif path == "/_admin/faults":
-            self._json(200, self.server_app.faults.snapshot())
+        elif path.startswith("/_admin/"):
+            self._admin("GET", path, b"")
         elif path in ("/", "/api/v1", "/v1"):
             self._json(200, {"server": "kkb local Kaggle", "users": len(self.server_app.users.names())})
         else:
@@ -219,14 +219,28 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- admin -------------------------------------------------------------------------------
 
+    def _admin(self, verb: str, path: str, raw: bytes) -> None:
+        if not admin.token_matches(self.server_app.admin_token, self.headers.get(admin.HEADER)):
+            self._error(ApiError(401, f"The /_admin endpoints need the admin token: send {admin.HEADER} with the "
+                                      f"content of {admin.TOKEN_FILE} in the server's data folder"))
+        elif path != "/_admin/faults":
+            self._error(ApiError(404, f"No such endpoint: {verb} {path}"))
+        elif verb == "GET":
+            self._json(200, self.server_app.faults.snapshot())
+        elif verb == "DELETE":
+            self.server_app.faults.clear()
+            self._json(200, self.server_app.faults.snapshot())
+        else:
+            self._admin_faults_post(raw)
+
     def _admin_faults_post(self, raw: bytes) -> None:
         try:
-            document = json.loads(raw or b"{}")
-            if not isinstance(document, dict):
-                raise ValueError("the faults document must be a JSON object")
-            self.server_app.faults.replace(document)
-        except (ValueError, KkbError) as exc:
-            self._error(ApiError(400, str(exc)))
+            self.server_app.faults.replace(json.loads(raw or b"{}"))
+        except ValueError as exc:
+            self._error(ApiError(400, f"the faults document is not JSON: {exc}"))
+            return
+        except KkbError as exc:
+            self._error(ApiError(400, exc.message + (f" ({exc.hint})" if exc.hint else "")))
             return
         self._json(200, self.server_app.faults.snapshot())
 

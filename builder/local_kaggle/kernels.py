@@ -274,14 +274,25 @@ class Kernels:
                 self._jobs.put(("commit", owner, slug, folder.name))
 
     def execute_commit(self, owner: str, slug: str, number: str) -> None:
+        """Run a queued version; whatever goes wrong on the way ends it as ERROR with the exception, never RUNNING."""
         folder = self._records.dir(owner, slug) / "versions" / number
+        try:
+            self._execute_commit(owner, slug, number, folder)
+        except Exception as exc:  # the last line: a bug in the server ends the run, visibly, as Kaggle's error
+            if self._jobs.closed:
+                return
+            self._finish(folder, ok=False, failure=f"Kaggle Error: {type(exc).__name__}: {exc}",
+                         log=[{"stream_name": "stderr", "time": 0.0, "data": f"{type(exc).__name__}: {exc}\n"}])
+
+    def _execute_commit(self, owner: str, slug: str, number: str, folder: Path) -> None:
         meta = self._store.read(folder / "version.json")
         if meta is None or self._store.read(folder / "session.json", {}).get("status") not in (QUEUED, RUNNING):
             return
         self._set_session(folder, status=RUNNING, started=now())
         fault = self._faults.take_kernel_failure(f"{owner}/{slug}", "commit")
         if fault is not None:
-            self._finish(folder, ok=False, failure=fault["message"], log=injected_failure_log(fault["message"]))
+            message = str(fault.get("message") or "RuntimeError: injected failure (local Kaggle fault)")
+            self._finish(folder, ok=False, failure=message, log=injected_failure_log(message))
             return
         if meta["language"] not in ("python",):
             self._finish(folder, ok=False, failure=f"The local Kaggle runs Python kernels only, not {meta['language']}",

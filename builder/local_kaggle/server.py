@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 
 from builder.errors import LocalKaggleError
+from builder.local_kaggle.admin import write_admin_token
 from builder.local_kaggle.auth import Users
 from builder.local_kaggle.blobs import Blobs
 from builder.local_kaggle.competition import CompetitionConfig
@@ -70,12 +71,15 @@ class LocalKaggle:
                                             "score": self.competitions.execute_scoring}, self.settings.workers)
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
+        # Guards /_admin/*: replaced, and written to <data>/admin-token (0600), at every start.
+        self.admin_token = ""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> LocalKaggle:
         if self._httpd is not None:
             return self
+        self.admin_token = write_admin_token(self.store.root)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         server_class = type("_BoundServer", (_Server,), {"address_family": family})
         try:

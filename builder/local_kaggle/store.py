@@ -6,6 +6,7 @@ Everything the server knows lives here, so a restart on the same data directory 
     <data>/counters.json                   id sequences (datasets, kernels, submissions)
     <data>/secret                          HMAC key of the signed download URLs (stable across restarts)
     <data>/faults.json                     injected faults (see faults.py)
+    <data>/admin-token                     the token /_admin/* needs, new at every start, mode 0600 (admin.py)
     <data>/blobs/<token>/{blob.json,data}  uploads (resumable)
     <data>/datasets/<owner>/<slug>/dataset.json, versions/<n>/files/...
     <data>/kernels/<owner>/<slug>/kernel.json, versions/<n>/{source,session.json,output/,log.json}

@@ -24,6 +24,7 @@ import nbformat
 import pytest
 
 from builder.local_kaggle import Judgement, LocalKaggle, RunRequest, RunResult, ServerSettings, shim_dir
+from builder.local_kaggle.admin import AdminClient
 from tests.conftest import build_file_tree
 
 USER, KEY = "alice", "alice-key-0123"
@@ -97,6 +98,11 @@ def start_server(data_dir: Path, runner: Any = None, settings: ServerSettings = 
         server.add_user(USER, KEY, token="alice-token-0001")
         server.add_user(OTHER, OTHER_KEY)
     return server
+
+
+def admin_client(server: LocalKaggle) -> AdminClient:
+    """``/_admin/faults`` with the token the server wrote into its data folder (as kkb's tools read it)."""
+    return AdminClient(server.base_url, server.store.root)
 
 
 def connect_as(monkeypatch: Any, base_url: str, user: str = USER, key: str = KEY) -> Any:
