@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from builder.errors import KkbError
 from builder.local_kaggle import admin, names
+from builder.local_kaggle.bodies import BodyError, read_body
 from builder.local_kaggle.wire import ApiError, Call, Redirect, version_number
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ PUBLIC_METHODS = frozenset({"security.OAuthService/IntrospectToken"})
 def make_handler(app: LocalKaggle) -> type[BaseHTTPRequestHandler]:
     class Handler(_Handler):
         server_app = app
+        timeout = app.settings.request_timeout_seconds  # a socket read that waits longer is cut (408)
 
     return Handler
 
@@ -51,24 +53,32 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         path = urlsplit(self.path).path
-        body = self._read_body()
         match = _RPC.match(path)
-        if match:
-            self._rpc(f"{match['service']}/{match['method']}", body)
+        if match and f"{match['service']}/{match['method']}" in self.server_app.routes:
+            body = self._read_body()
+            if body is not None:
+                self._rpc(f"{match['service']}/{match['method']}", body)
+        elif match:
+            self._refuse_unread(ApiError(404, f"Unknown method {match['service']}/{match['method']}"))
         elif path.startswith("/_admin/"):
-            self._admin("POST", path, body)
+            self._admin("POST", path)
         else:
-            self._error(ApiError(404, f"No such endpoint: POST {path}"))
+            self._refuse_unread(ApiError(404, f"No such endpoint: POST {path}"))
 
     def do_PUT(self) -> None:  # noqa: N802
         path = urlsplit(self.path).path
-        if path.startswith("/upload/"):
+        if not path.startswith("/upload/"):
+            self._refuse_unread(ApiError(404, f"No such endpoint: PUT {path}"))
+            return
+        try:
             result = self.server_app.blobs.put(path[len("/upload/"):], self.headers.get, self.rfile)
-            self._send(result.status, b"" if result.status == 308 else b"{}", result.headers,
-                       content_type="application/json")
-        else:
-            self._read_body()
-            self._error(ApiError(404, f"No such endpoint: PUT {path}"))
+        except BodyError as exc:
+            self._refuse_unread(ApiError(exc.status, exc.message))
+            return
+        if result.close:
+            self.close_connection = True
+        self._send(result.status, b"" if result.status == 308 else b"{}", result.headers,
+                   content_type="application/json")
 
     def do_GET(self) -> None:  # noqa: N802
         self._get(head=False)
@@ -78,11 +88,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:  # noqa: N802
         path = urlsplit(self.path).path
-        body = self._read_body()
         if path.startswith("/_admin/"):
-            self._admin("DELETE", path, body)
+            self._admin("DELETE", path)
         else:
-            self._error(ApiError(404, f"No such endpoint: DELETE {path}"))
+            self._refuse_unread(ApiError(404, f"No such endpoint: DELETE {path}"))
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base class signature
         log.debug("%s " + format, self.address_string(), *args)
@@ -135,7 +144,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif stream:
             self._log_stream(stream["owner"], stream["slug"], parse_qs(urlsplit(self.path).query))
         elif path.startswith("/_admin/"):
-            self._admin("GET", path, b"")
+            self._admin("GET", path)
         elif path in ("/", "/api/v1", "/v1"):
             self._json(200, {"server": "kkb local Kaggle", "users": len(self.server_app.users.names())})
         else:
@@ -219,11 +228,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- admin -------------------------------------------------------------------------------
 
-    def _admin(self, verb: str, path: str, raw: bytes) -> None:
+    def _admin(self, verb: str, path: str) -> None:
+        """``/_admin/*``: the token is checked before anything else, the body read only after it."""
         if not admin.token_matches(self.server_app.admin_token, self.headers.get(admin.HEADER)):
-            self._error(ApiError(401, f"The /_admin endpoints need the admin token: send {admin.HEADER} with the "
-                                      f"content of {admin.TOKEN_FILE} in the server's data folder"))
-        elif path != "/_admin/faults":
+            self._refuse_unread(ApiError(401, f"The /_admin endpoints need the admin token: send {admin.HEADER} "
+                                              f"with the content of {admin.TOKEN_FILE} in the server's data folder"))
+            return
+        raw = self._read_body()
+        if raw is None:
+            return
+        if path != "/_admin/faults":
             self._error(ApiError(404, f"No such endpoint: {verb} {path}"))
         elif verb == "GET":
             self._json(200, self.server_app.faults.snapshot())
@@ -251,13 +265,19 @@ class _Handler(BaseHTTPRequestHandler):
         host = self.headers.get("Host")
         return f"http://{host}" if host else self.server_app.base_url
 
-    def _read_body(self) -> bytes:
-        length = self.headers.get("Content-Length")
-        if length and length.isdigit():
-            return self.rfile.read(int(length))
-        if (self.headers.get("Transfer-Encoding") or "").lower() == "chunked":
-            self.close_connection = True  # RPC bodies are never chunked; do not try to reuse this stream
-        return b""
+    def _read_body(self) -> bytes | None:
+        """The whole body, within ``ServerSettings.max_body_bytes``; ``None`` once a refusal was answered."""
+        try:
+            return read_body(self.rfile, self.headers.get, self.server_app.settings.max_body_bytes)
+        except BodyError as exc:
+            self._refuse_unread(ApiError(exc.status, exc.message))
+            return None
+
+    def _refuse_unread(self, error: ApiError) -> None:
+        """Answer ``error`` without reading (the rest of) the body: the connection cannot be reused then."""
+        if self.headers.get("Content-Length", "0").strip() != "0" or self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+        self._error(error)
 
     def _json(self, status: int, payload: Any) -> None:
         self._send(status, json.dumps(payload).encode("utf-8"), {}, content_type="application/json")
@@ -272,6 +292,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", content_type)
         for key, value in headers.items():
             self.send_header(key, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         if payload and self.command != "HEAD":

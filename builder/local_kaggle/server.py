@@ -56,7 +56,7 @@ class LocalKaggle:
         self.faults = Faults(self.store)
         self.jobs = JobQueue()
         runner = runner or SandboxRunner()
-        self.blobs = Blobs(self.store, self.faults)
+        self.blobs = Blobs(self.store, self.faults, self.settings.max_upload_bytes)
         self.datasets = Datasets(self.store, self.blobs, self.faults, self.settings)
         self.kernels = Kernels(self.store, self.datasets, self.faults, self.settings, runner, self.jobs)
         self.competitions = Competitions(self.store, self.blobs, self.kernels, self.faults, self.settings, runner,
