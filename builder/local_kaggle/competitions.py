@@ -23,12 +23,14 @@ from builder.local_kaggle.competition import CompetitionConfig, load_competition
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import remove_tree, storage_url, tree, zip_tree
 from builder.local_kaggle.kernels import COMPLETE, Kernels, KernelVersion
+from builder.local_kaggle.leaderboard import leaderboard, write_leaderboard_zip
+from builder.local_kaggle.listing import CompetitionRow, list_competitions
 from builder.local_kaggle.runner import KernelRunner, RunRequest
 from builder.local_kaggle.scoring import ScoringError, score_submission
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.store import Store
 from builder.local_kaggle.wire import (
-    ApiError, Call, Handler, Json, Redirect, bad_request, compact, iso, not_found, now, paginate,
+    ApiError, Call, Handler, Json, Redirect, bad_request, compact, iso, not_found, now, paginate_call,
 )
 from builder.local_kaggle.worker import JobQueue
 
@@ -62,6 +64,8 @@ class Competitions:
             "ListSubmissions": self.list_submissions,
             "GetSubmission": self.get_submission,
             "GetSubmissionLimits": self.get_submission_limits,
+            "GetLeaderboard": self.get_leaderboard,
+            "DownloadLeaderboard": self.download_leaderboard,
         }.items()}
 
     # -- registration ------------------------------------------------------------------------
@@ -94,12 +98,29 @@ class Competitions:
     # -- competitions and their data ---------------------------------------------------------
 
     def list_competitions(self, call: Call) -> Json:
-        search = call.text("search").lower()
+        """Filters and order as ``listing.list_competitions`` decides (group, category, search, sortBy)."""
         root = self._store.path("competitions")
         slugs = sorted(p.parent.name for p in root.glob("*/competition.json")) if root.exists() else []
-        rows = [self._api_competition(s, call) for s in slugs if search in s or search in (self._record(s) or {}).get("title", "").lower()]
-        page, token = paginate(rows, call.text("pageToken"), call.integer("pageSize"))
-        return {"competitions": page, "nextPageToken": token}
+        submissions = self._all_submissions()
+        rows = [CompetitionRow(s, self._record(s) or {}, {r["user"] for r in submissions if r["competition"] == s})
+                for s in slugs]
+        page, token = paginate_call(list_competitions(rows, call), call)
+        return {"competitions": [self._api_competition(row.slug, call) for row in page], "nextPageToken": token}
+
+    def get_leaderboard(self, call: Call) -> Json:
+        config = self._require(call.text("competitionName"))
+        page, token = paginate_call(self._leaderboard(config), call)
+        return {"submissions": page, "nextPageToken": token}
+
+    def download_leaderboard(self, call: Call) -> Redirect:
+        config = self._require(call.text("competitionName"))
+        with self._store.lock:
+            archive = write_leaderboard_zip(self._leaderboard(config), config.slug,
+                                            self._dir(config.slug) / ".archive" / f"{config.slug}-leaderboard.zip")
+        return Redirect(storage_url(self._store, call.base_url, archive))
+
+    def _leaderboard(self, config: CompetitionConfig) -> list[Json]:
+        return leaderboard([s for s in self._all_submissions() if s["competition"] == config.slug], config.metric)
 
     def get_competition(self, call: Call) -> Json:
         return self._api_competition(self._require(call.text("competitionName")).slug, call)
@@ -109,7 +130,7 @@ class Competitions:
         rows = [{"ref": rel, "name": rel, "totalBytes": path.stat().st_size,
                  "url": storage_url(self._store, call.base_url, path),
                  "creationDate": iso(path.stat().st_mtime)} for rel, path in tree(self._dir(config.slug) / "public")]
-        page, token = paginate(rows, call.text("pageToken"), call.integer("pageSize"))
+        page, token = paginate_call(rows, call)
         return {"files": page, "nextPageToken": token}
 
     def download_data_files(self, call: Call) -> Redirect:
@@ -179,7 +200,7 @@ class Competitions:
             rows.sort(key=lambda s: s["fileName"])
         else:
             rows.sort(key=lambda s: s["date"], reverse=True)
-        page, token = paginate(rows, call.text("pageToken"), call.integer("pageSize"))
+        page, token = paginate_call(rows, call)
         return {"submissions": [self._api_submission(s, call.base_url) for s in page], "nextPageToken": token}
 
     def get_submission(self, call: Call) -> Json:
@@ -352,6 +373,7 @@ class Competitions:
             "deadline": iso(4102444800.0),  # 2100-01-01: local competitions never close
             "enabledDate": iso(data.get("created", now())), "maxDailySubmissions": data.get("daily_submission_limit"),
             "evaluationMetric": data.get("metric"), "isKernelsSubmissionsOnly": True, "hostName": "local",
+            "teamCount": len({s["user"] for s in self._all_submissions() if s["competition"] == slug}),
             "userHasEntered": call.user is not None,
         })
 
