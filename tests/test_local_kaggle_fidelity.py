@@ -27,7 +27,6 @@ from tests.local_kaggle_fixtures import (
     make_competition,
     make_dataset,
     make_kernel,
-    notebook_json,
     start_server,
     wait_kernel,
     wait_submission,
@@ -195,7 +194,7 @@ def test_list_datasets_sorts_and_pages(world: Any) -> None:
 
 
 def test_list_competitions_filters(world: Any, tmp_path: Path) -> None:
-    server, alice, bob, _ = world
+    server, alice, _, _ = world
     server.add_competition(make_competition(tmp_path / "second", slug="second-contest"))
     everything = _refs(alice.competitions_list(page_size=100).competitions)
     assert [ref.rsplit("/", 1)[1] for ref in everything] == [COMPETITION, "second-contest"]
@@ -207,8 +206,8 @@ def test_list_competitions_filters(world: Any, tmp_path: Path) -> None:
     assert [c.ref.rsplit("/", 1)[1] for c in alice.competitions_list(page=2, page_size=1).competitions] == ["second-contest"]
 
 
-def test_leaderboard_view_download_and_entered(world: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    server, alice, _, root = world
+def test_leaderboard_view_download_and_entered(world: Any, tmp_path: Path) -> None:
+    _, alice, _, _ = world
     ref = alice.competition_submit_code("submission.csv", "first", COMPETITION, "alice/parity-kernel", 1, quiet=True).ref
     assert wait_submission(alice, ref).status.name == "COMPLETE"
     board = alice.competition_leaderboard_view(COMPETITION)
@@ -268,6 +267,19 @@ def test_update_dataset_metadata_errors(world: Any, settings: dict[str, Any], er
                            auth=(USER, KEY), timeout=30,
                            json={"ownerSlug": USER, "datasetSlug": "alice-big-json", "settings": settings})
     assert (answer.status_code, answer.json()) == (200, {"errors": errors})
+
+
+def test_resources_of_dataset_metadata_json_come_back_as_data(world: Any, tmp_path: Path) -> None:
+    _, alice, _, _ = world
+    folder = make_dataset(tmp_path / "ds", slug="described-data", title="Described data", files={"d.csv": "id\n1\n"})
+    meta = json.loads((folder / "dataset-metadata.json").read_text())
+    meta["resources"] = [{"path": "d.csv", "description": "ids", "schema": {"fields": [
+        {"name": "id", "description": "the id", "type": "integer"}]}}]
+    (folder / "dataset-metadata.json").write_text(json.dumps(meta))
+    assert alice.dataset_create_new(str(folder), quiet=True).status == "ok"
+    info = json.loads(Path(alice.dataset_metadata("alice/described-data", str(tmp_path / "m"))).read_text())["info"]
+    assert info["data"] == [{"name": "d.csv", "totalBytes": 5, "description": "ids",
+                             "columns": [{"name": "id", "description": "the id", "type": "integer"}]}]
 
 
 def test_only_the_owner_or_a_writer_updates_metadata(world: Any) -> None:

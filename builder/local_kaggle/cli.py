@@ -54,6 +54,8 @@ def serve(
     server.start()
     console.print(f"[green]local Kaggle[/green] listening on {server.base_url}  (data: {data_dir.resolve()})")
     console.print(f"  export KKB_KAGGLE_API={server.base_url}", highlight=False)
+    console.print(f"  admin token (for /_admin, kkb local-kaggle faults): {server.store.root / 'admin-token'}",
+                  highlight=False)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -152,7 +152,20 @@ class Datasets:
             "pollsNeeded": self._settings.dataset_ready_polls + self._faults.take_dataset_stall(ref),
             "polls": 0, "status": PROCESSING,
         })
+        record["fileInfo"] = {**record.get("fileInfo", {}), **self._descriptions(user, body)}
         self._records.save(record)
+
+    def _descriptions(self, user: str, body: Json) -> dict[str, Json]:
+        """What the client sent from dataset-metadata.json's ``resources`` (``files[].description/columns``)."""
+        described: dict[str, Json] = {}
+        for entry in body.get("files") or []:
+            if not isinstance(entry, dict) or not (entry.get("description") or entry.get("columns")):
+                continue
+            columns = [compact({"name": str(c.get("name", "")), "description": c.get("description") or None,
+                                "type": c.get("type") or None}) for c in entry.get("columns") or [] if isinstance(c, dict)]
+            name = self._blobs.resolve(str(entry.get("token")), user, "DATASET").name
+            described[name] = compact({"description": entry.get("description") or None, "columns": columns})
+        return described
 
     def _uploads(self, user: str, body: Json) -> list[tuple[str, Blob]]:
         def blob(entry: Any) -> Blob:
@@ -415,8 +428,11 @@ def _check_new(owner: str, user: str, slug: str, title: str, license_name: str) 
     """What Kaggle refuses in a new dataset's metadata (the client checks some of it too)."""
     if owner != user:
         return f"You do not have permission to create datasets for {owner!r}"
-    if not names.is_slug(slug):
-        return f"Invalid slug {slug!r}: use lower-case letters, digits and '-'"
+    if not names.is_slug(slug):  # names.py's message, answered in the body as Kaggle answers metadata problems
+        try:
+            names.slug(slug, "slug")
+        except ApiError as exc:
+            return exc.message
     if not 6 <= len(slug) <= 50:
         return "The dataset slug must be between 6 and 50 characters"
     if not 6 <= len(title) <= 50:
