@@ -16,6 +16,7 @@ from rich.console import Console
 
 from builder.errors import LocalKaggleError
 from builder.local_kaggle.admin import AdminClient
+from builder.local_kaggle.settings import ServerSettings
 
 DEFAULT_DATA_DIR = Path(".local-kaggle")
 
@@ -38,11 +39,16 @@ def serve(
     competition: list[Path] = typer.Option([], "--competition", "-c", help="Register a competition folder first (repeatable)."),
     ready_seconds: float = typer.Option(1.0, "--ready-seconds", help="How long a new dataset version is not ready."),
     rerun_timeout: Optional[float] = typer.Option(None, "--rerun-timeout", help="Cap every scoring rerun (seconds)."),
+    max_body_bytes: int = typer.Option(ServerSettings.max_body_bytes, "--max-body-bytes", min=1,
+                                       help="Largest RPC/admin request body; larger ones get 413."),
+    max_upload_bytes: int = typer.Option(ServerSettings.max_upload_bytes, "--max-upload-bytes", min=1,
+                                         help="Largest file a blob upload may announce; larger ones get 413."),
 ) -> None:
     """Serve until interrupted (Ctrl-C). Point kkb at it with KKB_KAGGLE_API=<the printed URL>."""
-    from builder.local_kaggle import LocalKaggle, ServerSettings
+    from builder.local_kaggle import LocalKaggle
 
-    settings = ServerSettings(dataset_ready_seconds=ready_seconds, rerun_timeout_seconds=rerun_timeout)
+    settings = ServerSettings(dataset_ready_seconds=ready_seconds, rerun_timeout_seconds=rerun_timeout,
+                              max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes)
     server = LocalKaggle(data_dir, port=port, settings=settings)
     for entry in user:
         name, sep, key = entry.partition(":")
