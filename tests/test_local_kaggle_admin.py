@@ -18,6 +18,7 @@ import requests
 from typer.testing import CliRunner
 
 from builder.cli import app as kkb_app
+from builder.cli import main as cli_main
 from builder.errors import LocalKaggleError
 from builder.local_kaggle import LocalKaggle
 from builder.local_kaggle.admin import AdminClient, read_admin_token
@@ -104,6 +105,30 @@ def test_kkb_local_kaggle_faults_sets_shows_and_clears(server, tmp_path: Path) -
         "rpc"][0]["status"] == 503
     cleared = cli.invoke(kkb_app, ["local-kaggle", "faults", "--url", server.base_url, "-d", data, "--clear"])
     assert json.loads(cleared.output) == EMPTY
+
+
+@pytest.mark.parametrize(
+    ("content", "start"),
+    [("{nope", "cannot read the faults document "), ('{"rcp": []}', "the local Kaggle refused POST /_admin/faults: "
+                                                                     "unknown fault kinds ['rcp']")],
+    ids=["not-json", "refused"],
+)
+def test_kkb_local_kaggle_faults_reports_bad_documents(server, tmp_path: Path, content: str, start: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    document = tmp_path / "faults.json"
+    document.write_text(content)
+    code = cli_main(["local-kaggle", "faults", "--url", server.base_url, "-d", str(server.store.root),
+                     "--set", str(document)])
+    assert code == 1
+    assert start in " ".join(capsys.readouterr().err.split())
+    assert len(server.faults.snapshot()["rpc"]) == 0
+
+
+def test_the_admin_client_explains_a_server_that_is_not_there(server) -> None:
+    client = admin_client(server)
+    client.base_url = "http://127.0.0.1:9"
+    with pytest.raises(LocalKaggleError, match=r"cannot reach the local Kaggle at http://127.0.0.1:9"):
+        client.faults()
 
 
 # -- the faults document ---------------------------------------------------------------------

@@ -256,7 +256,7 @@ class Competitions:
         try:
             self._rerun(ref, record, config, version, root)
         except Exception as exc:  # a broken executor is Kaggle's fault, as on Kaggle
-            self._finish(ref, error=KAGGLE_ERROR,
+            self._finish(ref, error=f"{KAGGLE_ERROR}: {type(exc).__name__}: {exc}",
                          log=[{"stream_name": "stderr", "time": 0.0, "data": f"{type(exc).__name__}: {exc}\n"}])
         finally:
             remove_tree(root)
