@@ -59,7 +59,7 @@ def relative_path(value: str, what: str, *, archive: str | None = None) -> str:
     """
     where = f" in {archive}" if archive else ""
     text = value.replace("\\", "/") if archive else value
-    if text.startswith("/") or re.match(r"^[A-Za-z]:", text):
+    if text.startswith("/") or re.match(r"^[A-Za-z]:[/\\]", value):  # "/x", or a Windows drive: "C:\\x"
         raise ApiError(400, f"Invalid {what} {value!r}{where}: an absolute path")
     parts = [part for part in text.split("/") if not (archive and part in (".", ""))]
     if not parts:
