@@ -298,10 +298,12 @@ def test_backend_datasets(world: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "part",
-    ["models (list, create, update, instances, versions)", "forums and forum topics",
-     "competition discussion topics and their messages", "inbox file uploads (files_upload)",
-     "kernels_run (the backend suite's newer API; kaggle 2.2.5 has no such method)"],
+    "reason",
+    ["models (list, create, update, instances, versions): the local Kaggle has no model hub",
+     "forums and forum topics: the local Kaggle has no forums",
+     "competition discussion topics and their messages: the local Kaggle has no discussions",
+     "inbox file uploads (files_upload): the local Kaggle has no inbox",
+     "kernels_run: the backend suite targets a newer client; kaggle 2.2.5 has no such method"],
 )
-def test_parts_that_need_kaggle_com(part: str) -> None:
-    pytest.skip(f"{part}: not served by the local Kaggle, which implements datasets, kernels and competitions")
+def test_parts_that_need_kaggle_com(reason: str) -> None:
+    pytest.skip(reason)
