@@ -332,7 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` and return the exit code (the one error boundary)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        app(args=args, prog_name="kkb", standalone_mode=False)
+        # Without standalone mode typer *returns* the code of an Exit, Ctrl-C's 130 included.
+        code = app(args=args, prog_name="kkb", standalone_mode=False)
     except KkbError as exc:
         _show_error(exc)
         return exc.exit_code
@@ -343,6 +344,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USER
     except Exception as exc:  # click usage errors and anything unexpected
         return _unexpected(exc)
+    if isinstance(code, int) and not isinstance(code, bool) and code != EXIT_OK:
+        if code == EXIT_INTERRUPTED:
+            err_console.print("[red]interrupted[/red]")
+        return code
     return EXIT_OK
 
 

@@ -79,9 +79,9 @@ def test_uploaded_archives_are_unpacked_and_unsafe_ones_refused(api, tmp_path: P
         info.size = 1
         tf.addfile(info, io.BytesIO(b"x"))
     bad = make_dataset(tmp_path / "bad", slug="evil-archive", title="Evil archive", files={"evil.tar": evil.getvalue()})
-    result = api.dataset_create_new(str(bad), quiet=True)
-    assert result.status == "error"
-    assert "unsafe path" in result.error
+    with pytest.raises(requests.HTTPError, match=r"Invalid archive entry '../escape.txt' in evil.tar") as refused:
+        api.dataset_create_new(str(bad), quiet=True)
+    assert refused.value.response.status_code == 400
 
 
 @pytest.mark.parametrize(

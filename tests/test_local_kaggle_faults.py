@@ -106,12 +106,15 @@ def test_a_kernel_that_fails_in_the_scoring_rerun(api, server, tmp_path: Path) -
 
 def test_the_admin_endpoint_reads_replaces_and_clears(server) -> None:
     url = f"{server.base_url}/_admin/faults"
+    token = {"X-KKB-Admin-Token": (server.store.root / "admin-token").read_text().strip()}
     document = {"rpc": [{"method": "SaveKernel", "status": 500, "times": 2}], "uploadBreak": [{"times": 1}]}
-    assert requests.post(url, json=document).json()["rpc"] == document["rpc"]
-    assert requests.get(url).json()["uploadBreak"] == [{"times": 1}]
-    rejected = requests.post(url, json={"bogus": []})
+    assert requests.post(url, json=document, headers=token).json()["rpc"] == [
+        {"method": "SaveKernel", "status": 500, "times": 2, "message": "Internal server error"}]
+    assert requests.get(url, headers=token).json()["uploadBreak"] == [{"times": 1, "fraction": 0.5}]
+    rejected = requests.post(url, json={"bogus": []}, headers=token)
     assert rejected.status_code == 400 and "unknown fault kinds" in rejected.json()["message"]
-    assert requests.delete(url).json() == {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": []}
+    assert requests.delete(url, headers=token).json() == {
+        "rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": []}
 
 
 def test_the_faults_file_can_be_edited_while_the_server_runs(server) -> None:

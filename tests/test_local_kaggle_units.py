@@ -16,6 +16,7 @@ from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import UploadRejected, materialize, tree
 from builder.local_kaggle.scoring import ScoringError, score_submission
 from builder.local_kaggle.store import Store
+from builder.local_kaggle.wire import ApiError
 from tests.conftest import build_file_tree
 from tests.local_kaggle_fixtures import make_competition
 
@@ -162,8 +163,9 @@ def test_duplicate_paths_are_refused(tmp_path: Path, uploads: list[tuple[str, st
 
 
 def test_a_zip_slip_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(UploadRejected, match="unsafe path"):
+    with pytest.raises(ApiError, match=r"Invalid archive entry '../../etc/x' in evil.zip: '.' and '..' are not names"):
         materialize([("", blob(tmp_path, "evil.zip", zipped({"../../etc/x": "x"})))], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 # -- faults and binding ----------------------------------------------------------------------

@@ -76,10 +76,30 @@ def read_training_checkpoint(card: ModelCard, kernel_dir: Path) -> tuple[dict[st
     if not path.is_file():
         raise ModelError(f"[[models]] '{card.name}': checkpoint {card.checkpoint} not found in {kernel_dir}",
                          hint="checkpoint is a path relative to the kernel folder; train or copy the file there first")
+    if path.stat().st_size == 0:
+        raise ModelError(f"[[models]] '{card.name}': checkpoint {card.checkpoint} is empty (0 bytes)",
+                         hint="the file was truncated or never written: save or copy the checkpoint again")
     try:
         return runtime.clean_state_dict(runtime.read_checkpoint(path), card.checkpoint_key)
-    except runtime.ModelLoadError as exc:
-        raise ModelError(f"[[models]] '{card.name}': {card.checkpoint}: {exc}", hint=_read_hint(str(exc))) from None
+    except Exception as exc:
+        if not _looks_like_checkpoint(path):
+            raise ModelError(f"[[models]] '{card.name}': {card.checkpoint} is not a checkpoint "
+                             "(neither a torch.save file nor safetensors)",
+                             hint="point checkpoint at the file torch.save or safetensors wrote") from None
+        if isinstance(exc, runtime.ModelLoadError):
+            raise ModelError(f"[[models]] '{card.name}': {card.checkpoint}: {exc}", hint=_read_hint(str(exc))) from None
+        raise ModelError(f"[[models]] '{card.name}': {card.checkpoint} cannot be read: {type(exc).__name__}: {exc}",
+                         hint=_read_hint(str(exc))) from None
+
+
+# torch.save writes a zip (torch >= 1.6) or, the legacy format, a pickle (protocol 2+ starts with 0x80);
+# safetensors starts with the 8-byte length of its JSON header, whose first character is "{".
+def _looks_like_checkpoint(path: Path) -> bool:
+    with path.open("rb") as handle:
+        head = handle.read(9)
+    if head.startswith(b"PK\x03\x04") or head[:1] == b"\x80":
+        return True
+    return len(head) == 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < path.stat().st_size
 
 
 def _read_hint(message: str) -> str:

@@ -5,6 +5,10 @@
 body is a probe: 200 when complete, 308 with ``Range: bytes=0-<last>`` when partial (no ``Range``
 when nothing arrived), 404 when the token is unknown. A ``PUT`` with ``Content-Range: bytes a-b/size``
 continues at ``a``. The token is what the create call names in ``files[].token``.
+
+Bodies are read in pieces and never beyond what ``StartBlobUpload`` announced (``bodies.py``): a PUT
+that would go past it is a 413 before a byte is read. A body the server will not read (an unknown
+token's, a refused one's) ends the connection instead of being drained, unless it is tiny.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from builder.local_kaggle import names
+from builder.local_kaggle.bodies import BodyError, check_length, iter_body
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.store import Store
-from builder.local_kaggle.wire import Call, Json, bad_request, now
+from builder.local_kaggle.wire import ApiError, Call, Json, bad_request, now
 
 _RANGE = re.compile(r"^bytes (?:(\d+)-(\d+)|\*)/(\d+|\*)$")
-_CHUNK = 1 << 20
+_DRAIN_LIMIT = 1 << 16  # a body up to this size is read and dropped to keep the connection; larger ones close it
 BLOB_TYPES = ("DATASET", "MODEL", "INBOX", "COMPETITION_SOLUTION", "SUBMISSION")
 
 
@@ -30,6 +36,7 @@ BLOB_TYPES = ("DATASET", "MODEL", "INBOX", "COMPETITION_SOLUTION", "SUBMISSION")
 class PutResult:
     status: int
     headers: dict[str, str]
+    close: bool = False   # the body was not read: the connection cannot be reused
 
 
 @dataclass(frozen=True)
@@ -42,9 +49,10 @@ class Blob:
 
 
 class Blobs:
-    def __init__(self, store: Store, faults: Faults) -> None:
+    def __init__(self, store: Store, faults: Faults, max_upload_bytes: int = 1 << 40) -> None:
         self._store = store
         self._faults = faults
+        self._max_upload_bytes = max_upload_bytes
 
     # -- RPCs --------------------------------------------------------------------------------
 
@@ -56,10 +64,11 @@ class Blobs:
         return self.start(user, kind, call.text("name"), call.integer("contentLength") or 0, call.base_url)
 
     def start(self, user: str, kind: str, name: str, length: int, base_url: str) -> Json:
-        if not name or "/" in name or "\\" in name or name in (".", ".."):
-            raise bad_request(f"Invalid blob name {name!r}")
+        names.file_name(name, "blob name")
         if length < 0:
             raise bad_request("contentLength must not be negative")
+        if length > self._max_upload_bytes:
+            raise ApiError(413, f"The file {name} is too large: {length} bytes, the limit is {self._max_upload_bytes}")
         token = secrets.token_hex(16)
         folder = self._store.path("blobs", token)
         folder.mkdir(parents=True)
@@ -72,10 +81,11 @@ class Blobs:
     # -- the PUT URL -------------------------------------------------------------------------
 
     def put(self, token: str, headers: Callable[[str], str | None], body: BinaryIO) -> PutResult:
+        """One PUT to the upload URL; raises :class:`BodyError` for a body it will not read."""
+        length = check_length(headers, self._max_upload_bytes)
         meta = self._meta(token)
         if meta is None:
-            _drain(body, headers)
-            return PutResult(404, {})
+            return _refuse(404, body, headers, length)
         size = int(meta["contentLength"])
         data = self._store.path("blobs", token, "data")
         received = data.stat().st_size
@@ -84,20 +94,20 @@ class Blobs:
         if content_range:
             match = _RANGE.match(content_range)
             if not match:
-                _drain(body, headers)
-                return PutResult(400, {})
+                return _refuse(400, body, headers, length)
             if match.group(1) is None:  # "bytes */size": a status probe
-                _drain(body, headers)
-                return self._progress(meta, received)
+                progress = self._progress(meta, received)
+                return _refuse(progress.status, body, headers, length, progress.headers)
             start = int(match.group(1))
             if start > received:  # a hole: the client must probe and continue where we are
-                _drain(body, headers)
-                return self._progress(meta, received)
+                progress = self._progress(meta, received)
+                return _refuse(progress.status, body, headers, length, progress.headers)
         elif meta["complete"] and received == size:
-            _drain(body, headers)
-            return PutResult(200, {})
+            return _refuse(200, body, headers, length)
+        if length is not None and start + length > size:
+            raise BodyError(413, f"The upload is larger than announced: {start} + {length} bytes > {size}")
         keep = self._bytes_to_keep(start, size)
-        written = _write_from(data, start, body, headers, keep)
+        written = _write_from(data, start, body, headers, keep, limit=max(0, size - start))
         received = start + written
         complete = received >= size and keep is None
         if received > size:
@@ -148,44 +158,35 @@ class Blobs:
         return max(0, int(size * fraction) - start)
 
 
-def _content_length(headers: Callable[[str], str | None]) -> int | None:
-    value = headers("Content-Length")
-    return int(value) if value and value.isdigit() else None
+def _refuse(status: int, body: BinaryIO, headers: Callable[[str], str | None], length: int | None,
+            answer_headers: dict[str, str] | None = None) -> PutResult:
+    """Answer ``status`` without using the body: a small plain one is read and dropped, anything larger
+    (or chunked) closes the connection instead."""
+    if length is not None and length <= _DRAIN_LIMIT:
+        _drain(body, headers)
+        return PutResult(status, dict(answer_headers or {}))
+    return PutResult(status, dict(answer_headers or {}), close=length is not None or _chunked(headers))
 
 
-def _chunks(body: BinaryIO, headers: Callable[[str], str | None]):  # type: ignore[no-untyped-def]
-    """The request body, plain (``Content-Length``) or ``Transfer-Encoding: chunked``."""
-    if (headers("Transfer-Encoding") or "").lower() == "chunked":
-        while True:
-            line = body.readline(1024).strip()
-            length = int(line.split(b";")[0] or b"0", 16)
-            if length == 0:
-                while body.readline(1024).strip():  # trailers
-                    pass
-                return
-            yield body.read(length)
-            body.readline(8)
-    remaining = _content_length(headers) or 0
-    while remaining > 0:
-        chunk = body.read(min(_CHUNK, remaining))
-        if not chunk:
-            return
-        remaining -= len(chunk)
-        yield chunk
+def _chunked(headers: Callable[[str], str | None]) -> bool:
+    return (headers("Transfer-Encoding") or "").strip().lower() == "chunked"
 
 
 def _drain(body: BinaryIO, headers: Callable[[str], str | None]) -> None:
-    for _ in _chunks(body, headers):
+    """Read and drop a probe's (or a tiny refused) body; never more than the drain limit."""
+    for _ in iter_body(body, headers, _DRAIN_LIMIT):
         pass
 
 
-def _write_from(path: Path, start: int, body: BinaryIO, headers: Callable[[str], str | None], keep: int | None) -> int:
-    """Write the body at ``start``; keep only ``keep`` bytes (the rest is read and dropped, like a cut transfer)."""
+def _write_from(path: Path, start: int, body: BinaryIO, headers: Callable[[str], str | None], keep: int | None,
+                limit: int) -> int:
+    """Write the body at ``start`` (at most ``limit`` bytes); keep only ``keep`` bytes (the rest is read and
+    dropped, like a cut transfer)."""
     written = 0
     with path.open("r+b") as handle:
         handle.seek(start)
         handle.truncate(start)
-        for chunk in _chunks(body, headers):
+        for chunk in iter_body(body, headers, limit):
             if keep is not None:
                 chunk = chunk[: max(0, keep - written)]
             if chunk:

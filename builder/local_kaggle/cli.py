@@ -5,6 +5,7 @@ Errors are :class:`~builder.errors.KkbError` and reach ``builder.cli.main``'s er
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 from pathlib import Path
@@ -12,6 +13,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from builder.errors import LocalKaggleError
+from builder.local_kaggle.admin import AdminClient
 from builder.local_kaggle.server import LocalKaggle
 from builder.local_kaggle.settings import ServerSettings
 
@@ -36,9 +39,14 @@ def serve(
     competition: list[Path] = typer.Option([], "--competition", "-c", help="Register a competition folder first (repeatable)."),
     ready_seconds: float = typer.Option(1.0, "--ready-seconds", help="How long a new dataset version is not ready."),
     rerun_timeout: float | None = typer.Option(None, "--rerun-timeout", help="Cap every scoring rerun (seconds)."),
+    max_body_bytes: int = typer.Option(ServerSettings.max_body_bytes, "--max-body-bytes", min=1,
+                                       help="Largest RPC/admin request body; larger ones get 413."),
+    max_upload_bytes: int = typer.Option(ServerSettings.max_upload_bytes, "--max-upload-bytes", min=1,
+                                         help="Largest file a blob upload may announce; larger ones get 413."),
 ) -> None:
     """Serve until interrupted (Ctrl-C). Point kkb at it with KKB_KAGGLE_API=<the printed URL>."""
-    settings = ServerSettings(dataset_ready_seconds=ready_seconds, rerun_timeout_seconds=rerun_timeout)
+    settings = ServerSettings(dataset_ready_seconds=ready_seconds, rerun_timeout_seconds=rerun_timeout,
+                              max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes)
     server = LocalKaggle(data_dir, port=port, settings=settings)
     for entry in user:
         name, sep, key = entry.partition(":")
@@ -50,6 +58,8 @@ def serve(
     server.start()
     console.print(f"[green]local Kaggle[/green] listening on {server.base_url}  (data: {data_dir.resolve()})")
     console.print(f"  export KKB_KAGGLE_API={server.base_url}", highlight=False)
+    console.print(f"  admin token (for /_admin, kkb local-kaggle faults): {server.store.root / 'admin-token'}",
+                  highlight=False)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
@@ -79,3 +89,26 @@ def add_user(
     key = key or secrets.token_hex(16)
     token = LocalKaggle(data_dir).add_user(name, key)
     console.print(f"KAGGLE_USERNAME={name}\nKAGGLE_KEY={key}\n# or: KAGGLE_API_TOKEN={token}", highlight=False)
+
+
+@app.command()
+def faults(
+    url: str = typer.Option(..., "--url", help="The running server's URL (serve prints it)."),
+    data_dir: Path = _DATA_DIR,
+    set_file: Path | None = typer.Option(None, "--set", help="Replace the faults with this JSON document."),
+    clear: bool = typer.Option(False, "--clear", help="Remove every injected fault."),
+) -> None:
+    """Show, replace or clear a running server's injected faults (the admin token is read from --data-dir)."""
+    client = AdminClient(url, data_dir)
+    if set_file is not None:
+        try:
+            document = json.loads(set_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise LocalKaggleError(f"cannot read the faults document {set_file}: {exc}",
+                                   hint="give a JSON object with rpc, datasetNotReady, uploadBreak, kernelFail lists") from None
+        result = client.set_faults(document)
+    elif clear:
+        result = client.clear_faults()
+    else:
+        result = client.faults()
+    console.print_json(json.dumps(result))

@@ -19,11 +19,14 @@ from typing import Any
 
 import pandas as pd
 
+from builder.local_kaggle import names
 from builder.local_kaggle.blobs import Blobs
 from builder.local_kaggle.competition import CompetitionConfig, load_competition
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import remove_tree, storage_url, tree, zip_tree
 from builder.local_kaggle.kernels import COMPLETE, Kernels, KernelVersion
+from builder.local_kaggle.leaderboard import leaderboard, write_leaderboard_zip
+from builder.local_kaggle.listing import CompetitionRow, list_competitions
 from builder.local_kaggle.runner import KernelRunner, RunRequest
 from builder.local_kaggle.scoring import ScoringError, score_submission
 from builder.local_kaggle.settings import ServerSettings
@@ -39,7 +42,7 @@ from builder.local_kaggle.wire import (
     iso,
     not_found,
     now,
-    paginate,
+    paginate_call,
 )
 from builder.local_kaggle.worker import JobQueue
 from builder.rehearse.evalapi import Gateway, rehearse_gateway_rerun, verdict_name, verdict_reason
@@ -75,6 +78,8 @@ class Competitions:
             "ListSubmissions": self.list_submissions,
             "GetSubmission": self.get_submission,
             "GetSubmissionLimits": self.get_submission_limits,
+            "GetLeaderboard": self.get_leaderboard,
+            "DownloadLeaderboard": self.download_leaderboard,
         }.items()}
 
     # -- registration ------------------------------------------------------------------------
@@ -107,12 +112,29 @@ class Competitions:
     # -- competitions and their data ---------------------------------------------------------
 
     def list_competitions(self, call: Call) -> Json:
-        search = call.text("search").lower()
+        """Filters and order as ``listing.list_competitions`` decides (group, category, search, sortBy)."""
         root = self._store.path("competitions")
         slugs = sorted(p.parent.name for p in root.glob("*/competition.json")) if root.exists() else []
-        rows = [self._api_competition(s, call) for s in slugs if search in s or search in (self._record(s) or {}).get("title", "").lower()]
-        page, token = paginate(rows, call.text("pageToken"), call.integer("pageSize"))
-        return {"competitions": page, "nextPageToken": token}
+        submissions = self._all_submissions()
+        rows = [CompetitionRow(s, self._record(s) or {}, {r["user"] for r in submissions if r["competition"] == s})
+                for s in slugs]
+        page, token = paginate_call(list_competitions(rows, call), call)
+        return {"competitions": [self._api_competition(row.slug, call) for row in page], "nextPageToken": token}
+
+    def get_leaderboard(self, call: Call) -> Json:
+        config = self._require(call.text("competitionName"))
+        page, token = paginate_call(self._leaderboard(config), call)
+        return {"submissions": page, "nextPageToken": token}
+
+    def download_leaderboard(self, call: Call) -> Redirect:
+        config = self._require(call.text("competitionName"))
+        with self._store.lock:
+            archive = write_leaderboard_zip(self._leaderboard(config), config.slug,
+                                            self._dir(config.slug) / ".archive" / f"{config.slug}-leaderboard.zip")
+        return Redirect(storage_url(self._store, call.base_url, archive))
+
+    def _leaderboard(self, config: CompetitionConfig) -> list[Json]:
+        return leaderboard([s for s in self._all_submissions() if s["competition"] == config.slug], config.metric)
 
     def get_competition(self, call: Call) -> Json:
         return self._api_competition(self._require(call.text("competitionName")).slug, call)
@@ -122,7 +144,7 @@ class Competitions:
         rows = [{"ref": rel, "name": rel, "totalBytes": path.stat().st_size,
                  "url": storage_url(self._store, call.base_url, path),
                  "creationDate": iso(path.stat().st_mtime)} for rel, path in tree(self._dir(config.slug) / "public")]
-        page, token = paginate(rows, call.text("pageToken"), call.integer("pageSize"))
+        page, token = paginate_call(rows, call)
         return {"files": page, "nextPageToken": token}
 
     def download_data_files(self, call: Call) -> Redirect:
@@ -133,9 +155,8 @@ class Competitions:
 
     def download_data_file(self, call: Call) -> Redirect:
         config = self._require(call.text("competitionName"))
-        public = (self._dir(config.slug) / "public").resolve()
-        target = (public / call.text("fileName")).resolve()
-        if not target.is_file() or public not in target.parents:
+        target = names.inside(self._dir(config.slug) / "public", call.text("fileName"), "file name")
+        if not target.is_file():
             raise not_found(f"File {call.text('fileName')!r} not found in competition {config.slug}")
         return Redirect(storage_url(self._store, call.base_url, target))
 
@@ -145,11 +166,11 @@ class Competitions:
         user = call.require_user()
         config = self._require(call.text("competitionName"))
         owner, slug = call.text("kernelOwner"), call.text("kernelSlug")
+        file_name = names.relative_path(call.text("fileName") or "submission.csv", "output file name")
         try:
             version = self._kernels.version(owner, slug, call.integer("kernelVersion"), user)
         except ApiError:
             raise not_found(f"Notebook {owner}/{slug} (version {call.integer('kernelVersion') or 'latest'}) not found") from None
-        file_name = call.text("fileName") or "submission.csv"
         _check_submittable(version, config, file_name)
         with self._store.lock:
             used = self._used_today(config.slug, user)
@@ -168,7 +189,8 @@ class Competitions:
     def start_submission_upload(self, call: Call) -> Json:
         user = call.require_user()
         config = self._require(call.text("competitionName"))
-        return self._blobs.start(user, "SUBMISSION", call.text("fileName") or f"{config.slug}.csv",
+        return self._blobs.start(user, "SUBMISSION", names.file_name(call.text("fileName") or f"{config.slug}.csv",
+                                                                     "submission file name"),
                                  call.integer("contentLength") or 0, call.base_url)
 
     def create_submission(self, call: Call) -> Json:
@@ -192,7 +214,7 @@ class Competitions:
             rows.sort(key=lambda s: s["fileName"])
         else:
             rows.sort(key=lambda s: s["date"], reverse=True)
-        page, token = paginate(rows, call.text("pageToken"), call.integer("pageSize"))
+        page, token = paginate_call(rows, call)
         return {"submissions": [self._api_submission(s, call.base_url) for s in page], "nextPageToken": token}
 
     def get_submission(self, call: Call) -> Json:
@@ -218,6 +240,14 @@ class Competitions:
                 self._jobs.put(("score", str(record["ref"])))
 
     def execute_scoring(self, ref: str) -> None:
+        """Score a PENDING submission; whatever goes wrong on the way ends it as ERROR, never PENDING."""
+        try:
+            self._execute_scoring(ref)
+        except Exception as exc:  # the last line: a bug in the server is "Kaggle Error" with the exception
+            self._finish(ref, error=f"{KAGGLE_ERROR}: {type(exc).__name__}: {exc}",
+                         log=[{"stream_name": "stderr", "time": 0.0, "data": f"{type(exc).__name__}: {exc}\n"}])
+
+    def _execute_scoring(self, ref: str) -> None:
         record = self._load(int(ref))
         if record is None or record["status"] != PENDING:
             return
@@ -232,14 +262,15 @@ class Competitions:
             return
         fault = self._faults.take_kernel_failure(version.ref, "rerun")
         if fault is not None:
+            message = str(fault.get("message") or "RuntimeError: injected failure (local Kaggle fault)")
             self._finish(ref, error=fault.get("description") or "Notebook Threw Exception",
-                         log=[{"stream_name": "stderr", "time": 0.0, "data": fault["message"] + "\n"}])
+                         log=[{"stream_name": "stderr", "time": 0.0, "data": message + "\n"}])
             return
         root = self._store.path("runs", f"score-{ref}-{uuid.uuid4().hex[:8]}")
         try:
             self._rerun(ref, record, config, version, root)
         except Exception as exc:  # a broken executor is Kaggle's fault, as on Kaggle
-            self._finish(ref, error=KAGGLE_ERROR,
+            self._finish(ref, error=f"{KAGGLE_ERROR}: {type(exc).__name__}: {exc}",
                          log=[{"stream_name": "stderr", "time": 0.0, "data": f"{type(exc).__name__}: {exc}\n"}])
         finally:
             remove_tree(root)
@@ -312,10 +343,10 @@ class Competitions:
     # -- internals ---------------------------------------------------------------------------
 
     def _dir(self, slug: str) -> Path:
-        return self._store.path("competitions", slug)
+        return self._store.path("competitions", names.slug(slug, "competition slug"))
 
     def _record(self, slug: str) -> Json | None:
-        if not slug or "/" in slug or slug.startswith("."):
+        if not names.is_slug(slug):
             return None
         return self._store.read(self._dir(slug) / "competition.json")
 
@@ -340,7 +371,7 @@ class Competitions:
         midnight = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
         return sum(1 for s in self._all_submissions()
                    if s["competition"] == slug and s["user"] == user and s["date"] >= midnight
-                   and s.get("errorDescription") != KAGGLE_ERROR)
+                   and not str(s.get("errorDescription") or "").startswith(KAGGLE_ERROR))
 
     def _api_competition(self, slug: str, call: Call) -> Json:
         data = self._record(slug) or {}
@@ -351,6 +382,7 @@ class Competitions:
             "deadline": iso(4102444800.0),  # 2100-01-01: local competitions never close
             "enabledDate": iso(data.get("created", now())), "maxDailySubmissions": data.get("daily_submission_limit"),
             "evaluationMetric": data.get("metric"), "isKernelsSubmissionsOnly": True, "hostName": "local",
+            "teamCount": len({s["user"] for s in self._all_submissions() if s["competition"] == slug}),
             "userHasEntered": call.user is not None,
         })
 

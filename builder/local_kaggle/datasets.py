@@ -14,12 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from builder.local_kaggle import names
 from builder.local_kaggle.blobs import Blob, Blobs
+from builder.local_kaggle.dataset_metadata import apply_settings, dataset_info
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import UploadRejected, materialize, storage_url, tree, zip_tree
+from builder.local_kaggle.listing import DatasetRow, list_datasets
 from builder.local_kaggle.settings import ServerSettings
-from builder.local_kaggle.store import SLUG, OwnedRecords, Store
-from builder.local_kaggle.wire import ApiError, Call, Handler, Json, Redirect, compact, iso, not_found, now, paginate
+from builder.local_kaggle.store import OwnedRecords, Store
+from builder.local_kaggle.wire import ApiError, Call, Handler, Json, Redirect, compact, iso, not_found, now, paginate_call
 
 SERVICE = "datasets.DatasetApiService"
 # Licenses Kaggle accepts in dataset-metadata.json (its public docs).
@@ -63,6 +66,7 @@ class Datasets:
             "GetDatasetMetadata": self.get_dataset_metadata,
             "ListDatasets": self.list_datasets,
             "DeleteDataset": self.delete_dataset,
+            "UpdateDatasetMetadata": self.update_dataset_metadata,
         }.items()}
 
     # -- create ------------------------------------------------------------------------------
@@ -148,7 +152,20 @@ class Datasets:
             "pollsNeeded": self._settings.dataset_ready_polls + self._faults.take_dataset_stall(ref),
             "polls": 0, "status": PROCESSING,
         })
+        record["fileInfo"] = {**record.get("fileInfo", {}), **self._descriptions(user, body)}
         self._records.save(record)
+
+    def _descriptions(self, user: str, body: Json) -> dict[str, Json]:
+        """What the client sent from dataset-metadata.json's ``resources`` (``files[].description/columns``)."""
+        described: dict[str, Json] = {}
+        for entry in body.get("files") or []:
+            if not isinstance(entry, dict) or not (entry.get("description") or entry.get("columns")):
+                continue
+            columns = [compact({"name": str(c.get("name", "")), "description": c.get("description") or None,
+                                "type": c.get("type") or None}) for c in entry.get("columns") or [] if isinstance(c, dict)]
+            name = self._blobs.resolve(str(entry.get("token")), user, "DATASET").name
+            described[name] = compact({"description": entry.get("description") or None, "columns": columns})
+        return described
 
     def _uploads(self, user: str, body: Json) -> list[tuple[str, Blob]]:
         def blob(entry: Any) -> Blob:
@@ -164,7 +181,9 @@ class Datasets:
 
         def walk(directories: list[Json], prefix: str) -> None:  # ApiUploadDirectoryInfo trees
             for directory in directories:
-                name = f"{prefix}/{directory.get('name', '')}".strip("/")
+                if not isinstance(directory, dict):
+                    raise ApiError(400, "Every entry of directories must be an object")
+                name = f"{prefix}/{names.file_name(str(directory.get('name', '')), 'directory name')}".strip("/")
                 pairs.extend((name, blob(entry)) for entry in directory.get("files") or [])
                 walk(directory.get("directories") or [], name)
 
@@ -194,21 +213,25 @@ class Datasets:
 
     def get_dataset(self, call: Call) -> Json:
         record = self._visible(call.text("ownerSlug"), call.text("datasetSlug"), call.user)
+        self._count(record, "views", call.user)
         return self._api_dataset(record, call.base_url)
 
     def list_datasets(self, call: Call) -> Json:
-        group = call.text("group")
-        owner = call.text("user")
-        search = call.text("search").lower()
-        rows = [r for r in self._live_records() if self._can_read(r, call.user)]
-        if group.endswith("_MY"):
-            rows = [r for r in rows if r["owner"] == call.user]
-        if owner:
-            rows = [r for r in rows if r["owner"] == owner]
-        if search:
-            rows = [r for r in rows if search in r["slug"] or search in r["title"].lower()]
-        page, token = paginate(rows, call.text("pageToken"), call.integer("pageSize"))
-        return {"datasets": [self._api_dataset(r, call.base_url) for r in page], "nextPageToken": token}
+        """Filters and order as ``listing.list_datasets`` decides (group, user, search, fileType, license,
+        tagIds, minSize/maxSize, sortBy), then paged by ``pageToken`` or ``page``."""
+        rows = [self._row(r) for r in self._live_records() if self._can_read(r, call.user)]
+        page, token = paginate_call(list_datasets(rows, call), call)
+        return {"datasets": [self._api_dataset(row.record, call.base_url) for row in page], "nextPageToken": token}
+
+    def _row(self, record: Json) -> DatasetRow:
+        current = self._current(record)
+        files = tree(self._files_dir(record, current)) if current else []
+        ref = f"{record['owner']}/{record['slug']}"
+        kernels = OwnedRecords(self._store, "kernels", "kernel.json").all()
+        return DatasetRow(record, total_bytes=sum(p.stat().st_size for _, p in files), files=[rel for rel, _ in files],
+                          updated=current["created"] if current else record["created"],
+                          downloads=int(record.get("counters", {}).get("downloads", 0)),
+                          notebooks=sum(1 for k in kernels if ref in k.get("datasetSources", [])))
 
     def list_dataset_files(self, call: Call) -> Json:
         record = self._visible(call.text("ownerSlug"), call.text("datasetSlug"), call.user)
@@ -223,7 +246,7 @@ class Datasets:
             "creationDate": iso(version["created"]), "totalBytes": path.stat().st_size,
             "url": storage_url(self._store, call.base_url, path),
         } for rel, path in tree(folder)]
-        page, token = paginate(rows, call.text("pageToken"), call.integer("pageSize"))
+        page, token = paginate_call(rows, call)
         return {"datasetFiles": page, "nextPageToken": token}
 
     def download_dataset(self, call: Call) -> Redirect:
@@ -232,22 +255,51 @@ class Datasets:
         folder = self._files_dir(record, version)
         name = call.text("fileName")
         if name:
-            target = (folder / name).resolve()
-            if not target.is_file() or folder.resolve() not in target.parents:
+            target = names.inside(folder, name, "file name")
+            if not target.is_file():
                 raise not_found(f"File {name!r} not found in {record['owner']}/{record['slug']} version {version['number']}")
         else:
             with self._store.lock:
                 target = zip_tree(folder, folder.parent / "archive" / f"{record['slug']}.zip")
+        self._count(record, "downloads", call.user)
         return Redirect(storage_url(self._store, call.base_url, target))
 
     def get_dataset_metadata(self, call: Call) -> Json:
+        """``DatasetInfo`` with collaborators, the files ("resources") and the counters."""
         record = self._visible(call.text("ownerSlug"), call.text("datasetSlug"), call.user)
-        return {"info": compact({
-            "datasetId": record["id"], "datasetSlug": record["slug"], "ownerUser": record["owner"],
-            "title": record["title"], "subtitle": record["subtitle"] or None,
-            "description": record["description"] or None, "isPrivate": record["isPrivate"],
-            "keywords": record["keywords"], "licenses": [{"name": record["licenseName"]}],
-        })}
+        self._count(record, "views", call.user)
+        current = self._current(record)
+        files = [(rel, path.stat().st_size) for rel, path in tree(self._files_dir(record, current))] if current else []
+        return {"info": dataset_info(record, files)}
+
+    def update_dataset_metadata(self, call: Call) -> Json:
+        """``kaggle datasets metadata --update``: ``{errors: [...]}``, nothing changed when there is one."""
+        user = call.require_user()
+        with self._store.lock:
+            record = self._visible(call.text("ownerSlug"), call.text("datasetSlug"), user)
+            if record["owner"] != user and not any(c.get("username") == user and c.get("role") == "WRITER"
+                                                   for c in record.get("collaborators", [])):
+                return {"errors": ["You do not have permission to update this dataset's metadata"]}
+            current = self._current(record)
+            file_names = {rel for rel, _ in tree(self._files_dir(record, current))} if current else set()
+            errors = apply_settings(record, call.body.get("settings") or {}, file_names,
+                                    lambda name: name in self._users(), LICENSES)
+            if not errors:
+                self._records.save(record)
+        return {"errors": errors}
+
+    def _users(self) -> set[str]:
+        return set(self._store.read(self._store.path("users.json"), {}) or {})
+
+    def _count(self, record: Json, counter: str, user: str | None) -> None:
+        """Views and downloads, as Kaggle counts them: the owner's own do not count."""
+        if user == record["owner"]:
+            return
+        with self._store.lock:
+            fresh = self._records.load(record["owner"], record["slug"]) or record
+            counters = fresh.setdefault("counters", {})
+            counters[counter] = int(counters.get(counter, 0)) + 1
+            self._records.save(fresh)
 
     def delete_dataset(self, call: Call) -> Json:
         user = call.require_user()
@@ -293,7 +345,8 @@ class Datasets:
         return self._records.dir(record["owner"], record["slug"]) / "versions" / str(version["number"]) / "files"
 
     def _can_read(self, record: Json, user: str | None) -> bool:
-        return not record["isPrivate"] or record["owner"] == user
+        return (not record["isPrivate"] or record["owner"] == user
+                or any(c.get("username") == user for c in record.get("collaborators", [])))
 
     def _visible(self, owner: str, slug: str, user: str | None) -> Json:
         record = self._records.load(owner, slug)
@@ -353,6 +406,8 @@ class Datasets:
             "lastUpdated": iso(current["created"]) if current else None,
             "currentVersionNumber": current["number"] if current else None,
             "tags": [{"ref": k, "name": k} for k in record["keywords"]],
+            "downloadCount": int(record.get("counters", {}).get("downloads", 0)),
+            "viewCount": int(record.get("counters", {}).get("views", 0)), "voteCount": 0,
             "versions": [compact({
                 "versionNumber": v["number"], "creationDate": iso(v["created"]), "creatorName": v.get("creator"),
                 "creatorRef": v.get("creator"), "versionNotes": v["notes"] or None,
@@ -373,8 +428,11 @@ def _check_new(owner: str, user: str, slug: str, title: str, license_name: str) 
     """What Kaggle refuses in a new dataset's metadata (the client checks some of it too)."""
     if owner != user:
         return f"You do not have permission to create datasets for {owner!r}"
-    if not slug or not SLUG.match(slug):
-        return f"Invalid slug {slug!r}: use lower-case letters, digits and '-'"
+    if not names.is_slug(slug):  # names.py's message, answered in the body as Kaggle answers metadata problems
+        try:
+            names.slug(slug, "slug")
+        except ApiError as exc:
+            return exc.message
     if not 6 <= len(slug) <= 50:
         return "The dataset slug must be between 6 and 50 characters"
     if not 6 <= len(title) <= 50:

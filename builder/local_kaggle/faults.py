@@ -10,20 +10,27 @@ Four kinds, each counted down as it fires:
 The document lives in ``<data>/faults.json``. It can be changed from Python (:class:`Faults`' methods),
 over HTTP (``GET``/``POST``/``DELETE /_admin/faults``, same JSON) or by editing the file while the
 server runs: a changed file is re-read before the next request.
+
+Every door validates the same way (``fault_schema.py``): unknown kinds, fields or statuses are
+refused (400 over HTTP, :class:`LocalKaggleError` in Python, a refused start for a bad file; a bad
+hand edit while running is logged and the previous faults stay), and missing fields get their
+defaults, so a consumer always reads a complete entry.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import threading
 from typing import Any, Literal
 
 from builder.errors import LocalKaggleError
+from builder.local_kaggle.fault_schema import KINDS, validate_document, validate_entry
 from builder.local_kaggle.store import Store
 
 Phase = Literal["commit", "rerun", "any"]
-KINDS = ("rpc", "datasetNotReady", "uploadBreak", "kernelFail")
+log = logging.getLogger(__name__)
 
 
 class Faults:
@@ -33,7 +40,7 @@ class Faults:
         self._lock = threading.RLock()
         self._doc: dict[str, list[dict[str, Any]]] = _empty()
         self._mtime: int | None = None
-        self._reload()
+        self._reload(strict=True)
 
     # -- configuration -----------------------------------------------------------------------
 
@@ -81,16 +88,8 @@ class Faults:
             return copy.deepcopy(self._doc)
 
     def replace(self, document: dict[str, Any]) -> None:
-        """Install a whole faults document (the admin endpoint's POST body)."""
-        unknown = set(document) - set(KINDS)
-        if unknown:
-            raise LocalKaggleError(f"unknown fault kinds {sorted(unknown)}", hint=f"known: {', '.join(KINDS)}")
-        doc = _empty()
-        for kind in KINDS:
-            entries = document.get(kind, [])
-            if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-                raise LocalKaggleError(f"faults.{kind} must be a list of objects")
-            doc[kind] = [dict(entry) for entry in entries]
+        """Install a whole faults document (the admin endpoint's POST body), validated and completed."""
+        doc = validate_document(document)
         with self._lock:
             self._doc = doc
             self._save()
@@ -118,6 +117,7 @@ class Faults:
     def _add(self, kind: str, entry: dict[str, Any]) -> None:
         if int(entry.get("times", 1)) < 1:
             raise LocalKaggleError("a fault must fire at least once (times >= 1)")
+        entry = validate_entry(kind, entry)
         with self._lock:
             self._reload()
             self._doc[kind].append(entry)
@@ -135,19 +135,25 @@ class Faults:
                     return dict(entry)
             return None
 
-    def _reload(self) -> None:
-        """Pick up edits made to faults.json by hand while the server runs."""
+    def _reload(self, strict: bool = False) -> None:
+        """Pick up edits made to faults.json by hand while the server runs.
+
+        An invalid file refuses the start (``strict``); while running, it is logged and the faults in
+        force stay, since a request cannot be the place to report a bad hand edit.
+        """
         try:
             mtime = os.stat(self._path).st_mtime_ns
         except FileNotFoundError:
             return
         if mtime == self._mtime:
             return
-        raw = self._store.read(self._path, {}) or {}
-        self._doc = _empty()
-        for kind in KINDS:
-            self._doc[kind] = [dict(e) for e in raw.get(kind, []) if isinstance(e, dict)]
         self._mtime = mtime
+        try:
+            self._doc = validate_document(self._store.read(self._path, {}) or {})
+        except LocalKaggleError as exc:
+            if strict:
+                raise LocalKaggleError(f"{self._path}: {exc.message}", hint=exc.hint or "fix or delete the file") from None
+            log.error("local Kaggle: %s is invalid, keeping the faults in force: %s", self._path, exc.message)
 
     def _save(self) -> None:
         self._store.write(self._path, self._doc)

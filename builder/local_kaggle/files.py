@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
+from builder.local_kaggle import names
 from builder.local_kaggle.blobs import Blob
 from builder.local_kaggle.store import Store
 
@@ -24,16 +25,19 @@ def materialize(blobs: Iterable[tuple[str, Blob]], dest: Path) -> None:
     """Lay out uploads under ``dest``: ``(folder prefix, blob)`` pairs; archives are unpacked into a folder
     named after them (``fold0.zip`` → ``fold0/``), as Kaggle does for ``--dir-mode zip|tar`` uploads.
 
-    Every path is planned and checked (unique, no file where a folder goes, nothing escaping) before
-    anything is written.
+    Every path is planned and checked (unique, no file where a folder goes, every name through
+    ``names.py``: a bad one is a 400) before anything is written.
     """
     plan: list[tuple[str, Blob, str | None]] = []   # (destination, blob, member name inside an archive)
     for prefix, blob in blobs:
+        if prefix.strip("/"):
+            names.relative_path(prefix.strip("/"), "directory name")
+        names.file_name(blob.name, "file name")
         stem = _archive_stem(blob.name)
         if stem is None:
             plan.append((_join(prefix, blob.name), blob, None))
         else:
-            root = _join(prefix, stem)
+            root = _join(prefix, names.file_name(stem, "folder name (the archive's name without its suffix)"))
             plan.extend((f"{root}/{rel}", blob, member) for rel, member in _members(blob))
     _check_unique([rel for rel, _, _ in plan])
     dest.mkdir(parents=True, exist_ok=True)
@@ -112,12 +116,7 @@ def _check_unique(paths: list[str]) -> None:
 
 
 def _safe(name: str, archive: str) -> str:
-    path = PurePosixPath(name.replace("\\", "/"))
-    if path.is_absolute() or ".." in path.parts:
-        raise UploadRejected(f"Archive {archive} contains an unsafe path: {name}")
-    if not path.parts:
-        raise UploadRejected(f"Archive {archive} contains an empty path")
-    return path.as_posix()  # pathlib already dropped "." parts
+    return names.relative_path(name, "archive entry", archive=archive)
 
 
 def _members(blob: Blob) -> list[tuple[str, str]]:

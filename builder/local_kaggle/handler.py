@@ -5,7 +5,8 @@
 * ``PUT /upload/<token>`` → resumable blob upload (no auth: the token is the capability);
 * ``GET /storage/<signature>/<path>`` → a stored file with ``Range``/``If-Range`` support (no auth);
 * ``GET /api/v1/kernels/logs/stream/<owner>/<slug>`` → ``kaggle kernels logs --follow``;
-* ``GET|POST|DELETE /_admin/faults`` → read, replace or clear the injected faults.
+* ``GET|POST|DELETE /_admin/faults`` → read, replace or clear the injected faults; every ``/_admin/*``
+  request needs the admin token (``admin.py``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from builder.errors import KkbError
+from builder.local_kaggle import admin, names
 from builder.local_kaggle.auth import Users
 from builder.local_kaggle.blobs import Blobs
+from builder.local_kaggle.bodies import BodyError, read_body
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.kernels import Kernels
+from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.store import Store
 from builder.local_kaggle.wire import ApiError, Call, Redirect, version_number
 from builder.local_kaggle.wire import Handler as RouteHandler
@@ -38,6 +42,8 @@ class ServerApp(Protocol):
     blobs: Blobs
     kernels: Kernels
     routes: dict[str, RouteHandler]
+    settings: ServerSettings
+    admin_token: str
 
     @property
     def running(self) -> bool: ...
@@ -55,6 +61,7 @@ PUBLIC_METHODS = frozenset({"security.OAuthService/IntrospectToken"})
 def make_handler(app: ServerApp) -> type[BaseHTTPRequestHandler]:
     class Handler(_Handler):
         server_app = app
+        timeout = app.settings.request_timeout_seconds  # a socket read that waits longer is cut (408)
 
     return Handler
 
@@ -69,24 +76,32 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = urlsplit(self.path).path
-        body = self._read_body()
         match = _RPC.match(path)
-        if match:
-            self._rpc(f"{match['service']}/{match['method']}", body)
-        elif path == "/_admin/faults":
-            self._admin_faults_post(body)
+        if match and f"{match['service']}/{match['method']}" in self.server_app.routes:
+            body = self._read_body()
+            if body is not None:
+                self._rpc(f"{match['service']}/{match['method']}", body)
+        elif match:
+            self._refuse_unread(ApiError(404, f"Unknown method {match['service']}/{match['method']}"))
+        elif path.startswith("/_admin/"):
+            self._admin("POST", path)
         else:
-            self._error(ApiError(404, f"No such endpoint: POST {path}"))
+            self._refuse_unread(ApiError(404, f"No such endpoint: POST {path}"))
 
     def do_PUT(self) -> None:
         path = urlsplit(self.path).path
-        if path.startswith("/upload/"):
+        if not path.startswith("/upload/"):
+            self._refuse_unread(ApiError(404, f"No such endpoint: PUT {path}"))
+            return
+        try:
             result = self.server_app.blobs.put(path[len("/upload/"):], self.headers.get, self.rfile)
-            self._send(result.status, b"" if result.status == 308 else b"{}", result.headers,
-                       content_type="application/json")
-        else:
-            self._read_body()
-            self._error(ApiError(404, f"No such endpoint: PUT {path}"))
+        except BodyError as exc:
+            self._refuse_unread(ApiError(exc.status, exc.message))
+            return
+        if result.close:
+            self.close_connection = True
+        self._send(result.status, b"" if result.status == 308 else b"{}", result.headers,
+                   content_type="application/json")
 
     def do_GET(self) -> None:
         self._get(head=False)
@@ -96,12 +111,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:
         path = urlsplit(self.path).path
-        self._read_body()
-        if path == "/_admin/faults":
-            self.server_app.faults.clear()
-            self._json(200, self.server_app.faults.snapshot())
+        if path.startswith("/_admin/"):
+            self._admin("DELETE", path)
         else:
-            self._error(ApiError(404, f"No such endpoint: DELETE {path}"))
+            self._refuse_unread(ApiError(404, f"No such endpoint: DELETE {path}"))
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
@@ -153,8 +166,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._storage(path[len("/storage/"):], head)
         elif stream:
             self._log_stream(stream["owner"], stream["slug"], parse_qs(urlsplit(self.path).query))
-        elif path == "/_admin/faults":
-            self._json(200, self.server_app.faults.snapshot())
+        elif path.startswith("/_admin/"):
+            self._admin("GET", path)
         elif path in ("/", "/api/v1", "/v1"):
             self._json(200, {"server": "kkb local Kaggle", "users": len(self.server_app.users.names())})
         else:
@@ -164,8 +177,11 @@ class _Handler(BaseHTTPRequestHandler):
         signature, _, quoted = rest.partition("/")
         rel = unquote(quoted)
         store = self.server_app.store
-        target = (store.root / rel).resolve()
-        if not store.verify(rel, signature) or store.root not in target.parents or not target.is_file():
+        try:
+            target = names.inside(store.root, rel, "storage path")
+        except ApiError:
+            target = None
+        if target is None or not store.verify(rel, signature) or not target.is_file():
             self._error(ApiError(404, "Not found"))
             return
         stat = target.stat()
@@ -235,14 +251,33 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- admin -------------------------------------------------------------------------------
 
+    def _admin(self, verb: str, path: str) -> None:
+        """``/_admin/*``: the token is checked before anything else, the body read only after it."""
+        if not admin.token_matches(self.server_app.admin_token, self.headers.get(admin.HEADER)):
+            self._refuse_unread(ApiError(401, f"The /_admin endpoints need the admin token: send {admin.HEADER} "
+                                              f"with the content of {admin.TOKEN_FILE} in the server's data folder"))
+            return
+        raw = self._read_body()
+        if raw is None:
+            return
+        if path != "/_admin/faults":
+            self._error(ApiError(404, f"No such endpoint: {verb} {path}"))
+        elif verb == "GET":
+            self._json(200, self.server_app.faults.snapshot())
+        elif verb == "DELETE":
+            self.server_app.faults.clear()
+            self._json(200, self.server_app.faults.snapshot())
+        else:
+            self._admin_faults_post(raw)
+
     def _admin_faults_post(self, raw: bytes) -> None:
         try:
-            document = json.loads(raw or b"{}")
-            if not isinstance(document, dict):
-                raise ValueError("the faults document must be a JSON object")
-            self.server_app.faults.replace(document)
-        except (ValueError, KkbError) as exc:
-            self._error(ApiError(400, str(exc)))
+            self.server_app.faults.replace(json.loads(raw or b"{}"))
+        except ValueError as exc:
+            self._error(ApiError(400, f"the faults document is not JSON: {exc}"))
+            return
+        except KkbError as exc:
+            self._error(ApiError(400, exc.message + (f" ({exc.hint})" if exc.hint else "")))
             return
         self._json(200, self.server_app.faults.snapshot())
 
@@ -253,13 +288,19 @@ class _Handler(BaseHTTPRequestHandler):
         host = self.headers.get("Host")
         return f"http://{host}" if host else self.server_app.base_url
 
-    def _read_body(self) -> bytes:
-        length = self.headers.get("Content-Length")
-        if length and length.isdigit():
-            return self.rfile.read(int(length))
-        if (self.headers.get("Transfer-Encoding") or "").lower() == "chunked":
-            self.close_connection = True  # RPC bodies are never chunked; do not try to reuse this stream
-        return b""
+    def _read_body(self) -> bytes | None:
+        """The whole body, within ``ServerSettings.max_body_bytes``; ``None`` once a refusal was answered."""
+        try:
+            return read_body(self.rfile, self.headers.get, self.server_app.settings.max_body_bytes)
+        except BodyError as exc:
+            self._refuse_unread(ApiError(exc.status, exc.message))
+            return None
+
+    def _refuse_unread(self, error: ApiError) -> None:
+        """Answer ``error`` without reading (the rest of) the body: the connection cannot be reused then."""
+        if self.headers.get("Content-Length", "0").strip() != "0" or self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+        self._error(error)
 
     def _json(self, status: int, payload: Any) -> None:
         self._send(status, json.dumps(payload).encode("utf-8"), {}, content_type="application/json")
@@ -274,6 +315,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", content_type)
         for key, value in headers.items():
             self.send_header(key, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         if payload and self.command != "HEAD":

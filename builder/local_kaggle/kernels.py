@@ -26,6 +26,7 @@ from slugify import slugify
 from builder.local_kaggle.datasets import Datasets
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import remove_tree, storage_url, tree
+from builder.local_kaggle.listing import KernelRow, list_kernels
 from builder.local_kaggle.runner import KernelRunner, RunRequest, RunResult
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.store import OwnedRecords, Store
@@ -38,7 +39,7 @@ from builder.local_kaggle.wire import (
     iso,
     not_found,
     now,
-    paginate,
+    paginate_call,
     version_number,
 )
 from builder.local_kaggle.worker import JobQueue
@@ -90,6 +91,7 @@ class Kernels:
             "ListKernelSessionOutput": self.list_kernel_session_output,
             "GetKernel": self.get_kernel,
             "ListKernels": self.list_kernels,
+            "ListKernelFiles": self.list_kernel_files,
             "DeleteKernel": self.delete_kernel,
         }.items()}
 
@@ -113,6 +115,7 @@ class Kernels:
             self._store.write(folder / "session.json", {"status": NEW_SCRIPT if quick else QUEUED, "queued": now()})
             record.update({k: meta[k] for k in _KERNEL_FIELDS})
             record["latestVersion"] = number
+            record["lastPushed"] = meta["created"]
             self._records.save(record)
         if not quick:
             self._jobs.put(("commit", record["owner"], record["slug"], str(number)))
@@ -223,7 +226,7 @@ class Kernels:
                                version_number(call.body.get("versionLabel")), call.user)
         files = [{"fileName": rel, "url": storage_url(self._store, call.base_url, path)}
                  for rel, path in tree(version.output_dir)]
-        page, token = paginate(files, call.text("pageToken"), call.integer("pageSize"))
+        page, token = paginate_call(files, call)
         log_path = version.folder / "log.json"
         log = log_path.read_text(encoding="utf-8") if log_path.exists() else None
         return compact({"files": page, "log": log, "nextPageToken": token})
@@ -238,16 +241,23 @@ class Kernels:
                          "kernelType": version.meta["kernelType"], "slug": version.slug}}
 
     def list_kernels(self, call: Call) -> Json:
-        rows = [r for r in self._records.all() if self._can_read(r, call.user)]
-        for key, test in (("user", lambda r, v: r["owner"] == v),
-                          ("competition", lambda r, v: v in r.get("competitionSources", [])),
-                          ("dataset", lambda r, v: v in r.get("datasetSources", [])),
-                          ("search", lambda r, v: v.lower() in r["title"].lower())):
-            value = call.text(key)
-            if value:
-                rows = [r for r in rows if test(r, value)]
-        page, token = paginate(rows, call.text("pageToken"), call.integer("pageSize"))
-        return {"kernels": [self._api_metadata(r, r) for r in page], "nextPageToken": token}
+        """Filters and order as ``listing.list_kernels`` decides (``--mine`` is ``group: PROFILE``)."""
+        rows = [KernelRow(r, self._output_names(r)) for r in self._records.all() if self._can_read(r, call.user)]
+        page, token = paginate_call(list_kernels(rows, call), call)
+        return {"kernels": [self._api_metadata(row.record, row.record) for row in page], "nextPageToken": token}
+
+    def list_kernel_files(self, call: Call) -> Json:
+        """``kaggle kernels files``: the output files of a version (``ApiListKernelFilesItem``)."""
+        version = self.version(call.text("userName"), call.text("kernelSlug"),
+                               version_number(call.body.get("versionLabel")), call.user)
+        rows = [{"name": rel, "size": path.stat().st_size, "creationDate": iso(path.stat().st_mtime)}
+                for rel, path in tree(version.output_dir)]
+        page, token = paginate_call(rows, call)
+        return {"files": page, "nextPageToken": token}
+
+    def _output_names(self, record: Json) -> list[str]:
+        folder = self._records.dir(record["owner"], record["slug"]) / "versions" / str(record.get("latestVersion", 0))
+        return [rel for rel, _ in tree(folder / "output")]
 
     def delete_kernel(self, call: Call) -> Json:
         user = call.require_user()
@@ -284,14 +294,25 @@ class Kernels:
                 self._jobs.put(("commit", owner, slug, folder.name))
 
     def execute_commit(self, owner: str, slug: str, number: str) -> None:
+        """Run a queued version; whatever goes wrong on the way ends it as ERROR with the exception, never RUNNING."""
         folder = self._records.dir(owner, slug) / "versions" / number
+        try:
+            self._execute_commit(owner, slug, number, folder)
+        except Exception as exc:  # the last line: a bug in the server ends the run, visibly, as Kaggle's error
+            if self._jobs.closed:
+                return
+            self._finish(folder, ok=False, failure=f"Kaggle Error: {type(exc).__name__}: {exc}",
+                         log=[{"stream_name": "stderr", "time": 0.0, "data": f"{type(exc).__name__}: {exc}\n"}])
+
+    def _execute_commit(self, owner: str, slug: str, number: str, folder: Path) -> None:
         meta = self._store.read(folder / "version.json")
         if meta is None or self._store.read(folder / "session.json", {}).get("status") not in (QUEUED, RUNNING):
             return
         self._set_session(folder, status=RUNNING, started=now())
         fault = self._faults.take_kernel_failure(f"{owner}/{slug}", "commit")
         if fault is not None:
-            self._finish(folder, ok=False, failure=fault["message"], log=injected_failure_log(fault["message"]))
+            message = str(fault.get("message") or "RuntimeError: injected failure (local Kaggle fault)")
+            self._finish(folder, ok=False, failure=message, log=injected_failure_log(message))
             return
         if meta["language"] not in ("python",):
             self._finish(folder, ok=False, failure=f"The local Kaggle runs Python kernels only, not {meta['language']}",

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 
 from builder.errors import LocalKaggleError
+from builder.local_kaggle.admin import write_admin_token
 from builder.local_kaggle.auth import Users
 from builder.local_kaggle.blobs import Blobs
 from builder.local_kaggle.competition import CompetitionConfig
@@ -55,7 +56,7 @@ class LocalKaggle:
         self.faults = Faults(self.store)
         self.jobs = JobQueue()
         runner = runner or SandboxRunner()
-        self.blobs = Blobs(self.store, self.faults)
+        self.blobs = Blobs(self.store, self.faults, self.settings.max_upload_bytes)
         self.datasets = Datasets(self.store, self.blobs, self.faults, self.settings)
         self.kernels = Kernels(self.store, self.datasets, self.faults, self.settings, runner, self.jobs)
         self.competitions = Competitions(self.store, self.blobs, self.kernels, self.faults, self.settings, runner,
@@ -70,12 +71,15 @@ class LocalKaggle:
                                             "score": self.competitions.execute_scoring}, self.settings.workers)
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
+        # Guards /_admin/*: replaced, and written to <data>/admin-token (0600), at every start.
+        self.admin_token = ""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> LocalKaggle:
         if self._httpd is not None:
             return self
+        self.admin_token = write_admin_token(self.store.root)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         server_class = type("_BoundServer", (_Server,), {"address_family": family})
         try:

@@ -18,6 +18,10 @@ class ServerSettings:
         rerun_timeout_seconds: run-time cap of a scoring rerun; ``None`` uses the competition's
             ``time_limit_hours``. Lowering it rehearses "Notebook Timeout" quickly.
         workers: kernel runs executed at the same time (commit runs and scoring reruns share them).
+        max_body_bytes: the largest RPC or admin request body; a larger one is answered 413 unread.
+        max_upload_bytes: the largest file a blob upload may announce (and a PUT may carry); uploads
+            go through the blob endpoint, so this one is generous.
+        request_timeout_seconds: a request whose bytes stop arriving this long is cut (408).
     """
 
     dataset_ready_seconds: float = 1.0
@@ -25,3 +29,6 @@ class ServerSettings:
     commit_timeout_seconds: float = 12 * 3600
     rerun_timeout_seconds: float | None = None
     workers: int = 1
+    max_body_bytes: int = 64 << 20
+    max_upload_bytes: int = 200 << 30
+    request_timeout_seconds: float = 60.0

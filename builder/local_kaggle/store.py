@@ -6,6 +6,7 @@ Everything the server knows lives here, so a restart on the same data directory 
     <data>/counters.json                   id sequences (datasets, kernels, submissions)
     <data>/secret                          HMAC key of the signed download URLs (stable across restarts)
     <data>/faults.json                     injected faults (see faults.py)
+    <data>/admin-token                     the token /_admin/* needs, new at every start, mode 0600 (admin.py)
     <data>/blobs/<token>/{blob.json,data}  uploads (resumable)
     <data>/datasets/<owner>/<slug>/dataset.json, versions/<n>/files/...
     <data>/kernels/<owner>/<slug>/kernel.json, versions/<n>/{source,session.json,output/,log.json}
@@ -22,13 +23,14 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import secrets
 import threading
 from pathlib import Path
 from typing import Any
 
 from builder.errors import LocalKaggleError
+from builder.local_kaggle import names
+from builder.local_kaggle.names import SLUG  # noqa: F401 - where the services have always found it
 
 
 class Store:
@@ -98,10 +100,6 @@ class Store:
         return path.read_text(encoding="utf-8").strip().encode("ascii")
 
 
-# Kaggle's slugs: lowercase letters, digits and '-', no leading or trailing '-'.
-SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
-
-
 class OwnedRecords:
     """JSON records kept per owner and slug: ``<data>/<kind>/<owner>/<slug>/<file>`` (datasets, kernels)."""
 
@@ -109,10 +107,12 @@ class OwnedRecords:
         self.store, self.kind, self.file = store, kind, file
 
     def dir(self, owner: str, slug: str) -> Path:
-        return self.store.path(self.kind, owner, slug)
+        """The record's folder; a name that is no slug never becomes a path (400, see names.py)."""
+        return self.store.path(self.kind, names.slug(owner, "owner"), names.slug(slug, "slug"))
 
     def load(self, owner: str, slug: str) -> Any:
-        if not SLUG.match(owner or "") or not SLUG.match(slug or ""):
+        """The record, ``None`` when there is none, including for names that cannot be slugs."""
+        if not names.is_slug(owner or "") or not names.is_slug(slug or ""):
             return None
         return self.store.read(self.dir(owner, slug) / self.file)
 

@@ -105,16 +105,30 @@ def compact(obj: Json) -> Json:
     return {key: value for key, value in obj.items() if value is not None}
 
 
-def paginate(items: Sequence[Any], page_token: str | None, page_size: int | None, default_size: int = 20) -> tuple[list[Any], str]:
-    """Slice ``items`` the way Kaggle pages: an opaque token (here: the offset) and ``nextPageToken`` ("" at the end)."""
+def paginate(items: Sequence[Any], page_token: str | None, page_size: int | None, default_size: int = 20,
+             page: int | None = None) -> tuple[list[Any], str]:
+    """Slice ``items`` the way Kaggle pages: an opaque token (here: the offset) and ``nextPageToken`` ("" at the end).
+
+    Lists also take the older ``page`` (1-based page number); a token, when given, wins (the client
+    sends ``page: 1`` alongside an empty token).
+    """
     size = page_size if page_size and page_size > 0 else default_size
     try:
         start = int(page_token) if page_token else 0
     except ValueError:
         raise bad_request(f"Invalid page token {page_token!r}") from None
+    if not page_token and page is not None:
+        if page < 1:
+            raise bad_request(f"Page number must be >= 1, got {page}")
+        start = (page - 1) * size
     chunk = list(items[start : start + size])
     next_token = str(start + size) if start + size < len(items) else ""
     return chunk, next_token
+
+
+def paginate_call(items: Sequence[Any], call: Call, default_size: int = 20) -> tuple[list[Any], str]:
+    """:func:`paginate` with the request's ``pageToken``, ``pageSize`` and ``page``."""
+    return paginate(items, call.text("pageToken"), call.integer("pageSize"), default_size, page=call.integer("page"))
 
 
 def version_number(label: str | None) -> int | None:

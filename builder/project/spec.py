@@ -366,6 +366,15 @@ class SubmissionSection(_Strict):
             raise ValueError(f"'{value}' must be a file name; Kaggle reads it from /kaggle/working")
         return value
 
+    @field_validator("target_columns")
+    @classmethod
+    def _some_columns(cls, values: list[str]) -> list[str]:
+        # Only a value written in kernel.toml gets here (leaving the key out keeps the default).
+        if not values:
+            raise ValueError("an empty list names no column to predict; list them, e.g. [\"target\"], "
+                             "or leave target_columns out")
+        return values
+
 
 class FastCommitSection(_Strict):
     enabled: bool = True
@@ -449,6 +458,9 @@ def load_spec(kernel_dir: Path) -> KernelSpec:
         raise SpecError(f"{path}: file not found", hint="every kernel project needs a kernel.toml; see kernels/minimal/kernel.toml")
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
+                        hint="save kernel.toml with UTF-8 encoding") from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: not valid TOML: {exc}", hint="fix the TOML syntax at the line shown") from None
     return parse_spec(raw, source=path)

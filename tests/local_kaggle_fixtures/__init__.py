@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -24,6 +25,7 @@ import nbformat
 import pytest
 
 from builder.local_kaggle import Judgement, LocalKaggle, RunRequest, RunResult, ServerSettings, shim_dir
+from builder.local_kaggle.admin import AdminClient
 from tests.conftest import build_file_tree
 
 USER, KEY = "alice", "alice-key-0123"
@@ -99,6 +101,11 @@ def start_server(data_dir: Path, runner: Any = None, settings: ServerSettings = 
     return server
 
 
+def admin_client(server: LocalKaggle) -> AdminClient:
+    """``/_admin/faults`` with the token the server wrote into its data folder (as kkb's tools read it)."""
+    return AdminClient(server.base_url, server.store.root)
+
+
 def connect_as(monkeypatch: Any, base_url: str, user: str = USER, key: str = KEY) -> Any:
     """The real in-process ``KaggleApi`` (through kkb's adapter module) authenticated as ``user``."""
     from builder.remote.kaggle_api import connect
@@ -134,11 +141,16 @@ def wait_submission(api: Any, ref: int, timeout: float = 30.0) -> Any:
 
 def kaggle_cli(args: Sequence[str], base_url: str, home: Path, user: str = USER, key: str | None = KEY,
                token: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real ``kaggle`` command against ``base_url`` through the sitecustomize shim."""
+    """Run the real ``kaggle`` command against ``base_url`` through the sitecustomize shim.
+
+    TMPDIR is one per server (``home/tmp/<host>-<port>``): the client keeps resumable-upload state
+    there, keyed by file path only, and would resume against a server that is gone.
+    """
     home.mkdir(parents=True, exist_ok=True)
-    (home / "tmp").mkdir(exist_ok=True)
+    tmp = home / "tmp" / re.sub(r"[^A-Za-z0-9.]+", "-", base_url.split("://", 1)[-1]).strip("-")
+    tmp.mkdir(parents=True, exist_ok=True)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "KAGGLE_CONFIG_DIR": str(home / ".kaggle"),
-           "TMPDIR": str(home / "tmp"), "PYTHONPATH": str(shim_dir()), "KKB_KAGGLE_API": base_url}
+           "TMPDIR": str(tmp), "PYTHONPATH": str(shim_dir()), "KKB_KAGGLE_API": base_url}
     if key is not None:
         env.update(KAGGLE_USERNAME=user, KAGGLE_KEY=key)
     if token is not None:
