@@ -39,7 +39,7 @@ def test_main_returns_typers_130_and_says_interrupted(monkeypatch: pytest.Monkey
     def interrupted(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("builder.remote.push.status", interrupted)
+    monkeypatch.setattr("builder.cli.kernel_status", interrupted)
     assert cli.main(["status", str(KERNELS / "minimal")]) == EXIT_INTERRUPTED
     assert "interrupted" in capsys.readouterr().err
 
