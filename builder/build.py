@@ -52,7 +52,7 @@ from builder.project.layout import (
     WEIGHTS_DIR,
     out_dir_of,
 )
-from builder.project.spec import CUDA_ARCH, SPEC_FILE, KernelSpec, load_spec
+from builder.project.spec import CUDA_ARCH, INPUT_KINDS, SPEC_FILE, KernelSpec, load_spec
 
 # The kernel-side runtime as installed with kkb (a wheel ships it like the rest of the package).
 RUNTIME_SOURCE = Path(str(importlib.resources.files("builder.kkb_runtime")))
@@ -325,6 +325,9 @@ def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]],
         "fast_commit": spec.fast_commit.model_dump(),
         "models": cards,
         "evaluation_api": spec.evaluation_api.model_dump() if spec.evaluation_api else None,
+        # What kkb_runtime.inputs.find_input looks up by name: each [[inputs]] and where Kaggle mounts it.
+        "inputs": [{"name": item.input_name, "kind": item.kind, "ref": item.ref, "mount": item.mount_target}
+                   for item in spec.inputs],
     }
 
 
@@ -371,6 +374,9 @@ def _kernel_metadata(spec: KernelSpec, names: _Names, code_file: str, has_weight
     sources = [names.code_dataset] + ([names.weights_dataset] if has_weights else [])
     wheel_datasets, wheel_kernels = kernel_sources(spec, names.owner)  # the wheelhouse (kkb wheels)
     sources += wheel_datasets
+    attached = {kind: [item.source for item in spec.inputs if item.kind == kind] for kind in INPUT_KINDS}
+    sources += [ref for ref in attached["dataset"] if ref not in sources]
+    wheel_kernels += [ref for ref in attached["notebook"] if ref not in wheel_kernels]
     metadata: dict[str, Any] = {
         "id": names.kernel_id, "title": spec.kernel.title, "code_file": code_file, "language": "python",
         "kernel_type": spec.kernel.kernel_type, "is_private": spec.kernel.private,
@@ -378,7 +384,7 @@ def _kernel_metadata(spec: KernelSpec, names: _Names, code_file: str, has_weight
         # The client defaults a missing key to true, and an internet-on version cannot be submitted.
         "enable_internet": False,
         "dataset_sources": sources, "competition_sources": [spec.competition.slug],
-        "kernel_sources": wheel_kernels, "model_sources": [],
+        "kernel_sources": wheel_kernels, "model_sources": attached["model"],
     }
     if spec.kernel.machine_shape:
         metadata["machine_shape"] = spec.kernel.machine_shape

@@ -556,6 +556,80 @@ class KaggleAdapter:
             logger.info("Kaggle ignored invalid dataset tags: %s", invalid_tags)
         return DatasetPushed(ref=str(getattr(response, "ref", "") or _folder_ref(folder)), url=str(response.url or ""))
 
+    # -- inputs kkb does not build (issue 14) --------------------------------------------------
+
+    def dataset_readable(self, ref: str) -> bool:
+        """Whether ``owner/slug`` (or ``owner/slug/VERSION``) exists and this user may read it."""
+        from kagglesdk.datasets.types.dataset_api_service import ApiListDatasetFilesRequest
+
+        owner, slug, *version = ref.split("/")
+
+        def get() -> bool:
+            request = ApiListDatasetFilesRequest()
+            request.owner_slug, request.dataset_slug, request.page_size = owner, slug, 1
+            if version:
+                request.dataset_version_number = int(version[0])
+            with self._client() as kaggle:
+                try:
+                    response = kaggle.datasets.dataset_api_client.list_dataset_files(request)
+                except Exception as exc:
+                    if _status_of(exc) in (403, 404):
+                        return False
+                    raise
+            return not getattr(response, "error_message", "")
+
+        return self.call("looking up a dataset input", get, subject=ref)
+
+    def model_version_readable(self, ref: str) -> bool:
+        """Whether the model version ``owner/model/framework/variation/VERSION`` exists and this user may read it."""
+        from kagglesdk.models.types.model_api_service import ApiListModelInstanceVersionFilesRequest
+
+        owner, model, framework, variation, version = ref.split("/")
+
+        def get() -> bool:
+            request = ApiListModelInstanceVersionFilesRequest()
+            request.owner_slug, request.model_slug, request.instance_slug = owner, model, variation
+            request.framework = self._framework(framework)
+            request.version_number, request.page_size = int(version), 1
+            with self._client() as kaggle:
+                try:
+                    kaggle.models.model_api_client.list_model_instance_version_files(request)
+                except Exception as exc:
+                    if _status_of(exc) in (400, 403, 404):
+                        return False
+                    raise
+            return True
+
+        return self.call("looking up a model input", get, subject=ref)
+
+    def kernel_output_readable(self, ref: str) -> bool:
+        """Whether the notebook ``owner/slug`` (or ``owner/slug/VERSION``) exists and this user may read it."""
+        from kagglesdk.kernels.types.kernels_api_service import ApiGetKernelRequest
+
+        owner, slug, *version = ref.split("/")
+
+        def get() -> bool:
+            request = ApiGetKernelRequest()
+            request.user_name, request.kernel_slug = owner, slug
+            if version:
+                request.version_label = f"v{version[0]}"
+            with self._client() as kaggle:
+                try:
+                    kaggle.kernels.kernels_api_client.get_kernel(request)
+                except Exception as exc:
+                    if _status_of(exc) in (403, 404):
+                        return False
+                    raise
+            return True
+
+        return self.call("looking up a notebook input", get, subject=ref)
+
+    def _framework(self, name: str) -> Any:
+        """``pytorch`` → ``ModelFramework.MODEL_FRAMEWORK_PY_TORCH``, as the client's own commands map it."""
+        from kagglesdk.models.types.model_enums import ModelFramework
+
+        return self.api.lookup_enum(ModelFramework, ModelFramework.MODEL_FRAMEWORK_API, name)
+
     # -- kernels ------------------------------------------------------------------------------
 
     def kernel_version(self, kernel: str) -> int | None:

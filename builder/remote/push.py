@@ -26,6 +26,7 @@ from builder.project.credentials import kaggle_username
 from builder.project.layout import KERNEL_METADATA, MANIFEST_FILE
 from builder.project.spec import load_spec
 from builder.remote.history import DATASET, DATASET_INTENT, KERNEL_INTENT, KERNEL_REFUSED, PUSH
+from builder.remote.inputs import check_inputs
 from builder.remote.kaggle_api import TransientRemoteError
 from builder.remote.session import ProgressEvent, PushSettings, Session, open_session, private_tmpdir
 
@@ -92,6 +93,7 @@ def push_built(ctx: Session, build: BuildResult) -> PushResult:
     start_bytes = ctx.adapter.uploaded_bytes
     _check_kernel_metadata(Path(build.kernel_dir), build)  # before any upload: a bad kernel is not worth one
     _check_competition(ctx, build)
+    check_inputs(ctx, build)  # every [[inputs]] exists and is readable, before any upload
     with private_tmpdir(Path(ctx.settings.kernel_dir)):
         weights = None
         if build.weights_dataset:
