@@ -15,7 +15,7 @@ import sys
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from builder.errors import SpecError
 from builder.project.ids import kernel_slug
@@ -473,10 +473,13 @@ class InputSection(_Strict):
         extra = "; the competition's data comes from [competition]" if value == "competition" else ""
         raise ValueError(f"unknown input kind '{value}'{hint}; use {', '.join(INPUT_KINDS)}{extra}")
 
-    @model_validator(mode="after")
-    def _ref_shape(self) -> InputSection:
-        parse_input_ref(self.kind, self.ref)
-        return self
+    @field_validator("ref")
+    @classmethod
+    def _ref_shape(cls, value: str, info: ValidationInfo) -> str:
+        kind = info.data.get("kind")
+        if kind is not None:  # an unknown kind is reported on its own
+            parse_input_ref(kind, value)
+        return value
 
     @property
     def parts(self) -> tuple[str, ...]:
