@@ -32,6 +32,7 @@ from builder.bundle.files import (
     swap_into_place,
     write_metadata,
 )
+from builder.bundle.model_weights import publishes_model, weights_model_id, write_model_metadata
 from builder.bundle.models import prepare_models  # imports torch and timm only when a kernel has models
 from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
 from builder.errors import BundleError
@@ -85,6 +86,8 @@ class BuildResult:
     weights_hash: str | None
     code_bytes: int
     weights_bytes: int
+    # [weights] publish = "model": owner/model/framework/variation (and weights_dataset is None).
+    weights_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -157,8 +160,9 @@ def _unwritable(out_dir: Path, exc: OSError) -> BundleError:
 def _names(spec: KernelSpec, owner: str | None, spec_path: Path) -> _Names:
     owner = resolve_owner(owner, spec.kernel.owner, spec_path)
     slug = spec.kernel.kernel_slug
-    return _Names(owner, slug, f"{owner}/{slug}", spec.code.dataset or f"{owner}/{dataset_slug(slug, 'code')}",
-                  spec.weights.dataset or f"{owner}/{dataset_slug(slug, 'weights')}")
+    weights = (weights_model_id(spec, owner, dataset_slug(slug, "weights")) if publishes_model(spec)
+               else spec.weights.dataset or f"{owner}/{dataset_slug(slug, 'weights')}")
+    return _Names(owner, slug, f"{owner}/{slug}", spec.code.dataset or f"{owner}/{dataset_slug(slug, 'code')}", weights)
 
 
 def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], dict[str, Path]]:
@@ -216,7 +220,9 @@ def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, ker
         weights_dir=out_dir / WEIGHTS_DIR, kernel_dir=out_dir / KERNEL_DIR,
         notebook_path=out_dir / notebook.relative_to(stage),  # where it will be after the swap
         owner=names.owner, kernel_id=names.kernel_id, code_dataset=names.code_dataset,
-        weights_dataset=names.weights_dataset if weights_manifest else None, code_hash=code_manifest.content_hash,
+        weights_dataset=names.weights_dataset if weights_manifest and not publishes_model(spec) else None,
+        weights_model=names.weights_dataset if weights_manifest and publishes_model(spec) else None,
+        code_hash=code_manifest.content_hash,
         weights_hash=weights_manifest.content_hash if weights_manifest else None,
         code_bytes=code_manifest.total_bytes, weights_bytes=weights_manifest.total_bytes if weights_manifest else 0,
     )
@@ -235,6 +241,8 @@ def _stage_weights(stage: Path, previous: Path, spec: KernelSpec, names: _Names,
         return None, cards
     manifest = manifest_for(stage, names.weights_dataset, cache, files)
     write_metadata(stage, names.weights_dataset, dataset_title(spec.weights.title, spec.kernel.title, "weights"), manifest)
+    if publishes_model(spec):
+        write_model_metadata(stage, names.weights_dataset, dataset_title(spec.weights.title, spec.kernel.title, "weights"), spec)
     return manifest, cards
 
 
@@ -320,6 +328,7 @@ def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]],
         "competition": {"slug": spec.competition.slug, "sample_submission": spec.competition.sample_submission,
                         "test": spec.competition.test},
         "datasets": {"code": names.code_dataset, "weights": names.weights_dataset if has_weights else None},
+        "weights_kind": spec.weights.publish,  # "model": find the weights under input/models/ (kkb_runtime.inputs)
         "steps": [step.model_dump() for step in spec.steps],
         "submission": spec.submission.model_dump(),
         "fast_commit": spec.fast_commit.model_dump(),
@@ -371,7 +380,8 @@ def _template_context(spec: KernelSpec, names: _Names, kernel_dir: Path, provena
 
 
 def _kernel_metadata(spec: KernelSpec, names: _Names, code_file: str, has_weights: bool) -> dict[str, Any]:
-    sources = [names.code_dataset] + ([names.weights_dataset] if has_weights else [])
+    # Weights published as a Model are attached by push, with the version Kaggle gave them (model_sources).
+    sources = [names.code_dataset] + ([names.weights_dataset] if has_weights and not publishes_model(spec) else [])
     wheel_datasets, wheel_kernels = kernel_sources(spec, names.owner)  # the wheelhouse (kkb wheels)
     sources += wheel_datasets
     attached = {kind: [item.source for item in spec.inputs if item.kind == kind] for kind in INPUT_KINDS}

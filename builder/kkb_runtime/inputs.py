@@ -161,6 +161,17 @@ def model_candidates(ref: str, root: Path | None = None) -> list[Path]:
             base / model / framework / variation / version]
 
 
+def find_model_weights(model_id: str, root: Path | None = None) -> Path:
+    """kkb's weights published as a Model (``owner/model/framework/variation``): the mounted version whose
+    ``manifest.json`` names it (its number is Kaggle's, so every mounted version is a candidate)."""
+    owner, model, framework, variation = model_id.split("/")
+    base = (root or kaggle_root()) / "input"
+    candidates = [path for parent in (base / "models" / owner / model / framework / variation,
+                                      base / model / framework / variation)
+                  for path in sorted(parent.glob("*"), reverse=True)]
+    return find_dir(candidates, MANIFEST_FILE, f"model {model_id}", _manifest_of(model_id), root)
+
+
 def input_candidates(kind: str, ref: str, root: Path | None = None) -> list[Path]:
     """Where Kaggle mounts an input of ``kind`` (dataset, model, notebook); a version in the ref does not move it."""
     if kind == "model":
@@ -218,7 +229,11 @@ class Inputs:
 
 
 def resolve_inputs(config: KernelConfig, root: Path | None = None) -> Inputs:
-    weights = find_dataset(config.weights_dataset, root) if config.weights_dataset else None
+    weights = None
+    if config.weights_dataset and config.raw.get("weights_kind") == "model":
+        weights = find_model_weights(config.weights_dataset, root)
+    elif config.weights_dataset:
+        weights = find_dataset(config.weights_dataset, root)
     competition = find_competition(config.competition_slug, config.sample_submission, root)
     return Inputs(code=config.code_dir, weights=weights, competition=competition, working=(root or kaggle_root()) / "working")
 

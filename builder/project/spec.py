@@ -202,6 +202,59 @@ class FileSelection(_Strict):
         return value
 
 
+INPUT_KINDS = ("dataset", "model", "notebook")
+# kernel-metadata.json's list for each kind, and the form of a reference in it.
+INPUT_SOURCES = {"dataset": "dataset_sources", "model": "model_sources", "notebook": "kernel_sources"}
+INPUT_FORMS = {"dataset": "owner/slug or owner/slug/VERSION",
+               "model": "owner/model/framework/variation/VERSION",
+               "notebook": "owner/kernel-slug or owner/kernel-slug/VERSION"}
+# Kaggle's model frameworks as they appear in model_sources and mount paths (kagglesdk ModelFramework, lower-case).
+MODEL_FRAMEWORKS = ("tensorflow1", "tensorflow2", "tflite", "tfjs", "pytorch", "jax", "flax", "pax", "maxtext",
+                    "gemmacpp", "ggml", "gguf", "coral", "scikitlearn", "mxnet", "onnx", "keras", "transformers",
+                    "api", "other", "tensorrtllm", "triton", "vllm")
+_REF_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class WeightsSelection(FileSelection):
+    """``[weights]``: the files, and how they are published: a dataset (default) or a Kaggle Model.
+
+    With ``publish = "model"`` the weights become versions of the Model variation
+    ``<model>/<framework>/<variation>`` (``model`` defaults to ``<owner>/<kernel-slug>-weights``), attached
+    through ``model_sources`` and mounted at ``/kaggle/input/models/<owner>/<model>/<framework>/<variation>/<N>``.
+    """
+
+    publish: Literal["dataset", "model"] = "dataset"
+    model: str | None = None
+    framework: str = "other"
+    variation: str = Field(default="default", pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    license: str = "Apache 2.0"
+
+    @field_validator("model")
+    @classmethod
+    def _model_id(cls, value: str | None) -> str | None:
+        owner, _, slug = (value or "").partition("/")
+        if value is not None and (not _OWNER_RE.match(owner) or not _SLUG_RE.match(slug) or not 3 <= len(slug) <= 50):
+            raise ValueError(f"'{value}' is not a model id: write 'owner/model-slug', slug of 3-50 lowercase letters, digits and '-'")
+        return value
+
+    @field_validator("framework")
+    @classmethod
+    def _known_framework(cls, value: str) -> str:
+        if value in MODEL_FRAMEWORKS:
+            return value
+        close = difflib.get_close_matches(value.lower(), MODEL_FRAMEWORKS, n=1, cutoff=0.6)
+        guess = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ValueError(f"unknown framework '{value}'{guess}; Kaggle's are: {', '.join(MODEL_FRAMEWORKS)}")
+
+    @model_validator(mode="after")
+    def _model_keys_need_model(self) -> WeightsSelection:
+        if self.publish == "dataset" and self.model is not None:
+            raise ValueError("model is set but publish = 'dataset': set publish = 'model' to publish the weights as a Kaggle Model")
+        if self.publish == "model" and self.dataset is not None:
+            raise ValueError("dataset is set but publish = 'model': name the Model with model = 'owner/slug' instead")
+        return self
+
+
 class ModelCard(_Strict):
     """What the kernel needs to rebuild one model offline. Completed at build time by ``builder.bundle.models``."""
 
@@ -412,17 +465,6 @@ class EvaluationApiSection(_Strict):
         return values
 
 
-INPUT_KINDS = ("dataset", "model", "notebook")
-# kernel-metadata.json's list for each kind, and the form of a reference in it.
-INPUT_SOURCES = {"dataset": "dataset_sources", "model": "model_sources", "notebook": "kernel_sources"}
-INPUT_FORMS = {"dataset": "owner/slug or owner/slug/VERSION",
-               "model": "owner/model/framework/variation/VERSION",
-               "notebook": "owner/kernel-slug or owner/kernel-slug/VERSION"}
-# Kaggle's model frameworks as they appear in model_sources and mount paths (kagglesdk ModelFramework, lower-case).
-MODEL_FRAMEWORKS = ("tensorflow1", "tensorflow2", "tflite", "tfjs", "pytorch", "jax", "flax", "pax", "maxtext",
-                    "gemmacpp", "ggml", "gguf", "coral", "scikitlearn", "mxnet", "onnx", "keras", "transformers",
-                    "api", "other", "tensorrtllm", "triton", "vllm")
-_REF_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 def parse_input_ref(kind: str, ref: str) -> tuple[str, ...]:
@@ -507,7 +549,7 @@ class KernelSpec(_Strict):
     kernel: KernelSection
     competition: CompetitionSection
     code: FileSelection = Field(default_factory=FileSelection)
-    weights: FileSelection = Field(default_factory=FileSelection)
+    weights: WeightsSelection = Field(default_factory=WeightsSelection)
     models: list[ModelCard] = Field(default_factory=list)
     install: InstallSection = Field(default_factory=InstallSection)
     steps: list[Step] = Field(default_factory=list)

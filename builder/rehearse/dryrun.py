@@ -32,6 +32,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from builder.build import BuildResult, BuildSettings, build_kernel
+from builder.bundle.model_weights import DRY_RUN_VERSION, model_source
 from builder.errors import DryRunError, SpecError
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
@@ -230,6 +231,8 @@ def scenario_sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildR
     mounts = [Mount(build.code_dir, f"datasets/{build.code_dataset}")]
     if build.weights_dataset:
         mounts.append(Mount(build.weights_dir, f"datasets/{build.weights_dataset}"))
+    if build.weights_model:  # [weights] publish = "model": where Kaggle mounts a Model version
+        mounts.append(Mount(build.weights_dir, f"models/{model_source(build.weights_model, DRY_RUN_VERSION)}"))
     mounts += [Mount(folder, target) for folder, target in dry_run_mounts(build.spec, build.owner, build.out_dir)]
     mounts += input_mounts(build.spec, Path(settings.kernel_dir))
     mounts.append(Mount(data, f"competitions/{build.spec.competition.slug}"))
