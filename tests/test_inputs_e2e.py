@@ -13,15 +13,19 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import nbformat
 import pytest
 
+from builder import cli
+from builder.build import BuildSettings, build_kernel
 from builder.errors import RemoteError
 from builder.local_kaggle import InstantRunner, KernelRunner, LocalKaggle, ServerSettings
+from builder.project.spec import load_spec
 from builder.rehearse.dryrun import DryRunSettings, dry_run
 from builder.remote.kaggle_api import KaggleAdapter, RetryPolicy
+from builder.remote.push import push
 from builder.remote.queries import QuerySettings, logs
 from builder.remote.session import PushSettings, Waits
-from builder.remote.push import push
 from builder.remote.submit import SubmitSettings, submit
 from tests.conftest import KERNELS
 
@@ -151,3 +155,59 @@ def test_private_inputs_of_another_user_are_refused_before_any_upload(
     uploads_by_demo = [p for p in (server.store.root / "blobs").glob("*/blob.json") if json.loads(p.read_text())["user"] == USER]
     assert uploads_by_demo == []
     assert _adapter(server).kernel_version("kkb-demo/kkb-minimal-inference") is None
+
+
+NOTEBOOK_CELLS = [
+    "!pip install --no-index --find-links ../input/wheels timm",
+    "import pandas as pd\nsample = pd.read_csv('/kaggle/input/competitions/kkb-minimal/sample_submission.csv')",
+    "lookup = open('/kaggle/input/tiny-lookup/lookup.txt').read()\n"
+    "net = '/kaggle/input/models/bob/tiny-net/pytorch/default/1/net.txt'\n"
+    "offsets = open('../input/make-offsets/offsets.txt').read()\n"
+    "extra = '/kaggle/input/unknown-thing/file.bin'",
+    "sample.to_csv('submission.csv', index=False)",
+]
+
+
+def test_init_from_a_pulled_kernel_folder(server: LocalKaggle, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """bob's inference notebook, pushed and then pulled with `kaggle kernels pull -m`, becomes a kkb project."""
+    _publish_as_bob(server, monkeypatch, tmp_path)
+    _sign_in(monkeypatch, BOB, BOB_KEY)
+    bob = _adapter(server)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in NOTEBOOK_CELLS])
+    source = _folder(tmp_path / "bob" / "inference", {"infer.ipynb": nbformat.writes(notebook), "kernel-metadata.json": json.dumps({
+        "id": "bob/bobs-inference", "title": "Bobs inference", "code_file": "infer.ipynb", "language": "python",
+        "kernel_type": "notebook", "is_private": True, "enable_gpu": True, "enable_internet": False,
+        "machine_shape": "NvidiaL4", "competition_sources": ["kkb-minimal"], "dataset_sources": ["bob/tiny-lookup"],
+        "model_sources": ["bob/tiny-net/pytorch/default/1"], "kernel_sources": ["bob/make-offsets"]})})
+    bob.push_kernel(source)
+    pulled = tmp_path / "pulled"
+    bob.api.kernels_pull("bob/bobs-inference", str(pulled), metadata=True, quiet=True)
+    assert sorted(path.name for path in pulled.iterdir()) == ["bobs-inference.ipynb", "kernel-metadata.json"]
+
+    kernel = tmp_path / "kernels" / "bobs"
+    data = KERNELS / "minimal" / "data" / "competition" / "public"
+    assert cli.main(["init", str(kernel), "--from", str(pulled), "--data", str(data)]) == 0
+    out = capsys.readouterr().out
+    spec = load_spec(kernel)
+    assert (spec.kernel.title, spec.kernel.owner, spec.kernel.accelerator) == ("Bobs inference", "bob", "NvidiaL4")
+    assert (spec.competition.slug, spec.submission.id_column, spec.submission.target_columns) == ("kkb-minimal", "id", ["target"])
+    assert [(i.kind, i.ref) for i in spec.inputs] == [("dataset", "bob/tiny-lookup"), ("model", "bob/tiny-net/pytorch/default/1"),
+                                                      ("notebook", "bob/make-offsets")]
+    script = (kernel / "notebook.py").read_text()
+    assert "sample.to_csv('submission.csv', index=False)" in script
+    assert "# kkb init: not run in a step: !pip install --no-index --find-links ../input/wheels timm" in script
+    for line in ("/kaggle/input/competitions/kkb-minimal/sample_submission.csv → competition kkb-minimal",
+                 "/kaggle/input/tiny-lookup/lookup.txt → dataset bob/tiny-lookup (find_input('tiny-lookup'))",
+                 "/kaggle/input/models/bob/tiny-net/pytorch/default/1/net.txt → model bob/tiny-net/pytorch/default/1 "
+                 "(find_input('tiny-net'))",
+                 "../input/make-offsets/offsets.txt → notebook bob/make-offsets (find_input('make-offsets'))",
+                 "/kaggle/input/unknown-thing/file.bin → NOT MAPPED",
+                 "not mapped: bobs-inference.ipynb reads ../input/wheels: no attached input matches it",
+                 "not mapped: bobs-inference.ipynb: '!pip install --no-index --find-links ../input/wheels timm'"):
+        assert line in out, out
+    assert "/kaggle/input/unknown-thing/file.bin  ->  NOT MAPPED" in (kernel / "kernel.toml").read_text()
+    build = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "build"))
+    meta = json.loads((build.kernel_dir / "kernel-metadata.json").read_text())
+    assert (meta["model_sources"], meta["kernel_sources"], meta["machine_shape"]) == (
+        ["bob/tiny-net/pytorch/default/1"], ["bob/make-offsets"], "NvidiaL4")

@@ -826,6 +826,21 @@ class KaggleAdapter:
 
     # -- competitions -------------------------------------------------------------------------
 
+    def download_competition(self, competition: str, folder: Path) -> Path:
+        """The competition's data files, downloaded (``DownloadDataFiles``) and unpacked into ``folder``."""
+        folder.mkdir(parents=True, exist_ok=True)
+
+        def download() -> None:
+            self.api.competition_download_files(competition, path=str(folder), force=True, quiet=True)
+
+        self.call("downloading the competition data", download, subject=competition)
+        for archive in sorted(folder.glob("*.zip")):  # all files come as <competition>.zip
+            with zipfile.ZipFile(archive) as bundle:
+                _safe_extract(bundle, folder)
+            archive.unlink()
+        return folder
+
+
     def submit_code(
         self, competition: str, kernel: str, version: int, file_name: str, message: str
     ) -> tuple[int, str]:
@@ -895,6 +910,16 @@ def _model_owner(folder: Path) -> str:
     with contextlib.suppress(OSError, ValueError, KeyError):
         return str(json.loads((folder / "model-metadata.json").read_text())["ownerSlug"]) + "/"
     return ""
+
+
+def _safe_extract(bundle: zipfile.ZipFile, folder: Path) -> None:
+    root = folder.resolve()
+    for member in bundle.namelist():
+        target = (folder / member).resolve()
+        if target != root and root not in target.parents:
+            raise RemoteError(f"the competition archive holds a path outside its folder: {member!r}",
+                              hint="download the data with `kaggle competitions download` and pass --data")
+    bundle.extractall(folder)
 
 
 def _unwrap_zip(content: bytes, file_name: str) -> bytes:
