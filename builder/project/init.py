@@ -95,13 +95,13 @@ def init_from_competition(kernel_dir: Path, competition: str, data_dir: Path, *,
                           title: str | None = None) -> InitResult:
     """A kernel project whose ``predict.py`` writes the competition's sample submission columns."""
     kernel_dir = Path(kernel_dir)
+    _check_competition_slug(competition)
     _refuse_existing(kernel_dir, (SPEC_FILE, STEP_SCRIPT))
     sample = find_sample(Path(data_dir))
     id_column, targets = sample_columns(sample)
     project = _Project(title=title or _title_for(kernel_dir), owner=owner or kaggle_username(), competition=competition,
                        data=_data_key(Path(data_dir), kernel_dir), sample_submission=sample.relative_to(data_dir).as_posix(),
                        test=_test_name(Path(data_dir)), id_column=id_column, targets=targets)
-    _check_competition_slug(competition)
     written = _write(kernel_dir, {SPEC_FILE: _kernel_toml(project),
                                   STEP_SCRIPT: _predict_script(competition, project.sample_submission, id_column, targets)})
     notes = tuple(f"target '{c.name}' holds text ({c.dtype}): kkb averages step outputs as numbers, so keep one step "
