@@ -168,7 +168,7 @@ def _names(spec: KernelSpec, owner: str | None, spec_path: Path) -> _Names:
 def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], dict[str, Path]]:
     code = select_files(kernel_dir, spec.code.include, spec.code.exclude, "code")
     code.update(source_package_files(spec, kernel_dir))  # the install cell compiles them from the code dataset
-    weights = select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights")
+    weights = select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights", allow_links=True)
     for card in spec.models:
         source = kernel_dir / card.checkpoint
         if not source.is_file():
