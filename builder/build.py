@@ -32,6 +32,7 @@ from builder.bundle.files import (
     swap_into_place,
     write_metadata,
 )
+from builder.bundle.model_weights import publishes_model, weights_model_id, write_model_metadata
 from builder.bundle.models import prepare_models  # imports torch and timm only when a kernel has models
 from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
 from builder.errors import BundleError
@@ -52,7 +53,7 @@ from builder.project.layout import (
     WEIGHTS_DIR,
     out_dir_of,
 )
-from builder.project.spec import CUDA_ARCH, SPEC_FILE, KernelSpec, load_spec
+from builder.project.spec import CUDA_ARCH, INPUT_KINDS, SPEC_FILE, KernelSpec, load_spec
 
 # The kernel-side runtime as installed with kkb (a wheel ships it like the rest of the package).
 RUNTIME_SOURCE = Path(str(importlib.resources.files("builder.kkb_runtime")))
@@ -85,6 +86,8 @@ class BuildResult:
     weights_hash: str | None
     code_bytes: int
     weights_bytes: int
+    # [weights] publish = "model": owner/model/framework/variation (and weights_dataset is None).
+    weights_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -157,14 +160,15 @@ def _unwritable(out_dir: Path, exc: OSError) -> BundleError:
 def _names(spec: KernelSpec, owner: str | None, spec_path: Path) -> _Names:
     owner = resolve_owner(owner, spec.kernel.owner, spec_path)
     slug = spec.kernel.kernel_slug
-    return _Names(owner, slug, f"{owner}/{slug}", spec.code.dataset or f"{owner}/{dataset_slug(slug, 'code')}",
-                  spec.weights.dataset or f"{owner}/{dataset_slug(slug, 'weights')}")
+    weights = (weights_model_id(spec, owner, dataset_slug(slug, "weights")) if publishes_model(spec)
+               else spec.weights.dataset or f"{owner}/{dataset_slug(slug, 'weights')}")
+    return _Names(owner, slug, f"{owner}/{slug}", spec.code.dataset or f"{owner}/{dataset_slug(slug, 'code')}", weights)
 
 
 def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], dict[str, Path]]:
     code = select_files(kernel_dir, spec.code.include, spec.code.exclude, "code")
     code.update(source_package_files(spec, kernel_dir))  # the install cell compiles them from the code dataset
-    weights = select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights")
+    weights = select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights", allow_links=True)
     for card in spec.models:
         source = kernel_dir / card.checkpoint
         if not source.is_file():
@@ -216,7 +220,9 @@ def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, ker
         weights_dir=out_dir / WEIGHTS_DIR, kernel_dir=out_dir / KERNEL_DIR,
         notebook_path=out_dir / notebook.relative_to(stage),  # where it will be after the swap
         owner=names.owner, kernel_id=names.kernel_id, code_dataset=names.code_dataset,
-        weights_dataset=names.weights_dataset if weights_manifest else None, code_hash=code_manifest.content_hash,
+        weights_dataset=names.weights_dataset if weights_manifest and not publishes_model(spec) else None,
+        weights_model=names.weights_dataset if weights_manifest and publishes_model(spec) else None,
+        code_hash=code_manifest.content_hash,
         weights_hash=weights_manifest.content_hash if weights_manifest else None,
         code_bytes=code_manifest.total_bytes, weights_bytes=weights_manifest.total_bytes if weights_manifest else 0,
     )
@@ -235,6 +241,8 @@ def _stage_weights(stage: Path, previous: Path, spec: KernelSpec, names: _Names,
         return None, cards
     manifest = manifest_for(stage, names.weights_dataset, cache, files)
     write_metadata(stage, names.weights_dataset, dataset_title(spec.weights.title, spec.kernel.title, "weights"), manifest)
+    if publishes_model(spec):
+        write_model_metadata(stage, names.weights_dataset, dataset_title(spec.weights.title, spec.kernel.title, "weights"), spec)
     return manifest, cards
 
 
@@ -320,11 +328,15 @@ def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]],
         "competition": {"slug": spec.competition.slug, "sample_submission": spec.competition.sample_submission,
                         "test": spec.competition.test},
         "datasets": {"code": names.code_dataset, "weights": names.weights_dataset if has_weights else None},
+        "weights_kind": spec.weights.publish,  # "model": find the weights under input/models/ (kkb_runtime.inputs)
         "steps": [step.model_dump() for step in spec.steps],
         "submission": spec.submission.model_dump(),
         "fast_commit": spec.fast_commit.model_dump(),
         "models": cards,
         "evaluation_api": spec.evaluation_api.model_dump() if spec.evaluation_api else None,
+        # What kkb_runtime.inputs.find_input looks up by name: each [[inputs]] and where Kaggle mounts it.
+        "inputs": [{"name": item.input_name, "kind": item.kind, "ref": item.ref, "mount": item.mount_target}
+                   for item in spec.inputs],
     }
 
 
@@ -368,9 +380,13 @@ def _template_context(spec: KernelSpec, names: _Names, kernel_dir: Path, provena
 
 
 def _kernel_metadata(spec: KernelSpec, names: _Names, code_file: str, has_weights: bool) -> dict[str, Any]:
-    sources = [names.code_dataset] + ([names.weights_dataset] if has_weights else [])
+    # Weights published as a Model are attached by push, with the version Kaggle gave them (model_sources).
+    sources = [names.code_dataset] + ([names.weights_dataset] if has_weights and not publishes_model(spec) else [])
     wheel_datasets, wheel_kernels = kernel_sources(spec, names.owner)  # the wheelhouse (kkb wheels)
     sources += wheel_datasets
+    attached = {kind: [item.source for item in spec.inputs if item.kind == kind] for kind in INPUT_KINDS}
+    sources += [ref for ref in attached["dataset"] if ref not in sources]
+    wheel_kernels += [ref for ref in attached["notebook"] if ref not in wheel_kernels]
     metadata: dict[str, Any] = {
         "id": names.kernel_id, "title": spec.kernel.title, "code_file": code_file, "language": "python",
         "kernel_type": spec.kernel.kernel_type, "is_private": spec.kernel.private,
@@ -378,7 +394,7 @@ def _kernel_metadata(spec: KernelSpec, names: _Names, code_file: str, has_weight
         # The client defaults a missing key to true, and an internet-on version cannot be submitted.
         "enable_internet": False,
         "dataset_sources": sources, "competition_sources": [spec.competition.slug],
-        "kernel_sources": wheel_kernels, "model_sources": [],
+        "kernel_sources": wheel_kernels, "model_sources": attached["model"],
     }
     if spec.kernel.machine_shape:
         metadata["machine_shape"] = spec.kernel.machine_shape

@@ -22,8 +22,10 @@ from builder.build import BuildSettings, build_kernel
 from builder.bundle.wheels import WheelsResult
 from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError
 from builder.local_kaggle.cli import app as local_kaggle_app
+from builder.project.init import InitResult, init_from_competition, init_from_folder
 from builder.rehearse.dryrun import DryRunReport, DryRunSettings
 from builder.rehearse.dryrun import dry_run as run_dry_run
+from builder.remote.competition_files import fetch_competition_data
 from builder.remote.push import PushResult, PushSettings
 from builder.remote.push import push as push_kernel
 from builder.remote.queries import QuerySettings
@@ -81,8 +83,49 @@ def build(
     result = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner))
     console.print(f"[green]built[/green] {result.kernel_id} → {result.out_dir}")
     console.print(f"  code     {result.code_dataset}  {result.code_hash}")
-    console.print(f"  weights  {result.weights_dataset}  {result.weights_hash}")
+    console.print(f"  weights  {result.weights_dataset or result.weights_model}  {result.weights_hash}")
     console.print(f"  notebook {result.notebook_path}")
+
+
+@app.command()
+def init(
+    kernel_dir: Path = typer.Argument(..., help="The new kernel project folder, e.g. kernels/NAME."),
+    competition: str | None = typer.Option(None, "--competition", help="The competition's slug (its URL name)."),
+    data: Path | None = typer.Option(None, "--data", help="The competition's public data (default: download it "
+                                     "with your credentials into NAME/data/SLUG)."),
+    source: Path | None = typer.Option(None, "--from", help="A folder written by `kaggle kernels pull OWNER/SLUG -p DIR "
+                                       "-m` (kernel-metadata.json and its notebook or script)."),
+    owner: str | None = typer.Option(None, "--owner", help="Kaggle username (default: the metadata's, then credentials)."),
+) -> None:
+    """Start a kernel project: from a competition's sample submission, or from an existing Kaggle kernel folder."""
+    if source is not None:
+        result = init_from_folder(kernel_dir, source, competition=competition, data_dir=data, owner=owner)
+    elif competition is not None:
+        if data is None:
+            console.print(f"downloading the data of {_escape(competition)} …")
+            data = fetch_competition_data(kernel_dir, competition)
+        result = init_from_competition(kernel_dir, competition, data, owner=owner)
+    else:
+        raise typer.BadParameter("pass --competition SLUG, or --from DIR (a `kaggle kernels pull -m` folder)")
+    _show_init(result)
+
+
+def _show_init(result: InitResult) -> None:
+    console.print(f"[green]created[/green] {_escape(str(result.kernel_dir))}: "
+                  + ", ".join(_escape(path.name) for path in result.written))
+    if result.targets:
+        columns = ", ".join(f"{c.name} ({c.dtype})" for c in result.targets)
+        console.print(f"  submission: id column {_escape(str(result.id_column))}, targets {_escape(columns)}")
+    if result.reads:
+        console.print("  reads under /kaggle/input:")
+        for read in result.reads:
+            mapped = _escape(read.input) if read.input else "[yellow]NOT MAPPED[/yellow]"
+            console.print(f"    {_escape(read.path)} → {mapped}", highlight=False)
+    for line in result.unmapped:
+        console.print(f"  [yellow]not mapped:[/yellow] {_escape(line)}", highlight=False)
+    for note in result.notes:
+        console.print(f"  [dim]note:[/dim] {_escape(note)}", highlight=False)
+    console.print(f"next: kkb dry-run {_escape(str(result.kernel_dir))}")
 
 
 # -- push / submit / status / logs / history (issue 5) ------------------------------------------

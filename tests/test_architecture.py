@@ -35,7 +35,8 @@ def _imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) 
         anchor = module.split(".") if is_package else module.split(".")[:-1]
         anchor = anchor[: len(anchor) - node.level + 1]
         base = ".".join([*anchor, base] if base else anchor)
-    return [base, *(f"{base}.{alias.name}" for alias in node.names)]
+    # `from package import module` depends on that module; `from module import name` on the module.
+    return [f"{base}.{alias.name}" for alias in node.names]
 
 
 def _edges() -> dict[str, set[str]]:

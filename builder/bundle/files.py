@@ -53,6 +53,9 @@ class FileEntry:
 class Manifest:
     dataset: str
     files: tuple[FileEntry, ...]
+    # Weight files that were symlinks: {path in the dataset: the file it pointed to}. Not in the content hash
+    # (the bytes are), so moving a checkpoint without changing it uploads nothing.
+    links: tuple[tuple[str, str], ...] = ()
 
     @property
     def content_hash(self) -> str:
@@ -66,14 +69,17 @@ class Manifest:
         return sum(entry.size for entry in self.files)
 
     def to_json(self) -> str:
-        return json.dumps({"dataset": self.dataset, "content_hash": self.content_hash,
-                           "files": [vars(entry) for entry in self.files]}, indent=1, sort_keys=True) + "\n"
+        data = {"dataset": self.dataset, "content_hash": self.content_hash, "files": [vars(entry) for entry in self.files]}
+        if self.links:
+            data["links"] = dict(self.links)
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
     @classmethod
     def read(cls, path: Path) -> Manifest | None:
         try:
             raw = json.loads(path.read_text())
-            return cls(raw["dataset"], tuple(FileEntry(**entry) for entry in raw["files"]))
+            return cls(raw["dataset"], tuple(FileEntry(**entry) for entry in raw["files"]),
+                       tuple(sorted((raw.get("links") or {}).items())))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -82,11 +88,19 @@ def _ignored(relative: Path) -> bool:
     return any(part in IGNORED_PARTS for part in relative.parts) or relative.suffix in IGNORED_SUFFIXES
 
 
-def select_files(kernel_dir: Path, include: Sequence[str], exclude: Sequence[str], what: str) -> dict[str, Path]:
-    """``{relative posix path: source}`` for the globs, with every pattern required to match."""
+def select_files(kernel_dir: Path, include: Sequence[str], exclude: Sequence[str], what: str,
+                 allow_links: bool = False) -> dict[str, Path]:
+    """``{relative posix path: source}`` for the globs, with every pattern required to match.
+
+    ``allow_links`` (weights, never code): a file named literally in ``include`` may be a symlink to a
+    file outside the kernel folder, where people keep large checkpoints; a broken link is refused.
+    """
     root = kernel_dir.resolve()
     selected: dict[str, Path] = {}
     for pattern in include:
+        if allow_links and not _GLOB.search(pattern) and (root / pattern).is_symlink():
+            selected[pattern] = _linked_file(kernel_dir, root / pattern, pattern, what)
+            continue
         matches = [path for path in sorted(root.glob(pattern)) if not _ignored(path.relative_to(root))]
         files = [f for match in matches for f in _files_under(match, root)]
         if not files:
@@ -101,6 +115,25 @@ def select_files(kernel_dir: Path, include: Sequence[str], exclude: Sequence[str
     return dict(sorted(selected.items()))
 
 
+_GLOB = re.compile(r"[*?\[]")
+
+
+def _linked_file(kernel_dir: Path, link: Path, pattern: str, what: str) -> Path:
+    if not link.exists():
+        raise BundleError(f"{kernel_dir / 'kernel.toml'}: [{what}] include '{pattern}' is a broken link "
+                          f"(it points to {os.readlink(link)}, which does not exist)",
+                          hint="fix the link or the path: the weights are read from where it points")
+    if not link.is_file():
+        raise BundleError(f"{kernel_dir / 'kernel.toml'}: [{what}] include '{pattern}' links to a folder ({link.resolve()})",
+                          hint="link each weight file on its own, or copy the folder into the kernel folder")
+    return link
+
+
+def link_targets(files: dict[str, Path]) -> tuple[tuple[str, str], ...]:
+    """The selected files that are symlinks, with the file each points to (for the manifest)."""
+    return tuple((relative, str(path.resolve())) for relative, path in sorted(files.items()) if path.is_symlink())
+
+
 def _files_under(path: Path, root: Path) -> Iterable[Path]:
     candidates = [path] if not path.is_dir() else sorted(p for p in path.rglob("*") if not p.is_dir())
     for candidate in candidates:
@@ -110,7 +143,8 @@ def _files_under(path: Path, root: Path) -> Iterable[Path]:
         real = candidate.resolve()
         if root not in real.parents and real != root:
             raise BundleError(f"{relative}: resolves to {real}, outside the kernel folder {root}",
-                              hint="copy the file into the kernel folder instead of linking to it")
+                              hint="copy the file into the kernel folder, or (weights only) name the link itself "
+                                   "in [weights] include, without wildcards")
         yield candidate
 
 
@@ -210,7 +244,7 @@ def manifest_for(stage: Path, dataset: str, cache: HashCache | None = None,
         source = (sources or {}).get(relative)
         sha = cache.lookup(source) if cache is not None and source is not None else None
         entries.append(FileEntry(relative, path.stat().st_size, sha or hash_file(path)))
-    return Manifest(dataset, tuple(entries))
+    return Manifest(dataset, tuple(entries), link_targets(sources or {}))
 
 
 def write_metadata(stage: Path, dataset: str, title: str, manifest: Manifest) -> None:

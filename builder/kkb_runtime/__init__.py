@@ -16,11 +16,11 @@ import pandas as pd
 
 from . import commit, install, submission  # noqa: F401  (install: the notebook calls kkb.install)
 from .config import KernelConfig, load_config
-from .inputs import InputNotFound, Inputs, resolve_inputs
+from .inputs import InputNotFound, Inputs, find_input, resolve_inputs
 from .steps import StepFailed, StepResult, record_steps, run_step
 from .submission import SubmissionError
 
-__all__ = ["InputNotFound", "KernelRun", "StepFailed", "SubmissionError", "start"]
+__all__ = ["InputNotFound", "KernelRun", "find_input", "StepFailed", "SubmissionError", "start"]
 
 
 @dataclass

@@ -55,6 +55,11 @@ class KernelConfig:
     def models(self) -> list[dict[str, Any]]:
         return list(self.raw.get("models", []))
 
+    @property
+    def inputs(self) -> list[dict[str, Any]]:
+        """``[[inputs]]``: ``{"name", "kind", "ref", "mount"}`` each (``mount``: the current-layout path under input/)."""
+        return list(self.raw.get("inputs", []))
+
     def model(self, name: str) -> dict[str, Any]:
         for card in self.models:
             if card["name"] == name:

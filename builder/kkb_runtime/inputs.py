@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import CONFIG_FILE, KernelConfig
+from .config import CONFIG_FILE, KernelConfig, load_config
 
 MANIFEST_FILE = "manifest.json"
 
@@ -153,6 +153,70 @@ def find_competition(slug: str, sample_submission: str, root: Path | None = None
     return find_dir(competition_candidates(slug, root), sample_submission, f"competition data for {slug}", None, root)
 
 
+def model_candidates(ref: str, root: Path | None = None) -> list[Path]:
+    """A Kaggle Model version ``owner/model/framework/variation/version``: current layout, then the old one."""
+    owner, model, framework, variation, version = ref.split("/")
+    base = (root or kaggle_root()) / "input"
+    return [base / "models" / owner / model / framework / variation / version,
+            base / model / framework / variation / version]
+
+
+def find_model_weights(model_id: str, root: Path | None = None) -> Path:
+    """kkb's weights published as a Model (``owner/model/framework/variation``): the mounted version whose
+    ``manifest.json`` names it (its number is Kaggle's, so every mounted version is a candidate)."""
+    owner, model, framework, variation = model_id.split("/")
+    base = (root or kaggle_root()) / "input"
+    candidates = [path for parent in (base / "models" / owner / model / framework / variation,
+                                      base / model / framework / variation)
+                  for path in sorted(parent.glob("*"), reverse=True)]
+    return find_dir(candidates, MANIFEST_FILE, f"model {model_id}", _manifest_of(model_id), root)
+
+
+def input_candidates(kind: str, ref: str, root: Path | None = None) -> list[Path]:
+    """Where Kaggle mounts an input of ``kind`` (dataset, model, notebook); a version in the ref does not move it."""
+    if kind == "model":
+        return model_candidates(ref, root)
+    owner_slug = "/".join(ref.split("/")[:2])
+    if kind == "notebook":
+        return kernel_output_candidates(owner_slug, root)
+    return dataset_candidates(owner_slug, root)
+
+
+def find_input(name: str, root: Path | None = None, config: KernelConfig | None = None) -> Path:
+    """The folder of an attached input, by its ``[[inputs]]`` name or its reference.
+
+    ``find_input("timm-src")``, ``find_input("bob/timm-src")``, ``find_input("google/gemma/pytorch/2b/1")``.
+    A name is looked up in ``kkb_kernel.json`` (``config``, else the one next to this package); a
+    reference of five parts is a model, of two or three a dataset or a notebook's output.
+    """
+    config = config if config is not None else _config_or_none()
+    known = [item for item in (config.inputs if config else []) if name in (item.get("name"), item.get("ref"))]
+    if known:
+        kinds_refs = [(str(known[0]["kind"]), str(known[0]["ref"]))]
+    elif name.count("/") == 4:
+        kinds_refs = [("model", name)]
+    elif name.count("/") in (1, 2):
+        kinds_refs = [("dataset", name), ("notebook", name)]
+    else:
+        names = ", ".join(str(item.get("name")) for item in (config.inputs if config else [])) or "none"
+        raise InputNotFound(f"input '{name}': no [[inputs]] of that name (known: {names}), and not an "
+                            "owner/slug or owner/model/framework/variation/version reference")
+    candidates = [path for kind, ref in kinds_refs for path in input_candidates(kind, ref, root)]
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate
+    base = (root or kaggle_root()) / "input"
+    tried = "\n".join(f"  {path}" for path in candidates)
+    raise InputNotFound(f"input '{name}': not mounted. Tried:\n{tried}\nWhat is mounted:\n{input_tree(base)}")
+
+
+def _config_or_none() -> KernelConfig | None:
+    try:
+        return load_config()
+    except (OSError, ValueError):
+        return None
+
+
 @dataclass(frozen=True)
 class Inputs:
     code: Path
@@ -165,10 +229,14 @@ class Inputs:
 
 
 def resolve_inputs(config: KernelConfig, root: Path | None = None) -> Inputs:
-    weights = find_dataset(config.weights_dataset, root) if config.weights_dataset else None
+    weights = None
+    if config.weights_dataset and config.raw.get("weights_kind") == "model":
+        weights = find_model_weights(config.weights_dataset, root)
+    elif config.weights_dataset:
+        weights = find_dataset(config.weights_dataset, root)
     competition = find_competition(config.competition_slug, config.sample_submission, root)
     return Inputs(code=config.code_dir, weights=weights, competition=competition, working=(root or kaggle_root()) / "working")
 
 
-__all__ = ["CONFIG_FILE", "InputNotFound", "Inputs", "find_competition", "find_dataset", "find_kernel_output",
+__all__ = ["CONFIG_FILE", "InputNotFound", "Inputs", "find_competition", "find_dataset", "find_input", "find_kernel_output",
            "find_wheelhouse", "input_tree", "resolve_inputs"]

@@ -27,6 +27,7 @@ from builder.local_kaggle.datasets import Datasets
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import remove_tree, storage_url, tree
 from builder.local_kaggle.listing import KernelRow, list_kernels
+from builder.local_kaggle.models import MountedModel
 from builder.local_kaggle.runner import KernelRunner, RunRequest, RunResult
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.store import OwnedRecords, Store
@@ -83,6 +84,9 @@ class Kernels:
         # What a competition source mounts in a commit run (its public/ folder), None for an unknown slug.
         # Set by the server once the competitions service exists (it needs this service too).
         self.competition_data: Callable[[str], Path | None] = lambda slug: None
+        # What a model source (owner/model/framework/variation/VERSION) mounts for a user, None if invalid;
+        # set by the server (builder.local_kaggle.models).
+        self.model_mount: Callable[[str, str], MountedModel | None] = lambda source, user: None
 
     def routes(self) -> dict[str, Handler]:
         return {f"{SERVICE}/{name}": handler for name, handler in {
@@ -175,11 +179,16 @@ class Kernels:
                 bad_kernels.append(source)
             else:
                 kernels.append(pinned)
-        return ({"datasets": datasets, "competitions": competitions, "kernels": kernels},
+        models, bad_models = [], []
+        for source in call.strings("modelDataSources"):
+            model = self.model_mount(source, user)
+            if model is None:
+                bad_models.append(source)
+            else:
+                models.append({"ref": source, "target": model.target, "files": self._store.relative(model.files)})
+        return ({"datasets": datasets, "competitions": competitions, "kernels": kernels, "models": models},
                 {"invalidDatasetSources": bad_datasets, "invalidCompetitionSources": bad_competitions,
-                 "invalidKernelSources": bad_kernels,
-                 # The local Kaggle has no model hub: every model source is invalid here.
-                 "invalidModelSources": call.strings("modelDataSources")})
+                 "invalidKernelSources": bad_kernels, "invalidModelSources": bad_models})
 
     def _kernel_source(self, source: str, user: str) -> Json | None:
         parts = source.strip("/").split("/")
@@ -211,6 +220,7 @@ class Kernels:
             "datasetSources": [d["ref"] for d in sources["datasets"]],
             "competitionSources": sources["competitions"],
             "kernelSources": [k["ref"] for k in sources["kernels"]],
+            "modelSources": [m["ref"] for m in sources["models"]],
             "mounts": sources,
         }
 
@@ -351,6 +361,8 @@ class Kernels:
         for pinned in meta["mounts"]["kernels"]:
             output = self._records.dir(pinned["owner"], pinned["slug"]) / "versions" / str(pinned["version"]) / "output"
             mounts.append(Mount(output, f"notebooks/{pinned['owner']}/{pinned['slug']}"))
+        for pinned in meta["mounts"].get("models", []):  # versions pushed before models existed have none
+            mounts.append(Mount(self._store.path(pinned["files"]), pinned["target"]))
         return tuple(mounts)
 
     def notebook(self, folder: Path, meta: Json, scratch: Path) -> Path:
@@ -404,7 +416,7 @@ class Kernels:
             "enableInternet": meta.get("enableInternet"), "categoryIds": meta.get("keywords", []),
             "datasetDataSources": meta.get("datasetSources", []),
             "competitionDataSources": meta.get("competitionSources", []),
-            "kernelDataSources": meta.get("kernelSources", []), "modelDataSources": [],
+            "kernelDataSources": meta.get("kernelSources", []), "modelDataSources": meta.get("modelSources", []),
             "currentVersionNumber": record.get("latestVersion"), "dockerImage": meta.get("dockerImage"),
             "machineShape": meta.get("machineShape"), "lastRunTime": iso(record.get("created", now())),
         })
@@ -415,7 +427,8 @@ class _PushRefused(Exception):
 
 
 _KERNEL_FIELDS = ("title", "language", "kernelType", "isPrivate", "enableGpu", "enableTpu", "enableInternet",
-                  "machineShape", "dockerImage", "keywords", "datasetSources", "competitionSources", "kernelSources")
+                  "machineShape", "dockerImage", "keywords", "datasetSources", "competitionSources", "kernelSources",
+                  "modelSources")
 
 
 def _check_code(call: Call) -> None:

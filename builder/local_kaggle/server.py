@@ -30,6 +30,7 @@ from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import remove_tree
 from builder.local_kaggle.handler import make_handler
 from builder.local_kaggle.kernels import Kernels
+from builder.local_kaggle.models import Models
 from builder.local_kaggle.runner import KernelRunner, SandboxRunner
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.store import Store
@@ -62,8 +63,10 @@ class LocalKaggle:
         self.competitions = Competitions(self.store, self.blobs, self.kernels, self.faults, self.settings, runner,
                                          self.jobs)
         self.kernels.competition_data = self.competitions.public_dir
+        self.models = Models(self.store, self.blobs, self.settings)
+        self.kernels.model_mount = self.models.mount
         self.routes: dict[str, Handler] = {
-            **self.datasets.routes(), **self.kernels.routes(), **self.competitions.routes(),
+            **self.datasets.routes(), **self.kernels.routes(), **self.competitions.routes(), **self.models.routes(),
             "blobs.BlobApiService/StartBlobUpload": self.blobs.start_blob_upload,
             "security.OAuthService/IntrospectToken": self._introspect_token,
         }

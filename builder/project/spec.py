@@ -15,7 +15,7 @@ import sys
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from builder.errors import SpecError
 from builder.project.ids import kernel_slug
@@ -162,10 +162,22 @@ class CompetitionSection(_Strict):
             raise ValueError(f"'{value}' is not a competition slug (lowercase letters, digits and '-', no 'c/' prefix)")
         return value
 
-    @field_validator("data", "sample_submission", "test")
+    @field_validator("sample_submission", "test")
     @classmethod
     def _inside(cls, value: str | None) -> str | None:
         return None if value is None else _relative_path(value)
+
+    @field_validator("data")
+    @classmethod
+    def _anywhere(cls, value: str | None) -> str | None:
+        # Where `kaggle competitions download` unpacked it: relative to the kernel folder, absolute, or ~/...
+        if value is not None and not value.strip():
+            raise ValueError("must name a folder (relative to the kernel folder, absolute, or ~/...)")
+        return value
+
+    def data_dir(self, kernel_dir: Path) -> Path | None:
+        """``data`` resolved: ``~`` expanded, a relative path taken from the kernel folder."""
+        return None if self.data is None else Path(kernel_dir) / Path(self.data).expanduser()
 
 
 class FileSelection(_Strict):
@@ -188,6 +200,59 @@ class FileSelection(_Strict):
         if not owner or not slug or not _SLUG_RE.match(slug) or not 6 <= len(slug) <= 50:
             raise ValueError(f"'{value}' is not a dataset id: write 'owner/slug', slug of 6-50 lowercase letters, digits and '-'")
         return value
+
+
+INPUT_KINDS = ("dataset", "model", "notebook")
+# kernel-metadata.json's list for each kind, and the form of a reference in it.
+INPUT_SOURCES = {"dataset": "dataset_sources", "model": "model_sources", "notebook": "kernel_sources"}
+INPUT_FORMS = {"dataset": "owner/slug or owner/slug/VERSION",
+               "model": "owner/model/framework/variation/VERSION",
+               "notebook": "owner/kernel-slug or owner/kernel-slug/VERSION"}
+# Kaggle's model frameworks as they appear in model_sources and mount paths (kagglesdk ModelFramework, lower-case).
+MODEL_FRAMEWORKS = ("tensorflow1", "tensorflow2", "tflite", "tfjs", "pytorch", "jax", "flax", "pax", "maxtext",
+                    "gemmacpp", "ggml", "gguf", "coral", "scikitlearn", "mxnet", "onnx", "keras", "transformers",
+                    "api", "other", "tensorrtllm", "triton", "vllm")
+_REF_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class WeightsSelection(FileSelection):
+    """``[weights]``: the files, and how they are published: a dataset (default) or a Kaggle Model.
+
+    With ``publish = "model"`` the weights become versions of the Model variation
+    ``<model>/<framework>/<variation>`` (``model`` defaults to ``<owner>/<kernel-slug>-weights``), attached
+    through ``model_sources`` and mounted at ``/kaggle/input/models/<owner>/<model>/<framework>/<variation>/<N>``.
+    """
+
+    publish: Literal["dataset", "model"] = "dataset"
+    model: str | None = None
+    framework: str = "other"
+    variation: str = Field(default="default", pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    license: str = "Apache 2.0"
+
+    @field_validator("model")
+    @classmethod
+    def _model_id(cls, value: str | None) -> str | None:
+        owner, _, slug = (value or "").partition("/")
+        if value is not None and (not _OWNER_RE.match(owner) or not _SLUG_RE.match(slug) or not 3 <= len(slug) <= 50):
+            raise ValueError(f"'{value}' is not a model id: write 'owner/model-slug', slug of 3-50 lowercase letters, digits and '-'")
+        return value
+
+    @field_validator("framework")
+    @classmethod
+    def _known_framework(cls, value: str) -> str:
+        if value in MODEL_FRAMEWORKS:
+            return value
+        close = difflib.get_close_matches(value.lower(), MODEL_FRAMEWORKS, n=1, cutoff=0.6)
+        guess = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ValueError(f"unknown framework '{value}'{guess}; Kaggle's are: {', '.join(MODEL_FRAMEWORKS)}")
+
+    @model_validator(mode="after")
+    def _model_keys_need_model(self) -> WeightsSelection:
+        if self.publish == "dataset" and self.model is not None:
+            raise ValueError("model is set but publish = 'dataset': set publish = 'model' to publish the weights as a Kaggle Model")
+        if self.publish == "model" and self.dataset is not None:
+            raise ValueError("dataset is set but publish = 'model': name the Model with model = 'owner/slug' instead")
+        return self
 
 
 class ModelCard(_Strict):
@@ -409,17 +474,98 @@ class EvaluationApiSection(_Strict):
         return values
 
 
+
+
+def parse_input_ref(kind: str, ref: str) -> tuple[str, ...]:
+    """The parts of an input reference (``ValueError`` naming the form expected when malformed)."""
+    parts = tuple(ref.split("/"))
+    form = INPUT_FORMS[kind]
+    bad = f"'{ref}' is not a {kind} reference: write {form}"
+    if any(not _REF_PART.match(part) for part in parts):
+        raise ValueError(bad)
+    if kind == "model":
+        if len(parts) == 4:
+            raise ValueError(f"model '{ref}' has no version: write {form} (Kaggle attaches one model version)")
+        if len(parts) != 5 or not parts[4].isdigit():
+            raise ValueError(bad)
+        if parts[2] not in MODEL_FRAMEWORKS:
+            close = difflib.get_close_matches(parts[2].lower(), MODEL_FRAMEWORKS, n=1, cutoff=0.6)
+            guess = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ValueError(f"model '{ref}': unknown framework '{parts[2]}'{guess}; Kaggle's are: {', '.join(MODEL_FRAMEWORKS)}")
+        return parts
+    if len(parts) not in (2, 3) or (len(parts) == 3 and not parts[2].isdigit()):
+        raise ValueError(bad)
+    return parts
+
+
+class InputSection(_Strict):
+    """An input kkb does not build, attached as Kaggle attaches it (one kernel-metadata source each).
+
+    ``kind`` picks the list (dataset → ``dataset_sources``, model → ``model_sources``, notebook →
+    ``kernel_sources``), ``ref`` is the entry as written there, ``path`` the local stand-in folder the
+    dry run mounts where Kaggle would (relative to the kernel folder, absolute, or ``~/…``), ``name``
+    what the runtime's ``find_input`` takes (default: the slug, or the model's slug).
+    """
+
+    kind: str
+    ref: str
+    path: str | None = None
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value in INPUT_KINDS:
+            return value
+        aliases = {"kernel": "notebook", "datasets": "dataset", "models": "model", "notebooks": "notebook",
+                   "competition": None}
+        guess = aliases.get(value) or next(iter(difflib.get_close_matches(value, INPUT_KINDS, n=1, cutoff=0.6)), None)
+        hint = f" (did you mean '{guess}'?)" if guess else ""
+        extra = "; the competition's data comes from [competition]" if value == "competition" else ""
+        raise ValueError(f"unknown input kind '{value}'{hint}; use {', '.join(INPUT_KINDS)}{extra}")
+
+    @field_validator("ref")
+    @classmethod
+    def _ref_shape(cls, value: str, info: ValidationInfo) -> str:
+        kind = info.data.get("kind")
+        if kind is not None:  # an unknown kind is reported on its own
+            parse_input_ref(kind, value)
+        return value
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return parse_input_ref(self.kind, self.ref)
+
+    @property
+    def input_name(self) -> str:
+        return self.name or self.parts[1]
+
+    @property
+    def source(self) -> str:
+        """kernel-metadata's entry: a dataset or notebook pinned to a version keeps it there too."""
+        return self.ref
+
+    @property
+    def mount_target(self) -> str:
+        """Where Kaggle mounts it under ``/kaggle/input`` (current layout)."""
+        parts = self.parts
+        if self.kind == "model":
+            return "models/" + "/".join(parts)
+        return f"{'datasets' if self.kind == 'dataset' else 'notebooks'}/{parts[0]}/{parts[1]}"
+
+
 class KernelSpec(_Strict):
     kernel: KernelSection
     competition: CompetitionSection
     code: FileSelection = Field(default_factory=FileSelection)
-    weights: FileSelection = Field(default_factory=FileSelection)
+    weights: WeightsSelection = Field(default_factory=WeightsSelection)
     models: list[ModelCard] = Field(default_factory=list)
     install: InstallSection = Field(default_factory=InstallSection)
     steps: list[Step] = Field(default_factory=list)
     submission: SubmissionSection = Field(default_factory=SubmissionSection)
     fast_commit: FastCommitSection = Field(default_factory=FastCommitSection)
     evaluation_api: EvaluationApiSection | None = None
+    inputs: list[InputSection] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> KernelSpec:
@@ -435,6 +581,7 @@ class KernelSpec(_Strict):
         duplicates = sorted({name for name in steps if steps.count(name) > 1})
         if duplicates:
             raise ValueError(f"[[steps]] names must be unique; repeated: {', '.join(duplicates)}")
+        _unique_inputs(self.inputs)
         if self.submission.kind == "evaluation-api" and self.evaluation_api is None:
             raise ValueError("[submission] kind = 'evaluation-api' needs an [evaluation_api] table")
         if self.submission.kind == "csv" and not self.steps:
@@ -447,6 +594,14 @@ class KernelSpec(_Strict):
                 raise ValueError(f"[[steps]] '{step.name}' predicts with --model '{model}', which is no [[models]] name"
                                  f"{guess}; the cards are: {', '.join(names) or 'none'}")
         return self
+
+
+def _unique_inputs(inputs: list[InputSection]) -> None:
+    for attribute, what in (("input_name", "names"), ("mount_target", "mount paths")):
+        values = [getattr(item, attribute) for item in inputs]
+        duplicates = sorted({value for value in values if values.count(value) > 1})
+        if duplicates:
+            raise ValueError(f"[[inputs]] {what} must be unique; repeated: {', '.join(duplicates)}")
 
 
 def load_spec(kernel_dir: Path) -> KernelSpec:
@@ -513,10 +668,27 @@ def _hint_for(error: Any) -> str:
         return "a TTA function of your own goes in the code dataset and is named 'package.module:function'"
     if "internet" in str(error["msg"]):
         return "set [kernel] internet = false; ship packages as wheels instead (kkb wheels)"
+    if loc[:1] == ("inputs",) or "[[inputs]]" in str(error["msg"]):
+        return _input_hint(error)
     if loc[:1] == ("evaluation_api",):
         return ("see kernels/evalapi/kernel.toml: predict = 'module:function' in your code, "
                 "module = 'kaggle_evaluation.<comp>_inference_server'")
     return "see kernels/minimal/kernel.toml for a valid example"
+
+
+def _input_hint(error: Any) -> str:
+    message = str(error["msg"])
+    if "unknown input kind" in message:
+        return "kind is dataset (dataset_sources), model (model_sources) or notebook (kernel_sources)"
+    if "has no version" in message:
+        return "add the version number, as on the model's page: owner/model/framework/variation/VERSION"
+    if "unknown framework" in message:
+        return "use the framework segment of the model's Kaggle path, e.g. pytorch or transformers"
+    if "must be unique" in message:
+        return "give each [[inputs]] its own name = ..., and attach each source once"
+    if "reference" in message:
+        return "copy the reference from the input's Kaggle URL or from kernel-metadata.json"
+    return "see the README section 'Attaching inputs'"
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:

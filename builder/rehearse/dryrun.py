@@ -35,6 +35,7 @@ import nbformat
 import pandas as pd
 
 from builder.build import BuildResult, BuildSettings, build_kernel
+from builder.bundle.model_weights import DRY_RUN_VERSION, model_source
 from builder.errors import DryRunError, SpecError
 from builder.kkb_runtime.submission import align_to_sample, read_sample
 from builder.project.credentials import kaggle_username
@@ -52,6 +53,7 @@ from builder.rehearse.evalapi import (
 )
 from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
+from builder.rehearse.stand_ins import input_mounts
 from builder.rehearse.verdict import OK, TIMEOUT, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 
@@ -161,6 +163,7 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     kernel_dir = Path(settings.kernel_dir)
     build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=_owner(settings)))
     data = competition_data(settings, build.spec)
+    input_mounts(build.spec, kernel_dir)  # a missing stand-in is refused before anything runs
     dry_run_check(kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline (issue 7)
     out = build.out_dir / DRYRUN_DIR
     shutil.rmtree(out, ignore_errors=True)
@@ -174,11 +177,8 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
 
 def competition_data(settings: DryRunSettings, spec: KernelSpec) -> Path:
     """``--data``, else ``[competition] data`` relative to the kernel folder; it must hold the sample."""
-    if settings.data_dir is not None:
-        data = Path(settings.data_dir)
-    elif spec.competition.data is not None:
-        data = Path(settings.kernel_dir) / spec.competition.data
-    else:
+    data = Path(settings.data_dir) if settings.data_dir is not None else spec.competition.data_dir(Path(settings.kernel_dir))
+    if data is None:
         raise DryRunError("no competition data to mount", hint="pass --data DIR or set [competition] data in kernel.toml")
     sample = data / spec.competition.sample_submission
     if not sample.is_file():
@@ -242,7 +242,10 @@ def scenario_sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildR
     mounts = [Mount(build.code_dir, f"datasets/{build.code_dataset}")]
     if build.weights_dataset:
         mounts.append(Mount(build.weights_dir, f"datasets/{build.weights_dataset}"))
+    if build.weights_model:  # [weights] publish = "model": where Kaggle mounts a Model version
+        mounts.append(Mount(build.weights_dir, f"models/{model_source(build.weights_model, DRY_RUN_VERSION)}"))
     mounts += [Mount(folder, target) for folder, target in dry_run_mounts(build.spec, build.owner, build.out_dir)]
+    mounts += input_mounts(build.spec, Path(settings.kernel_dir))
     mounts.append(Mount(data, f"competitions/{build.spec.competition.slug}"))
     return SandboxSpec(mounts=tuple(mounts), rerun=scenario == "rerun", timeout_seconds=_timeout(settings, build.spec),
                        layout=settings.layout)

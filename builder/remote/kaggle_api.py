@@ -556,6 +556,174 @@ class KaggleAdapter:
             logger.info("Kaggle ignored invalid dataset tags: %s", invalid_tags)
         return DatasetPushed(ref=str(getattr(response, "ref", "") or _folder_ref(folder)), url=str(response.url or ""))
 
+    # -- inputs kkb does not build (issue 14) --------------------------------------------------
+
+    def dataset_readable(self, ref: str) -> bool:
+        """Whether ``owner/slug`` (or ``owner/slug/VERSION``) exists and this user may read it."""
+        from kagglesdk.datasets.types.dataset_api_service import ApiListDatasetFilesRequest
+
+        owner, slug, *version = ref.split("/")
+
+        def get() -> bool:
+            request = ApiListDatasetFilesRequest()
+            request.owner_slug, request.dataset_slug, request.page_size = owner, slug, 1
+            if version:
+                request.dataset_version_number = int(version[0])
+            with self._client() as kaggle:
+                try:
+                    response = kaggle.datasets.dataset_api_client.list_dataset_files(request)
+                except Exception as exc:
+                    if _status_of(exc) in (403, 404):
+                        return False
+                    raise
+            return not getattr(response, "error_message", "")
+
+        return self.call("looking up a dataset input", get, subject=ref)
+
+    def model_version_readable(self, ref: str) -> bool:
+        """Whether the model version ``owner/model/framework/variation/VERSION`` exists and this user may read it."""
+        from kagglesdk.models.types.model_api_service import ApiListModelInstanceVersionFilesRequest
+
+        owner, model, framework, variation, version = ref.split("/")
+
+        def get() -> bool:
+            request = ApiListModelInstanceVersionFilesRequest()
+            request.owner_slug, request.model_slug, request.instance_slug = owner, model, variation
+            request.framework = self._framework(framework)
+            request.version_number, request.page_size = int(version), 1
+            with self._client() as kaggle:
+                try:
+                    kaggle.models.model_api_client.list_model_instance_version_files(request)
+                except Exception as exc:
+                    if _status_of(exc) in (400, 403, 404):
+                        return False
+                    raise
+            return True
+
+        return self.call("looking up a model input", get, subject=ref)
+
+    def kernel_output_readable(self, ref: str) -> bool:
+        """Whether the notebook ``owner/slug`` (or ``owner/slug/VERSION``) exists and this user may read it."""
+        from kagglesdk.kernels.types.kernels_api_service import ApiGetKernelRequest
+
+        owner, slug, *version = ref.split("/")
+
+        def get() -> bool:
+            request = ApiGetKernelRequest()
+            request.user_name, request.kernel_slug = owner, slug
+            if version:
+                request.version_label = f"v{version[0]}"
+            with self._client() as kaggle:
+                try:
+                    kaggle.kernels.kernels_api_client.get_kernel(request)
+                except Exception as exc:
+                    if _status_of(exc) in (403, 404):
+                        return False
+                    raise
+            return True
+
+        return self.call("looking up a notebook input", get, subject=ref)
+
+    # -- Kaggle Models (weights published as a Model) -------------------------------------------
+
+    def model_exists(self, model: str) -> bool:
+        """Whether ``owner/model-slug`` exists (and this user can see it)."""
+        from kagglesdk.models.types.model_api_service import ApiGetModelRequest
+
+        owner, slug = _split_ref(model)
+
+        def get() -> bool:
+            request = ApiGetModelRequest()
+            request.owner_slug, request.model_slug = owner, slug
+            with self._client() as kaggle:
+                try:
+                    kaggle.models.model_api_client.get_model(request)
+                except Exception as exc:
+                    if _status_of(exc) in (403, 404):
+                        return False
+                    raise
+            return True
+
+        return self.call("reading the model", get, subject=model)
+
+    def model_instance_version(self, instance: str) -> int | None:
+        """The newest ready version of ``owner/model/framework/variation``: None when the variation does not
+        exist, 0 when it exists but no version is ready yet (Kaggle is still processing the first one)."""
+        from kagglesdk.models.types.model_api_service import ApiGetModelInstanceRequest
+
+        owner, model, framework, variation = instance.split("/")
+
+        def get() -> int | None:
+            request = ApiGetModelInstanceRequest()
+            request.owner_slug, request.model_slug, request.instance_slug = owner, model, variation
+            request.framework = self._framework(framework)
+            with self._client() as kaggle:
+                try:
+                    number = kaggle.models.model_api_client.get_model_instance(request).version_number
+                except Exception as exc:
+                    if _status_of(exc) in (403, 404):
+                        return None
+                    raise
+            return int(number or 0)
+
+        return self.call("reading the model variation", get, subject=instance)
+
+    def model_file(self, instance: str, version: int, file_name: str) -> bytes | None:
+        """One file of a model version, or None when it (or the version) is missing."""
+        from kagglesdk.models.types.model_api_service import ApiDownloadModelInstanceVersionRequest
+
+        owner, model, framework, variation = instance.split("/")
+
+        def get() -> bytes | None:
+            request = ApiDownloadModelInstanceVersionRequest()
+            request.owner_slug, request.model_slug, request.instance_slug = owner, model, variation
+            request.framework, request.version_number, request.path = self._framework(framework), version, file_name
+            with self._client() as kaggle:
+                try:
+                    response = kaggle.models.model_api_client.download_model_instance_version(request)
+                except Exception as exc:
+                    if _status_of(exc) in (403, 404):
+                        return None
+                    raise
+                return _unwrap_zip(response.content, file_name)
+
+        return self.call("downloading a model file", get, subject=f"{instance}/{version}/{file_name}")
+
+    def create_model(self, folder: Path) -> None:
+        """``CreateModel`` from ``model-metadata.json`` in ``folder``."""
+        response = self.call("creating the model", lambda: self.api.model_create_new(str(folder)),
+                             subject=str(folder), idempotent=False)
+        self._model_created(response, "creating the model", folder)
+
+    def create_model_instance(self, folder: Path) -> None:
+        """``CreateModelInstance`` (the variation and its version 1) from ``model-instance-metadata.json`` and the files."""
+        response = self.call("creating the model variation",
+                             lambda: self.api.model_instance_create(str(folder), quiet=True, dir_mode="tar"),
+                             subject=str(folder), idempotent=False)
+        self._model_created(response, "creating the model variation", folder)
+
+    def version_model_instance(self, instance: str, folder: Path, notes: str) -> None:
+        """``CreateModelInstanceVersion``: the files of ``folder`` as the variation's next version."""
+        response = self.call("creating a model version",
+                             lambda: self.api.model_instance_version_create(instance, str(folder), notes, quiet=True,
+                                                                            dir_mode="tar"),
+                             subject=instance, idempotent=False)
+        self._model_created(response, "creating a model version", folder)
+
+    def _model_created(self, response: Any, action: str, folder: Path) -> None:
+        # Like datasets, refusals come back in a 200 body (``error``; ``id`` 0) and the CLI exits 0 on them.
+        error = str(getattr(response, "error", "") or "")
+        if error or not getattr(response, "id", 0):
+            raise RemoteError(f"Kaggle refused {action} from {folder}: {scrub(error or 'no id in the answer')}",
+                              hint=self._owner_hint(_model_owner(folder)) if "permission" in error.lower()
+                              else "see model-metadata.json and model-instance-metadata.json in " + str(folder))
+
+    def _framework(self, name: str) -> Any:
+        """``pytorch`` → ``ModelFramework.MODEL_FRAMEWORK_PY_TORCH``, as the client's own commands map it."""
+        from kagglesdk.models.types.model_enums import ModelFramework
+
+        return self.api.lookup_enum(ModelFramework, ModelFramework.MODEL_FRAMEWORK_API, name)
+
     # -- kernels ------------------------------------------------------------------------------
 
     def kernel_version(self, kernel: str) -> int | None:
@@ -658,6 +826,21 @@ class KaggleAdapter:
 
     # -- competitions -------------------------------------------------------------------------
 
+    def download_competition(self, competition: str, folder: Path) -> Path:
+        """The competition's data files, downloaded (``DownloadDataFiles``) and unpacked into ``folder``."""
+        folder.mkdir(parents=True, exist_ok=True)
+
+        def download() -> None:
+            self.api.competition_download_files(competition, path=str(folder), force=True, quiet=True)
+
+        self.call("downloading the competition data", download, subject=competition)
+        for archive in sorted(folder.glob("*.zip")):  # all files come as <competition>.zip
+            with zipfile.ZipFile(archive) as bundle:
+                _safe_extract(bundle, folder)
+            archive.unlink()
+        return folder
+
+
     def submit_code(
         self, competition: str, kernel: str, version: int, file_name: str, message: str
     ) -> tuple[int, str]:
@@ -721,6 +904,22 @@ def _folder_ref(folder: Path) -> str:
     with contextlib.suppress(OSError, ValueError, KeyError):
         return str(json.loads((folder / "dataset-metadata.json").read_text())["id"])
     return str(folder)
+
+
+def _model_owner(folder: Path) -> str:
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        return str(json.loads((folder / "model-metadata.json").read_text())["ownerSlug"]) + "/"
+    return ""
+
+
+def _safe_extract(bundle: zipfile.ZipFile, folder: Path) -> None:
+    root = folder.resolve()
+    for member in bundle.namelist():
+        target = (folder / member).resolve()
+        if target != root and root not in target.parents:
+            raise RemoteError(f"the competition archive holds a path outside its folder: {member!r}",
+                              hint="download the data with `kaggle competitions download` and pass --data")
+    bundle.extractall(folder)
 
 
 def _unwrap_zip(content: bytes, file_name: str) -> bytes:

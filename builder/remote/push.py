@@ -26,7 +26,9 @@ from builder.project.credentials import kaggle_username
 from builder.project.layout import KERNEL_METADATA, MANIFEST_FILE
 from builder.project.spec import load_spec
 from builder.remote.history import DATASET, DATASET_INTENT, KERNEL_INTENT, KERNEL_REFUSED, PUSH
+from builder.remote.inputs import check_inputs
 from builder.remote.kaggle_api import TransientRemoteError
+from builder.remote.model_weights import attach_model_weights, sync_model_weights
 from builder.remote.session import ProgressEvent, PushSettings, Session, open_session, private_tmpdir
 
 DATASET_BAD = {"failed", "deleted"}
@@ -92,11 +94,17 @@ def push_built(ctx: Session, build: BuildResult) -> PushResult:
     start_bytes = ctx.adapter.uploaded_bytes
     _check_kernel_metadata(Path(build.kernel_dir), build)  # before any upload: a bad kernel is not worth one
     _check_competition(ctx, build)
+    check_inputs(ctx, build)  # every [[inputs]] exists and is readable, before any upload
     with private_tmpdir(Path(ctx.settings.kernel_dir)):
         weights = None
         if build.weights_dataset:
             weights = sync_dataset(ctx, "weights", Path(build.weights_dir), build.weights_dataset, build.weights_hash,
                                     notes)
+        elif build.weights_model:  # [weights] publish = "model"
+            synced = sync_model_weights(ctx, build, notes)
+            attach_model_weights(Path(build.kernel_dir), synced.instance, synced.version)
+            weights = DatasetResult(synced.instance, str(build.weights_hash), synced.version, synced.action,
+                                    synced.uploaded_bytes)
         code = sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash, notes)
         wheels = _sync_wheelhouse(ctx, build, notes)
     # A new dataset version reaches the kernel only through a new kernel version: every hash counts.

@@ -1,0 +1,47 @@
+"""The dry run's stand-ins for ``[[inputs]]``: local folders mounted where Kaggle mounts the real inputs.
+
+An input kkb does not build (someone's dataset, a Kaggle Model version, a notebook's output) cannot be
+fetched in a dry run: nothing leaves the machine. Each ``[[inputs]]`` therefore names a local folder
+(``path``) holding a copy, and the sandbox mounts it at the input's Kaggle path (the current layout
+here; ``builder.rehearse.sandbox.mount_path`` maps it to the legacy one). A missing stand-in is
+refused before anything runs, naming the input and the key to set.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from builder.errors import DryRunError
+from builder.project.spec import SPEC_FILE, InputSection, KernelSpec
+from builder.rehearse.sandbox import Mount
+
+
+def stand_in_dir(item: InputSection, kernel_dir: Path) -> Path | None:
+    """``path`` resolved: ``~`` expanded, a relative path taken from the kernel folder."""
+    return None if item.path is None else Path(kernel_dir) / Path(item.path).expanduser()
+
+
+def input_mounts(spec: KernelSpec, kernel_dir: Path) -> list[Mount]:
+    """One mount per ``[[inputs]]``; refuses an input whose stand-in is not set or not a folder."""
+    mounts = []
+    for index, item in enumerate(spec.inputs):
+        key = f"{Path(kernel_dir) / SPEC_FILE}: inputs[{index}].path"
+        folder = stand_in_dir(item, kernel_dir)
+        if folder is None:
+            raise DryRunError(f"{key}: {item.kind} '{item.ref}' has no local stand-in, so the dry run cannot mount it",
+                              hint=f"set inputs[{index}].path to a folder holding a copy of it "
+                                   f"(e.g. from kaggle {_download_command(item)})")
+        if not folder.is_dir():
+            raise DryRunError(f"{key}: the stand-in {folder} for {item.kind} '{item.ref}' is not a folder",
+                              hint=f"create it with a copy of the input (e.g. kaggle {_download_command(item)}), "
+                                   f"or fix inputs[{index}].path")
+        mounts.append(Mount(folder, item.mount_target))
+    return mounts
+
+
+def _download_command(item: InputSection) -> str:
+    if item.kind == "model":
+        return f"models instances versions download {item.ref} --untar"
+    if item.kind == "notebook":
+        return f"kernels output {item.ref}"
+    return f"datasets download {item.ref} --unzip"
