@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
-from slugify import slugify
 
 from builder.local_kaggle.datasets import Datasets
 from builder.local_kaggle.faults import Faults
@@ -44,6 +43,7 @@ from builder.local_kaggle.wire import (
     version_number,
 )
 from builder.local_kaggle.worker import JobQueue
+from builder.project.ids import kernel_slug
 from builder.rehearse.sandbox import Mount
 
 SERVICE = "kernels.KernelsApiService"
@@ -142,7 +142,7 @@ class Kernels:
         if existing is not None:
             return self._retitle(existing, call)
         title = call.text("newTitle") or requested
-        slug = slugify(title)
+        slug = kernel_slug(title)
         if len(title) < 5 or len(slug) < 5:
             raise _PushRefused("The title must be at least 5 characters and give a slug of at least 5 characters")
         if len(title) > 50:
