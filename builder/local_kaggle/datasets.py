@@ -12,13 +12,12 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from builder.local_kaggle import names
 from builder.local_kaggle.blobs import Blob, Blobs
 from builder.local_kaggle.dataset_metadata import apply_settings, dataset_info
 from builder.local_kaggle.faults import Faults
-from builder.local_kaggle.files import UploadRejected, materialize, storage_url, tree, zip_tree
+from builder.local_kaggle.files import UploadRejected, materialize, storage_url, tree, uploaded_files, zip_tree
 from builder.local_kaggle.listing import DatasetRow, list_datasets
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.store import OwnedRecords, Store
@@ -168,27 +167,7 @@ class Datasets:
         return described
 
     def _uploads(self, user: str, body: Json) -> list[tuple[str, Blob]]:
-        def blob(entry: Any) -> Blob:
-            token = entry.get("token") if isinstance(entry, dict) else None
-            if not token:
-                raise UploadRejected("Every file needs an upload token")
-            try:
-                return self._blobs.resolve(token, user, "DATASET")
-            except ApiError as exc:
-                raise UploadRejected(exc.message) from None
-
-        pairs = [("", blob(entry)) for entry in body.get("files") or []]
-
-        def walk(directories: list[Json], prefix: str) -> None:  # ApiUploadDirectoryInfo trees
-            for directory in directories:
-                if not isinstance(directory, dict):
-                    raise ApiError(400, "Every entry of directories must be an object")
-                name = f"{prefix}/{names.file_name(str(directory.get('name', '')), 'directory name')}".strip("/")
-                pairs.extend((name, blob(entry)) for entry in directory.get("files") or [])
-                walk(directory.get("directories") or [], name)
-
-        walk(body.get("directories") or [], "")
-        return pairs
+        return uploaded_files(self._blobs, user, body, "DATASET")
 
     def _delete_old_versions(self, record: Json) -> None:
         latest = max(v["number"] for v in record["versions"])

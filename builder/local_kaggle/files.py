@@ -8,17 +8,47 @@ import tarfile
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
+from typing import Any
 from urllib.parse import quote
 
 from builder.local_kaggle import names
-from builder.local_kaggle.blobs import Blob
+from builder.local_kaggle.blobs import Blob, Blobs
 from builder.local_kaggle.store import Store
+from builder.local_kaggle.wire import ApiError, Json
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
 
 
 class UploadRejected(Exception):
     """An upload cannot become a dataset version; the message is what Kaggle puts in ``error``."""
+
+
+def uploaded_files(blobs: Blobs, user: str, body: Json, kind: str) -> list[tuple[str, Blob]]:
+    """The ``(folder prefix, blob)`` pairs a create/version request names: its ``files`` and its
+    ``directories`` trees (ApiUploadDirectoryInfo), every token resolved as ``user``'s upload of ``kind``
+    (``DATASET``, ``MODEL``) and every directory name checked by ``names.py``."""
+
+    def blob(entry: Any) -> Blob:
+        token = entry.get("token") if isinstance(entry, dict) else None
+        if not token:
+            raise UploadRejected("Every file needs an upload token")
+        try:
+            return blobs.resolve(token, user, kind)
+        except ApiError as exc:
+            raise UploadRejected(exc.message) from None
+
+    pairs = [("", blob(entry)) for entry in body.get("files") or []]
+
+    def walk(directories: list[Json], prefix: str) -> None:
+        for directory in directories:
+            if not isinstance(directory, dict):
+                raise ApiError(400, "Every entry of directories must be an object")
+            name = f"{prefix}/{names.file_name(str(directory.get('name', '')), 'directory name')}".strip("/")
+            pairs.extend((name, blob(entry)) for entry in directory.get("files") or [])
+            walk(directory.get("directories") or [], name)
+
+    walk(body.get("directories") or [], "")
+    return pairs
 
 
 def materialize(blobs: Iterable[tuple[str, Blob]], dest: Path) -> None:

@@ -25,13 +25,12 @@ import shutil
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from builder.local_kaggle.blobs import Blob, Blobs
-from builder.local_kaggle.files import UploadRejected, materialize, storage_url, tree
+from builder.local_kaggle.files import UploadRejected, materialize, storage_url, tree, uploaded_files
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.store import SLUG, OwnedRecords, Store
-from builder.local_kaggle.wire import ApiError, Call, Handler, Json, Redirect, bad_request, compact, iso, not_found, now, paginate
+from builder.local_kaggle.wire import Call, Handler, Json, Redirect, bad_request, compact, iso, not_found, now, paginate
 
 SERVICE = "models.ModelApiService"
 READY, PROCESSING = "READY", "PROCESSING"
@@ -165,25 +164,7 @@ class Models:
                                      "status": PROCESSING})
 
     def _uploads(self, user: str, body: Json) -> list[tuple[str, Blob]]:
-        def blob(entry: Any) -> Blob:
-            token = entry.get("token") if isinstance(entry, dict) else None
-            if not token:
-                raise UploadRejected("Every file needs an upload token")
-            try:
-                return self._blobs.resolve(token, user, "MODEL")
-            except ApiError as exc:
-                raise UploadRejected(exc.message) from None
-
-        pairs = [("", blob(entry)) for entry in body.get("files") or []]
-
-        def walk(directories: list[Json], prefix: str) -> None:
-            for directory in directories:
-                name = f"{prefix}/{directory.get('name', '')}".strip("/")
-                pairs.extend((name, blob(entry)) for entry in directory.get("files") or [])
-                walk(directory.get("directories") or [], name)
-
-        walk(body.get("directories") or [], "")
-        return pairs
+        return uploaded_files(self._blobs, user, body, "MODEL")
 
     def _created(self, record: Json, instance: Json, base_url: str) -> Json:
         ref = f"{record['owner']}/{record['slug']}/{instance['framework']}/{instance['slug']}"
