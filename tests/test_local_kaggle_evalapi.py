@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from builder.errors import KernelFailed
-from builder.remote.kaggle_api import KaggleAdapter, RetryPolicy
+from builder.remote.backoff import Backoff
+from builder.remote.kaggle_api import KaggleAdapter
 from builder.local_kaggle import LocalKaggle
 from builder.remote.submit import SubmitSettings, submit
 from tests.conftest import KERNELS
@@ -28,7 +29,7 @@ def kernel(tmp_path: Path) -> Path:
 
 
 def _submit(kernel: Path, server: LocalKaggle):
-    adapter = KaggleAdapter.connect(server.base_url, retry=RetryPolicy(attempts=5, base_seconds=0.02, max_seconds=0.1))
+    adapter = KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=5, base_seconds=0.02, max_seconds=0.1))
     return submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=adapter, waits=FAST))
 
 

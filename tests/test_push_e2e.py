@@ -16,7 +16,8 @@ import pytest
 
 from builder import cli
 from builder.errors import EXIT_AUTH, AuthError, KernelFailed, RemoteError
-from builder.remote.kaggle_api import KaggleAdapter, RetryPolicy
+from builder.remote.backoff import Backoff
+from builder.remote.kaggle_api import KaggleAdapter
 from builder.local_kaggle import InstantRunner, KernelRunner, LocalKaggle, ServerSettings
 from builder.remote.push import PushResult, push
 from builder.remote.queries import QuerySettings, logs
@@ -64,7 +65,7 @@ def kernel(tmp_path: Path) -> Path:
 
 
 def _adapter(server: LocalKaggle) -> KaggleAdapter:
-    return KaggleAdapter.connect(server.base_url, retry=RetryPolicy(attempts=5, base_seconds=0.02, max_seconds=0.1))
+    return KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=5, base_seconds=0.02, max_seconds=0.1))
 
 
 def _push(kernel: Path, server: LocalKaggle) -> PushResult:

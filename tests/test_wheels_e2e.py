@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.remote.kaggle_api import KaggleAdapter, RetryPolicy
+from builder.remote.backoff import Backoff
+from builder.remote.kaggle_api import KaggleAdapter
 from builder.local_kaggle import LocalKaggle
 from builder.remote.session import Waits
 from builder.remote.submit import SubmitSettings, submit
@@ -60,7 +61,7 @@ def local_kaggle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lo
 
 
 def _adapter(server: LocalKaggle) -> KaggleAdapter:
-    return KaggleAdapter.connect(server.base_url, retry=RetryPolicy(attempts=5, base_seconds=0.02, max_seconds=0.1))
+    return KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=5, base_seconds=0.02, max_seconds=0.1))
 
 
 def test_helper_kernel_builds_wheels_on_kaggle_and_the_inference_kernel_uses_them(

@@ -21,12 +21,12 @@ from pathlib import Path
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.bundle.wheels import wheelhouse_source, wheelhouse_to_push
-from builder.errors import AuthError, KkbError, RemoteError
+from builder.errors import KkbError, RemoteError
 from builder.project.credentials import kaggle_username
 from builder.project.layout import KERNEL_METADATA, MANIFEST_FILE
 from builder.project.spec import load_spec
 from builder.remote.history import DATASET, DATASET_INTENT, KERNEL_INTENT, KERNEL_REFUSED, PUSH
-from builder.remote.kaggle_api import TransientRemoteError
+from builder.remote.kaggle_api import NotFoundError, TransientRemoteError
 from builder.remote.session import ProgressEvent, PushSettings, Session, open_session, private_tmpdir
 
 DATASET_BAD = {"failed", "deleted"}
@@ -137,9 +137,7 @@ def _check_competition(ctx: Session, build: BuildResult) -> None:
     slug = build.spec.competition.slug
     try:
         ctx.adapter.submissions(slug)
-    except AuthError:
-        raise  # credentials are the problem, not the slug: the adapter's message already says so
-    except RemoteError as exc:
+    except NotFoundError as exc:  # only Kaggle's "no such competition": no answer, a 5xx or a 401 say so themselves
         raise type(exc)(f"{Path(ctx.settings.kernel_dir) / 'kernel.toml'}: competition.slug '{slug}': {exc.message}",
                         hint="use the slug from the competition's URL (kaggle.com/competitions/<slug>), and join the "
                              "competition and accept its rules first") from exc
@@ -161,7 +159,8 @@ def _sync_wheelhouse(ctx: Session, build: BuildResult, notes: str) -> str | None
 
 def sync_dataset(ctx: Session, kind: str, folder: Path, ref: str, content_hash: str, notes: str) -> DatasetResult:
     """Make ``ref``'s latest ready version hold ``content_hash``, uploading only when it does not."""
-    for round_ in range(ctx.settings.waits.rounds):
+    rounds = ctx.rounds()
+    while True:
         status = ctx.adapter.dataset_status(ref)
         if status is not None:
             status = _settle_dataset(ctx, kind, ref, status)
@@ -179,15 +178,12 @@ def sync_dataset(ctx: Session, kind: str, folder: Path, ref: str, content_hash: 
             else:
                 ctx.adapter.version_dataset(folder, notes)
         except TransientRemoteError as exc:
-            if round_ + 1 >= ctx.settings.waits.rounds:
-                raise
-            ctx.backoff(round_, f"{'creating' if status is None else 'versioning'} {ref}", exc)
+            ctx.retry_round(rounds, f"{'creating' if status is None else 'versioning'} {ref}", exc)
             continue  # the next round looks at Kaggle first: the call may have gone through
         version = _await_dataset(ctx, kind, ref, content_hash)
         uploaded = ctx.adapter.uploaded_bytes - bytes_before
         ctx.history.append(DATASET, ref=ref, hash=content_hash, version=version, action=action, uploaded_bytes=uploaded)
         return DatasetResult(ref, content_hash, version, action, uploaded)
-    raise RemoteError(f"could not create a version of {ref}")  # pragma: no cover - loop always returns or raises
 
 
 def _kept_version(ctx: Session, kind: str, ref: str, status: str, content_hash: str) -> DatasetResult | None:
@@ -328,15 +324,14 @@ def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[in
     if adopted is not None:
         return adopted, default_url, "adopted"
     timeout = build.spec.kernel.timeout_seconds
-    for round_ in range(ctx.settings.waits.rounds):
+    rounds = ctx.rounds()
+    while True:
         ctx.history.append(KERNEL_INTENT, kernel=kernel_id, kernel_hash=kernel_hash, version_before=current)
         ctx.emit("kernel", f"pushing {kernel_id}")
         try:
             pushed = ctx.adapter.push_kernel(Path(build.kernel_dir), timeout_seconds=timeout)
         except TransientRemoteError as exc:
-            if round_ + 1 >= ctx.settings.waits.rounds:
-                raise
-            ctx.backoff(round_, f"pushing {kernel_id}", exc)
+            ctx.retry_round(rounds, f"pushing {kernel_id}", exc)
             adopted = _adopt_kernel(ctx, kernel_id, kernel_hash, current)
             if adopted is not None:
                 return adopted, default_url, "adopted"
@@ -349,7 +344,6 @@ def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[in
         version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(kernel_id)
         ctx.emit("kernel", f"{kernel_id} v{version} pushed")
         return version, pushed.url or default_url, "pushed"
-    raise RemoteError(f"could not push {kernel_id}")  # pragma: no cover
 
 
 def _adopt_kernel(ctx: Session, kernel_id: str, kernel_hash: str, current: int | None) -> int | None:

@@ -1,9 +1,10 @@
-"""One session with Kaggle: the adapter, the project's history, progress events, and one wait/backoff policy.
+"""One session with Kaggle: the adapter, the project's history, progress events, and the waits.
 
 Every remote operation (push, submit, queries, the wheel helper kernel) runs through a :class:`Session`: it
-polls with :meth:`Session.wait` (backoff with jitter, a timeout, progress while waiting) and spaces out
-retried create calls with :meth:`Session.backoff`. The library never prints: progress goes to
-``settings.progress``.
+polls with :meth:`Session.wait` (progress while waiting, a timeout) and spaces out the rounds around a
+create call with :meth:`Session.retry_round`. Both use the one policy of :mod:`builder.remote.backoff`, as
+the adapter's retries do; :class:`Waits` says how (every wait and every round loop has a time bound).
+The library never prints: progress goes to ``settings.progress``.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from pathlib import Path
 from builder.errors import AuthError, KkbError, RemoteError
 from builder.project.credentials import kaggle_username
 from builder.project.spec import KernelSpec
+from builder.remote.backoff import Backoff, Retrying
 from builder.remote.history import History
-from builder.remote.kaggle_api import KaggleAdapter
+from builder.remote.kaggle_api import KaggleAdapter, TransientRemoteError
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class ProgressEvent:
     message: str
     waiting: bool = False
     elapsed: float = 0.0
+    limit: float | None = None  # a wait's timeout: the progress line shows "12s / 1800s"
 
 
 ProgressFn = Callable[[ProgressEvent], None]
@@ -38,7 +41,8 @@ ProgressFn = Callable[[ProgressEvent], None]
 
 @dataclass(frozen=True)
 class Waits:
-    """Polling and timeouts. Runs and scoring default to the competition's time limit plus queueing."""
+    """Polling and timeouts. Runs and scoring default to the competition's time limit plus queueing
+    (``[push]`` in kernel.toml and ``--wait-*`` set them; see :func:`waits_for`)."""
 
     poll_initial_s: float = 1.0
     poll_max_s: float = 30.0
@@ -48,6 +52,16 @@ class Waits:
     scoring_timeout_s: float | None = None
     queue_margin_s: float = 3600.0
     rounds: int = 5  # attempts at a create call whose transient failure needed a look at the server
+    rounds_total_s: float = 600.0  # and the time those rounds may take, all together
+
+    def poll(self, timeout_s: float) -> Backoff:
+        """The policy of one wait: no try limit, ``timeout_s`` in all."""
+        return Backoff(base_seconds=self.poll_initial_s, factor=self.poll_factor, max_seconds=self.poll_max_s,
+                       attempts=None, total_seconds=timeout_s, jitter=0.4)
+
+    def round_policy(self) -> Backoff:
+        return Backoff(base_seconds=self.poll_initial_s, factor=2.0, max_seconds=self.poll_max_s,
+                       attempts=self.rounds, total_seconds=self.rounds_total_s)
 
 
 @dataclass(frozen=True)
@@ -71,33 +85,36 @@ class Session:
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
 
-    def emit(self, stage: str, message: str, *, waiting: bool = False, elapsed: float = 0.0) -> None:
+    def emit(self, stage: str, message: str, *, waiting: bool = False, elapsed: float = 0.0,
+             limit: float | None = None) -> None:
         if self.settings.progress is not None:
-            self.settings.progress(ProgressEvent(stage, message, waiting, elapsed))
+            self.settings.progress(ProgressEvent(stage, message, waiting, elapsed, limit))
 
     def sleep(self, seconds: float) -> None:
         self.adapter.sleep(seconds)
 
     def wait(self, stage: str, what: str, probe: Callable[[], tuple[str, bool]], timeout_s: float, hint: str) -> str:
         """Poll ``probe`` (→ state, finished) with backoff and jitter until finished or ``timeout_s``."""
-        waits = self.settings.waits
-        start = self.clock()
-        interval = waits.poll_initial_s
+        budget = self.settings.waits.poll(timeout_s).start(self.clock, self.rng)
         while True:
             state, finished = probe()
-            elapsed = self.clock() - start
-            self.emit(stage, f"{what}: {state}", waiting=not finished, elapsed=elapsed)
+            self.emit(stage, f"{what}: {state}", waiting=not finished, elapsed=budget.elapsed, limit=timeout_s)
             if finished:
                 return state
-            remaining = timeout_s - elapsed
-            if remaining <= 0:
+            delay = budget.next_delay()
+            if delay is None:
                 raise RemoteError(f"timed out after {timeout_s:g}s waiting for {what} (last status: {state})", hint=hint)
-            self.sleep(min(remaining, interval * self.rng.uniform(0.8, 1.2)))
-            interval = min(waits.poll_max_s, interval * waits.poll_factor)
+            self.sleep(delay)
 
-    def backoff(self, round_: int, action: str, error: KkbError) -> None:
-        delay = min(self.settings.waits.poll_max_s, self.settings.waits.poll_initial_s * 2**round_)
-        delay *= self.rng.uniform(0.5, 1.0)
+    def rounds(self) -> Retrying:
+        """The budget of one create call's rounds (``Waits.rounds`` tries, ``Waits.rounds_total_s`` in all)."""
+        return self.settings.waits.round_policy().start(self.clock, self.rng)
+
+    def retry_round(self, rounds: Retrying, action: str, error: TransientRemoteError) -> None:
+        """Sleep before the next round, or raise ``error`` when the rounds are spent."""
+        delay = rounds.next_delay()
+        if delay is None:
+            raise error
         self.emit("retry", f"{action} failed ({error.message}); checking Kaggle and trying again in {delay:.1f}s")
         self.sleep(delay)
 
@@ -106,7 +123,7 @@ def open_session(settings: PushSettings) -> Session:
     adapter = settings.adapter or KaggleAdapter.connect(settings.base_url)
     progress = settings.progress
     if progress is not None and adapter.on_retry is None:
-        def on_retry(action: str, exc: BaseException, delay: float) -> None:
+        def on_retry(action: str, exc: BaseException | None, delay: float) -> None:
             progress(ProgressEvent("retry", f"{action}: transient error, retrying in {delay:.1f}s"))
         adapter.on_retry = on_retry
     return Session(settings=settings, adapter=adapter, history=_history(settings.kernel_dir, adapter))

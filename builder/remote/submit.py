@@ -135,21 +135,19 @@ def _create_submission(
         found = _find_new_submission(ctx, competition, set(intent.get("known", [])), intent.get("message", ""))
         if found is not None:
             return _record_submission(ctx, kernel_id, version, competition, found, "", pushed, message), ""
-    for round_ in range(ctx.settings.waits.rounds):
+    rounds = ctx.rounds()
+    while True:
         ctx.history.append(SUBMISSION_INTENT, kernel=kernel_id, kernel_version=version, message=message, known=sorted(known))
         ctx.emit("submission", f"submitting {kernel_id} v{version} to {competition}")
         try:
             ref, server_message = ctx.adapter.submit_code(competition, kernel_id, version, spec.submission.file, message)
         except TransientRemoteError as exc:
-            if round_ + 1 >= ctx.settings.waits.rounds:
-                raise
-            ctx.backoff(round_, "submitting", exc)
+            ctx.retry_round(rounds, "submitting", exc)
             found = _find_new_submission(ctx, competition, known, message)
             if found is not None:
                 return _record_submission(ctx, kernel_id, version, competition, found, "", pushed, message), ""
             continue
         return _record_submission(ctx, kernel_id, version, competition, ref, server_message, pushed, message), server_message
-    raise RemoteError(f"could not submit to {competition}")  # pragma: no cover
 
 
 def _find_new_submission(ctx: Session, competition: str, known: set[int], message: str) -> int | None:
