@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.bundle.wheels import wheelhouse_source, wheelhouse_to_push
@@ -30,6 +31,7 @@ from builder.remote.kaggle_api import NotFoundError, TransientRemoteError
 from builder.remote.session import ProgressEvent, PushSettings, Session, open_session, private_tmpdir
 
 DATASET_BAD = {"failed", "deleted"}
+S = TypeVar("S", bound=PushSettings)
 
 
 @dataclass(frozen=True)
@@ -55,9 +57,15 @@ class PushResult:
 
 def push(settings: PushSettings) -> PushResult:
     """Build ``settings.kernel_dir`` and bring its datasets and kernel on Kaggle up to date."""
+    settings = with_spec_waits(settings)
     ctx = LazySession(settings)
     build = build_for_push(settings, ctx)
     return push_built(ctx.get(), build)
+
+
+def with_spec_waits(settings: S) -> S:
+    """``settings`` with kernel.toml's ``[push]`` waits where the command line gave none."""
+    return replace(settings, waits=settings.waits.with_spec(load_spec(Path(settings.kernel_dir))))
 
 
 class LazySession:
@@ -241,7 +249,7 @@ def _wait_dataset_status(ctx: Session, kind: str, ref: str) -> str:
         kind,
         f"dataset {ref}",
         probe,
-        ctx.settings.waits.dataset_timeout_s,
+        ctx.settings.waits.dataset_s,
         hint="Kaggle is still processing the upload; run the same command again later (nothing is uploaded twice)",
     )
 
@@ -265,7 +273,7 @@ def _await_dataset(ctx: Session, kind: str, ref: str, content_hash: str) -> int 
         kind,
         f"dataset {ref}",
         probe,
-        ctx.settings.waits.dataset_timeout_s,
+        ctx.settings.waits.dataset_s,
         hint="Kaggle is still processing the upload; run the same command again later (nothing is uploaded twice)",
     )
     if state in DATASET_BAD:

@@ -14,7 +14,7 @@ import random
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from builder.errors import AuthError, KkbError, RemoteError
@@ -39,20 +39,33 @@ class ProgressEvent:
 ProgressFn = Callable[[ProgressEvent], None]
 
 
+DATASET_TIMEOUT_S = 1800.0
+
+
 @dataclass(frozen=True)
 class Waits:
-    """Polling and timeouts. Runs and scoring default to the competition's time limit plus queueing
-    (``[push]`` in kernel.toml and ``--wait-*`` set them; see :func:`waits_for`)."""
+    """Polling and timeouts. A timeout left None comes from kernel.toml's ``[push]`` (:meth:`with_spec`),
+    else its default: a dataset 1800 s, a run and its scoring the kernel's time limit plus queueing."""
 
     poll_initial_s: float = 1.0
     poll_max_s: float = 30.0
     poll_factor: float = 1.5
-    dataset_timeout_s: float = 1800.0
+    dataset_timeout_s: float | None = None
     run_timeout_s: float | None = None
     scoring_timeout_s: float | None = None
     queue_margin_s: float = 3600.0
     rounds: int = 5  # attempts at a create call whose transient failure needed a look at the server
     rounds_total_s: float = 600.0  # and the time those rounds may take, all together
+
+    @property
+    def dataset_s(self) -> float:
+        return self.dataset_timeout_s or DATASET_TIMEOUT_S
+
+    def with_spec(self, spec: KernelSpec) -> Waits:
+        """These waits with what kernel.toml's ``[push]`` sets filled in where none was given (--wait-*)."""
+        return replace(self, dataset_timeout_s=self.dataset_timeout_s or spec.push.dataset_timeout_s,
+                       run_timeout_s=self.run_timeout_s or spec.push.run_timeout_s,
+                       scoring_timeout_s=self.scoring_timeout_s or spec.push.score_timeout_s)
 
     def poll(self, timeout_s: float) -> Backoff:
         """The policy of one wait: no try limit, ``timeout_s`` in all."""
