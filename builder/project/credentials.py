@@ -1,14 +1,19 @@
-"""Where the Kaggle username comes from when ``[kernel] owner`` is not set.
+"""Where the Kaggle username comes from when ``[kernel] owner`` is not set, and which secret values
+the build must keep out of every bundle.
 
-Only the *username* is read here (for dataset and kernel ids). The key never passes through kkb's
-own code: the real ``kaggle`` client reads it in ``builder.remote.kaggle_api``.
+The username is read for dataset and kernel ids. The key and tokens are used only by the real
+``kaggle`` client (``builder.remote.kaggle_api``); :func:`secret_values` reads them for one purpose:
+the build scans what goes into each dataset for them (``bundle.files.refuse_secret_values``). They
+are never shown, logged or written anywhere.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder.errors import SpecError
@@ -47,3 +52,67 @@ def resolve_owner(explicit: str | None, spec_owner: str | None, spec_path: Path)
             hint="set [kernel] owner = \"<your kaggle username>\", pass --owner, or set KAGGLE_USERNAME / kaggle.json",
         )
     return owner
+
+
+MIN_SECRET_LENGTH = 8  # shorter values would match by chance; real keys and tokens are 32+ characters
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A credential value, and what to call it in a message (``what`` never includes the value)."""
+
+    what: str
+    value: str = field(repr=False)  # a Secret in a traceback or a debug print shows its name only
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> tuple[Secret, ...]:
+    """The key and token values of every Kaggle credential the client could use, where the client finds them
+    (kaggle-api.md §2): KAGGLE_KEY, kaggle.json's key, KAGGLE_API_TOKEN (a value or a file),
+    ~/.kaggle/access_token(.txt), ~/.kaggle/credentials.json (OAuth), and the HTTP Basic header
+    ``base64(username:key)`` the client sends. Unreadable or malformed files are skipped here."""
+    env = os.environ if environ is None else environ
+    home = Path(env.get("HOME", str(Path.home())))
+    found: list[Secret] = []
+    users = [env.get("KAGGLE_USERNAME", "")]
+    if env.get("KAGGLE_KEY"):
+        found.append(Secret("the Kaggle API key (KAGGLE_KEY)", env["KAGGLE_KEY"]))
+    for path in kaggle_json_candidates(env):
+        config = _json_file(path)
+        if config.get("key"):
+            found.append(Secret(f"the Kaggle API key of {path}", str(config["key"])))
+            users.append(str(config.get("username") or ""))
+    token = env.get("KAGGLE_API_TOKEN", "")
+    if token:
+        from_file = _text_file(Path(token)) if len(token) < 4096 else ""
+        found.append(Secret("the Kaggle access token (KAGGLE_API_TOKEN)", from_file or token))
+    for name in ("access_token", "access_token.txt"):
+        value = _text_file(home / ".kaggle" / name)
+        if value:
+            found.append(Secret(f"the Kaggle access token of {home / '.kaggle' / name}", value))
+    oauth = _json_file(home / ".kaggle" / "credentials.json")
+    for key in ("refresh_token", "access_token"):
+        if oauth.get(key):
+            found.append(Secret(f"the Kaggle OAuth {key.replace('_', ' ')} of ~/.kaggle/credentials.json",
+                                str(oauth[key])))
+    keys = [secret for secret in found if "API key" in secret.what]
+    for user in {user for user in users if user}:
+        for key in keys:
+            basic = base64.b64encode(f"{user}:{key.value}".encode()).decode()
+            found.append(Secret(f"{key.what}, as an HTTP Basic authorization", basic))
+    unique = {secret.value: secret for secret in reversed(found) if len(secret.value.strip()) >= MIN_SECRET_LENGTH}
+    return tuple(reversed(list(unique.values())))
+
+
+def _json_file(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _text_file(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+    except (OSError, ValueError):
+        return ""
