@@ -105,8 +105,7 @@ class _ProgressView:
         text = _escape(event.message)
         if event.waiting:
             if event.elapsed >= 1.0:
-                limit = f" / {event.limit:.0f}s" if event.limit else ""
-                line = f"{text} [dim]({event.elapsed:.0f}s{limit})[/dim]"
+                line = waiting_line(event)
                 if self._status is None:
                     self._status = err_console.status(line)
                     self._status.start()
@@ -121,6 +120,12 @@ class _ProgressView:
         if self._status is not None:
             self._status.stop()
             self._status = None
+
+
+def waiting_line(event: ProgressEvent) -> str:
+    """``kernel run …: running (12s / 1800s)``: how long it has waited, and for how long it may."""
+    limit = f" / {event.limit:.0f}s" if event.limit else ""
+    return f"{_escape(event.message)} [dim]({event.elapsed:.0f}s{limit})[/dim]"
 
 
 _KERNEL_ARG = typer.Argument(..., help="The kernel project folder (holds kernel.toml).")

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from builder.remote import kaggle_api
 from builder.errors import EXIT_AUTH, EXIT_REMOTE, AuthError, KkbError, RemoteError
+from builder.remote import kaggle_api
 from builder.remote.backoff import Backoff
 from builder.remote.kaggle_api import KaggleAdapter, TransientRemoteError, connect, resolve_base_url
 

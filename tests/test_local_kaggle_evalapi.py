@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from builder.errors import KernelFailed
+from builder.local_kaggle import LocalKaggle
 from builder.remote.backoff import Backoff
 from builder.remote.kaggle_api import KaggleAdapter
-from builder.local_kaggle import LocalKaggle
 from builder.remote.submit import SubmitSettings, submit
 from tests.conftest import KERNELS
 from tests.test_evalapi import _variant
 from tests.test_push_e2e import FAST, _serve
+
 
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from builder.bundle.wheels import HELPER_RECORD
+from builder.local_kaggle import LocalKaggle
+from builder.project.layout import HELPER_DIR
 from builder.remote.backoff import Backoff
 from builder.remote.kaggle_api import KaggleAdapter
-from builder.local_kaggle import LocalKaggle
 from builder.remote.session import Waits
 from builder.remote.submit import SubmitSettings, submit
-from builder.bundle.wheels import HELPER_RECORD
-from builder.project.layout import HELPER_DIR
 from builder.remote.wheels import WheelsSettings, build_wheels
 from tests.test_push_e2e import USER, _serve
 from tests.test_wheels import _hermetic_pip, index, kernel_with, write_tinyext  # noqa: F401 - fixtures

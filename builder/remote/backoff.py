@@ -45,7 +45,7 @@ class Backoff:
 
     def delay(self, retry: int, rng: random.Random) -> float:
         """The sleep before retry number ``retry`` (0 for the first retry), jitter applied."""
-        ceiling = min(self.max_seconds, self.base_seconds * self.factor**retry)
+        ceiling = min(self.max_seconds, self.base_seconds * self.factor ** min(retry, 64))  # a long poll: no overflow
         return ceiling * (1.0 - self.jitter) + rng.uniform(0.0, ceiling * self.jitter)
 
     def bounded(self, total_seconds: float, attempts: int | None = None) -> Backoff:

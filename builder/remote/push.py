@@ -28,6 +28,7 @@ from builder.project.layout import KERNEL_METADATA, MANIFEST_FILE
 from builder.project.spec import load_spec
 from builder.remote.history import DATASET, DATASET_INTENT, KERNEL_INTENT, KERNEL_REFUSED, PUSH
 from builder.remote.kaggle_api import NotFoundError, TransientRemoteError
+from builder.remote.lock import kernel_lock
 from builder.remote.session import ProgressEvent, PushSettings, Session, open_session, private_tmpdir
 
 DATASET_BAD = {"failed", "deleted"}
@@ -58,9 +59,10 @@ class PushResult:
 def push(settings: PushSettings) -> PushResult:
     """Build ``settings.kernel_dir`` and bring its datasets and kernel on Kaggle up to date."""
     settings = with_spec_waits(settings)
-    ctx = LazySession(settings)
-    build = build_for_push(settings, ctx)
-    return push_built(ctx.get(), build)
+    with kernel_lock(Path(settings.kernel_dir), "push", settings.lock_wait_s):
+        ctx = LazySession(settings)
+        build = build_for_push(settings, ctx)
+        return push_built(ctx.get(), build)
 
 
 def with_spec_waits(settings: S) -> S:
@@ -100,7 +102,7 @@ def push_built(ctx: Session, build: BuildResult) -> PushResult:
     start_bytes = ctx.adapter.uploaded_bytes
     _check_kernel_metadata(Path(build.kernel_dir), build)  # before any upload: a bad kernel is not worth one
     _check_competition(ctx, build)
-    with private_tmpdir(Path(ctx.settings.kernel_dir)):
+    with private_tmpdir(Path(ctx.settings.kernel_dir), ctx.adapter.endpoint):
         weights = None
         if build.weights_dataset:
             weights = sync_dataset(ctx, "weights", Path(build.weights_dir), build.weights_dataset, build.weights_hash,

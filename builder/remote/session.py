@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from builder.errors import AuthError, KkbError, RemoteError
 from builder.project.credentials import kaggle_username
@@ -23,6 +25,7 @@ from builder.project.spec import KernelSpec
 from builder.remote.backoff import Backoff, Retrying
 from builder.remote.history import History
 from builder.remote.kaggle_api import KaggleAdapter, TransientRemoteError
+from builder.remote.lock import LOCK_WAIT_S
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class PushSettings:
     waits: Waits = field(default_factory=Waits)
     progress: ProgressFn | None = None
     adapter: KaggleAdapter | None = None  # the seam: tests and the demo may hand one in
+    lock_wait_s: float = LOCK_WAIT_S  # how long to wait for another push/submit of the kernel to finish
 
 
 
@@ -143,14 +147,21 @@ def open_session(settings: PushSettings) -> Session:
 
 
 @contextlib.contextmanager
-def private_tmpdir(kernel_dir: Path) -> Iterator[Path]:
+def private_tmpdir(kernel_dir: Path, endpoint: str | None) -> Iterator[Path]:
     """The client keeps resumable-upload state (and builds tar archives) under ``tempfile.gettempdir()``.
 
     A per-project private folder (``.kkb/tmp``, mode 0700) keeps that state away from other users
     and projects and lets a re-run resume an upload that an earlier run left unfinished.
+
+    One folder per server (``.kkb/tmp/<host>-<port>``): the client keys its state by the file's path
+    alone and keeps the upload URL in it, so state left by a local Kaggle that was then restarted on
+    another port would send the next push's bytes to the dead port. Each server sees only its own.
     """
     path = Path(kernel_dir) / ".kkb" / "tmp"
     path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+    path = path / upload_state_key(endpoint)
+    path.mkdir(exist_ok=True)
     path.chmod(0o700)
     previous = tempfile.tempdir
     tempfile.tempdir = str(path)  # gettempdir() is cached: the env var alone would not do
@@ -158,6 +169,15 @@ def private_tmpdir(kernel_dir: Path) -> Iterator[Path]:
         yield path
     finally:
         tempfile.tempdir = previous
+
+
+def upload_state_key(endpoint: str | None) -> str:
+    """A folder name for a server: ``kaggle.com``, ``127.0.0.1-41234`` (other characters become ``_``)."""
+    if endpoint is None:
+        return "kaggle.com"
+    parts = urlsplit(endpoint)
+    name = f"{parts.hostname or 'server'}-{parts.port or parts.scheme}{parts.path}"
+    return re.sub(r"[^A-Za-z0-9.-]", "_", name)
 
 
 def query_session(kernel_dir: Path, base_url: str | None, adapter: KaggleAdapter | None) -> Session:
