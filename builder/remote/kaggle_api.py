@@ -39,7 +39,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from builder.errors import AuthError, KkbError, RemoteError
@@ -109,24 +109,46 @@ def _api_class() -> type[KaggleApi]:
     def one_try(*_args: Any, **_kwargs: Any) -> Retry:
         return Retry(0, read=False)  # requests' own default: fail at once, the resume loop decides
 
-    # upload_complete() mounts Retry(total=10, backoff_factor=0.5) on the PUT's session: against a dead
-    # server that sleeps for minutes inside one call, out of kkb's sight. It is the module's only use.
-    kaggle_api_extended.Retry = one_try  # type: ignore[attr-defined]
+    @contextlib.contextmanager
+    def single_try_puts(active: bool) -> Iterator[None]:
+        """upload_complete() mounts Retry(total=10, backoff_factor=0.5) on the PUT's session: against a
+        dead server that sleeps for minutes inside one call, out of kkb's sight. While kkb's policy is in
+        charge, the module's name (used there only) means a single try; kkb uploads one file at a time."""
+        if not active:
+            yield
+            return
+        original = kaggle_api_extended.Retry  # type: ignore[attr-defined]
+        kaggle_api_extended.Retry = one_try  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            kaggle_api_extended.Retry = original  # type: ignore[attr-defined]
 
     class KkbKaggleApi(KaggleApi):
-        """``KaggleApi`` with a configurable base URL and kkb's retry policy; the wire is unchanged."""
+        """``KaggleApi`` with a configurable base URL and, once a :class:`KaggleAdapter` holds it, kkb's
+        retry policy in place of the client's own loops; the wire is unchanged. Used bare (``connect()``,
+        the local Kaggle's tests) it retries as the client does."""
 
-        # The client's resume loop (10 tries) is bounded by kkb's Backoff instead, through kkb_upload_failed.
-        MAX_UPLOAD_RESUME_ATTEMPTS = 10_000
         kkb_endpoint: str | None = None
         kkb_uploaded_bytes: int = 0
         kkb_on_upload: Callable[[str, int], None] | None = None
-        # Called after a PUT that did not complete, with (path, upload URL, HTTP status or None when no
-        # answer came): sleeps before the next try, or raises when the budget is spent or the answer final.
+        # Set by KaggleAdapter: called after a PUT that did not complete, with (path, upload URL, HTTP status
+        # or None when no answer came); sleeps before the next try, or raises when the budget is spent or
+        # the answer is final. The client's resume loop (10 tries) is then bounded by kkb's Backoff alone.
         kkb_upload_failed: Callable[[str, str, int | None], None] | None = None
         kkb_put_status: int | None = None
 
-        def with_retry(self, func: Callable[..., T], *_args: Any, **_kwargs: Any) -> Callable[..., T]:
+        @property
+        def kkb_policy(self) -> bool:
+            return self.kkb_upload_failed is not None
+
+        @property
+        def MAX_UPLOAD_RESUME_ATTEMPTS(self) -> int:  # the client's name for its resume loop's limit
+            return 10_000 if self.kkb_policy else KaggleApi.MAX_UPLOAD_RESUME_ATTEMPTS
+
+        def with_retry(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> Callable[..., T]:
+            if not self.kkb_policy:
+                return cast("Callable[..., T]", super().with_retry(func, *args, **kwargs))
             # One try: KaggleAdapter.call retries under kkb's policy, and only where a retry cannot duplicate.
             return func
 
@@ -155,7 +177,8 @@ def _api_class() -> type[KaggleApi]:
 
         def upload_complete(self, path: str, url: str, quiet: bool, resume: bool = False) -> Any:
             self.kkb_put_status = None
-            result = super().upload_complete(path, url, quiet, resume=resume)
+            with single_try_puts(self.kkb_policy):
+                result = super().upload_complete(path, url, quiet, resume=resume)
             if result == ResumableUploadResult.COMPLETE:
                 # Counted here (not guessed from the folder) so "a no-op push uploads zero bytes" is measured.
                 size = os.path.getsize(path)
