@@ -40,8 +40,8 @@ KERNEL_ID = "kkb-demo/kkb-minimal-inference"
 WEIGHTS = "kkb-demo/kkb-minimal-inference-weights"
 CODE = "kkb-demo/kkb-minimal-inference-code"
 FAST_RETRY = Backoff(attempts=3, base_seconds=0.01, max_seconds=0.05, total_seconds=30)
-FAST_WAITS = Waits(poll_initial_s=0.02, poll_max_s=0.1, dataset_timeout_s=30, run_timeout_s=60,
-                   scoring_timeout_s=60, rounds=3, rounds_total_s=30)
+FAST_WAITS = Waits(poll_initial_s=0.02, poll_max_s=0.1, run_timeout_s=60, scoring_timeout_s=60, rounds=3,
+                   rounds_total_s=30)
 NO_FAULTS = {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": []}
 
 
@@ -79,7 +79,10 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKag
 
 @pytest.fixture
 def kernel(tmp_path: Path) -> Path:
-    return Path(shutil.copytree(KERNELS / "minimal", tmp_path / "minimal", ignore=shutil.ignore_patterns(".kkb")))
+    """kernels/minimal, with a dataset wait of 2 s in kernel.toml (which every push must keep to)."""
+    copy = Path(shutil.copytree(KERNELS / "minimal", tmp_path / "minimal", ignore=shutil.ignore_patterns(".kkb")))
+    (copy / "kernel.toml").write_text((copy / "kernel.toml").read_text() + "\n[push]\ndataset_timeout_s = 2\n")
+    return copy
 
 
 def _adapter(base_url: str) -> KaggleAdapter:
@@ -162,6 +165,8 @@ ROWS = {
     "push/create-dataset-500-always": Row("push", rpc("CreateDataset", 500, 10_000), (
         3, r"Kaggle answered HTTP 500 while creating the dataset \S+: Internal server error")),
     "push/save-kernel-503-once": Row("push", rpc("SaveKernel", 503, 1), OK),
+    "push/dataset-never-ready": Row("push", lambda server: server.faults.stall_dataset("*", polls=10_000), (
+        3, rf"timed out after 2s waiting for dataset {WEIGHTS} \(last status: blobs_received\)")),
     "submit/create-submission-500-once": Row("submit", rpc("CreateCodeSubmission", 500, 1), OK, pushed_first=True),
     "submit/get-submission-502-always": Row("submit", rpc("GetSubmission", 502, 10_000), (
         3, r"Kaggle answered HTTP 502 while reading the submission #1: Bad gateway"), pushed_first=True),

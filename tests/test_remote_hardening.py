@@ -30,7 +30,9 @@ from builder.remote.backoff import Backoff
 from builder.remote.history import History
 from builder.remote.kaggle_api import KaggleAdapter, TransientRemoteError
 from builder.remote.lock import LockedError, kernel_lock
+from builder.remote.push import push
 from builder.remote.session import ProgressEvent, PushSettings, Session, Waits, private_tmpdir, upload_state_key
+from builder.remote.submit import SubmitSettings, submit
 from tests.conftest import KERNELS, REPO
 
 KEY = "0123456789abcdef0123456789abcdef"
@@ -316,9 +318,8 @@ HOLDER = textwrap.dedent("""
 """)
 
 
-def test_a_second_command_waits_then_names_the_holder(tmp_path: Path) -> None:
-    kernel = tmp_path / "k"
-    kernel.mkdir()
+def test_a_second_command_waits_then_names_the_holder(minimal: Path) -> None:
+    kernel = minimal
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(kernel)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=env)
@@ -337,6 +338,11 @@ def test_a_second_command_waits_then_names_the_holder(tmp_path: Path) -> None:
         assert message.startswith(f"{kernel}: kkb push (pid {holder.pid}, since 20")
         assert message.endswith("Z) is running on this kernel project; kkb submit waited 0.2s for it")
         assert caught.value.exit_code == 1 and sleeps  # it did wait before giving up
+        # push and submit take the lock before anything else (no build, no network: no adapter is needed)
+        for run, settings in ((push, PushSettings), (submit, SubmitSettings)):
+            with pytest.raises(LockedError, match=rf"kkb push \(pid {holder.pid}, since .*kkb {run.__name__} waited"):
+                run(settings(kernel_dir=kernel, out_dir=kernel.parent / "build", lock_wait_s=0.1))
+        assert not (kernel.parent / "build").exists()
     finally:
         assert holder.stdin is not None
         holder.stdin.write("\n")
