@@ -209,6 +209,9 @@ def _credentials(monkeypatch: pytest.MonkeyPatch, home: Path, kind: str) -> str:
     if kind == "access_token":
         (home / ".kaggle" / "access_token").write_text(TOKEN)
         return TOKEN
+    if kind == "oauth":
+        (home / ".kaggle" / "credentials.json").write_text(json.dumps({"refresh_token": TOKEN, "access_token": ""}))
+        return TOKEN
     raise AssertionError(kind)
 
 
@@ -218,6 +221,7 @@ WHAT = {
     "token-env": "the Kaggle access token (KAGGLE_API_TOKEN)",
     "token-file": "the Kaggle access token (KAGGLE_API_TOKEN)",
     "access_token": "the Kaggle access token of {home}/.kaggle/access_token",
+    "oauth": "the Kaggle OAuth refresh token of ~/.kaggle/credentials.json",
 }
 
 

@@ -72,35 +72,51 @@ def secret_values(environ: Mapping[str, str] | None = None) -> tuple[Secret, ...
     ``base64(username:key)`` the client sends. Unreadable or malformed files are skipped here."""
     env = os.environ if environ is None else environ
     home = Path(env.get("HOME", str(Path.home())))
-    found: list[Secret] = []
-    users = [env.get("KAGGLE_USERNAME", "")]
+    keys, users = _api_keys(env)
+    unique: dict[str, Secret] = {}
+    for secret in (*keys, *_basic_headers(keys, users), *_tokens(env, home)):
+        # The first name of a value wins (KAGGLE_KEY over a kaggle.json that holds the same key).
+        if len(secret.value.strip()) >= MIN_SECRET_LENGTH:
+            unique.setdefault(secret.value, secret)
+    return tuple(unique.values())
+
+
+def _api_keys(env: Mapping[str, str]) -> tuple[list[Secret], set[str]]:
+    """Legacy API keys, and the usernames they may go with."""
+    keys, users = [], {env.get("KAGGLE_USERNAME", "")}
     if env.get("KAGGLE_KEY"):
-        found.append(Secret("the Kaggle API key (KAGGLE_KEY)", env["KAGGLE_KEY"]))
+        keys.append(Secret("the Kaggle API key (KAGGLE_KEY)", env["KAGGLE_KEY"]))
     for path in kaggle_json_candidates(env):
         config = _json_file(path)
         if config.get("key"):
-            found.append(Secret(f"the Kaggle API key of {path}", str(config["key"])))
-            users.append(str(config.get("username") or ""))
+            keys.append(Secret(f"the Kaggle API key of {path}", str(config["key"])))
+            users.add(str(config.get("username") or ""))
+    return keys, {user for user in users if user}
+
+
+def _basic_headers(keys: list[Secret], users: set[str]) -> list[Secret]:
+    """What the client sends for a key (``Authorization: Basic base64(user:key)``), as a log would hold it."""
+    return [Secret(f"{key.what}, as an HTTP Basic authorization",
+                   base64.b64encode(f"{user}:{key.value}".encode()).decode())
+            for key in keys for user in sorted(users)]
+
+
+def _tokens(env: Mapping[str, str], home: Path) -> list[Secret]:
+    tokens = []
     token = env.get("KAGGLE_API_TOKEN", "")
-    if token:
+    if token:  # the client takes the variable as a path when such a file exists
         from_file = _text_file(Path(token)) if len(token) < 4096 else ""
-        found.append(Secret("the Kaggle access token (KAGGLE_API_TOKEN)", from_file or token))
+        tokens.append(Secret("the Kaggle access token (KAGGLE_API_TOKEN)", from_file or token))
     for name in ("access_token", "access_token.txt"):
         value = _text_file(home / ".kaggle" / name)
         if value:
-            found.append(Secret(f"the Kaggle access token of {home / '.kaggle' / name}", value))
+            tokens.append(Secret(f"the Kaggle access token of {home / '.kaggle' / name}", value))
     oauth = _json_file(home / ".kaggle" / "credentials.json")
     for key in ("refresh_token", "access_token"):
         if oauth.get(key):
-            found.append(Secret(f"the Kaggle OAuth {key.replace('_', ' ')} of ~/.kaggle/credentials.json",
-                                str(oauth[key])))
-    keys = [secret for secret in found if "API key" in secret.what]
-    for user in {user for user in users if user}:
-        for key in keys:
-            basic = base64.b64encode(f"{user}:{key.value}".encode()).decode()
-            found.append(Secret(f"{key.what}, as an HTTP Basic authorization", basic))
-    unique = {secret.value: secret for secret in reversed(found) if len(secret.value.strip()) >= MIN_SECRET_LENGTH}
-    return tuple(reversed(list(unique.values())))
+            tokens.append(Secret(f"the Kaggle OAuth {key.replace('_', ' ')} of ~/.kaggle/credentials.json",
+                                 str(oauth[key])))
+    return tokens
 
 
 def _json_file(path: Path) -> dict[str, object]:

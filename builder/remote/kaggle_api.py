@@ -555,24 +555,28 @@ class KaggleAdapter:
     def _upload_failed(self, path: str, url: str, status: int | None) -> None:
         """The client's upload of ``path`` did not complete: sleep before it resumes, or give up.
 
-        ``status`` is the PUT's answer (None: no answer). 503 (a cut transfer), other 5xx, 429 and no
-        answer are retried under :attr:`retry`, counted per file; any other answer is final.
+        ``status`` is the last answer the client saw (None: none; a 308 is the resume probe's, so the PUT
+        after it got no answer). 5xx (503: a cut transfer), 429 and no answer are retried under
+        :attr:`retry`, counted per file; another 4xx is final. Only the upload URL's origin is ever
+        shown: the rest of a signed URL is a credential of its own.
         """
         name = os.path.basename(path)
-        origin = "{0.scheme}://{0.netloc}".format(urlsplit(url)) if urlsplit(url).netloc else self.where
-        if status is not None and status < 500 and status != 429:
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}" if parts.netloc else self.where
+        if status is not None and 400 <= status < 500 and status != 429:
             raise RemoteError(f"Kaggle answered HTTP {status} to the upload of {name}",
                               hint="run the same command again; if it fails again, report it with the log (--verbose)")
+        answered = status is not None and status >= 500
         budget = self._uploads.setdefault(path, self.retry.start(self.clock, self.rng))
         delay = budget.next_delay()
         if delay is None:
             self._uploads.pop(path, None)
-            if status is None:
+            if not answered:
                 raise unreachable(origin, f"uploading {name}", spent=budget.spent())
             raise TransientRemoteError(
                 f"Kaggle answered HTTP {status} to the upload of {name}, gave up after {budget.spent()}",
                 hint="a Kaggle-side error; run the same command again later (it resumes)")
-        what = f"HTTP {status}" if status is not None else "no answer"
+        what = f"HTTP {status}" if answered else "no answer"
         logger.info("upload of %s: %s; resuming in %.1fs", name, what, delay)
         if self.on_retry is not None:
             self.on_retry(f"uploading {name}", None, delay)
