@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -47,10 +47,6 @@ class Backoff:
         """The sleep before retry number ``retry`` (0 for the first retry), jitter applied."""
         ceiling = min(self.max_seconds, self.base_seconds * self.factor ** min(retry, 64))  # a long poll: no overflow
         return ceiling * (1.0 - self.jitter) + rng.uniform(0.0, ceiling * self.jitter)
-
-    def bounded(self, total_seconds: float, attempts: int | None = None) -> Backoff:
-        """The same curve with another bound (a poll: the wait's timeout, no try limit)."""
-        return replace(self, total_seconds=total_seconds, attempts=attempts)
 
     def start(self, clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None) -> Retrying:
         return Retrying(self, clock, rng or random.Random())
