@@ -27,6 +27,7 @@ from builder.bundle.files import (
     hash_file,
     manifest_for,
     refuse_credentials,
+    refuse_secret_values,
     select_files,
     stage_files,
     swap_into_place,
@@ -37,7 +38,7 @@ from builder.bundle.models import prepare_models  # imports torch and timm only 
 from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
 from builder.errors import BundleError
 from builder.notebook.render import cells_for, notebook_text, render_notebook, script_text
-from builder.project.credentials import resolve_owner
+from builder.project.credentials import Secret, resolve_owner, secret_values
 from builder.project.ids import dataset_slug, dataset_title
 from builder.project.jsonfile import read_object
 from builder.project.layout import (
@@ -51,6 +52,7 @@ from builder.project.layout import (
     MANIFEST_FILE,
     MODELS_RECORD,
     WEIGHTS_DIR,
+    WHEELS_DIR,
     out_dir_of,
 )
 from builder.project.spec import CUDA_ARCH, INPUT_KINDS, SPEC_FILE, KernelSpec, load_spec
@@ -67,6 +69,8 @@ class BuildSettings:
     kernel_dir: Path
     out_dir: Path | None = None
     owner: str | None = None
+    # Credential values no bundle may hold; None: those of the credentials in use (project.credentials).
+    secrets: tuple[Secret, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     try:
         result = _build_into(stage, out_dir, spec, names, kernel_dir, code_files, weights_files)
         keep_wheel_folders(out_dir, stage)  # kkb wheels' output lives in build/NAME too
+        _refuse_secrets(stage, settings.secrets if settings.secrets is not None else secret_values())
         try:
             swap_into_place(stage, out_dir)
         except OSError as exc:
@@ -122,6 +127,21 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
         shutil.rmtree(stage, ignore_errors=True)
         raise
     return result
+
+
+# Where each uploaded folder of the build comes from, to say where to remove a secret.
+_SECRET_FIXES = (
+    (CODE_DIR, "code dataset", "remove the value from the file, or leave the file out with [code] exclude"),
+    (WEIGHTS_DIR, "weights dataset", "remove the value from the file, or leave the file out with [weights] exclude"),
+    (WHEELS_DIR, "wheelhouse dataset", "rebuild the wheelhouse (kkb wheels --force) from packages without it"),
+    (KERNEL_DIR, "kernel", "the notebook is rendered from kernel.toml and the templates: remove the value there"),
+)
+
+
+def _refuse_secrets(stage: Path, secrets: tuple[Secret, ...]) -> None:
+    """Nothing that can be uploaded (the datasets, the wheelhouse, the notebook) holds a credential value."""
+    for folder, what, fix in _SECRET_FIXES:
+        refuse_secret_values(stage / folder, what, secrets, fix)
 
 
 # What kkb itself keeps in a build folder; `kkb build` replaces the whole folder, so --out may only

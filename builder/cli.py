@@ -23,6 +23,7 @@ from builder.bundle.wheels import WheelsResult
 from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError
 from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.init import InitResult, init_from_competition, init_from_folder
+from builder.project.spec import MAX_WAIT_SECONDS
 from builder.rehearse.dryrun import DryRunReport, DryRunSettings
 from builder.rehearse.dryrun import dry_run as run_dry_run
 from builder.remote.competition_files import fetch_competition_data
@@ -32,7 +33,7 @@ from builder.remote.queries import QuerySettings
 from builder.remote.queries import history as kernel_history
 from builder.remote.queries import logs as kernel_logs
 from builder.remote.queries import status as kernel_status
-from builder.remote.session import ProgressEvent
+from builder.remote.session import ProgressEvent, Waits
 from builder.remote.submit import SubmitSettings
 from builder.remote.submit import submit as submit_kernel
 from builder.remote.wheels import WheelsSettings, build_wheels
@@ -147,7 +148,7 @@ class _ProgressView:
         text = _escape(event.message)
         if event.waiting:
             if event.elapsed >= 1.0:
-                line = f"{text} [dim]({event.elapsed:.0f}s)[/dim]"
+                line = waiting_line(event)
                 if self._status is None:
                     self._status = err_console.status(line)
                     self._status.start()
@@ -164,8 +165,35 @@ class _ProgressView:
             self._status = None
 
 
+def waiting_line(event: ProgressEvent) -> str:
+    """``kernel run …: running (12s / 1800s)``: how long it has waited, and for how long it may."""
+    limit = f" / {event.limit:.0f}s" if event.limit else ""
+    return f"{_escape(event.message)} [dim]({event.elapsed:.0f}s{limit})[/dim]"
+
+
 _KERNEL_ARG = typer.Argument(..., help="The kernel project folder (holds kernel.toml).")
 _OWNER_OPT = typer.Option(None, "--owner", help="Kaggle username (default: [kernel] owner, then credentials).")
+
+
+def _wait_seconds(value: float | None) -> float | None:
+    if value is not None and not 0 < value <= MAX_WAIT_SECONDS:  # also refuses nan and inf
+        raise typer.BadParameter(f"{value:g} is not a number of seconds in (0, {MAX_WAIT_SECONDS}] (48 h at most)")
+    return value
+
+
+_WAIT_DATASET_OPT = typer.Option(None, "--wait-dataset", callback=_wait_seconds,
+                                 help="Seconds to wait for a dataset version to be ready (default: [push] "
+                                 "dataset_timeout_s, else 1800).")
+_WAIT_RUN_OPT = typer.Option(None, "--wait-run", callback=_wait_seconds,
+                             help="Seconds to wait for the kernel run (default: [push] run_timeout_s, else the "
+                             "time limit plus an hour).")
+_WAIT_SCORE_OPT = typer.Option(None, "--wait-score", callback=_wait_seconds,
+                               help="Seconds to wait for the score (default: [push] score_timeout_s, else the "
+                               "time limit plus an hour).")
+
+
+def _waits(dataset: float | None, run: float | None = None, score: float | None = None) -> Waits:
+    return Waits(dataset_timeout_s=dataset, run_timeout_s=run, scoring_timeout_s=score)
 
 
 @app.command()
@@ -174,10 +202,12 @@ def push(
     out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
     owner: str | None = _OWNER_OPT,
     message: str | None = typer.Option(None, "--message", "-m", help="Dataset version notes."),
+    wait_dataset: float | None = _WAIT_DATASET_OPT,
 ) -> None:
     """Build, upload only what changed, and push a kernel version (internet off) to Kaggle."""
     with _ProgressView() as view:
-        result = push_kernel(PushSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message, progress=view))
+        result = push_kernel(PushSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message,
+                                          waits=_waits(wait_dataset), progress=view))
     _show_push(result)
 
 
@@ -199,10 +229,13 @@ def submit(
     out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
     owner: str | None = _OWNER_OPT,
     resubmit: bool = typer.Option(False, "--resubmit", help="Submit again even if this version was submitted."),
+    wait_dataset: float | None = _WAIT_DATASET_OPT,
+    wait_run: float | None = _WAIT_RUN_OPT,
+    wait_score: float | None = _WAIT_SCORE_OPT,
 ) -> None:
     """Push (unless --version), wait for the kernel run, submit it, and print the public score."""
     settings = SubmitSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message, version=version,
-                              resubmit=resubmit)
+                              resubmit=resubmit, waits=_waits(wait_dataset, wait_run, wait_score))
     with _ProgressView() as view:
         result = submit_kernel(SubmitSettings(**{**settings.__dict__, "progress": view}))
     if result.push is not None:

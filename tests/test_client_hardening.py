@@ -22,10 +22,11 @@ from typing import Any
 import pytest
 
 from builder import cli
-from builder.project.credentials import check_kaggle_json, kaggle_username
 from builder.errors import EXIT_AUTH, EXIT_INTERRUPTED, EXIT_USER, AuthError, ModelError, SpecError
 from builder.local_kaggle import LocalKaggle, ServerSettings
+from builder.project.credentials import check_kaggle_json, kaggle_username
 from builder.project.spec import load_spec
+from builder.remote.kaggle_api import KaggleAdapter
 from tests.conftest import KERNELS, REPO
 from tests.local_kaggle_fixtures import GatedRunner, connect_as, make_kernel
 
@@ -180,6 +181,18 @@ def test_a_malformed_kaggle_json_says_so_naming_the_file(tmp_path: Path, content
         assert raised.value.message == f"{config / 'kaggle.json'}: {message}"
         assert "SECRETKEY12" not in str(raised.value)
         assert raised.value.exit_code == EXIT_AUTH
+
+
+def test_connecting_with_a_malformed_kaggle_json_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """push, submit and status connect through the adapter: the real client would say "no credentials"."""
+    config = tmp_path / "cfg"
+    config.mkdir()
+    (config / "kaggle.json").write_bytes(b'{"username": "bob", "key": "SECRETKEY12')
+    monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(config))
+    with pytest.raises(AuthError) as raised:
+        KaggleAdapter.connect("http://127.0.0.1:9")
+    assert raised.value.message.startswith(f"{config / 'kaggle.json'}: not valid JSON")
+    assert "SECRETKEY12" not in str(raised.value)
 
 
 def test_a_good_kaggle_json_still_gives_the_username(tmp_path: Path) -> None:

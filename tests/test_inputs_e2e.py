@@ -22,7 +22,8 @@ from builder.errors import RemoteError
 from builder.local_kaggle import InstantRunner, KernelRunner, LocalKaggle, ServerSettings
 from builder.project.spec import load_spec
 from builder.rehearse.dryrun import DryRunSettings, dry_run
-from builder.remote.kaggle_api import KaggleAdapter, RetryPolicy
+from builder.remote.backoff import Backoff
+from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.push import push
 from builder.remote.queries import QuerySettings, logs
 from builder.remote.session import PushSettings, Waits
@@ -60,7 +61,7 @@ def _sign_in(monkeypatch: pytest.MonkeyPatch, user: str, key: str) -> None:
 
 
 def _adapter(server: LocalKaggle) -> KaggleAdapter:
-    return KaggleAdapter.connect(server.base_url, retry=RetryPolicy(attempts=5, base_seconds=0.02, max_seconds=0.1))
+    return KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=5, base_seconds=0.02, max_seconds=0.1))
 
 
 def _publish_as_bob(server: LocalKaggle, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, private: bool = False) -> None:

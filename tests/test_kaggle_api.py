@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
-from builder.remote import kaggle_api
 from builder.errors import EXIT_AUTH, EXIT_REMOTE, AuthError, KkbError, RemoteError
-from builder.remote.kaggle_api import KaggleAdapter, RetryPolicy, TransientRemoteError, connect, resolve_base_url
+from builder.remote import kaggle_api
+from builder.remote.backoff import Backoff
+from builder.remote.kaggle_api import KaggleAdapter, TransientRemoteError, connect, resolve_base_url
 
 REPO = Path(__file__).resolve().parent.parent
 KEY = "0123456789abcdef0123456789abcdef"
@@ -89,7 +90,7 @@ def creds(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _adapter(server: Scripted, sleeps: list[float] | None = None, attempts: int = 4) -> KaggleAdapter:
     record = sleeps if sleeps is not None else []
-    return KaggleAdapter(api=connect(server.url), endpoint=server.url, retry=RetryPolicy(attempts=attempts),
+    return KaggleAdapter(api=connect(server.url), endpoint=server.url, retry=Backoff(attempts=attempts),
                          sleep=record.append)
 
 
@@ -232,9 +233,12 @@ def test_dropped_connection_is_retried(server: Scripted, creds: None) -> None:
 
 def test_refused_connection_is_a_remote_error(creds: None) -> None:
     adapter = KaggleAdapter(api=connect("http://127.0.0.1:9"), endpoint="http://127.0.0.1:9",
-                            retry=RetryPolicy(attempts=2), sleep=lambda s: None)
-    with pytest.raises(RemoteError, match="could not reach the Kaggle API at http://127.0.0.1:9"):
+                            retry=Backoff(attempts=2), sleep=lambda s: None)
+    with pytest.raises(RemoteError) as caught:
         adapter.kernel_status("alice/my-kernel")
+    assert caught.value.message == ("cannot reach Kaggle at http://127.0.0.1:9 while reading the kernel status "
+                                    "alice/my-kernel: connection refused, gave up after 2 tries in 0s")
+    assert caught.value.exit_code == 3
 
 
 def test_a_creating_call_is_not_blindly_retried_after_a_5xx(server: Scripted, creds: None) -> None:

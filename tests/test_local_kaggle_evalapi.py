@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from builder.errors import KernelFailed
-from builder.remote.kaggle_api import KaggleAdapter, RetryPolicy
 from builder.local_kaggle import LocalKaggle
+from builder.remote.backoff import Backoff
+from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.submit import SubmitSettings, submit
 from tests.conftest import KERNELS
 from tests.test_evalapi import _variant
 from tests.test_push_e2e import FAST, _serve
+
 
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
@@ -28,7 +30,7 @@ def kernel(tmp_path: Path) -> Path:
 
 
 def _submit(kernel: Path, server: LocalKaggle):
-    adapter = KaggleAdapter.connect(server.base_url, retry=RetryPolicy(attempts=5, base_seconds=0.02, max_seconds=0.1))
+    adapter = KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=5, base_seconds=0.02, max_seconds=0.1))
     return submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=adapter, waits=FAST))
 
 

@@ -10,7 +10,8 @@ import pytest
 import requests
 
 from builder.local_kaggle import InstantRunner, LocalKaggle, ServerSettings
-from builder.remote.kaggle_api import KaggleAdapter, RetryPolicy
+from builder.remote.backoff import Backoff
+from builder.remote.kaggle_api import KaggleAdapter
 
 BOB, BOB_KEY = "bob", "bobs-local-key-0123456789"
 ALICE, ALICE_KEY = "alice", "alices-local-key-0123456789"
@@ -29,7 +30,7 @@ def server(tmp_path: Path) -> Iterator[LocalKaggle]:
 def _as(server: LocalKaggle, monkeypatch: pytest.MonkeyPatch, user: str, key: str) -> KaggleAdapter:
     monkeypatch.setenv("KAGGLE_USERNAME", user)
     monkeypatch.setenv("KAGGLE_KEY", key)
-    return KaggleAdapter.connect(server.base_url, retry=RetryPolicy(attempts=2, base_seconds=0.01, max_seconds=0.02))
+    return KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=2, base_seconds=0.01, max_seconds=0.02))
 
 
 def _model_folder(folder: Path, private: bool, text: str = "NET") -> Path:

@@ -102,27 +102,24 @@ def test_another_port_needs_another_tmpdir(tmp_path: Path, monkeypatch: pytest.M
         assert connect_as(monkeypatch, second.base_url).dataset_create_new(str(folder), quiet=True).status == "ok"
 
 
-@pytest.mark.xfail(strict=True, reason="push.private_tmpdir is keyed by kernel project, not by Kaggle endpoint: "
-                                       "a push after a restart on another port resumes against the dead port "
-                                       "(the push side, issue 15's other half, keys it by endpoint)")
 def test_private_tmpdir_is_immune_to_a_restart_on_another_port(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     kernel = tmp_path / "kernel"
     folder = make_dataset(tmp_path / "ds", files={"blob.bin": PAYLOAD})
     first = _server(tmp_path / "a")
-    with private_tmpdir(kernel):
+    with private_tmpdir(kernel, first.base_url):
         _interrupted_upload(first, folder, monkeypatch)
     first.stop()
-    with _server(tmp_path / "b") as second, private_tmpdir(kernel):
+    with _server(tmp_path / "b") as second, private_tmpdir(kernel, second.base_url):
         assert connect_as(monkeypatch, second.base_url).dataset_create_new(str(folder), quiet=True).status == "ok"
 
 
 def test_private_tmpdir_keeps_upload_state_inside_the_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     kernel = tmp_path / "kernel"
     folder = make_dataset(tmp_path / "ds", files={"blob.bin": PAYLOAD})
-    with _server(tmp_path / "a") as server, private_tmpdir(kernel) as private:
+    with _server(tmp_path / "a") as server, private_tmpdir(kernel, server.base_url) as private:
         _interrupted_upload(server, folder, monkeypatch)
         assert oct(private.stat().st_mode & 0o777) == "0o700"
-    states = list((kernel / ".kkb" / "tmp").glob(".kaggle-uploads-*/*.json"))
+    states = list((kernel / ".kkb" / "tmp").glob("*/.kaggle-uploads-*/*.json"))
     assert [p.name.endswith("blob.bin.json") for p in states] == [True]
     assert not list(Path(tempfile.gettempdir()).glob(".kaggle-uploads-*/*blob.bin.json"))
 

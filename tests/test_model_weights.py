@@ -17,7 +17,8 @@ from builder.kkb_runtime.inputs import resolve_inputs
 from builder.local_kaggle import InstantRunner, LocalKaggle, ServerSettings
 from builder.project.spec import parse_spec
 from builder.rehearse.dryrun import DryRunSettings, dry_run
-from builder.remote.kaggle_api import KaggleAdapter, RetryPolicy
+from builder.remote.backoff import Backoff
+from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.push import PushResult, push
 from builder.remote.session import PushSettings, Waits
 from tests.conftest import KERNELS
@@ -50,7 +51,7 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKag
 
 
 def _adapter(server: LocalKaggle) -> KaggleAdapter:
-    return KaggleAdapter.connect(server.base_url, retry=RetryPolicy(attempts=5, base_seconds=0.02, max_seconds=0.1))
+    return KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=5, base_seconds=0.02, max_seconds=0.1))
 
 
 def _push(kernel: Path, server: LocalKaggle) -> PushResult:

@@ -35,6 +35,7 @@ class FakeKaggle:
     """In-memory Kaggle at the adapter seam. Counts uploaded bytes like the real adapter."""
 
     username: str = "kkb-demo"
+    endpoint: str | None = None  # kaggle.com
     datasets: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     kernels: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     submissions_made: list[Submission] = field(default_factory=list)

@@ -16,8 +16,9 @@ import pytest
 
 from builder import cli
 from builder.errors import EXIT_AUTH, AuthError, KernelFailed, RemoteError
-from builder.remote.kaggle_api import KaggleAdapter, RetryPolicy
 from builder.local_kaggle import InstantRunner, KernelRunner, LocalKaggle, ServerSettings
+from builder.remote.backoff import Backoff
+from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.push import PushResult, push
 from builder.remote.queries import QuerySettings, logs
 from builder.remote.session import PushSettings, Waits
@@ -64,7 +65,7 @@ def kernel(tmp_path: Path) -> Path:
 
 
 def _adapter(server: LocalKaggle) -> KaggleAdapter:
-    return KaggleAdapter.connect(server.base_url, retry=RetryPolicy(attempts=5, base_seconds=0.02, max_seconds=0.1))
+    return KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=5, base_seconds=0.02, max_seconds=0.1))
 
 
 def _push(kernel: Path, server: LocalKaggle) -> PushResult:
@@ -223,7 +224,8 @@ def test_upload_state_stays_in_the_projects_private_folder(kernel: Path, server:
     _push(kernel, server)
     private = kernel / ".kkb" / "tmp"
     assert private.is_dir() and private.stat().st_mode & 0o077 == 0
-    assert any(private.glob(".kaggle-uploads-*")) and not any(Path(tempfile.gettempdir()).glob(".kaggle-uploads-*"))
+    assert any(private.glob(f"127.0.0.1-{server.port}/.kaggle-uploads-*"))
+    assert not any(Path(tempfile.gettempdir()).glob(".kaggle-uploads-*"))
 
 
 def test_unknown_competition_uploads_nothing(kernel: Path, server: LocalKaggle) -> None:

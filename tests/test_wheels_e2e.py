@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from builder.remote.kaggle_api import KaggleAdapter, RetryPolicy
+from builder.bundle.wheels import HELPER_RECORD
 from builder.local_kaggle import LocalKaggle
+from builder.project.layout import HELPER_DIR
+from builder.remote.backoff import Backoff
+from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.session import Waits
 from builder.remote.submit import SubmitSettings, submit
-from builder.bundle.wheels import HELPER_RECORD
-from builder.project.layout import HELPER_DIR
 from builder.remote.wheels import WheelsSettings, build_wheels
 from tests.test_push_e2e import USER, _serve
 from tests.test_wheels import _hermetic_pip, index, kernel_with, write_tinyext  # noqa: F401 - fixtures
@@ -60,7 +61,7 @@ def local_kaggle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lo
 
 
 def _adapter(server: LocalKaggle) -> KaggleAdapter:
-    return KaggleAdapter.connect(server.base_url, retry=RetryPolicy(attempts=5, base_seconds=0.02, max_seconds=0.1))
+    return KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=5, base_seconds=0.02, max_seconds=0.1))
 
 
 def test_helper_kernel_builds_wheels_on_kaggle_and_the_inference_kernel_uses_them(

@@ -1,5 +1,12 @@
 """Dataset bundles: which files go in, the refusal of credentials, manifests and content hashes.
 
+Credentials are refused twice: by name and by pattern when the files are selected
+(:func:`refuse_credentials`), and by content once a dataset is staged (:func:`refuse_secret_values`):
+every staged file is read whole for the key and token values of the credentials in use, which the
+caller passes in (``project.credentials.secret_values``). A refusal names the file and what it holds,
+never the value. Files are rescanned at every build: a cached "clean" would have to be keyed by the
+secrets too, and a key changes.
+
 A bundle is a folder Kaggle can take as a dataset: the selected files at their paths, a
 ``dataset-metadata.json`` and a ``manifest.json`` (path, size and sha256 of every file, plus one
 content hash for the whole dataset). The content hash covers content only, so it changes when and
@@ -18,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.errors import BundleError
+from builder.project.credentials import Secret
 from builder.project.layout import DATASET_METADATA, MANIFEST_FILE
 
 METADATA_FILE = DATASET_METADATA
@@ -162,6 +170,36 @@ def refuse_credentials(files: dict[str, Path], what: str) -> None:
             if pattern.search(head):
                 raise BundleError(f"{relative}: {description}; refusing to put it in the {what} dataset",
                                   hint="read secrets from Kaggle Secrets or the environment, never from bundled files")
+
+
+def refuse_secret_values(folder: Path, what: str, secrets: Sequence[Secret], fix: str) -> None:
+    """Stop the build when a file under ``folder`` (``what``, staged) holds one of ``secrets``; ``fix`` is the hint.
+
+    Reads every file in chunks that overlap by the longest secret, so a value split across two
+    chunks is still found. Names the file and which credential it holds; never the value.
+    """
+    needles = [(secret, secret.value.encode()) for secret in secrets if secret.value]
+    if not needles or not folder.is_dir():
+        return
+    overlap = max(len(needle) for _, needle in needles) - 1
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        secret = _first_secret_in(path, needles, overlap)
+        if secret is not None:
+            relative = path.relative_to(folder).as_posix()
+            raise BundleError(f"{relative}: holds {secret.what}; refusing to put it in the {what}",
+                              hint=f"{fix} (a kernel reads secrets from Kaggle Secrets, never from its files)")
+
+
+def _first_secret_in(path: Path, needles: list[tuple[Secret, bytes]], overlap: int) -> Secret | None:
+    tail = b""
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            window = tail + chunk
+            for secret, needle in needles:
+                if needle in window:
+                    return secret
+            tail = window[-overlap:] if overlap else b""
+    return None
 
 
 class HashCache:

@@ -264,7 +264,7 @@ def source_package_files(spec: KernelSpec, kernel_dir: Path) -> dict[str, Path]:
 
 
 def keep_wheel_folders(previous: Path, stage: Path) -> None:
-    """Carry ``build/NAME/wheels*`` into a new build stage (hard links: no copy, no new hashing)."""
+    """Carry ``build/NAME/wheels*`` and ``dryrun/`` (layout.CARRIED) into a new build stage (hard links: no copy)."""
     for name in CARRIED:
         source, target = Path(previous) / name, Path(stage) / name
         if not source.exists() or target.exists():

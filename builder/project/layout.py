@@ -32,8 +32,9 @@ KERNEL_METADATA = "kernel-metadata.json"
 KERNEL_CONFIG = "kkb_kernel.json"    # in the code dataset: what the runtime needs inside the kernel
 REPORT_FILE = "report.json"          # in dryrun/
 
-# `kkb build` replaces build/NAME whole but keeps these: the wheelhouse is built by `kkb wheels` alone.
-CARRIED = (WHEELS_DIR, HELPER_DIR, WHEEL_HASH_CACHE)
+# `kkb build` replaces build/NAME whole but keeps these: the wheelhouse is built by `kkb wheels` alone, and the
+# dry run's report is what `kkb dry-run` said (a push rebuilds; it must not delete the report of the rehearsal).
+CARRIED = (WHEELS_DIR, HELPER_DIR, WHEEL_HASH_CACHE, DRYRUN_DIR)
 # Everything kkb writes there: a folder holding anything else is the user's, and never replaced.
 BUILD_ENTRIES = frozenset({CODE_DIR, WEIGHTS_DIR, KERNEL_DIR, DRYRUN_DIR, HASH_CACHE, MODELS_RECORD, *CARRIED})
 

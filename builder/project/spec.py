@@ -554,6 +554,21 @@ class InputSection(_Strict):
         return f"{'datasets' if self.kind == 'dataset' else 'notebooks'}/{parts[0]}/{parts[1]}"
 
 
+MAX_WAIT_SECONDS = 48 * 3600  # no wait of push/submit is unbounded: a 12 h run plus a day of queueing at most
+
+
+class PushSection(_Strict):
+    """How long push and submit wait for Kaggle, in seconds (``--wait-*`` on the command line wins).
+
+    Unset: a dataset version 1800 s to be ready; the kernel run and the scoring the kernel's
+    ``timeout_seconds`` (else the competition's time limit) plus an hour of queueing.
+    """
+
+    dataset_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+    run_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+    score_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+
+
 class KernelSpec(_Strict):
     kernel: KernelSection
     competition: CompetitionSection
@@ -566,6 +581,7 @@ class KernelSpec(_Strict):
     fast_commit: FastCommitSection = Field(default_factory=FastCommitSection)
     evaluation_api: EvaluationApiSection | None = None
     inputs: list[InputSection] = Field(default_factory=list)
+    push: PushSection = Field(default_factory=PushSection)
 
     @model_validator(mode="after")
     def _consistent(self) -> KernelSpec:
@@ -670,6 +686,8 @@ def _hint_for(error: Any) -> str:
         return "set [kernel] internet = false; ship packages as wheels instead (kkb wheels)"
     if loc[:1] == ("inputs",) or "[[inputs]]" in str(error["msg"]):
         return _input_hint(error)
+    if loc[:1] == ("push",):
+        return f"a wait is a number of seconds, more than 0 and at most {MAX_WAIT_SECONDS} (48 h), e.g. 3600"
     if loc[:1] == ("evaluation_api",):
         return ("see kernels/evalapi/kernel.toml: predict = 'module:function' in your code, "
                 "module = 'kaggle_evaluation.<comp>_inference_server'")

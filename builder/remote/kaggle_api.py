@@ -10,6 +10,15 @@ no credentials exist and making an HTTP call when ``KAGGLE_API_TOKEN`` is set.
   where they enter (``requests`` HTTP errors, errors returned in 200 bodies, the client's own
   ``ValueError``/``SystemExit``) into :mod:`builder.errors`; transient failures (429, 5xx, dropped
   connections) are retried with exponential backoff and jitter; secrets never reach a message or log.
+
+Retries follow one policy, :class:`~builder.remote.backoff.Backoff` (a try limit and a total time
+bound). The client's own loops are put under it: its ``with_retry`` (10 tries of up to ~2 minutes on
+StartBlobUpload, create calls and GetSubmission) tries once and leaves retrying to :meth:`KaggleAdapter.call`;
+the urllib3 retries it mounts on every upload PUT (10 tries with backoff up to 120 s each, invisible
+from outside) are replaced by a single try, and its resume loop asks the adapter, after each failed
+PUT, for the sleep before the next one (:meth:`KaggleAdapter._upload_failed`), which gives up when the
+budget is spent. An upload answered 5xx is retried like any 5xx; one whose server is gone ends in
+"cannot reach Kaggle at <url>".
 """
 
 from __future__ import annotations
@@ -30,10 +39,12 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from builder.errors import AuthError, KkbError, RemoteError
+from builder.project.credentials import check_kaggle_json
+from builder.remote.backoff import Backoff, Retrying
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; importing kaggle at runtime authenticates
     from kaggle.api.kaggle_api_extended import KaggleApi
@@ -87,19 +98,64 @@ def _api_class() -> type[KaggleApi]:
     """The ``KaggleApi`` subclass kkb uses (built once, on first use)."""
     _install_quiet_kaggle_package()
     try:
+        from kaggle.api import kaggle_api_extended
         from kaggle.api.kaggle_api_extended import KaggleApi
         from kaggle.models.kaggle_models_extended import ResumableUploadResult
         from kagglesdk import KaggleClient
         from kagglesdk.kaggle_env import KaggleEnv
+        from urllib3.util.retry import Retry
     except ModuleNotFoundError as exc:  # six is the usual culprit (kaggle-api.md §0.2)
         raise KkbError(f"the kaggle client cannot be imported: {exc}", hint="pip install 'kaggle==2.2.5' six") from exc
 
+    def one_try(*_args: Any, **_kwargs: Any) -> Retry:
+        return Retry(0, read=False)  # requests' own default: fail at once, the resume loop decides
+
+    @contextlib.contextmanager
+    def single_try_puts(active: bool) -> Iterator[None]:
+        """upload_complete() mounts Retry(total=10, backoff_factor=0.5) on the PUT's session: against a
+        dead server that sleeps for minutes inside one call, out of kkb's sight. While kkb's policy is in
+        charge, the module's name (used there only) means a single try; kkb uploads one file at a time."""
+        if not active:
+            yield
+            return
+        original = kaggle_api_extended.Retry  # type: ignore[attr-defined]
+        kaggle_api_extended.Retry = one_try  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            kaggle_api_extended.Retry = original  # type: ignore[attr-defined]
+
     class KkbKaggleApi(KaggleApi):
-        """``KaggleApi`` with a configurable base URL; nothing else about the wire changes."""
+        """``KaggleApi`` with a configurable base URL and, once a :class:`KaggleAdapter` holds it, kkb's
+        retry policy in place of the client's own loops; the wire is unchanged. Used bare (``connect()``,
+        the local Kaggle's tests) it retries as the client does."""
 
         kkb_endpoint: str | None = None
         kkb_uploaded_bytes: int = 0
         kkb_on_upload: Callable[[str, int], None] | None = None
+        # Set by KaggleAdapter: called after a PUT that did not complete, with (path, upload URL, HTTP status
+        # or None when no answer came); sleeps before the next try, or raises when the budget is spent or
+        # the answer is final. The client's resume loop (10 tries) is then bounded by kkb's Backoff alone.
+        kkb_upload_failed: Callable[[str, str, int | None], None] | None = None
+        kkb_put_status: int | None = None
+
+        @property
+        def kkb_policy(self) -> bool:
+            return self.kkb_upload_failed is not None
+
+        @property
+        def MAX_UPLOAD_RESUME_ATTEMPTS(self) -> int:  # the client's name for its resume loop's limit
+            return 10_000 if self.kkb_policy else KaggleApi.MAX_UPLOAD_RESUME_ATTEMPTS
+
+        def with_retry(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> Callable[..., T]:
+            if not self.kkb_policy:
+                return cast("Callable[..., T]", super().with_retry(func, *args, **kwargs))
+            # One try: KaggleAdapter.call retries under kkb's policy, and only where a retry cannot duplicate.
+            return func
+
+        def _is_upload_successful(self, response: Any) -> bool:
+            self.kkb_put_status = int(response.status_code)  # the client keeps no other trace of it
+            return bool(super()._is_upload_successful(response))
 
         def build_kaggle_client(self) -> Any:
             # verbose is forced off: the client's verbose mode prints the Authorization header.
@@ -121,13 +177,22 @@ def _api_class() -> type[KaggleApi]:
             return client
 
         def upload_complete(self, path: str, url: str, quiet: bool, resume: bool = False) -> Any:
-            # Counted here (not guessed from the folder) so "a no-op push uploads zero bytes" is measured.
-            result = super().upload_complete(path, url, quiet, resume=resume)
+            self.kkb_put_status = None
+            with single_try_puts(self.kkb_policy):
+                result = super().upload_complete(path, url, quiet, resume=resume)
             if result == ResumableUploadResult.COMPLETE:
+                # Counted here (not guessed from the folder) so "a no-op push uploads zero bytes" is measured.
                 size = os.path.getsize(path)
                 self.kkb_uploaded_bytes += size
                 if self.kkb_on_upload is not None:
                     self.kkb_on_upload(os.path.basename(path), size)
+            elif result in (ResumableUploadResult.INCOMPLETE, ResumableUploadResult.FAILED):
+                if self.kkb_upload_failed is None:
+                    return result
+                # FAILED is any answer but 200/201/503 (a 500 too): the client would give up with
+                # "Upload unsuccessful". The adapter sleeps and lets the loop resume, or raises.
+                self.kkb_upload_failed(path, url, self.kkb_put_status)
+                return ResumableUploadResult.INCOMPLETE
             return result
 
     return KkbKaggleApi
@@ -192,6 +257,7 @@ def connect(base_url: str | None = None) -> KaggleApi:
         try:
             api.authenticate()
         except SystemExit as exc:  # the client calls exit(1) when it finds no credentials
+            check_kaggle_json()  # or when a kaggle.json is malformed: say that, naming the file
             raise AuthError("no Kaggle credentials found", hint=CREDENTIALS_HINT) from exc
         except Exception as exc:
             raise translate_error(exc, "authenticating", endpoint=endpoint) from exc
@@ -301,13 +367,35 @@ def translate_error(exc: BaseException, action: str, *, endpoint: str | None = N
     if status is not None:
         return _http_error(status, action, what, message, where)
     if isinstance(exc, (requests.ConnectionError, requests.Timeout)) or _is_urllib3_connection(exc):
-        return RemoteError(
-            f"could not reach the Kaggle API at {where} while {action}{what}: {type(exc).__name__}",
-            hint=f"check the network, or ${ENV_BASE_URL} if you point kkb at another server",
-        )
+        return unreachable(where, f"{action}{what}", exc)
     if isinstance(exc, ValueError):  # the client's own validation of metadata and arguments
         return KkbError(f"the kaggle client refused {action}{what}: {message}", hint="check the build output's metadata")
     return RemoteError(f"unexpected error from the kaggle client while {action}{what}: {type(exc).__name__}: {message}")
+
+
+def unreachable(where: str, doing: str, exc: BaseException | None = None, spent: str = "") -> UnreachableError:
+    """"cannot reach Kaggle at <url>": no server, a refused or dropped connection, a timeout."""
+    reason = _connection_failure(exc) if exc is not None else "no answer"
+    after = f", gave up after {spent}" if spent else ""
+    return UnreachableError(
+        f"cannot reach Kaggle at {where} while {doing}: {reason}{after}",
+        hint=f"check the network and that the server is up (${ENV_BASE_URL} points kkb at another server); "
+        "run the same command again later: it resumes",
+    )
+
+
+def _connection_failure(exc: BaseException) -> str:
+    """What went wrong with the connection, in words (never the exception's text: it may quote URLs)."""
+    import requests
+
+    chain = repr(exc)
+    if "ConnectionRefused" in chain or "Connection refused" in chain:
+        return "connection refused"
+    if isinstance(exc, requests.Timeout) or "Timeout" in chain:
+        return "timed out"
+    if "NameResolution" in chain or "Name or service not known" in chain:
+        return "the host name does not resolve"
+    return "the connection dropped"
 
 
 def _http_error(status: int, action: str, what: str, message: str, where: str) -> KkbError:
@@ -321,7 +409,7 @@ def _http_error(status: int, action: str, what: str, message: str, where: str) -
             "Kaggle username",
         )
     if status == 404:
-        return RemoteError(text, hint="check the owner and slug (kernel.toml), and that the resource exists")
+        return NotFoundError(text, hint="check the owner and slug (kernel.toml), and that the resource exists")
     if status == 409:
         return RemoteError(text, hint="the title or slug is already used by another kernel or dataset of yours")
     if status == 429:
@@ -338,24 +426,12 @@ class TransientRemoteError(RemoteError):
     """
 
 
-# --------------------------------------------------------------------------------------------
-# Retries
-# --------------------------------------------------------------------------------------------
+class UnreachableError(TransientRemoteError):
+    """No answer at all: no server, a refused or dropped connection, a timeout ("cannot reach Kaggle at")."""
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff with full jitter: try ``attempts`` times, sleeping up to ``base * factor**n``."""
-
-    attempts: int = 6
-    base_seconds: float = 0.5
-    factor: float = 2.0
-    max_seconds: float = 30.0
-
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        ceiling = min(self.max_seconds, self.base_seconds * self.factor**attempt)
-        # Half fixed, half random: never zero, still spreads clients apart.
-        return ceiling / 2 + rng.uniform(0, ceiling / 2)
+class NotFoundError(RemoteError):
+    """Kaggle answered 404: the thing asked for does not exist (as opposed to: no answer)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -402,15 +478,26 @@ class KaggleAdapter:
 
     api: Any
     endpoint: str | None = None
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: Backoff = field(default_factory=Backoff)  # one call's retries, and one file upload's
     sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
-    on_retry: Callable[[str, BaseException, float], None] | None = None
+    on_retry: Callable[[str, BaseException | None, float], None] | None = None
+    _uploads: dict[str, Retrying] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        with contextlib.suppress(AttributeError, TypeError):  # a stub api in tests may not take attributes
+            self.api.kkb_upload_failed = self._upload_failed
 
     @classmethod
     def connect(cls, base_url: str | None = None, **kwargs: Any) -> KaggleAdapter:
         endpoint = resolve_base_url(base_url)
         return cls(api=connect(endpoint), endpoint=endpoint, **kwargs)
+
+    @property
+    def where(self) -> str:
+        """The server, for messages: the base URL, or kaggle.com's API."""
+        return self.endpoint or PROD_ENDPOINT
 
     # -- identity -----------------------------------------------------------------------------
 
@@ -442,7 +529,8 @@ class KaggleAdapter:
         raised as a :class:`TransientRemoteError` so the caller can look at the
         server's state before trying again (and not create a duplicate).
         """
-        attempt = 0
+        budget: Retrying | None = None
+        self._uploads.clear()  # each call's uploads get their own budgets
         while True:
             try:
                 with client_output(action, self._secrets()):
@@ -451,18 +539,50 @@ class KaggleAdapter:
                 raise
             except Exception as exc:
                 retryable = is_transient(exc) and (idempotent or request_never_sent(exc))
-                attempt += 1
-                if not retryable or attempt >= self.retry.attempts:
-                    error = translate_error(exc, action, endpoint=self.endpoint, subject=subject)
+                budget = budget or self.retry.start(self.clock, self.rng)
+                delay = budget.next_delay(_retry_after(exc)) if retryable else None
+                if delay is None:
+                    error = translate_error(exc, action, endpoint=self.where, subject=subject)
                     if is_transient(exc) and type(error) is RemoteError:
                         error = TransientRemoteError(error.message, error.hint)
+                    if retryable and isinstance(error, UnreachableError):
+                        error = unreachable(self.where, f"{action}{f' {subject}' if subject else ''}", exc,
+                                            budget.spent())
                     raise error from exc
-                delay = _retry_after(exc)
-                delay = self.retry.delay(attempt - 1, self.rng) if delay is None else min(delay, self.retry.max_seconds)
                 logger.info("retrying %s in %.1fs after %s", action, delay, scrub(_describe(exc)))
                 if self.on_retry is not None:
                     self.on_retry(action, exc, delay)
                 self.sleep(delay)
+
+    def _upload_failed(self, path: str, url: str, status: int | None) -> None:
+        """The client's upload of ``path`` did not complete: sleep before it resumes, or give up.
+
+        ``status`` is the last answer the client saw (None: none; a 308 is the resume probe's, so the PUT
+        after it got no answer). 5xx (503: a cut transfer), 429 and no answer are retried under
+        :attr:`retry`, counted per file; another 4xx is final. Only the upload URL's origin is ever
+        shown: the rest of a signed URL is a credential of its own.
+        """
+        name = os.path.basename(path)
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}" if parts.netloc else self.where
+        if status is not None and 400 <= status < 500 and status != 429:
+            raise RemoteError(f"Kaggle answered HTTP {status} to the upload of {name}",
+                              hint="run the same command again; if it fails again, report it with the log (--verbose)")
+        answered = status is not None and status >= 500
+        budget = self._uploads.setdefault(path, self.retry.start(self.clock, self.rng))
+        delay = budget.next_delay()
+        if delay is None:
+            self._uploads.pop(path, None)
+            if not answered:
+                raise unreachable(origin, f"uploading {name}", spent=budget.spent())
+            raise TransientRemoteError(
+                f"Kaggle answered HTTP {status} to the upload of {name}, gave up after {budget.spent()}",
+                hint="a Kaggle-side error; run the same command again later (it resumes)")
+        what = f"HTTP {status}" if answered else "no answer"
+        logger.info("upload of %s: %s; resuming in %.1fs", name, what, delay)
+        if self.on_retry is not None:
+            self.on_retry(f"uploading {name}", None, delay)
+        self.sleep(delay)
 
     def _secrets(self) -> tuple[str, ...]:
         values = getattr(self.api, "config_values", {}) or {}

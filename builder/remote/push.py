@@ -16,22 +16,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.bundle.wheels import wheelhouse_source, wheelhouse_to_push
-from builder.errors import AuthError, KkbError, RemoteError
+from builder.errors import KkbError, RemoteError
 from builder.project.credentials import kaggle_username
 from builder.project.layout import KERNEL_METADATA, MANIFEST_FILE
 from builder.project.spec import load_spec
 from builder.remote.history import DATASET, DATASET_INTENT, KERNEL_INTENT, KERNEL_REFUSED, PUSH
 from builder.remote.inputs import check_inputs
-from builder.remote.kaggle_api import TransientRemoteError
+from builder.remote.kaggle_api import NotFoundError, TransientRemoteError
+from builder.remote.lock import kernel_lock
 from builder.remote.model_weights import attach_model_weights, sync_model_weights
 from builder.remote.session import ProgressEvent, PushSettings, Session, open_session, private_tmpdir
 
 DATASET_BAD = {"failed", "deleted"}
+S = TypeVar("S", bound=PushSettings)
 
 
 @dataclass(frozen=True)
@@ -57,9 +60,16 @@ class PushResult:
 
 def push(settings: PushSettings) -> PushResult:
     """Build ``settings.kernel_dir`` and bring its datasets and kernel on Kaggle up to date."""
-    ctx = LazySession(settings)
-    build = build_for_push(settings, ctx)
-    return push_built(ctx.get(), build)
+    settings = with_spec_waits(settings)
+    with kernel_lock(Path(settings.kernel_dir), "push", settings.lock_wait_s):
+        ctx = LazySession(settings)
+        build = build_for_push(settings, ctx)
+        return push_built(ctx.get(), build)
+
+
+def with_spec_waits(settings: S) -> S:
+    """``settings`` with kernel.toml's ``[push]`` waits where the command line gave none."""
+    return replace(settings, waits=settings.waits.with_spec(load_spec(Path(settings.kernel_dir))))
 
 
 class LazySession:
@@ -95,7 +105,7 @@ def push_built(ctx: Session, build: BuildResult) -> PushResult:
     _check_kernel_metadata(Path(build.kernel_dir), build)  # before any upload: a bad kernel is not worth one
     _check_competition(ctx, build)
     check_inputs(ctx, build)  # every [[inputs]] exists and is readable, before any upload
-    with private_tmpdir(Path(ctx.settings.kernel_dir)):
+    with private_tmpdir(Path(ctx.settings.kernel_dir), ctx.adapter.endpoint):
         weights = None
         if build.weights_dataset:
             weights = sync_dataset(ctx, "weights", Path(build.weights_dir), build.weights_dataset, build.weights_hash,
@@ -145,9 +155,7 @@ def _check_competition(ctx: Session, build: BuildResult) -> None:
     slug = build.spec.competition.slug
     try:
         ctx.adapter.submissions(slug)
-    except AuthError:
-        raise  # credentials are the problem, not the slug: the adapter's message already says so
-    except RemoteError as exc:
+    except NotFoundError as exc:  # only Kaggle's "no such competition": no answer, a 5xx or a 401 say so themselves
         raise type(exc)(f"{Path(ctx.settings.kernel_dir) / 'kernel.toml'}: competition.slug '{slug}': {exc.message}",
                         hint="use the slug from the competition's URL (kaggle.com/competitions/<slug>), and join the "
                              "competition and accept its rules first") from exc
@@ -169,7 +177,8 @@ def _sync_wheelhouse(ctx: Session, build: BuildResult, notes: str) -> str | None
 
 def sync_dataset(ctx: Session, kind: str, folder: Path, ref: str, content_hash: str, notes: str) -> DatasetResult:
     """Make ``ref``'s latest ready version hold ``content_hash``, uploading only when it does not."""
-    for round_ in range(ctx.settings.waits.rounds):
+    rounds = ctx.rounds()
+    while True:
         status = ctx.adapter.dataset_status(ref)
         if status is not None:
             status = _settle_dataset(ctx, kind, ref, status)
@@ -187,15 +196,12 @@ def sync_dataset(ctx: Session, kind: str, folder: Path, ref: str, content_hash: 
             else:
                 ctx.adapter.version_dataset(folder, notes)
         except TransientRemoteError as exc:
-            if round_ + 1 >= ctx.settings.waits.rounds:
-                raise
-            ctx.backoff(round_, f"{'creating' if status is None else 'versioning'} {ref}", exc)
+            ctx.retry_round(rounds, f"{'creating' if status is None else 'versioning'} {ref}", exc)
             continue  # the next round looks at Kaggle first: the call may have gone through
         version = _await_dataset(ctx, kind, ref, content_hash)
         uploaded = ctx.adapter.uploaded_bytes - bytes_before
         ctx.history.append(DATASET, ref=ref, hash=content_hash, version=version, action=action, uploaded_bytes=uploaded)
         return DatasetResult(ref, content_hash, version, action, uploaded)
-    raise RemoteError(f"could not create a version of {ref}")  # pragma: no cover - loop always returns or raises
 
 
 def _kept_version(ctx: Session, kind: str, ref: str, status: str, content_hash: str) -> DatasetResult | None:
@@ -253,7 +259,7 @@ def _wait_dataset_status(ctx: Session, kind: str, ref: str) -> str:
         kind,
         f"dataset {ref}",
         probe,
-        ctx.settings.waits.dataset_timeout_s,
+        ctx.settings.waits.dataset_s,
         hint="Kaggle is still processing the upload; run the same command again later (nothing is uploaded twice)",
     )
 
@@ -277,7 +283,7 @@ def _await_dataset(ctx: Session, kind: str, ref: str, content_hash: str) -> int 
         kind,
         f"dataset {ref}",
         probe,
-        ctx.settings.waits.dataset_timeout_s,
+        ctx.settings.waits.dataset_s,
         hint="Kaggle is still processing the upload; run the same command again later (nothing is uploaded twice)",
     )
     if state in DATASET_BAD:
@@ -336,15 +342,14 @@ def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[in
     if adopted is not None:
         return adopted, default_url, "adopted"
     timeout = build.spec.kernel.timeout_seconds
-    for round_ in range(ctx.settings.waits.rounds):
+    rounds = ctx.rounds()
+    while True:
         ctx.history.append(KERNEL_INTENT, kernel=kernel_id, kernel_hash=kernel_hash, version_before=current)
         ctx.emit("kernel", f"pushing {kernel_id}")
         try:
             pushed = ctx.adapter.push_kernel(Path(build.kernel_dir), timeout_seconds=timeout)
         except TransientRemoteError as exc:
-            if round_ + 1 >= ctx.settings.waits.rounds:
-                raise
-            ctx.backoff(round_, f"pushing {kernel_id}", exc)
+            ctx.retry_round(rounds, f"pushing {kernel_id}", exc)
             adopted = _adopt_kernel(ctx, kernel_id, kernel_hash, current)
             if adopted is not None:
                 return adopted, default_url, "adopted"
@@ -357,7 +362,6 @@ def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[in
         version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(kernel_id)
         ctx.emit("kernel", f"{kernel_id} v{version} pushed")
         return version, pushed.url or default_url, "pushed"
-    raise RemoteError(f"could not push {kernel_id}")  # pragma: no cover
 
 
 def _adopt_kernel(ctx: Session, kernel_id: str, kernel_hash: str, current: int | None) -> int | None:

@@ -10,7 +10,7 @@ from typing import Any
 from builder.errors import RemoteError
 from builder.project.spec import load_spec
 from builder.remote.history import PUSH, SCORE, SUBMISSION, History, HistoryRow
-from builder.remote.kaggle_api import KaggleAdapter, Submission
+from builder.remote.kaggle_api import KaggleAdapter, NotFoundError, Submission
 from builder.remote.session import Session, kernel_id_of, query_session
 
 
@@ -51,7 +51,7 @@ def status(settings: QuerySettings) -> StatusResult:
     version = settings.version or (last_push or {}).get("kernel_version") or ctx.adapter.kernel_version(kernel_id)
     run_status, failure = None, ""
     if version is not None:
-        with contextlib.suppress(RemoteError):
+        with contextlib.suppress(NotFoundError):  # a version Kaggle does not know; no answer is an error
             run = ctx.adapter.kernel_status(kernel_id, version)
             run_status, failure = run.status, run.failure_message
     submission = None

@@ -1,26 +1,31 @@
-"""One session with Kaggle: the adapter, the project's history, progress events, and one wait/backoff policy.
+"""One session with Kaggle: the adapter, the project's history, progress events, and the waits.
 
 Every remote operation (push, submit, queries, the wheel helper kernel) runs through a :class:`Session`: it
-polls with :meth:`Session.wait` (backoff with jitter, a timeout, progress while waiting) and spaces out
-retried create calls with :meth:`Session.backoff`. The library never prints: progress goes to
-``settings.progress``.
+polls with :meth:`Session.wait` (progress while waiting, a timeout) and spaces out the rounds around a
+create call with :meth:`Session.retry_round`. Both use the one policy of :mod:`builder.remote.backoff`, as
+the adapter's retries do; :class:`Waits` says how (every wait and every round loop has a time bound).
+The library never prints: progress goes to ``settings.progress``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from builder.errors import AuthError, KkbError, RemoteError
 from builder.project.credentials import kaggle_username
 from builder.project.spec import KernelSpec
+from builder.remote.backoff import Backoff, Retrying
 from builder.remote.history import History
-from builder.remote.kaggle_api import KaggleAdapter
+from builder.remote.kaggle_api import KaggleAdapter, TransientRemoteError
+from builder.remote.lock import LOCK_WAIT_S
 
 
 @dataclass(frozen=True)
@@ -31,23 +36,48 @@ class ProgressEvent:
     message: str
     waiting: bool = False
     elapsed: float = 0.0
+    limit: float | None = None  # a wait's timeout: the progress line shows "12s / 1800s"
 
 
 ProgressFn = Callable[[ProgressEvent], None]
 
 
+DATASET_TIMEOUT_S = 1800.0
+
+
 @dataclass(frozen=True)
 class Waits:
-    """Polling and timeouts. Runs and scoring default to the competition's time limit plus queueing."""
+    """Polling and timeouts. A timeout left None comes from kernel.toml's ``[push]`` (:meth:`with_spec`),
+    else its default: a dataset 1800 s, a run and its scoring the kernel's time limit plus queueing."""
 
     poll_initial_s: float = 1.0
     poll_max_s: float = 30.0
     poll_factor: float = 1.5
-    dataset_timeout_s: float = 1800.0
+    dataset_timeout_s: float | None = None
     run_timeout_s: float | None = None
     scoring_timeout_s: float | None = None
     queue_margin_s: float = 3600.0
     rounds: int = 5  # attempts at a create call whose transient failure needed a look at the server
+    rounds_total_s: float = 600.0  # and the time those rounds may take, all together
+
+    @property
+    def dataset_s(self) -> float:
+        return self.dataset_timeout_s or DATASET_TIMEOUT_S
+
+    def with_spec(self, spec: KernelSpec) -> Waits:
+        """These waits with what kernel.toml's ``[push]`` sets filled in where none was given (--wait-*)."""
+        return replace(self, dataset_timeout_s=self.dataset_timeout_s or spec.push.dataset_timeout_s,
+                       run_timeout_s=self.run_timeout_s or spec.push.run_timeout_s,
+                       scoring_timeout_s=self.scoring_timeout_s or spec.push.score_timeout_s)
+
+    def poll(self, timeout_s: float) -> Backoff:
+        """The policy of one wait: no try limit, ``timeout_s`` in all."""
+        return Backoff(base_seconds=self.poll_initial_s, factor=self.poll_factor, max_seconds=self.poll_max_s,
+                       attempts=None, total_seconds=timeout_s, jitter=0.4)
+
+    def round_policy(self) -> Backoff:
+        return Backoff(base_seconds=self.poll_initial_s, factor=2.0, max_seconds=self.poll_max_s,
+                       attempts=self.rounds, total_seconds=self.rounds_total_s)
 
 
 @dataclass(frozen=True)
@@ -60,6 +90,7 @@ class PushSettings:
     waits: Waits = field(default_factory=Waits)
     progress: ProgressFn | None = None
     adapter: KaggleAdapter | None = None  # the seam: tests and the demo may hand one in
+    lock_wait_s: float = LOCK_WAIT_S  # how long to wait for another push/submit of the kernel to finish
 
 
 
@@ -71,33 +102,36 @@ class Session:
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
 
-    def emit(self, stage: str, message: str, *, waiting: bool = False, elapsed: float = 0.0) -> None:
+    def emit(self, stage: str, message: str, *, waiting: bool = False, elapsed: float = 0.0,
+             limit: float | None = None) -> None:
         if self.settings.progress is not None:
-            self.settings.progress(ProgressEvent(stage, message, waiting, elapsed))
+            self.settings.progress(ProgressEvent(stage, message, waiting, elapsed, limit))
 
     def sleep(self, seconds: float) -> None:
         self.adapter.sleep(seconds)
 
     def wait(self, stage: str, what: str, probe: Callable[[], tuple[str, bool]], timeout_s: float, hint: str) -> str:
         """Poll ``probe`` (→ state, finished) with backoff and jitter until finished or ``timeout_s``."""
-        waits = self.settings.waits
-        start = self.clock()
-        interval = waits.poll_initial_s
+        budget = self.settings.waits.poll(timeout_s).start(self.clock, self.rng)
         while True:
             state, finished = probe()
-            elapsed = self.clock() - start
-            self.emit(stage, f"{what}: {state}", waiting=not finished, elapsed=elapsed)
+            self.emit(stage, f"{what}: {state}", waiting=not finished, elapsed=budget.elapsed, limit=timeout_s)
             if finished:
                 return state
-            remaining = timeout_s - elapsed
-            if remaining <= 0:
+            delay = budget.next_delay()
+            if delay is None:
                 raise RemoteError(f"timed out after {timeout_s:g}s waiting for {what} (last status: {state})", hint=hint)
-            self.sleep(min(remaining, interval * self.rng.uniform(0.8, 1.2)))
-            interval = min(waits.poll_max_s, interval * waits.poll_factor)
+            self.sleep(delay)
 
-    def backoff(self, round_: int, action: str, error: KkbError) -> None:
-        delay = min(self.settings.waits.poll_max_s, self.settings.waits.poll_initial_s * 2**round_)
-        delay *= self.rng.uniform(0.5, 1.0)
+    def rounds(self) -> Retrying:
+        """The budget of one create call's rounds (``Waits.rounds`` tries, ``Waits.rounds_total_s`` in all)."""
+        return self.settings.waits.round_policy().start(self.clock, self.rng)
+
+    def retry_round(self, rounds: Retrying, action: str, error: TransientRemoteError) -> None:
+        """Sleep before the next round, or raise ``error`` when the rounds are spent."""
+        delay = rounds.next_delay()
+        if delay is None:
+            raise error
         self.emit("retry", f"{action} failed ({error.message}); checking Kaggle and trying again in {delay:.1f}s")
         self.sleep(delay)
 
@@ -106,21 +140,28 @@ def open_session(settings: PushSettings) -> Session:
     adapter = settings.adapter or KaggleAdapter.connect(settings.base_url)
     progress = settings.progress
     if progress is not None and adapter.on_retry is None:
-        def on_retry(action: str, exc: BaseException, delay: float) -> None:
+        def on_retry(action: str, exc: BaseException | None, delay: float) -> None:
             progress(ProgressEvent("retry", f"{action}: transient error, retrying in {delay:.1f}s"))
         adapter.on_retry = on_retry
     return Session(settings=settings, adapter=adapter, history=_history(settings.kernel_dir, adapter))
 
 
 @contextlib.contextmanager
-def private_tmpdir(kernel_dir: Path) -> Iterator[Path]:
+def private_tmpdir(kernel_dir: Path, endpoint: str | None) -> Iterator[Path]:
     """The client keeps resumable-upload state (and builds tar archives) under ``tempfile.gettempdir()``.
 
     A per-project private folder (``.kkb/tmp``, mode 0700) keeps that state away from other users
     and projects and lets a re-run resume an upload that an earlier run left unfinished.
+
+    One folder per server (``.kkb/tmp/<host>-<port>``): the client keys its state by the file's path
+    alone and keeps the upload URL in it, so state left by a local Kaggle that was then restarted on
+    another port would send the next push's bytes to the dead port. Each server sees only its own.
     """
     path = Path(kernel_dir) / ".kkb" / "tmp"
     path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+    path = path / upload_state_key(endpoint)
+    path.mkdir(exist_ok=True)
     path.chmod(0o700)
     previous = tempfile.tempdir
     tempfile.tempdir = str(path)  # gettempdir() is cached: the env var alone would not do
@@ -128,6 +169,15 @@ def private_tmpdir(kernel_dir: Path) -> Iterator[Path]:
         yield path
     finally:
         tempfile.tempdir = previous
+
+
+def upload_state_key(endpoint: str | None) -> str:
+    """A folder name for a server: ``kaggle.com``, ``127.0.0.1-41234`` (other characters become ``_``)."""
+    if endpoint is None:
+        return "kaggle.com"
+    parts = urlsplit(endpoint)
+    name = f"{parts.hostname or 'server'}-{parts.port or parts.scheme}{parts.path}"
+    return re.sub(r"[^A-Za-z0-9.-]", "_", name)
 
 
 def query_session(kernel_dir: Path, base_url: str | None, adapter: KaggleAdapter | None) -> Session:

@@ -14,7 +14,8 @@ from builder.project.spec import KernelSpec, load_spec
 from builder.remote.hints import dry_run_hint, tail_block
 from builder.remote.history import PUSH, RUN, SCORE, SUBMISSION, SUBMISSION_INTENT
 from builder.remote.kaggle_api import Submission, TransientRemoteError
-from builder.remote.push import LazySession, PushResult, build_for_push, push_built
+from builder.remote.lock import kernel_lock
+from builder.remote.push import LazySession, PushResult, build_for_push, push_built, with_spec_waits
 from builder.remote.queries import record_score_once
 from builder.remote.session import PushSettings, Session, kernel_id_of, open_session
 
@@ -41,6 +42,12 @@ class SubmitResult:
 
 def submit(settings: SubmitSettings) -> SubmitResult:
     """Push (unless ``settings.version``), wait for the run, submit that version, wait for the score."""
+    settings = with_spec_waits(settings)
+    with kernel_lock(Path(settings.kernel_dir), "submit", settings.lock_wait_s):
+        return _submit(settings)
+
+
+def _submit(settings: SubmitSettings) -> SubmitResult:
     spec = load_spec(Path(settings.kernel_dir))
     pushed: PushResult | None = None
     if settings.version is None:
@@ -135,21 +142,19 @@ def _create_submission(
         found = _find_new_submission(ctx, competition, set(intent.get("known", [])), intent.get("message", ""))
         if found is not None:
             return _record_submission(ctx, kernel_id, version, competition, found, "", pushed, message), ""
-    for round_ in range(ctx.settings.waits.rounds):
+    rounds = ctx.rounds()
+    while True:
         ctx.history.append(SUBMISSION_INTENT, kernel=kernel_id, kernel_version=version, message=message, known=sorted(known))
         ctx.emit("submission", f"submitting {kernel_id} v{version} to {competition}")
         try:
             ref, server_message = ctx.adapter.submit_code(competition, kernel_id, version, spec.submission.file, message)
         except TransientRemoteError as exc:
-            if round_ + 1 >= ctx.settings.waits.rounds:
-                raise
-            ctx.backoff(round_, "submitting", exc)
+            ctx.retry_round(rounds, "submitting", exc)
             found = _find_new_submission(ctx, competition, known, message)
             if found is not None:
                 return _record_submission(ctx, kernel_id, version, competition, found, "", pushed, message), ""
             continue
         return _record_submission(ctx, kernel_id, version, competition, ref, server_message, pushed, message), server_message
-    raise RemoteError(f"could not submit to {competition}")  # pragma: no cover
 
 
 def _find_new_submission(ctx: Session, competition: str, known: set[int], message: str) -> int | None:

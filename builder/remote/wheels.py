@@ -191,7 +191,7 @@ def _build_on_kaggle(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Pat
             action = "unchanged" if status == "complete" else "pending"
             return WheelsResult(name, "kernel", helper.kernel_id, action, helper.key, folder, kernel_version=current)
     if build is not None:
-        with private_tmpdir(kernel_dir):
+        with private_tmpdir(kernel_dir, ctx.adapter.endpoint):
             sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash,
                           f"kkb wheels {helper.kernel_id}")
     ctx.emit("wheels", f"pushing the helper kernel {helper.kernel_id}")
