@@ -90,3 +90,7 @@ class LocalKaggleError(KkbError):
 
 class WheelhouseError(KkbError):
     """An offline dependency cannot be resolved, built or installed."""
+
+
+class LockedError(KkbError):
+    """Another kkb command holds the kernel project's lock (exit 1: nothing was done)."""

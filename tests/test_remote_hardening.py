@@ -29,7 +29,8 @@ from builder.project.spec import load_spec
 from builder.remote.backoff import Backoff
 from builder.remote.history import History
 from builder.remote.kaggle_api import KaggleAdapter, TransientRemoteError
-from builder.remote.lock import LockedError, kernel_lock
+from builder.errors import LockedError
+from builder.remote.lock import kernel_lock
 from builder.remote.push import push
 from builder.remote.session import ProgressEvent, PushSettings, Session, Waits, private_tmpdir, upload_state_key
 from builder.remote.submit import SubmitSettings, submit

@@ -23,15 +23,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from builder.errors import KkbError
+from builder.errors import KkbError, LockedError
 from builder.remote.backoff import Backoff
 
 LOCK_FILE = "lock"
 LOCK_WAIT_S = 30.0
-
-
-class LockedError(KkbError):
-    """Another kkb command holds the kernel project's lock (exit 1: nothing was done)."""
 
 
 @contextlib.contextmanager

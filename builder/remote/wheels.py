@@ -36,6 +36,7 @@ from builder.project.layout import HELPER_DIR, KERNEL_METADATA, out_dir_of
 from builder.project.spec import CUDA_ARCH, SPEC_FILE, KernelSpec, load_spec
 from builder.remote.hints import exception_tail
 from builder.remote.kaggle_api import KaggleAdapter
+from builder.remote.lock import kernel_lock
 from builder.remote.push import sync_dataset
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits, open_session, private_tmpdir
 
@@ -75,7 +76,7 @@ def build_wheels(settings: WheelsSettings) -> WheelsResult:
         notes = ("source packages compile in the kernel from the code dataset",) if spec.install.source_packages else ()
         return WheelsResult(kernel_dir.resolve().name, "none", None, "nothing", None, None, notes=notes)
     if source.kind == "kernel":
-        return _build_on_kaggle(settings, spec, kernel_dir, owner, out_dir, source.ref)
+        return _build_on_kaggle(settings, spec, kernel_dir, owner, out_dir)
     options = WheelhouseOptions(force=settings.force, check=settings.check, index_args=settings.index_args)
     return build_wheelhouse(spec, kernel_dir, out_dir, source.ref, options)
 
@@ -170,8 +171,13 @@ def write_helper_kernel(helper: HelperKernel, folder: Path) -> Path:
     return folder / helper.code_file
 
 
-def _build_on_kaggle(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: Path,
-                     ref: str) -> WheelsResult:
+def _build_on_kaggle(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: Path) -> WheelsResult:
+    # It pushes the code dataset and a kernel, as kkb push does: never two of them at once on one project.
+    with kernel_lock(kernel_dir, "wheels --on-kaggle"):
+        return _push_helper(settings, spec, kernel_dir, owner, out_dir)
+
+
+def _push_helper(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: Path) -> WheelsResult:
     build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner)) \
         if spec.install.source_packages else None
     helper = helper_kernel(spec, kernel_dir, owner, code_hash=build.code_hash if build else None,
