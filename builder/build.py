@@ -317,6 +317,7 @@ def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]],
         "fast_commit": spec.fast_commit.model_dump(),
         "models": cards,
         "evaluation_api": spec.evaluation_api.model_dump() if spec.evaluation_api else None,
+        "postprocess": [stage.model_dump(exclude_unset=True) for stage in spec.postprocess],
     }
 
 
@@ -356,6 +357,7 @@ def _template_context(spec: KernelSpec, names: _Names, kernel_dir: Path, provena
         "weights": [step.weight for step in spec.steps], "submission": spec.submission.model_dump(),
         "evaluation_api": spec.evaluation_api.model_dump() if spec.evaluation_api else None,
         "gateway_paths": list(spec.evaluation_api.gateway_paths) if spec.evaluation_api else [],
+        "postprocess": [stage.model_dump(exclude_unset=True) for stage in spec.postprocess],
     }
 
 

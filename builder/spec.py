@@ -311,6 +311,18 @@ class Step(_Strict):
     run: str = Field(min_length=1)
     weight: float = Field(default=1.0, gt=0)
     timeout_seconds: int | None = Field(default=None, gt=0)
+    # Environment variables for this step's process only (OMP_NUM_THREADS, a library's switch, ...).
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+                raise ValueError(f"'{name}' is not an environment variable name (letters, digits and '_')")
+            if name.startswith("KKB_") or name in ("PYTHONPATH", "KAGGLE_IS_COMPETITION_RERUN"):
+                raise ValueError(f"'{name}' is set by kkb for every step; a step cannot override it")
+        return value
 
     @field_validator("run")
     @classmethod
@@ -351,6 +363,9 @@ class SubmissionSection(_Strict):
     file: str = "submission.csv"
     id_column: str = "id"
     target_columns: list[str] = Field(default_factory=list)
+    # What the steps write and combine averages, when [[postprocess]] turns them into the targets
+    # (five class probabilities before an argmax into `label`); default: the target columns.
+    prediction_columns: list[str] = Field(default_factory=list)
     decimals: int | None = Field(default=6, ge=0, le=15)
     combine: Literal["mean", "weighted_mean", "rank_mean"] = "mean"
     kind: Literal["csv", "evaluation-api"] = "csv"
@@ -361,6 +376,37 @@ class SubmissionSection(_Strict):
         if "/" in value or "\\" in value or not value:
             raise ValueError(f"'{value}' must be a file name; Kaggle reads it from /kaggle/working")
         return value
+
+
+POSTPROCESS_KINDS = ("argmax", "threshold", "clip", "function")  # kkb_runtime.postprocess.KINDS
+
+
+class PostprocessStage(_Strict):
+    """One ``[[postprocess]]`` stage after combine (see ``kkb_runtime.postprocess``)."""
+
+    kind: Literal["argmax", "threshold", "clip", "function"]
+    columns: list[str] = Field(default_factory=list)
+    into: str | None = None
+    labels: list[int] | list[str] | None = None
+    value: float = 0.5
+    min: float | None = None
+    max: float | None = None
+    function: str | None = Field(default=None, pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+
+    @model_validator(mode="after")
+    def _keys_for_kind(self) -> PostprocessStage:
+        used = {"argmax": {"columns", "into", "labels"}, "threshold": {"columns", "value"},
+                "clip": {"columns", "min", "max"}, "function": {"function"}}[self.kind]
+        stray = sorted(key for key in self.model_fields_set - {"kind"} if key not in used)
+        if stray:
+            raise ValueError(f"kind = '{self.kind}' takes {', '.join(sorted(used))}, not {', '.join(stray)}")
+        if self.kind == "function" and not self.function:
+            raise ValueError("kind = 'function' needs function = 'package.module:function' (DataFrame in, DataFrame out)")
+        if self.kind == "clip" and self.min is None and self.max is None:
+            raise ValueError("kind = 'clip' needs min, max or both")
+        if self.kind == "argmax" and self.labels is not None and self.columns and len(self.labels) != len(self.columns):
+            raise ValueError(f"argmax has {len(self.labels)} labels for {len(self.columns)} columns")
+        return self
 
 
 class FastCommitSection(_Strict):
@@ -407,6 +453,7 @@ class KernelSpec(_Strict):
     submission: SubmissionSection = Field(default_factory=SubmissionSection)
     fast_commit: FastCommitSection = Field(default_factory=FastCommitSection)
     evaluation_api: EvaluationApiSection | None = None
+    postprocess: list[PostprocessStage] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> KernelSpec:
