@@ -21,6 +21,7 @@ from typing import Any
 from builder import __version__
 from builder.bundle import (HashCache, Manifest, copy_tree, hash_file, manifest_for, refuse_credentials,
                             select_files, stage_files, swap_into_place, write_metadata)
+from builder.checkpoints import checkpoint_sources
 from builder.credentials import resolve_owner
 from builder.errors import BundleError
 from builder.jsonfile import read_object
@@ -157,11 +158,8 @@ def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], di
     code.update(source_package_files(spec, kernel_dir))  # the install cell compiles them from the code dataset
     weights = select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights")
     for card in spec.models:
-        source = kernel_dir / card.checkpoint
-        if not source.is_file():
-            raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}.checkpoint: missing weight file {card.checkpoint}",
-                              hint=f"put the checkpoint at {source} or fix the path")
-        weights.setdefault(card.checkpoint, source)
+        for checkpoint in checkpoint_sources(card, kernel_dir):  # one per fold; each must exist
+            weights.setdefault(checkpoint, kernel_dir / checkpoint)
     for relative in code:
         if relative.split("/")[0] in RESERVED:
             raise BundleError(f"{relative}: this name is reserved for kkb in the code dataset", hint="rename the file or folder")
@@ -219,7 +217,7 @@ def _stage_weights(stage: Path, previous: Path, spec: KernelSpec, names: _Names,
     stage.mkdir(parents=True)
     # Checkpoints never ship as they are: prepare_models reads them from the kernel folder and writes the
     # normalised files, so copying them into the stage first would only be undone (gigabytes, each build).
-    checkpoints = {card.checkpoint for card in spec.models}
+    checkpoints = {path for card in spec.models for path in checkpoint_sources(card, kernel_dir)}
     stage_files({rel: path for rel, path in files.items() if rel not in checkpoints}, stage, cache, previous=previous)
     cards = _prepare_models(spec, kernel_dir, stage, previous, cache, code_files) if spec.models else []
     if not any(stage.rglob("*")):
@@ -253,7 +251,9 @@ def _models_key(spec: KernelSpec, kernel_dir: Path, cache: HashCache, code_files
     from importlib import metadata
 
     inputs: dict[str, Any] = {"kkb": __version__, "cards": [card.model_dump(mode="json") for card in spec.models]}
-    sources = {path: kernel_dir / path for card in spec.models for path in (card.checkpoint, card.transforms) if path}
+    sources = {path: kernel_dir / path for card in spec.models
+               for path in (*checkpoint_sources(card, kernel_dir), card.transforms,
+                            card.tta_random.transforms if card.tta_random else None) if path}
     sources.update(code_files)  # custom transforms live in the user's code
     inputs["files"] = {rel: _cached_sha256(path, cache) for rel, path in sorted(sources.items()) if path.is_file()}
     versions = {}

@@ -186,12 +186,36 @@ class FileSelection(_Strict):
         return value
 
 
+_REFERENCE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+TTA_WEIGHT_NAMES = ("identity", "random", *TTA_NAMES)
+
+
+class RandomTta(_Strict):
+    """N seeded random passes of an albumentations pipeline (``A.save``'d), before the card's own pipeline."""
+
+    transforms: str
+    passes: int = Field(gt=0, le=64)
+    seed: int = 0
+
+    @field_validator("transforms")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        return _relative_path(value)
+
+
 class ModelCard(_Strict):
-    """What the kernel needs to rebuild one model offline. Completed at build time by ``builder.models``."""
+    """What the kernel needs to rebuild one model offline. Completed at build time by ``builder.models``.
+
+    ``arch`` (a timm architecture) or ``factory`` (``package.module:function`` in the code dataset,
+    called with ``model_kwargs``, returning the ``nn.Module``). ``checkpoint`` is one file, a glob or a
+    list: several are folds of one architecture, run one after another and averaged (``fold_weights``).
+    """
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    arch: str
-    checkpoint: str
+    arch: str | None = None
+    factory: str | None = None
+    checkpoint: str | list[str]
+    fold_weights: list[float] | None = None
     num_classes: int = Field(gt=0)
     in_chans: int = Field(default=3, gt=0)
     input_size: tuple[int, int] | None = None
@@ -200,6 +224,8 @@ class ModelCard(_Strict):
     interpolation: str | None = None
     transforms: str | None = None
     tta: list[str] = Field(default_factory=list)
+    tta_weights: dict[str, float] = Field(default_factory=dict)
+    tta_random: RandomTta | None = None
     batch_size: int = Field(default=32, gt=0)
     num_workers: int = Field(default=2, ge=0)
     activation: Literal["softmax", "sigmoid", "none"] = "softmax"
@@ -209,12 +235,46 @@ class ModelCard(_Strict):
     safetensors: bool = True
     # Which entry of a training checkpoint holds the weights; None: timm's order (EMA first).
     checkpoint_key: str | None = None
+    # Checkpoints saved by another wrapper: applied in this order, after module./_orig_mod. are stripped.
+    strip_prefix: str | None = None
+    key_rename: list[tuple[str, str]] = Field(default_factory=list)
+    add_prefix: str | None = None
+    # false: load what fits, listing the missing and unexpected keys in the build output (never shapes).
+    strict: bool = True
+    # true: this card's checkpoints may run pickled code (torch.load weights_only=False); recorded in the build.
+    allow_pickle: bool = False
     amp: bool = True
 
-    @field_validator("checkpoint", "transforms")
+    @field_validator("transforms")
     @classmethod
     def _inside(cls, value: str | None) -> str | None:
         return None if value is None else _relative_path(value)
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _checkpoints_inside(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("an empty list: name at least one checkpoint")
+            return [_relative_path(item) for item in value]
+        return _relative_path(value)
+
+    @field_validator("factory")
+    @classmethod
+    def _factory_reference(cls, value: str | None) -> str | None:
+        if value is not None and not _REFERENCE_RE.match(value):
+            raise ValueError(f"'{value}' is not 'package.module:function' (a function of your code that returns the nn.Module)")
+        return value
+
+    @field_validator("key_rename")
+    @classmethod
+    def _patterns_compile(cls, value: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        for pattern, _ in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"'{pattern}' is not a regular expression: {exc}") from None
+        return value
 
     @field_validator("tta")
     @classmethod
@@ -225,6 +285,32 @@ class ModelCard(_Strict):
                 guess = f" (did you mean '{close[0]}'?)" if close else ""
                 raise ValueError(f"unknown TTA '{name}'{guess}; use {', '.join(TTA_NAMES)} or 'package.module:function'")
         return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelCard:
+        if (self.arch is None) == (self.factory is None):
+            raise ValueError(f"[[models]] '{self.name}': set exactly one of arch (a timm architecture) "
+                             "or factory ('package.module:function' returning the nn.Module)")
+        if self.fold_weights is not None:
+            if isinstance(self.checkpoint, str) and not any(ch in self.checkpoint for ch in "*?["):
+                raise ValueError(f"[[models]] '{self.name}': fold_weights needs several checkpoints (a list or a glob)")
+            if isinstance(self.checkpoint, list) and len(self.fold_weights) != len(self.checkpoint):
+                raise ValueError(f"[[models]] '{self.name}': {len(self.fold_weights)} fold_weights for "
+                                 f"{len(self.checkpoint)} checkpoints")
+            if any(weight < 0 for weight in self.fold_weights) or not sum(self.fold_weights) > 0:
+                raise ValueError(f"[[models]] '{self.name}': fold_weights must be >= 0 with a positive sum")
+        views = {"identity", *self.tta, *(["random"] if self.tta_random else [])}
+        unknown = sorted(set(self.tta_weights) - views)
+        if unknown:
+            raise ValueError(f"[[models]] '{self.name}': tta_weights names {', '.join(unknown)}, which this card does not "
+                             f"run; its views: {', '.join(sorted(views))}")
+        if any(weight < 0 for weight in self.tta_weights.values()):
+            raise ValueError(f"[[models]] '{self.name}': tta_weights must be >= 0")
+        return self
+
+    @property
+    def checkpoint_patterns(self) -> list[str]:
+        return list(self.checkpoint) if isinstance(self.checkpoint, list) else [self.checkpoint]
 
 
 class SourcePackage(_Strict):
