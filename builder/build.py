@@ -25,6 +25,7 @@ from builder.checkpoints import checkpoint_sources
 from builder.credentials import resolve_owner
 from builder.errors import BundleError
 from builder.jsonfile import read_object
+from builder.preflight import check_against_public_data
 from builder.render import cells_for, notebook_text, render_notebook, script_text
 from builder.spec import SPEC_FILE, KernelSpec, load_spec
 from builder.wheels import CARRIED, install_context, keep_wheel_folders, kernel_sources, source_package_files
@@ -85,6 +86,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     out_dir = Path(settings.out_dir) if settings.out_dir else Path("build") / kernel_dir.resolve().name
     _check_out_dir(out_dir, kernel_dir)
     code_files, weights_files = _selections(spec, kernel_dir)
+    check_against_public_data(spec, kernel_dir)  # widths, post-processing, test ids: before anything is staged
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-staging-"))
