@@ -244,7 +244,8 @@ def _prepare_models(spec: KernelSpec, kernel_dir: Path, stage: Path, previous: P
         from builder.models import prepare_models  # torch and timm only when a kernel has models to prepare
 
         reused = prepare_models(spec, kernel_dir, stage)
-    written = {card["checkpoint"]: _stat(stage / card["checkpoint"]) for card in reused}
+    written = {entry["file"]: _stat(stage / entry["file"]) for card in reused  # every fold's file
+               for entry in card.get("checkpoints") or [{"file": card["checkpoint"]}]}
     (stage.parent / MODELS_RECORD).write_text(json.dumps({"key": key, "cards": reused, "files": written}, sort_keys=True))
     return reused
 
@@ -359,7 +360,7 @@ def _template_context(spec: KernelSpec, names: _Names, kernel_dir: Path, provena
         "weights": [step.weight for step in spec.steps], "submission": spec.submission.model_dump(),
         "evaluation_api": spec.evaluation_api.model_dump() if spec.evaluation_api else None,
         "gateway_paths": list(spec.evaluation_api.gateway_paths) if spec.evaluation_api else [],
-        "postprocess": [stage.model_dump(exclude_unset=True) for stage in spec.postprocess],
+        "postprocess": [stage.model_dump() for stage in spec.postprocess],
     }
 
 
