@@ -65,8 +65,17 @@ def images(count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray
     return np.stack([leaf(int(label), rng) for label in labels]), labels
 
 
+def unique_numbers(count: int, low: int, high: int, rng: np.random.Generator) -> list[int]:
+    found: list[int] = []
+    while len(found) < count:
+        number = int(rng.integers(low, high))
+        if number not in found:
+            found.append(number)
+    return found
+
+
 def write_split(folder: Path, pictures: np.ndarray, rng: np.random.Generator) -> list[str]:
-    ids = [f"{int(number)}.jpg" for number in rng.choice(np.arange(10**8, 10**9), len(pictures), replace=False)]
+    ids = [f"{number}.jpg" for number in unique_numbers(len(pictures), 10**8, 10**9, rng)]
     (folder / "test_images").mkdir(parents=True)
     for image_id, picture in zip(ids, pictures):
         Image.fromarray(picture).save(folder / "test_images" / image_id, quality=95)
