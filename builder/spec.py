@@ -452,6 +452,9 @@ class SubmissionSection(_Strict):
     # What the steps write and combine averages, when [[postprocess]] turns them into the targets
     # (five class probabilities before an argmax into `label`); default: the target columns.
     prediction_columns: list[str] = Field(default_factory=list)
+    # Column -> "int", "float" or "str" ("*": every target), where the sample's placeholders mislead
+    # (integer 0s in a sample of a competition scored on probabilities).
+    column_types: dict[str, Literal["int", "float", "str"]] = Field(default_factory=dict)
     decimals: int | None = Field(default=6, ge=0, le=15)
     combine: Literal["mean", "weighted_mean", "rank_mean"] = "mean"
     kind: Literal["csv", "evaluation-api"] = "csv"

@@ -20,7 +20,7 @@ pytest.importorskip("timm")
 
 from builder.dryrun import DryRunSettings, dry_run  # noqa: E402
 from builder.local_kaggle.competition import load_competition  # noqa: E402
-from builder.local_kaggle.scoring import score_submission  # noqa: E402
+from builder.local_kaggle.scoring import ScoringError, score_submission  # noqa: E402
 from tests.conftest import KERNELS  # noqa: E402
 
 # example: the lowest score the hidden test must reach (chance: accuracy 0.2 of five classes, AUC 0.5)
@@ -48,7 +48,7 @@ def test_both_scenarios_are_ok_and_the_hidden_rerun_scores(example: Path, tmp_pa
     assert rerun.verdict.name == "OK", rerun.verdict
     config = load_competition(competition)
     scores = score_submission(rerun.submission, competition / "answers.csv", config.metric, config.id_column,
-                              config.target_columns, competition)
+                              config.target_columns, competition, column_types=config.column_types)
     assert scores.public >= EXAMPLES[example.name], scores
     written = pd.read_csv(rerun.submission, dtype={config.id_column: str})
     sample = pd.read_csv(competition / "hidden" / "sample_submission.csv", dtype={config.id_column: str})
@@ -56,3 +56,7 @@ def test_both_scenarios_are_ok_and_the_hidden_rerun_scores(example: Path, tmp_pa
     if example.name == "cassava-style":  # argmax into an integer label, written as integers
         assert written["label"].dtype.kind == "i"
         assert rerun.submission.read_text().splitlines()[1].rsplit(",", 1)[1].isdigit()
+    else:  # the sample holds integer 0s: probabilities score only because column_types says floats
+        with pytest.raises(ScoringError, match=r"float values in column 'ETT - Abnormal', where the sample submission holds integers"):
+            score_submission(rerun.submission, competition / "answers.csv", config.metric, config.id_column,
+                             config.target_columns, competition)

@@ -251,3 +251,12 @@ def test_output_columns_follow_the_stages() -> None:
     stages = [{"kind": "argmax", "into": "label"}, {"kind": "clip", "min": 0}]
     assert postprocess.output_columns(stages, ["p0", "p1"]) == ["label"]
     assert postprocess.output_columns([{"kind": "function", "function": "m:f"}], ["p0"]) is None
+
+
+def test_column_types_override_a_sample_of_integer_placeholders() -> None:
+    sample = pd.DataFrame({"id": ["a", "b"], "ETT": [0, 0], "label": [0, 0]})
+    frame = pd.DataFrame({"id": ["a", "b"], "ETT": [0.25, 0.75], "label": [1, 2]})
+    assert "float values in column 'ETT'" in submission.check_submission(frame, sample, "id")[0]
+    assert submission.check_submission(frame, sample, "id", column_types={"ETT": "float"}) == []
+    retyped = submission.retype_sample(sample, {"*": "float"}, "id")
+    assert retyped["ETT"].dtype == float and retyped["id"].tolist() == ["a", "b"]

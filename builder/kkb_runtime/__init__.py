@@ -131,6 +131,8 @@ def start(code_dir: Path | str | None = None) -> KernelRun:
     config = load_config(code_dir)
     inputs = resolve_inputs(config)
     inputs.working.mkdir(parents=True, exist_ok=True)
-    sample = submission.read_sample(inputs.competition / config.sample_submission, str(config.submission["id_column"]))
+    id_column = str(config.submission["id_column"])
+    sample = submission.retype_sample(submission.read_sample(inputs.competition / config.sample_submission, id_column),
+                                      config.submission.get("column_types"), id_column)
     print(inputs.describe(), flush=True)
     return KernelRun(config=config, inputs=inputs, sample=sample)

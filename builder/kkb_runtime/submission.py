@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +77,29 @@ def column_kind(values: pd.Series) -> str:
     return "str"
 
 
+COLUMN_TYPES = ("int", "float", "str")
+
+
+def retype_sample(sample: pd.DataFrame, column_types: Mapping[str, str] | None, id_column: str = "") -> pd.DataFrame:
+    """The sample with ``column_types`` (``[submission] column_types``) overriding what its values say.
+
+    For samples whose placeholders mislead: RANZCR's sample holds integer 0s where probabilities are
+    scored. ``"*"`` names every column but the id.
+    """
+    if not column_types:
+        return sample
+    out = sample.copy()
+    for column in out.columns:
+        kind = column_types.get(column) or (column_types.get("*") if column != id_column else None)
+        if kind == "float":
+            out[column] = out[column].astype(float)
+        elif kind == "int":
+            out[column] = pd.to_numeric(out[column], errors="coerce").fillna(0).astype(np.int64)
+        elif kind == "str":
+            out[column] = out[column].astype(str)
+    return out
+
+
 def round_predictions(frame: pd.DataFrame, targets: Sequence[str], decimals: int | None,
                       sample: pd.DataFrame | None = None) -> pd.DataFrame:
     """Round the float target columns: float noise (1e-17, 0.30000000000000004) has failed real scorers.
@@ -127,13 +150,15 @@ def align_to_sample(frame: pd.DataFrame, sample: pd.DataFrame, id_column: str) -
 
 
 def check_submission(frame: pd.DataFrame, sample: pd.DataFrame, id_column: str,
-                     targets: Sequence[str] = (), check_order: bool = True) -> list[str]:
+                     targets: Sequence[str] = (), check_order: bool = True,
+                     column_types: Mapping[str, str] | None = None) -> list[str]:
     """Every reason the frame would fail Kaggle's scorer, compared with the sample submission.
 
     A pure function of two frames: the notebook's check, the dry run's verdict and the local Kaggle's
     scorer all call it, so a file one of them refuses cannot pass another. ``check_order`` is off for
-    the scorer, which joins on ids.
+    the scorer, which joins on ids. ``column_types`` overrides the sample's types (:func:`retype_sample`).
     """
+    sample = retype_sample(sample, column_types, id_column)
     problems: list[str] = []
     expected = list(sample.columns)
     missing = [column for column in expected if column not in frame.columns]

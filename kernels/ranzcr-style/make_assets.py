@@ -5,7 +5,8 @@
 Shaped like the RANZCR CLiP inference notebooks (seeded, offline, CPU, a few seconds):
 
     data/competition/   competition.toml, answers.csv, public/ (3 images), hidden/ (40)
-                        each split: sample_submission.csv (StudyInstanceUID + 11 label columns)
+                        each split: sample_submission.csv (StudyInstanceUID + 11 label columns
+                        holding integer 0s, as RANZCR's does, though probabilities are scored)
                         and test/<StudyInstanceUID>.jpg, the ids dotted UIDs
     weights/            fold{0,1,2}.pth as the training script saves them: {"model": state_dict
                         of DataParallel ("module."), "optimizer": ..., "scheduler": ..., "epoch": int,
@@ -79,7 +80,7 @@ def write_split(folder: Path, pictures: np.ndarray, rng: np.random.Generator) ->
     for uid, picture in zip(ids, pictures):
         Image.fromarray(picture).save(folder / "test" / f"{uid}.jpg", quality=95)
     header = "StudyInstanceUID," + ",".join(LABELS) + "\n"
-    (folder / "sample_submission.csv").write_text(header + "".join(f"{uid}," + ",".join(["0.5"] * len(LABELS)) + "\n"
+    (folder / "sample_submission.csv").write_text(header + "".join(f"{uid}," + ",".join(["0"] * len(LABELS)) + "\n"
                                                                     for uid in ids))
     return ids
 
@@ -94,6 +95,7 @@ def write_competition(root: Path, rng: np.random.Generator) -> None:
     (root / "competition.toml").write_text(
         f'slug = "{SLUG}"\ntitle = "kkb clip (ranzcr-style example)"\nmetric = "auc"\n'
         f'id_column = "StudyInstanceUID"\ntarget_columns = {json.dumps(LABELS)}\n'
+        'column_types = { "*" = "float" }\n'  # the sample's 0s are placeholders: probabilities are scored
         "daily_submission_limit = 5\ntime_limit_hours = 9\n")
 
 
