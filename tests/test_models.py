@@ -465,3 +465,19 @@ def test_folds_from_a_glob_each_checked_and_written(tmp_path: Path) -> None:
     save(tmp_path / "kernel", broken, "weights/net_fold1.pth")
     with pytest.raises(ModelError, match=r"checkpoint weights/net_fold1.pth does not fit"):
         prepare(tmp_path / "kernel", spec_for(checkpoint="weights/net_fold*.pth"), tmp_path / "stage2")
+
+
+def test_a_glob_that_matches_nothing_or_the_wrong_number_of_folds_is_refused(tmp_path: Path) -> None:
+    from builder.checkpoints import checkpoint_sources
+    from builder.errors import BundleError
+
+    kernel = tmp_path / "kernel"
+    for index in range(3):
+        save(kernel, {"model": {}}, f"weights/f{index}.pth")
+    card = spec_for(checkpoint="weights/f*.pth", fold_weights=[1.0, 2.0]).models[0]
+    with pytest.raises(BundleError) as caught:
+        checkpoint_sources(card, kernel)
+    assert caught.value.message == (f"{kernel}/kernel.toml: models.net.fold_weights: 2 weights for 3 checkpoints "
+                                    "(weights/f0.pth, weights/f1.pth, weights/f2.pth)")
+    with pytest.raises(BundleError, match=r"models.net.checkpoint: 'weights/g\*.pth' matches no file"):
+        checkpoint_sources(spec_for(checkpoint="weights/g*.pth").models[0], kernel)
