@@ -68,6 +68,8 @@ class BuildResult:
     weights_hash: str | None
     code_bytes: int
     weights_bytes: int
+    # What a model card's opt-ins did: pickles loaded with allow_pickle, keys left out with strict = false.
+    model_notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -210,7 +212,23 @@ def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, ker
         weights_dataset=names.weights_dataset if weights_manifest else None, code_hash=code_manifest.content_hash,
         weights_hash=weights_manifest.content_hash if weights_manifest else None,
         code_bytes=code_manifest.total_bytes, weights_bytes=weights_manifest.total_bytes if weights_manifest else 0,
+        model_notes=model_notes(cards),
     )
+
+
+def model_notes(cards: list[dict[str, Any]]) -> tuple[str, ...]:
+    """One line per checkpoint that loaded only through a card's opt-in (also in kkb_kernel.json)."""
+    notes = []
+    for card in cards:
+        for entry in card.get("checkpoints") or ():
+            if entry.get("loaded_with", "weights_only") != "weights_only":
+                notes.append(f"models.{card['name']}: {entry['source']} loaded with {entry['loaded_with']}")
+            left_out = entry.get("left_out") or {}
+            for kind in ("missing", "unexpected"):
+                if left_out.get(kind):
+                    notes.append(f"models.{card['name']}: {entry['source']}: strict = false left {len(left_out[kind])} "
+                                 f"{kind} key(s) out: {', '.join(left_out[kind][:8])}")
+    return tuple(notes)
 
 
 def _stage_weights(stage: Path, previous: Path, spec: KernelSpec, names: _Names, kernel_dir: Path,

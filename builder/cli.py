@@ -58,6 +58,8 @@ def build(
     console.print(f"  code     {result.code_dataset}  {result.code_hash}")
     console.print(f"  weights  {result.weights_dataset}  {result.weights_hash}")
     console.print(f"  notebook {result.notebook_path}")
+    for note in result.model_notes:
+        console.print(f"  note     {note}", markup=False, highlight=False)  # file names may hold [brackets]
 
 
 # -- push / submit / status / logs / history (issue 5) ------------------------------------------

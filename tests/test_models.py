@@ -481,3 +481,14 @@ def test_a_glob_that_matches_nothing_or_the_wrong_number_of_folds_is_refused(tmp
                                     "(weights/f0.pth, weights/f1.pth, weights/f2.pth)")
     with pytest.raises(BundleError, match=r"models.net.checkpoint: 'weights/g\*.pth' matches no file"):
         checkpoint_sources(spec_for(checkpoint="weights/g*.pth").models[0], kernel)
+
+
+def test_the_build_output_records_what_the_opt_ins_did() -> None:
+    from builder.build import model_notes
+
+    cards = [{"name": "net", "checkpoints": [
+        {"source": "weights/a.pth", "loaded_with": "torch.load(weights_only=False) (allow_pickle = true)",
+         "left_out": {"missing": ["head.weight"], "unexpected": []}}]}]
+    assert model_notes(cards) == (
+        "models.net: weights/a.pth loaded with torch.load(weights_only=False) (allow_pickle = true)",
+        "models.net: weights/a.pth: strict = false left 1 missing key(s) out: head.weight")
