@@ -110,7 +110,6 @@ def to_batch(pictures: np.ndarray, model: Any) -> Any:
 
 def train_fold(fold: int, pictures: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
     import torch
-
     from clipkernel.model import ClipNet
 
     torch.manual_seed(SEED + fold)
