@@ -3,7 +3,8 @@
 Each example's assets come from its seeded ``make_assets.py`` (skipped when up to date). The dry run
 runs the commit (fast path) and the rerun on the public test scaled x2 (ids must stay valid: the
 cassava ids carry ".jpg"), then the rerun on the hidden test, whose submission the local Kaggle's
-scorer scores with the competition's own metric.
+scorer scores with the competition's own metric. The full submit path for either example is
+``python -m builder.demo --kernel kernels/cassava-style`` (kkb submit against the local Kaggle).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from builder.dryrun import DryRunSettings, dry_run  # noqa: E402
 from builder.local_kaggle.competition import load_competition  # noqa: E402
 from builder.local_kaggle.scoring import ScoringError, score_submission  # noqa: E402
 from tests.conftest import KERNELS  # noqa: E402
+
+pytestmark = pytest.mark.slow
 
 # example: the lowest score the hidden test must reach (chance: accuracy 0.2 of five classes, AUC 0.5)
 EXAMPLES = {"cassava-style": 0.6, "ranzcr-style": 0.6}
