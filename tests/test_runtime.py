@@ -135,6 +135,13 @@ def test_step_sees_the_kernel_environment(tmp_path: Path) -> None:
     assert Path(result.output).read_text() == f"echo,4,{tmp_path / 'comp'}|{tmp_path}"
 
 
+def test_a_step_sets_its_own_environment_under_kkbs(tmp_path: Path) -> None:
+    found = inputs.Inputs(code=tmp_path, weights=None, competition=tmp_path / "comp", working=tmp_path)
+    env = steps.step_environment(found, tmp_path / "c.json", "s", tmp_path / "s.csv", None,
+                                 {"OMP_NUM_THREADS": "2", "KKB_STEP_NAME": "mine"})
+    assert env["OMP_NUM_THREADS"] == "2" and env["KKB_STEP_NAME"] == "s"
+
+
 @pytest.mark.parametrize(
     ("version", "expected"),
     [
