@@ -140,9 +140,13 @@ def _build_with_factory(card: ModelCard) -> Any:
                          hint="factory names a function of the code dataset: 'package.module:function', "
                               "with the package under [code] include") from None
     except Exception as exc:  # noqa: BLE001 - the user's factory failing is the card's problem
+        text = checkpoints.plain(str(exc))
+        downloads = any(word in text.lower() for word in ("offline", "hugging", "hf_hub", "connection", "download"))
+        hint = ("build the model with pretrained=False (pass it in model_kwargs): the kernel has no internet, and "
+                "the checkpoint holds every weight") if downloads else \
+            f"check model_kwargs in [[models]] '{card.name}' against the factory's parameters"
         raise ModelError(f"[[models]] '{card.name}': {runtime.describe_card(_card_dict(card))} failed: "
-                         f"{type(exc).__name__}: {checkpoints.plain(str(exc))}",
-                         hint=f"check model_kwargs in [[models]] '{card.name}' against the factory's parameters") from None
+                         f"{type(exc).__name__}: {text}", hint=hint) from None
 
 
 def check_output_width(card: ModelCard, model: Any, normalisation: Mapping[str, Any]) -> None:
