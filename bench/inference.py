@@ -10,15 +10,23 @@ off, each repetition runs side by side:
 * a plain per-image loop over the same model and images: load the model the same way, then for each
   image read it, apply the same albumentations pipeline, forward a batch of one, softmax;
 * on CUDA only, the ceiling: the model's forward alone on synthetic tensors already on the device
-  (same AMP and memory format as the runtime, batches of the card's size), no data loading at all.
+  (same AMP and memory format as the runtime, batches of the card's size), no data loading at all;
+* on every device, the decoded ceiling: the same images decoded and transformed beforehand, held in
+  memory as batches of the card's size, and only the forward pass (and activation) timed: what the
+  runtime would reach if decoding, transforms and loading cost nothing (runtime / ceiling, goal 0.8x);
+* the fold case: N folds of one card (the same checkpoint N times) as one ``kkb_runtime predict``
+  process, against N processes of one fold each, as N cards and N steps would run them; both are
+  subprocesses with the kernel's environment, interpreter and torch import included.
 
 Images/s is images / wall seconds of the whole call, so the model load (the same for both) is inside.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -82,10 +90,63 @@ def forward_ceiling(card: dict, weights: Path, target: Any, batches: int) -> tup
     return batch.shape[0] * batches, time.perf_counter() - started
 
 
-QUICK = {"images": 128, "repeat": 1, "warmup": 0, "models": ("effnet",)}
+def decoded_ceiling(card: dict, weights: Path, paths: list[Path], choice: Any) -> tuple[int, float]:
+    """The forward pass alone (activation included) on batches decoded and transformed beforehand, in memory.
+
+    The model is the runtime's (``prepare_model``/``make_forward``: AMP and channels_last where the
+    runtime uses them), so the only difference from ``run_model`` is the data pipeline and the load.
+    """
+    import torch
+
+    from builder.kkb_runtime import device as devices
+    from builder.kkb_runtime import transforms
+    from builder.kkb_runtime.predict import ImageDataset, make_forward, prepare_model
+
+    target = devices.torch_device(choice)
+    dataset = ImageDataset(paths, transforms.inference_pipeline(card), int(card.get("in_chans", 3)))
+    size = int(card.get("batch_size", 32))
+    decoded = torch.stack([dataset[index] for index in range(len(dataset))])
+    batches = [decoded[start:start + size].to(target) for start in range(0, len(decoded), size)]
+    model, channels_last = prepare_model(card, weights, choice, target)
+    forward = make_forward(model, card, choice, channels_last)
+    with torch.inference_mode():
+        forward(batches[0])  # warm-up: first-call allocations are not the steady state
+        if choice.kind == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        for batch in batches:
+            forward(batch).cpu()
+        if choice.kind == "cuda":
+            torch.cuda.synchronize()
+    return len(decoded), time.perf_counter() - started
 
 
-def run(images: int = 1200, repeat: int = 3, warmup: int = 1, models: tuple[str, ...] = ("effnet", "resnet")) -> list[Row]:
+def fold_processes(build: Any, competition: Path, card: dict, folds: int, rows: int, tmp: Path) -> tuple[float, float]:
+    """(one process with N folds, N processes of one fold): seconds, each a ``kkb_runtime predict`` subprocess."""
+    config = json.loads((build.code_dir / "kkb_kernel.json").read_text())
+    entry = {"file": card["checkpoint"]}
+    config["models"].append({**card, "name": "folds", "checkpoints": [dict(entry) for _ in range(folds)]})
+    config_path = tmp / "kkb_kernel_folds.json"
+    config_path.write_text(json.dumps(config))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAGGLE_", "KKB_"))}
+    env.update(PYTHONPATH=os.pathsep.join([str(build.code_dir), env.get("PYTHONPATH", "")]),
+               KKB_KERNEL_CONFIG=str(config_path), KKB_WEIGHTS_DIR=str(build.weights_dir),
+               KKB_COMPETITION_DIR=str(competition), KKB_ROW_LIMIT=str(rows))
+
+    def predict(model: str) -> None:
+        subprocess.run([sys.executable, "-m", "kkb_runtime", "predict", "--model", model, "--out", str(tmp / f"{model}.csv")],
+                       env=env, cwd=tmp, check=True, stdout=subprocess.DEVNULL, timeout=1800)
+
+    one = _seconds(lambda: predict("folds"))
+    many = _seconds(lambda: [predict(str(card["name"])) for _ in range(folds)])
+    return one, many
+
+
+QUICK = {"images": 128, "repeat": 1, "warmup": 0, "models": ("effnet",), "folds": 3}
+
+
+def run(images: int = 1200, repeat: int = 3, warmup: int = 1, models: tuple[str, ...] = ("effnet", "resnet"),
+        folds: int = 5) -> list[Row]:
     import torch
 
     from builder.kkb_runtime import device as devices
@@ -120,6 +181,10 @@ def run(images: int = 1200, repeat: int = 3, warmup: int = 1, models: tuple[str,
                           "batch_s": batch_s[warmup:], "loop_s": loop_s[warmup:]}
                 rows.append(Row("inference", f"{name} ({choice.kind}): batch predict", images / batch, "/s",
                                 "per-image loop", images / loop, loop / batch, "> 1x", detail))
+                done, seconds = decoded_ceiling(card, build.weights_dir, paths, choice)
+                rows.append(Row("inference", f"{name} ({choice.kind}): batch predict vs decoded ceiling", images / batch,
+                                "/s", "forward only, pre-decoded", done / seconds, (images / batch) / (done / seconds),
+                                ">= 0.8x", {"images": done, "seconds": seconds, "note": "runtime time includes the model load"}))
                 if choice.kind == "cuda":
                     done, seconds = forward_ceiling(card, build.weights_dir, target, batches=max(20, images // 64))
                     ceiling = done / seconds
@@ -129,6 +194,19 @@ def run(images: int = 1200, repeat: int = 3, warmup: int = 1, models: tuple[str,
                 else:
                     rows.append(Row("inference", f"{name}: vs forward ceiling (CUDA)", None, "/s", "", None, None,
                                     f"skipped: no CUDA here ({choice.reason})", {"device": choice.kind}))
+            if folds > 1:
+                card = dict(config.model(models[0]))
+                competition = kernel / "data" / "competition" / "hidden"
+                rows_limit = min(images, len(test))
+                one_s, many_s = [], []
+                for _ in range(warmup + repeat):
+                    one, many = fold_processes(build, competition, card, folds, rows_limit, Path(tmp))
+                    one_s.append(one)
+                    many_s.append(many)
+                one, many = statistics.median(one_s[warmup:]), statistics.median(many_s[warmup:])
+                rows.append(Row("inference", f"{models[0]}: {folds} folds, one process", one, " s",
+                                f"{folds} processes", many, many / one, "> 1x (less time)",
+                                {"folds": folds, "images": rows_limit, "one_s": one_s[warmup:], "many_s": many_s[warmup:]}))
         finally:
             sys.path.remove(str(build.code_dir))
     return rows

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder import __version__
+from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.files import (
     HashCache,
     Manifest,
@@ -35,6 +36,7 @@ from builder.bundle.files import (
 )
 from builder.bundle.model_weights import publishes_model, weights_model_id, write_model_metadata
 from builder.bundle.models import prepare_models  # imports torch and timm only when a kernel has models
+from builder.bundle.preflight import check_against_public_data
 from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
 from builder.errors import BundleError
 from builder.notebook.render import cells_for, notebook_text, render_notebook, script_text
@@ -92,6 +94,8 @@ class BuildResult:
     weights_bytes: int
     # [weights] publish = "model": owner/model/framework/variation (and weights_dataset is None).
     weights_model: str | None = None
+    # What a model card's opt-ins did: pickles loaded with allow_pickle, keys left out with strict = false.
+    model_notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     out_dir = out_dir_of(kernel_dir, settings.out_dir)
     _check_out_dir(out_dir, kernel_dir)
     code_files, weights_files = _selections(spec, kernel_dir)
+    check_against_public_data(spec, kernel_dir)  # widths, post-processing, test ids: before anything is staged
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-staging-"))
@@ -190,11 +195,8 @@ def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], di
     code.update(source_package_files(spec, kernel_dir))  # the install cell compiles them from the code dataset
     weights = select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights", allow_links=True)
     for card in spec.models:
-        source = kernel_dir / card.checkpoint
-        if not source.is_file():
-            raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}.checkpoint: missing weight file {card.checkpoint}",
-                              hint=f"put the checkpoint at {source} or fix the path")
-        weights.setdefault(card.checkpoint, source)
+        for checkpoint in checkpoint_sources(card, kernel_dir):  # one per fold; each must exist
+            weights.setdefault(checkpoint, kernel_dir / checkpoint)
     for relative in code:
         if relative.split("/")[0] in RESERVED:
             raise BundleError(f"{relative}: this name is reserved for kkb in the code dataset", hint="rename the file or folder")
@@ -245,7 +247,23 @@ def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, ker
         code_hash=code_manifest.content_hash,
         weights_hash=weights_manifest.content_hash if weights_manifest else None,
         code_bytes=code_manifest.total_bytes, weights_bytes=weights_manifest.total_bytes if weights_manifest else 0,
+        model_notes=model_notes(cards),
     )
+
+
+def model_notes(cards: list[dict[str, Any]]) -> tuple[str, ...]:
+    """One line per checkpoint that loaded only through a card's opt-in (also in kkb_kernel.json)."""
+    notes = []
+    for card in cards:
+        for entry in card.get("checkpoints") or ():
+            if entry.get("loaded_with", "weights_only") != "weights_only":
+                notes.append(f"models.{card['name']}: {entry['source']} loaded with {entry['loaded_with']}")
+            left_out = entry.get("left_out") or {}
+            for kind in ("missing", "unexpected"):
+                if left_out.get(kind):
+                    notes.append(f"models.{card['name']}: {entry['source']}: strict = false left {len(left_out[kind])} "
+                                 f"{kind} key(s) out: {', '.join(left_out[kind][:8])}")
+    return tuple(notes)
 
 
 def _stage_weights(stage: Path, previous: Path, spec: KernelSpec, names: _Names, kernel_dir: Path,
@@ -254,7 +272,7 @@ def _stage_weights(stage: Path, previous: Path, spec: KernelSpec, names: _Names,
     stage.mkdir(parents=True)
     # Checkpoints never ship as they are: prepare_models reads them from the kernel folder and writes the
     # normalised files, so copying them into the stage first would only be undone (gigabytes, each build).
-    checkpoints = {card.checkpoint for card in spec.models}
+    checkpoints = {path for card in spec.models for path in checkpoint_sources(card, kernel_dir)}
     stage_files({rel: path for rel, path in files.items() if rel not in checkpoints}, stage, cache, previous=previous)
     cards = _prepare_models(spec, kernel_dir, stage, previous, cache, code_files) if spec.models else []
     if not any(stage.rglob("*")):
@@ -280,7 +298,8 @@ def _prepare_models(spec: KernelSpec, kernel_dir: Path, stage: Path, previous: P
     if reused is None:
 
         reused = prepare_models(spec, kernel_dir, stage)
-    written = {card["checkpoint"]: _stat(stage / card["checkpoint"]) for card in reused}
+    written = {entry["file"]: _stat(stage / entry["file"]) for card in reused  # every fold's file
+               for entry in card.get("checkpoints") or [{"file": card["checkpoint"]}]}
     (stage.parent / MODELS_RECORD).write_text(json.dumps({"key": key, "cards": reused, "files": written}, sort_keys=True))
     return reused
 
@@ -289,7 +308,9 @@ def _models_key(spec: KernelSpec, kernel_dir: Path, cache: HashCache, code_files
     from importlib import metadata
 
     inputs: dict[str, Any] = {"kkb": __version__, "cards": [card.model_dump(mode="json") for card in spec.models]}
-    sources = {path: kernel_dir / path for card in spec.models for path in (card.checkpoint, card.transforms) if path}
+    sources = {path: kernel_dir / path for card in spec.models
+               for path in (*checkpoint_sources(card, kernel_dir), card.transforms,
+                            card.tta_random.transforms if card.tta_random else None) if path}
     sources.update(code_files)  # custom transforms live in the user's code
     inputs["files"] = {rel: _cached_sha256(path, cache) for rel, path in sorted(sources.items()) if path.is_file()}
     versions = {}
@@ -357,6 +378,7 @@ def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]],
         # What kkb_runtime.inputs.find_input looks up by name: each [[inputs]] and where Kaggle mounts it.
         "inputs": [{"name": item.input_name, "kind": item.kind, "ref": item.ref, "mount": item.mount_target}
                    for item in spec.inputs],
+        "postprocess": [stage.model_dump(exclude_unset=True) for stage in spec.postprocess],
     }
 
 
@@ -396,6 +418,7 @@ def _template_context(spec: KernelSpec, names: _Names, kernel_dir: Path, provena
         "weights": [step.weight for step in spec.steps], "submission": spec.submission.model_dump(),
         "evaluation_api": spec.evaluation_api.model_dump() if spec.evaluation_api else None,
         "gateway_paths": list(spec.evaluation_api.gateway_paths) if spec.evaluation_api else [],
+        "postprocess": [stage.model_dump() for stage in spec.postprocess],
     }
 
 

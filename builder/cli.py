@@ -86,6 +86,8 @@ def build(
     console.print(f"  code     {result.code_dataset}  {result.code_hash}")
     console.print(f"  weights  {result.weights_dataset or result.weights_model}  {result.weights_hash}")
     console.print(f"  notebook {result.notebook_path}")
+    for note in result.model_notes:
+        console.print(f"  note     {note}", markup=False, highlight=False)  # file names may hold [brackets]
 
 
 @app.command()

@@ -125,8 +125,10 @@ def test_a_pickle_of_objects_is_still_described_as_one(tmp_path: Path) -> None:
 
     torch.save({"model": PickledThing()}, tmp_path / "saved.pth")
     card = _card(tmp_path, (tmp_path / "saved.pth").read_bytes())
-    with pytest.raises(ModelError, match="it pickles objects, not just tensors"):
+    # Issue 12: the refusal quotes torch's line naming the class, and the hint names the per-card opt-in.
+    with pytest.raises(ModelError, match="Unsupported global: GLOBAL tests.test_client_hardening.PickledThing") as raised:
         read_training_checkpoint(card, tmp_path)
+    assert "allow_pickle = true" in (raised.value.hint or "") and "\x1b[" not in raised.value.message
 
 
 # -- kernel.toml -----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import zipfile
 from pathlib import Path
 
@@ -66,19 +67,27 @@ def test_python_metric_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("submission", "message"),
     [
-        ("id,z\n1,1\n2,0\n", "lacks columns ['y']"),
-        ("id,y\n1,1\n", "has 1 rows, expected 2"),
-        ("id,y\n1,1\n1,0\n", "duplicate ids"),
-        ("id,y\n1,1\n9,0\n", "ids that are not in the test set"),
-        ("id,y\n1,1\n2,\n", "empty values"),
-        ("id,y\n1,yes\n2,no\n", "non-numeric predictions"),
+        ("id,z\n1,1\n2,0\n", "missing column(s): y; extra column(s): z"),
+        ("id,y\n1,1\n", "row count: expected 2 rows (as the sample submission), got 1"),
+        ("id,y\n1,1\n1,0\n", "duplicate ids: 1 (e.g. '1'), 1 extra row(s)"),
+        ("id,y\n1,1\n9,0\n", "ids do not match the sample submission: 1 missing (e.g. '2'), 1 unexpected (e.g. '9')"),
+        ("id,y\n1,1\n2,\n", "NaN in target column 'y': 1 rows"),
+        ("id,y\n1,yes\n2,no\n", "non-numeric values in target column 'y': 2 rows"),
         ("", "not a readable CSV"),
     ],
     ids=["column", "rows", "duplicates", "unknown-id", "empty", "non-numeric", "empty-file"],
 )
 def test_unscorable_submissions(tmp_path: Path, submission: str, message: str) -> None:
-    with pytest.raises(ScoringError, match=message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(ScoringError, match=re.escape(message)):
         score(tmp_path, "rmse", "id,y\n1,1\n2,0\n", submission)
+
+
+def test_scoring_refuses_floats_where_the_sample_holds_integers(tmp_path: Path) -> None:
+    (tmp_path / "hidden").mkdir()
+    (tmp_path / "hidden" / "sample_submission.csv").write_text("id,label\na.jpg,0\nb.jpg,0\n")
+    with pytest.raises(ScoringError, match=r"float values in column 'label', where the sample submission holds integers"):
+        score(tmp_path, "accuracy", "id,label\na.jpg,1\nb.jpg,3\n", "id,label\na.jpg,1.0\nb.jpg,3.0\n", ("label",))
+    assert score(tmp_path, "accuracy", "id,label\na.jpg,1\nb.jpg,3\n", "id,label\nb.jpg,3\na.jpg,1\n", ("label",)) == (1.0, 1.0)
 
 
 def test_auc_with_one_class_is_a_scoring_error(tmp_path: Path) -> None:

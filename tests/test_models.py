@@ -351,3 +351,144 @@ def test_a_file_that_is_not_a_pipeline_is_refused(tmp_path: Path, state: dict[st
     with pytest.raises(ModelError, match=r"not an albumentations pipeline"):
         prepare(kernel, spec_for(transforms="transforms.json"))
 
+
+
+# --- real training checkpoints, factories, remapping, folds (issue 12) ------------------------------
+
+def test_trainer_checkpoints_with_numpy_load_without_opting_in(tmp_path: Path, state: dict[str, Any]) -> None:
+    import numpy as np
+
+    save(tmp_path / "kernel", {"model": state, "preds": np.zeros((4, 3)), "best_auc": np.float64(0.91),
+                               "epoch": 7, "step": np.int64(300), "optimizer": {"state": {}, "param_groups": [{"lr": 0.1}]}})
+    (card,), stage = prepare(tmp_path / "kernel", spec_for())
+    assert card["source_key"] == "model" and card["checkpoints"][0]["loaded_with"] == "weights_only"
+    assert_same_weights(written_state(stage, card), state)
+
+
+def test_other_classes_are_refused_quoting_torch_and_load_only_with_the_opt_in(tmp_path: Path, state: dict[str, Any]) -> None:
+    save(tmp_path / "kernel", {"state_dict": state, "config": _Opaque()})
+    with pytest.raises(ModelError) as caught:
+        prepare(tmp_path / "kernel", spec_for())
+    assert caught.value.message.endswith(
+        "torch.load(weights_only=True) refused it: WeightsUnpickler error: Unsupported global: GLOBAL "
+        "tests.test_models._Opaque was not an allowed global by default. Please use "
+        "`torch.serialization.add_safe_globals([tests.test_models._Opaque])` or the "
+        "`torch.serialization.safe_globals([tests.test_models._Opaque])` context manager to allowlist this global "
+        "if you trust this class/function.")
+    assert "\x1b" not in caught.value.message + caught.value.hint
+    assert "allow_pickle = true in [[models]] 'net'" in caught.value.hint
+    (card,), _ = prepare(tmp_path / "kernel", spec_for(allow_pickle=True), tmp_path / "stage2")
+    assert card["allow_pickle"] is True
+    assert card["checkpoints"][0]["loaded_with"] == "torch.load(weights_only=False) (allow_pickle = true)"
+
+
+FACTORY = '''
+import timm
+import torch
+
+
+class Net(torch.nn.Module):
+    """A user's module: a timm backbone without its classifier, and a head of its own."""
+
+    def __init__(self, backbone="test_efficientnet", out_dim=3):
+        super().__init__()
+        self.backbone = timm.create_model(backbone, pretrained=False, num_classes=0)
+        self.head = torch.nn.Sequential(torch.nn.Dropout(0.1), torch.nn.Linear(self.backbone.num_features, out_dim))
+
+    def forward(self, x):
+        return self.head(self.backbone(x))
+
+
+def build(**kwargs):
+    return Net(**kwargs)
+'''
+
+
+def factory_kernel(root: Path) -> tuple[Path, Any]:
+    package = f"userfac_{uuid.uuid4().hex[:8]}"
+    kernel = build_file_tree(root / "kernel", {f"{package}/__init__.py": "", f"{package}/model.py": FACTORY})
+    sys.path.insert(0, str(kernel))
+    try:
+        module = __import__(f"{package}.model", fromlist=["Net"])
+        torch.manual_seed(0)
+        net = module.Net(out_dim=3)
+    finally:
+        sys.path.remove(str(kernel))
+    return kernel, (package, net)
+
+
+def test_a_factory_card_loads_like_an_arch_card(tmp_path: Path) -> None:
+    kernel, (package, net) = factory_kernel(tmp_path)
+    # saved by another wrapper: every key under "net." and the head renamed
+    saved = {"net." + name.replace("head.1.", "fc."): value for name, value in net.state_dict().items()}
+    save(kernel, {"model": saved, "epoch": 2})
+    card_args = {"arch": None, "factory": f"{package}.model:build", "model_kwargs": {"out_dim": 3}, "input_size": [32, 32]}
+    with pytest.raises(ModelError) as caught:
+        prepare(kernel, spec_for(**card_args))
+    assert "missing keys" in caught.value.message and caught.value.message.startswith(
+        f"model 'net': checkpoint weights/net.pth does not fit {package}.model:build(out_dim=3)")
+    (card,), stage = prepare(kernel, spec_for(**card_args, strip_prefix="net.", key_rename=[[r"^fc\.", "head.1."]]),
+                             tmp_path / "stage2")
+    assert_same_weights(written_state(stage, card), net.state_dict())
+    assert card["mean"] == list(net.backbone.pretrained_cfg["mean"])  # the backbone's timm config
+    with pytest.raises(ModelError, match=r"the model outputs 3 values per image, num_classes = 5"):
+        prepare(kernel, spec_for(**card_args, num_classes=5, strip_prefix="net.", key_rename=[[r"^fc\.", "head.1."]]),
+                tmp_path / "stage3")
+    with pytest.raises(ModelError, match=rf"factory '{package}.model:nope': module '{package}.model' has no attribute 'nope'"):
+        prepare(kernel, spec_for(**{**card_args, "factory": f"{package}.model:nope"}), tmp_path / "stage4")
+
+
+def test_non_strict_loading_only_when_asked_and_listed(tmp_path: Path, state: dict[str, Any]) -> None:
+    partial = {name: value for name, value in state.items() if not name.startswith("classifier.")}
+    partial["aux.weight"] = torch.zeros(2)
+    save(tmp_path / "kernel", partial)
+    with pytest.raises(ModelError, match=r"missing keys \(2\): classifier.weight, classifier.bias"):
+        prepare(tmp_path / "kernel", spec_for())
+    (card,), stage = prepare(tmp_path / "kernel", spec_for(strict=False), tmp_path / "stage2")
+    assert card["checkpoints"][0]["left_out"] == {"missing": ["classifier.weight", "classifier.bias"],
+                                                  "unexpected": ["aux.weight"]}
+    assert "aux.weight" not in written_state(stage, card)
+    model = runtime.load_model(card, stage)  # the kernel loads it too
+    assert torch.equal(model.state_dict()["conv_stem.weight"], state["conv_stem.weight"])
+
+
+def test_folds_from_a_glob_each_checked_and_written(tmp_path: Path) -> None:
+    folds = [fresh_state(seed=seed) for seed in range(3)]
+    for index, fold in enumerate(folds):
+        save(tmp_path / "kernel", {"model": fold, "preds": __import__("numpy").ones(3)}, f"weights/net_fold{index}.pth")
+    (card,), stage = prepare(tmp_path / "kernel", spec_for(checkpoint="weights/net_fold*.pth", fold_weights=[1, 1, 2]))
+    assert [entry["source"] for entry in card["checkpoints"]] == [f"weights/net_fold{i}.pth" for i in range(3)]
+    for entry, fold in zip(card["checkpoints"], folds):
+        assert_same_weights(runtime.read_checkpoint(stage / entry["file"]), fold)
+    broken = dict(folds[0])
+    broken["classifier.bias"] = torch.zeros(5)
+    save(tmp_path / "kernel", broken, "weights/net_fold1.pth")
+    with pytest.raises(ModelError, match=r"checkpoint weights/net_fold1.pth does not fit"):
+        prepare(tmp_path / "kernel", spec_for(checkpoint="weights/net_fold*.pth"), tmp_path / "stage2")
+
+
+def test_a_glob_that_matches_nothing_or_the_wrong_number_of_folds_is_refused(tmp_path: Path) -> None:
+    from builder.bundle.checkpoints import checkpoint_sources
+    from builder.errors import BundleError
+
+    kernel = tmp_path / "kernel"
+    for index in range(3):
+        save(kernel, {"model": {}}, f"weights/f{index}.pth")
+    card = spec_for(checkpoint="weights/f*.pth", fold_weights=[1.0, 2.0]).models[0]
+    with pytest.raises(BundleError) as caught:
+        checkpoint_sources(card, kernel)
+    assert caught.value.message == (f"{kernel}/kernel.toml: models.net.fold_weights: 2 weights for 3 checkpoints "
+                                    "(weights/f0.pth, weights/f1.pth, weights/f2.pth)")
+    with pytest.raises(BundleError, match=r"models.net.checkpoint: 'weights/g\*.pth' matches no file"):
+        checkpoint_sources(spec_for(checkpoint="weights/g*.pth").models[0], kernel)
+
+
+def test_the_build_output_records_what_the_opt_ins_did() -> None:
+    from builder.build import model_notes
+
+    cards = [{"name": "net", "checkpoints": [
+        {"source": "weights/a.pth", "loaded_with": "torch.load(weights_only=False) (allow_pickle = true)",
+         "left_out": {"missing": ["head.weight"], "unexpected": []}}]}]
+    assert model_notes(cards) == (
+        "models.net: weights/a.pth loaded with torch.load(weights_only=False) (allow_pickle = true)",
+        "models.net: weights/a.pth: strict = false left 1 missing key(s) out: head.weight")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from builder.kkb_runtime import commit, inputs, install, steps, submission
+from builder.kkb_runtime import commit, inputs, install, postprocess, steps, submission
 
 SAMPLE = pd.DataFrame({"id": ["a", "b", "c"], "target": [0.0, 0.0, 0.0]})
 
@@ -29,7 +29,7 @@ def _frame(ids, values, column="target"):
                      "ids do not match the sample submission: 1 missing (e.g. 'c'), 1 unexpected (e.g. 'x')", id="ids"),
         pytest.param(_frame(["a", "c", "b"], [1.0, 2.0, 3.0]),
                      "ids are not in the sample submission's order (row 1: expected 'b', got 'c')", id="order"),
-        pytest.param(_frame(["a", "a", "c"], [1.0, 2.0, 3.0]), "duplicate ids: 1 (e.g. 'a')", id="duplicates"),
+        pytest.param(_frame(["a", "a", "c"], [1.0, 2.0, 3.0]), "duplicate ids: 1 (e.g. 'a'), 1 extra row(s)", id="duplicates"),
         pytest.param(_frame(["a", "b", "c"], [1.0, np.nan, 3.0]), "NaN in target column 'target': 1 rows", id="nan"),
         pytest.param(_frame(["a", "b", "c"], [1.0, np.inf, 3.0]), "inf in target column 'target': 1 rows", id="inf"),
         pytest.param(_frame(["a", "b", "c"], ["1.0", "cat", "3"]),
@@ -135,6 +135,13 @@ def test_step_sees_the_kernel_environment(tmp_path: Path) -> None:
     assert Path(result.output).read_text() == f"echo,4,{tmp_path / 'comp'}|{tmp_path}"
 
 
+def test_a_step_sets_its_own_environment_under_kkbs(tmp_path: Path) -> None:
+    found = inputs.Inputs(code=tmp_path, weights=None, competition=tmp_path / "comp", working=tmp_path)
+    env = steps.step_environment(found, tmp_path / "c.json", "s", tmp_path / "s.csv", None,
+                                 {"OMP_NUM_THREADS": "2", "KKB_STEP_NAME": "mine"})
+    assert env["OMP_NUM_THREADS"] == "2" and env["KKB_STEP_NAME"] == "s"
+
+
 @pytest.mark.parametrize(
     ("version", "expected"),
     [
@@ -169,3 +176,94 @@ def test_a_step_can_record_its_gpu_peak(tmp_path: Path) -> None:
     plain = steps.run_step({"name": "echo", "run": "python -c \"import sys; open(sys.argv[1], 'w').write('x')\" {out}"},
                            found, tmp_path / "c.json", tmp_path)
     assert plain.peak_gpu_bytes is None
+
+
+# --- output types like the sample (issue 12) ------------------------------------------------------
+
+LABELS = pd.DataFrame({"id": ["a.jpg", "b.jpg", "c.jpg"], "label": [4, 4, 4]})
+
+
+@pytest.mark.parametrize(
+    ("frame", "problem"),
+    [
+        pytest.param(pd.DataFrame({"id": ["a.jpg", "b.jpg", "c.jpg"], "label": [1.0, 2.5, 3.0]}),
+                     "float values in column 'label', where the sample submission holds integers: 3 rows (e.g. 2.5); "
+                     "write integers (post-process with argmax or threshold)", id="float-in-int"),
+        pytest.param(pd.DataFrame({"id": ["a.jpg", "b.jpg", "c.jpg"], "label": [1.0, 2.0, 3.0]}),
+                     "float values in column 'label', where the sample submission holds integers: 3 rows "
+                     "(e.g. 1.0, 2.0, 3.0); write integers (post-process with argmax or threshold)", id="whole-floats"),
+        pytest.param(pd.DataFrame({"id": ["a.jpg", "a.jpg", "b.jpg", "c.jpg"], "label": [1, 1, 2, 3]}),
+                     "duplicate ids: 1 (e.g. 'a.jpg'), 1 extra row(s)", id="duplicates"),
+        pytest.param(pd.DataFrame({"id": ["a.jpg", "b.jpg"], "label": [1, 2]}),
+                     "ids do not match the sample submission: 1 missing (e.g. 'c.jpg')", id="missing-ids"),
+        pytest.param(pd.DataFrame({"id": ["a.jpg", "b.jpg", "c.jpg"], "label": [1, "x", 3]}),
+                     "non-numeric values in target column 'label': 1 rows (e.g. 'x')", id="string-in-int"),
+    ],
+)
+def test_check_refuses_what_the_sample_types_forbid(frame: pd.DataFrame, problem: str) -> None:
+    assert problem in submission.check_submission(frame, LABELS, "id")
+
+
+def test_duplicated_ids_are_not_reported_as_a_row_count() -> None:
+    frame = pd.DataFrame({"id": ["a.jpg", "a.jpg", "b.jpg", "c.jpg"], "label": [1, 1, 2, 3]})
+    assert not [p for p in submission.check_submission(frame, LABELS, "id") if p.startswith("row count")]
+
+
+def test_columns_are_written_with_the_sample_types(tmp_path: Path) -> None:
+    sample = pd.DataFrame({"id": ["a", "b"], "label": [0, 0], "prob": [0.5, 0.5], "name": ["x", "y"]})
+    frame = pd.DataFrame({"id": ["a", "b"], "label": [1.0, 3.0], "prob": [0.123456, 0.6], "name": [1, 2]})
+    rounded = submission.round_predictions(frame, ["label", "prob", "name"], 0, sample)
+    cast = submission.cast_like_sample(rounded, sample, ["label", "prob", "name"])
+    assert submission.check_submission(cast, sample, "id") == []
+    path = submission.write_submission(cast, tmp_path / "submission.csv")
+    assert path.read_text() == "id,label,prob,name\na,1,0.0,1\nb,3,1.0,2\n"
+
+
+def test_rounding_never_turns_a_fraction_into_a_label() -> None:
+    sample = pd.DataFrame({"id": ["a"], "label": [0]})
+    frame = pd.DataFrame({"id": ["a"], "label": [0.6]})
+    cast = submission.cast_like_sample(submission.round_predictions(frame, ["label"], 0, sample), sample, ["label"])
+    assert cast["label"].tolist() == [0.6]
+    assert "float values in column 'label'" in submission.check_submission(cast, sample, "id")[0]
+
+
+# --- post-processing (issue 12) ---------------------------------------------------------------------
+
+def _probs() -> pd.DataFrame:
+    return pd.DataFrame({"id": ["a", "b"], "p0": [0.1, 0.7], "p1": [0.6, 0.2], "p2": [0.3, 0.1]})
+
+
+def test_argmax_into_a_label_through_a_label_map() -> None:
+    out = postprocess.apply(_probs(), [{"kind": "argmax", "into": "label", "labels": [10, 11, 12]}], "id", ["p0", "p1", "p2"])
+    assert out.to_dict("list") == {"id": ["a", "b"], "label": [11, 10]}
+    assert out["label"].dtype == np.int64
+    named = postprocess.apply(_probs(), [{"kind": "argmax", "into": "label", "labels": ["x", "y", "z"]}], "id", ["p0", "p1", "p2"])
+    assert named["label"].tolist() == ["y", "x"]
+
+
+def test_threshold_clip_and_a_user_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "userpost.py").write_text("def double(frame):\n    frame['p0'] = frame['p0'] * 2\n    return frame\n"
+                                          "def broken(frame):\n    return frame.to_numpy()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    stages = [{"kind": "function", "function": "userpost:double"}, {"kind": "clip", "columns": ["p0"], "max": 1.0},
+              {"kind": "threshold", "columns": ["p1"], "value": 0.5}]
+    out = postprocess.apply(_probs(), stages, "id", ["p0", "p1", "p2"])
+    assert out["p0"].tolist() == pytest.approx([0.2, 1.0])
+    assert out["p1"].tolist() == [1, 0]
+    with pytest.raises(postprocess.PostprocessError, match=r"postprocess\[0\] \(function\): userpost:broken returned ndarray, not a pandas DataFrame"):
+        postprocess.apply(_probs(), [{"kind": "function", "function": "userpost:broken"}], "id", ["p0"])
+
+
+def test_output_columns_follow_the_stages() -> None:
+    stages = [{"kind": "argmax", "into": "label"}, {"kind": "clip", "min": 0}]
+    assert postprocess.output_columns(stages, ["p0", "p1"]) == ["label"]
+    assert postprocess.output_columns([{"kind": "function", "function": "m:f"}], ["p0"]) is None
+
+
+def test_column_types_override_a_sample_of_integer_placeholders() -> None:
+    sample = pd.DataFrame({"id": ["a", "b"], "ETT": [0, 0], "label": [0, 0]})
+    frame = pd.DataFrame({"id": ["a", "b"], "ETT": [0.25, 0.75], "label": [1, 2]})
+    assert "float values in column 'ETT'" in submission.check_submission(frame, sample, "id")[0]
+    assert submission.check_submission(frame, sample, "id", column_types={"ETT": "float"}) == []
+    retyped = submission.retype_sample(sample, {"*": "float"}, "id")
+    assert retyped["ETT"].dtype == float and retyped["id"].tolist() == ["a", "b"]

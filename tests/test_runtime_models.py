@@ -95,7 +95,7 @@ def test_the_device_command_reports_this_machine(tmp_path: Path) -> None:
 
 def test_importing_the_runtime_loads_no_heavy_library_and_no_builder(tmp_path: Path) -> None:
     probe = ("import sys, kkb_runtime.__main__, kkb_runtime.predict, kkb_runtime.models, kkb_runtime.transforms, "
-             "kkb_runtime.device, kkb_runtime.tta; "
+             "kkb_runtime.device, kkb_runtime.tta, kkb_runtime.checkpoints, kkb_runtime.postprocess; "
              "print(sorted(m for m in ('torch', 'timm', 'albumentations', 'builder') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True,
                             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "builder")}, timeout=60)
@@ -334,3 +334,62 @@ def test_run_model_averages_tta_views_and_extracts_features(tmp_path: Path) -> N
     assert features.shape == (5, source.num_features)
     predict.write_output(feature_job, features)
     assert pd.read_csv(tmp_path / "out.csv").columns[:3].tolist() == ["id", "feat_0", "feat_1"]
+
+
+# --- folds, weighted and random TTA, test layouts (issue 12) ----------------------------------------
+
+def test_folds_run_one_after_another_and_average_with_weights(tmp_path: Path) -> None:
+    from PIL import Image
+    from safetensors.torch import save_file
+
+    sources = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        sources.append(timm.create_model("test_efficientnet", pretrained=False, num_classes=3).eval())
+        save_file(sources[-1].state_dict(), str(tmp_path / f"fold{seed}.safetensors"))
+    paths = []
+    for index in range(3):
+        paths.append(tmp_path / f"{index}.jpg")
+        Image.fromarray(image(index, (32, 32))).save(paths[-1], quality=95)
+    card = {**CARD, "checkpoint": "fold1.safetensors", "input_size": [32, 32], "mean": [0.5] * 3, "std": [0.25] * 3,
+            "interpolation": "bilinear", "transforms": None, "tta": ["hflip"], "tta_weights": {"identity": 3.0, "hflip": 1.0},
+            "batch_size": 2, "num_workers": 0, "fold_weights": [1.0, 3.0],
+            "checkpoints": [{"file": "fold1.safetensors"}, {"file": "fold2.safetensors"}]}
+    job = predict.Job(card, ["0.jpg", "1.jpg", "2.jpg"], paths, "id", ["a", "b", "c"], tmp_path, tmp_path / "out.csv")
+    got = predict.run_model(job, devices.DeviceChoice("cpu", "test"))
+    batch = torch.stack([predict.ImageDataset(paths, pipelines.inference_pipeline(card), 3)[i] for i in range(3)])
+    with torch.no_grad():
+        per_fold = [(3 * model(batch).softmax(1) + model(batch.flip(3)).softmax(1)) / 4 for model in sources]
+    assert np.allclose(got, ((per_fold[0] + 3 * per_fold[1]) / 4).numpy(), atol=1e-5)
+
+
+def test_random_tta_passes_are_seeded_views(monkeypatch: pytest.MonkeyPatch) -> None:
+    augment = A.Compose([A.HorizontalFlip(p=0.5), A.RandomBrightnessContrast(p=1.0)])
+    card = {"input_size": [16, 16], "mean": [0.5] * 3, "std": [0.25] * 3, "interpolation": "bilinear", "transforms": None}
+    monkeypatch.setattr(predict, "read_image", lambda path, in_chans=3: image(0, (16, 16)))
+    dataset = predict.ImageDataset([Path("a"), Path("b")], pipelines.inference_pipeline(card), 3, augment, passes=4, seed=7)
+    first, again = dataset[0], dataset[0]
+    assert first.shape == (5, 3, 16, 16) and torch.equal(first, again)
+    assert not torch.equal(first[1], first[2])
+    forward = lambda x: x.mean(dim=(1, 2, 3)).unsqueeze(1)  # noqa: E731
+    stacked = first.unsqueeze(0)
+    plain_only = tta.averaged(forward, stacked, tta.resolve([]), {"random": 0.0})
+    assert torch.allclose(plain_only, forward(stacked[:, 0]))
+    mixed = tta.averaged(forward, stacked, tta.resolve([]), {"identity": 2.0, "random": 0.5})
+    want = (2 * forward(stacked[:, 0]) + 0.5 * sum(forward(stacked[:, k]) for k in range(1, 5))) / 4
+    assert torch.allclose(mixed, want)
+
+
+def test_ids_with_extensions_nested_folders_and_a_listing_csv(tmp_path: Path) -> None:
+    from PIL import Image
+
+    for name in ("test/abc.jpg", "test/d1/d2/xyz.png"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(image()).save(tmp_path / name)
+    assert predict.image_paths(["abc.jpg", "xyz", "d1/d2/xyz.png"], tmp_path / "test") == [
+        tmp_path / "test/abc.jpg", tmp_path / "test/d1/d2/xyz.png", tmp_path / "test/d1/d2/xyz.png"]
+    (tmp_path / "test.csv").write_text("StudyInstanceUID,path\n1.2.3,test/abc.jpg\n4.5.6,test/d1/d2/xyz.png\n")
+    assert predict.image_paths(["4.5.6", "1.2.3"], tmp_path / "test.csv", "StudyInstanceUID") == [
+        tmp_path / "test/d1/d2/xyz.png", tmp_path / "test/abc.jpg"]
+    with pytest.raises(predict.PredictError, match=r"1 of 1 ids have no image"):
+        predict.image_paths(["9.9"], tmp_path / "test.csv", "StudyInstanceUID")

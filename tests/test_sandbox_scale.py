@@ -69,3 +69,15 @@ def test_scale_one_is_a_plain_copy_and_bad_input_is_an_error(tmp_path: Path) -> 
         scale_competition_data(source, tmp_path / "zero", 0, id_column="id")
     with pytest.raises(DryRunError, match="no id column 'row_id'"):
         scale_competition_data(source, tmp_path / "bad", 2, id_column="row_id")
+
+
+def test_ids_that_carry_an_extension_keep_it_last(tmp_path: Path) -> None:
+    source = build_file_tree(tmp_path / "public", {
+        "sample_submission.csv": "image_id,label\nabc.jpg,4\nd.e.f.jpg,4\n",
+        "test_images/abc.jpg": b"\xff\xd8a", "test_images/d.e.f.jpg": b"\xff\xd8d",
+    })
+    scaled = scale_competition_data(source, tmp_path / "scaled", 2, id_column="image_id", test="test_images")
+    ids = list(pd.read_csv(scaled.path / "sample_submission.csv")["image_id"])
+    assert ids == ["abc.jpg", "d.e.f.jpg", "abc_r1.jpg", "d.e.f_r1.jpg"]
+    assert sorted(path.name for path in (scaled.path / "test_images").iterdir()) == [
+        "abc.jpg", "abc_r1.jpg", "d.e.f.jpg", "d.e.f_r1.jpg"]

@@ -102,3 +102,43 @@ def test_example_kernels_are_valid() -> None:
     root = Path(__file__).resolve().parent.parent / "kernels"
     for folder in sorted(p for p in root.iterdir() if (p / "kernel.toml").is_file()):
         load_spec(folder)
+
+
+def _card(**card: object) -> dict:
+    return _with("models", [{"name": "m", "arch": "test_efficientnet", "checkpoint": "w.pt", "num_classes": 2, **card}])
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        pytest.param(_card(factory="pkg.model:build"),
+                     "kernel.toml: models[0]: [[models]] 'm': set exactly one of arch (a timm architecture) or factory "
+                     "('package.module:function' returning the nn.Module)", id="arch-and-factory"),
+        pytest.param(_card(arch=None, factory="pkg.model"),
+                     "kernel.toml: models[0].factory: 'pkg.model' is not 'package.module:function' (a function of your code "
+                     "that returns the nn.Module)", id="factory-shape"),
+        pytest.param(_card(fold_weights=[1.0, 2.0]),
+                     "kernel.toml: models[0]: [[models]] 'm': fold_weights needs several checkpoints (a list or a glob)",
+                     id="fold-weights-one-checkpoint"),
+        pytest.param(_card(checkpoint=["a.pt", "b.pt"], fold_weights=[1.0]),
+                     "kernel.toml: models[0]: [[models]] 'm': 1 fold_weights for 2 checkpoints", id="fold-weights-count"),
+        pytest.param(_card(tta=["hflip"], tta_weights={"vflip": 1.0}),
+                     "kernel.toml: models[0]: [[models]] 'm': tta_weights names vflip, which this card does not run; "
+                     "its views: hflip, identity", id="tta-weight-unknown-view"),
+        pytest.param(_card(key_rename=[["(", "x"]]),
+                     "kernel.toml: models[0].key_rename: '(' is not a regular expression: missing ), unterminated "
+                     "subpattern at position 0", id="bad-regex"),
+        pytest.param(_with("postprocess", [{"kind": "argmax", "value": 0.3}]),
+                     "kernel.toml: postprocess[0]: kind = 'argmax' takes columns, into, labels, not value", id="postprocess-key"),
+        pytest.param(_with("postprocess", [{"kind": "function"}]),
+                     "kernel.toml: postprocess[0]: kind = 'function' needs function = 'package.module:function' "
+                     "(DataFrame in, DataFrame out)", id="postprocess-function"),
+        pytest.param(_with("steps", [{"name": "a", "run": "python p.py", "env": {"KKB_STEP_OUT": "x"}}]),
+                     "kernel.toml: steps[0].env: 'KKB_STEP_OUT' is set by kkb for every step; a step cannot override it",
+                     id="step-env"),
+    ],
+)
+def test_bad_model_cards_and_postprocess(spec: dict, message: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(spec)
+    assert caught.value.message == message

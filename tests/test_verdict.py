@@ -34,7 +34,7 @@ def _problems(**columns: list[object]) -> list[str]:
     pytest.param({"id": ["c", "b", "a"], "target": [0.1, 0.2, 0.3]},
                  ["ids are not in the sample submission's order (row 0: expected 'a', got 'c')"], id="ids-order"),
     pytest.param({"id": ["a", "a", "b"], "target": [0.1, 0.2, 0.3]},
-                 ["duplicate ids: 1 (e.g. 'a')", "ids do not match the sample submission: 1 missing (e.g. 'c')"], id="duplicate-ids"),
+                 ["duplicate ids: 1 (e.g. 'a'), 1 extra row(s)", "ids do not match the sample submission: 1 missing (e.g. 'c')"], id="duplicate-ids"),
     pytest.param({"id": ["a", "b", "c"], "target": [0.1, math.nan, math.nan]},
                  ["NaN in target column 'target': 2 rows"], id="nan"),
     pytest.param({"id": ["a", "b", "c"], "target": [0.1, math.inf, -math.inf]},

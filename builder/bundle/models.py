@@ -26,7 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from builder.bundle.checkpoints import checkpoint_sources
 from builder.errors import ModelError
+from builder.kkb_runtime import checkpoints
 from builder.kkb_runtime import models as runtime
 from builder.kkb_runtime import transforms as pipelines
 from builder.project.spec import KernelSpec, ModelCard
@@ -41,55 +43,75 @@ def prepare_models(spec: KernelSpec, kernel_dir: Path, weights_stage: Path) -> l
 
 
 def prepare_model(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
-    state, source_key = read_training_checkpoint(card, kernel_dir)
-    model = build_model(card)
-    state, prefix = fit_checkpoint(card, model, state)
-    if card.half:
-        state = to_half(card, state)
-    relative = write_checkpoint(card, state, weights_stage, written)
-    verify_written(card, model, weights_stage / relative)
+    with user_code_importable(kernel_dir):  # a factory lives in the user's code
+        model = build_model(card)
     normalisation = resolve_normalisation(card, model)
+    check_output_width(card, model, normalisation)
+    folds = [prepare_checkpoint(card, model, kernel_dir, source, weights_stage, written)
+             for source in checkpoint_sources(card, kernel_dir, must_exist=False)]
     serialized = check_transforms(card, kernel_dir, normalisation)
     normalisation.update(_pipeline_normalisation(serialized))
+    first = folds[0]
     return {
         **card.model_dump(mode="json"),
         **normalisation,
-        "checkpoint": relative,
-        "checkpoint_sha256": written[relative],
-        "checkpoint_source": card.checkpoint,
-        "checkpoint_key": None,  # the written file is a plain state dict
-        "source_key": source_key,
-        "stripped_prefix": prefix,
+        "checkpoint": first["file"],
+        "checkpoint_sha256": first["sha256"],
+        "checkpoint_source": first["source"],
+        "checkpoints": folds,  # one entry per fold, run one after another and averaged
+        "checkpoint_key": None,  # the written files are plain state dicts
+        "source_key": first["source_key"],
+        "stripped_prefix": first["stripped_prefix"],
         "dtype": "float16" if card.half else "float32",
         "transforms": serialized,
         "transforms_source": card.transforms,
         "custom_transforms": pipelines.custom_classes(serialized) if serialized else [],
+        "tta_random": check_random_tta(card, kernel_dir, normalisation),
         "num_params": sum(int(parameter.numel()) for parameter in model.parameters()),
         "built_with": {package: metadata.version(package) for package in RECORDED_VERSIONS},
     }
 
 
+def prepare_checkpoint(card: ModelCard, model: Any, kernel_dir: Path, source: str, weights_stage: Path,
+                       written: dict[str, str]) -> dict[str, Any]:
+    """One fold: read, remap, fit strictly (or list what was left out), write, and load back."""
+    state, source_key = read_training_checkpoint(card, kernel_dir, source)
+    state = checkpoints.remap_keys(state, card.model_dump(mode="json"))
+    state, prefix, left_out = fit_checkpoint(card, model, state, source)
+    if card.half:
+        state = to_half(card, state)
+    relative = write_checkpoint(card, state, weights_stage, written, source)
+    verify_written(card, model, weights_stage / relative)
+    return {"file": relative, "sha256": written[relative], "source": source, "source_key": source_key,
+            "stripped_prefix": prefix, "left_out": left_out,
+            # the card's opt-in, recorded where the build's output shows it (kkb_kernel.json)
+            "loaded_with": "torch.load(weights_only=False) (allow_pickle = true)" if card.allow_pickle and
+                           not source.endswith(".safetensors") else "weights_only"}
+
+
 # --- checkpoint -----------------------------------------------------------------------------------
 
-def read_training_checkpoint(card: ModelCard, kernel_dir: Path) -> tuple[dict[str, Any], str | None]:
-    path = kernel_dir / card.checkpoint
+def read_training_checkpoint(card: ModelCard, kernel_dir: Path, source: str | None = None) -> tuple[dict[str, Any], str | None]:
+    source = source or card.checkpoint_patterns[0]
+    path = kernel_dir / source
     if not path.is_file():
-        raise ModelError(f"[[models]] '{card.name}': checkpoint {card.checkpoint} not found in {kernel_dir}",
+        raise ModelError(f"[[models]] '{card.name}': checkpoint {source} not found in {kernel_dir}",
                          hint="checkpoint is a path relative to the kernel folder; train or copy the file there first")
     if path.stat().st_size == 0:
-        raise ModelError(f"[[models]] '{card.name}': checkpoint {card.checkpoint} is empty (0 bytes)",
+        raise ModelError(f"[[models]] '{card.name}': checkpoint {source} is empty (0 bytes)",
                          hint="the file was truncated or never written: save or copy the checkpoint again")
     try:
-        return runtime.clean_state_dict(runtime.read_checkpoint(path), card.checkpoint_key)
+        return runtime.clean_state_dict(runtime.read_checkpoint(path, card.allow_pickle), card.checkpoint_key)
     except Exception as exc:
         if not _looks_like_checkpoint(path):
-            raise ModelError(f"[[models]] '{card.name}': {card.checkpoint} is not a checkpoint "
+            raise ModelError(f"[[models]] '{card.name}': {source} is not a checkpoint "
                              "(neither a torch.save file nor safetensors)",
                              hint="point checkpoint at the file torch.save or safetensors wrote") from None
         if isinstance(exc, runtime.ModelLoadError):
-            raise ModelError(f"[[models]] '{card.name}': {card.checkpoint}: {exc}", hint=_read_hint(str(exc))) from None
-        raise ModelError(f"[[models]] '{card.name}': {card.checkpoint} cannot be read: {type(exc).__name__}: {exc}",
-                         hint=_read_hint(str(exc))) from None
+            raise ModelError(f"[[models]] '{card.name}': {source}: {checkpoints.plain(str(exc))}",
+                             hint=_read_hint(str(exc), card)) from None
+        raise ModelError(f"[[models]] '{card.name}': {source} cannot be read: {type(exc).__name__}: {checkpoints.plain(str(exc))}",
+                         hint=_read_hint(str(exc), card)) from None
 
 
 # torch.save writes a zip (torch >= 1.6) or, the legacy format, a pickle (protocol 2+ starts with 0x80);
@@ -102,9 +124,11 @@ def _looks_like_checkpoint(path: Path) -> bool:
     return len(head) == 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < path.stat().st_size
 
 
-def _read_hint(message: str) -> str:
+def _read_hint(message: str, card: ModelCard) -> str:
     if "weights_only" in message:
-        return "re-save only the weights: torch.save(model.state_dict(), path) (or a dict of tensors and numbers)"
+        return ("re-save only the weights: torch.save(model.state_dict(), path) (tensors, numbers and numpy arrays load "
+                f"as they are); or, if you trust the file, set allow_pickle = true in [[models]] '{card.name}' "
+                "(the build records it)")
     if "no key" in message:
         return "set checkpoint_key in [[models]] to the entry that holds the weights, or remove it to let kkb pick"
     return "save the checkpoint with torch.save(model.state_dict(), path) or safetensors"
@@ -114,6 +138,8 @@ def build_model(card: ModelCard) -> Any:
     import timm
 
     runtime.offline()
+    if card.factory:
+        return _build_with_factory(card)
     if not timm.is_model(card.arch):
         close = difflib.get_close_matches(card.arch, timm.list_models(), n=3, cutoff=0.6)
         guess = f"did you mean {' or '.join(repr(name) for name in close)}? " if close else ""
@@ -126,18 +152,66 @@ def build_model(card: ModelCard) -> Any:
                          hint="check num_classes, in_chans and model_kwargs against the training config") from None
 
 
+def _build_with_factory(card: ModelCard) -> Any:
+    try:
+        return runtime.create_model(_card_dict(card))
+    except runtime.ModelLoadError as exc:
+        raise ModelError(f"[[models]] '{card.name}': {exc}",
+                         hint="factory names a function of the code dataset: 'package.module:function', "
+                              "with the package under [code] include") from None
+    except Exception as exc:
+        text = checkpoints.plain(str(exc))
+        downloads = any(word in text.lower() for word in ("offline", "hugging", "hf_hub", "connection", "download"))
+        hint = ("build the model with pretrained=False (pass it in model_kwargs): the kernel has no internet, and "
+                "the checkpoint holds every weight") if downloads else \
+            f"check model_kwargs in [[models]] '{card.name}' against the factory's parameters"
+        raise ModelError(f"[[models]] '{card.name}': {runtime.describe_card(_card_dict(card))} failed: "
+                         f"{type(exc).__name__}: {text}", hint=hint) from None
+
+
+def check_output_width(card: ModelCard, model: Any, normalisation: Mapping[str, Any]) -> None:
+    """A factory's model, run once on zeros: its output width must be num_classes (timm's is by construction)."""
+    if card.factory is None or card.features:
+        return
+    import torch
+
+    height, width = normalisation["input_size"]
+    with torch.no_grad():
+        try:
+            output = model.eval()(torch.zeros(2, card.in_chans, int(height), int(width)))
+        except Exception as exc:
+            raise ModelError(f"[[models]] '{card.name}': the model fails on a batch of 2x{card.in_chans}x{height}x{width}: "
+                             f"{type(exc).__name__}: {checkpoints.plain(str(exc))}",
+                             hint="check input_size and in_chans in the card") from None
+    if not isinstance(output, torch.Tensor) or output.ndim != 2:
+        shape = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
+        raise ModelError(f"[[models]] '{card.name}': the model returns {shape}, not a (batch, num_classes) tensor",
+                         hint="make forward() return the logits as one 2-D tensor")
+    if output.shape[1] != card.num_classes:
+        raise ModelError(f"[[models]] '{card.name}': the model outputs {output.shape[1]} values per image, "
+                         f"num_classes = {card.num_classes}",
+                         hint=f"set num_classes = {output.shape[1]} or fix the factory's model_kwargs")
+
+
 def _card_dict(card: ModelCard) -> dict[str, Any]:
     return card.model_dump(mode="json")
 
 
-def fit_checkpoint(card: ModelCard, model: Any, state: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """The state dict, strictly matching the model, or a ModelError naming what does not match."""
+def fit_checkpoint(card: ModelCard, model: Any, state: dict[str, Any],
+                   source: str | None = None) -> tuple[dict[str, Any], str | None, dict[str, list[str]]]:
+    """The state dict matching the model, or a ModelError naming what does not match.
+
+    With ``strict = false`` missing and unexpected keys are tolerated and returned (the build records
+    them); the unexpected ones are not written. Shape mismatches are refused either way.
+    """
+    source = source or card.checkpoint_patterns[0]
     expected = model.state_dict()
     state, prefix = runtime.strip_common_prefix(state, list(expected))
     diff = runtime.diff_state_dicts(expected, state)
-    if not diff.ok:
-        raise ModelError(runtime.mismatch_message(_card_dict(card), card.checkpoint, diff), hint=_mismatch_hint(card, model, diff))
-    return state, prefix
+    if not diff.ok and (card.strict or diff.mismatched):
+        raise ModelError(runtime.mismatch_message(_card_dict(card), source, diff), hint=_mismatch_hint(card, model, diff))
+    left_out = {"missing": list(diff.missing), "unexpected": list(diff.unexpected)}
+    return {name: value for name, value in state.items() if name not in diff.unexpected}, prefix, left_out
 
 
 def _mismatch_hint(card: ModelCard, model: Any, diff: runtime.StateDictDiff) -> str:
@@ -145,6 +219,10 @@ def _mismatch_hint(card: ModelCard, model: Any, diff: runtime.StateDictDiff) -> 
     for name, got, _ in diff.mismatched:
         if classifier and name.startswith(classifier) and got:
             return f"the checkpoint's classifier has {got[0]} outputs: set num_classes = {got[0]} in [[models]] '{card.name}'"
+    tails = [{name.split(".", 1)[-1] for name in names} for names in (diff.missing, diff.unexpected)]
+    if diff.missing and len(diff.missing) == len(diff.unexpected) and tails[0] == tails[1] and not diff.mismatched:
+        return (f"the names differ, not the shapes: rename keys in [[models]] '{card.name}' with strip_prefix, "
+                "key_rename = [[regex, replacement]] or add_prefix; strict = false only if the left-out keys do not matter")
     return (f"[[models]] '{card.name}' must describe the network the checkpoint was trained as: "
             "check arch, num_classes, in_chans and model_kwargs")
 
@@ -165,24 +243,26 @@ def to_half(card: ModelCard, state: Mapping[str, Any]) -> dict[str, Any]:
     return halved
 
 
-def output_path(card: ModelCard, taken: Mapping[str, str]) -> str:
+def output_path(card: ModelCard, taken: Mapping[str, str], source: str | None = None) -> str:
     suffix = ".safetensors" if card.safetensors else ".pt"
-    path = PurePosixPath(card.checkpoint).with_suffix(suffix)
+    path = PurePosixPath(source or card.checkpoint_patterns[0]).with_suffix(suffix)
     if path.as_posix() in taken:  # another card wrote this name with other settings
         path = path.with_name(f"{path.stem}.{card.name}{suffix}")
     return path.as_posix()
 
 
-def write_checkpoint(card: ModelCard, state: Mapping[str, Any], stage: Path, written: dict[str, str]) -> str:
+def write_checkpoint(card: ModelCard, state: Mapping[str, Any], stage: Path, written: dict[str, str],
+                     source: str | None = None) -> str:
     """Write the clean state dict into the weights stage, replacing the copied original."""
-    relative = output_path(card, written)
+    source = source or card.checkpoint_patterns[0]
+    relative = output_path(card, written, source)
     target = stage / relative
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     _save(state, partial, card)
     os.chmod(partial, 0o644)  # safetensors writes 0600; the dataset files should read like any other
     os.replace(partial, target)
-    original = stage / card.checkpoint
+    original = stage / source
     if original != target and original.is_file():
         original.unlink()
     written[relative] = _sha256(target)
@@ -225,8 +305,11 @@ def verify_written(card: ModelCard, model: Any, path: Path) -> None:
 # --- normalisation --------------------------------------------------------------------------------
 
 def resolve_normalisation(card: ModelCard, model: Any) -> dict[str, Any]:
-    """mean/std/input size/interpolation: the card's values, else timm's pretrained config."""
+    """mean/std/input size/interpolation: the card's values, else timm's pretrained config (of the
+    first timm module inside a factory's model)."""
     cfg = dict(getattr(model, "pretrained_cfg", None) or {})
+    if not cfg and hasattr(model, "modules"):
+        cfg = next((dict(module.pretrained_cfg) for module in model.modules() if getattr(module, "pretrained_cfg", None)), {})
     size = card.input_size or tuple(cfg.get("input_size", (3, 224, 224))[-2:])
     interpolation = card.interpolation or str(cfg.get("interpolation") or "bilinear")
     if interpolation not in pipelines.INTERPOLATIONS:
@@ -303,6 +386,26 @@ def _check_runs(card: ModelCard, pipeline: Any, normalisation: Mapping[str, Any]
     if output.ndim != 3 or channels != card.in_chans:
         raise pipelines.TransformsError(f"the pipeline outputs an image of shape {tuple(output.shape)}, "
                                         f"not {card.in_chans} channel(s)")
+
+
+def check_random_tta(card: ModelCard, kernel_dir: Path, normalisation: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The random TTA pipeline, proven to deserialise and run before the card's own, embedded in the card."""
+    if card.tta_random is None:
+        return None
+    where = card.tta_random.transforms
+    path = kernel_dir / where
+    if not path.is_file():
+        raise ModelError(f"[[models]] '{card.name}': tta_random.transforms file {where} not found in {kernel_dir}",
+                         hint="save the augmentations with A.save(pipeline, path) or json.dump(A.to_dict(pipeline), f)")
+    try:
+        serialized = pipelines.read_pipeline_file(path)
+        with user_code_importable(kernel_dir):
+            augment = pipelines.pipeline_from_dict(serialized)
+            _check_runs(card, augment, {"input_size": [max(8, int(side) // 2) for side in normalisation["input_size"]]})
+    except pipelines.TransformsError as exc:
+        raise ModelError(f"[[models]] '{card.name}': tta_random.transforms {where}: {exc}",
+                         hint="custom transforms must live in a module of the code bundle") from None
+    return {"transforms": serialized, "passes": card.tta_random.passes, "seed": card.tta_random.seed}
 
 
 def _pipeline_normalisation(serialized: Mapping[str, Any] | None) -> dict[str, Any]:

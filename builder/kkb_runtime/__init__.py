@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import commit, install, submission  # noqa: F401  (install: the notebook calls kkb.install)
+from . import commit, install, postprocess, submission  # noqa: F401  (install: the notebook calls kkb.install)
 from .config import KernelConfig, load_config
 from .inputs import InputNotFound, Inputs, find_input, resolve_inputs
 from .steps import StepFailed, StepResult, record_steps, run_step
@@ -46,6 +46,11 @@ class KernelRun:
         return submission.target_columns(self.sample, self.id_column, self.config.submission.get("target_columns") or ())
 
     @property
+    def prediction_columns(self) -> list[str]:
+        """What the steps write and combine averages: ``[submission] prediction_columns``, else the targets."""
+        return list(self.config.submission.get("prediction_columns") or self.targets)
+
+    @property
     def submission_path(self) -> Path:
         return self.inputs.working / str(self.config.submission["file"])
 
@@ -73,10 +78,19 @@ class KernelRun:
     def combine(self) -> pd.DataFrame:
         if self.finished:
             return self.predictions
-        frames = [submission.read_predictions(Path(result.output), self.id_column, self.targets) for result in self.steps]
+        columns = self.prediction_columns
+        frames = [submission.read_predictions(Path(result.output), self.id_column, columns) for result in self.steps]
         weights = [float(step.get("weight", 1.0)) for step in self.config.steps]
-        combined = submission.combine(frames, self.id_column, self.targets, self.config.submission["combine"], weights)
-        self.predictions = self._fill_from_sample(combined)
+        self.predictions = submission.combine(frames, self.id_column, columns, self.config.submission["combine"], weights)
+        if not self.config.postprocess:  # with post-processing, the sample's rows are filled in after it
+            self.predictions = self._fill_from_sample(self.predictions)
+        return self.predictions
+
+    def postprocess(self) -> pd.DataFrame:
+        """The ``[[postprocess]]`` stages on the combined frame: argmax, threshold, clip, your function."""
+        if not self.finished:
+            processed = postprocess.apply(self.predictions, self.config.postprocess, self.id_column, self.prediction_columns)
+            self.predictions = self._fill_from_sample(processed)
         return self.predictions
 
     def _fill_from_sample(self, combined: pd.DataFrame) -> pd.DataFrame:
@@ -89,13 +103,15 @@ class KernelRun:
 
     def round(self) -> pd.DataFrame:
         if not self.finished:
-            self.predictions = submission.round_predictions(self.predictions, self.targets, self.config.submission.get("decimals"))
+            self.predictions = submission.round_predictions(self.predictions, self.targets, self.config.submission.get("decimals"),
+                                                            self.sample)
         return self.predictions
 
     def check_and_write(self) -> Path:
         if self.finished:
             return self.written
         frame = submission.align_to_sample(self.predictions, self.sample, self.id_column)
+        frame = submission.cast_like_sample(frame, self.sample, self.targets)
         problems = submission.check_submission(frame, self.sample, self.id_column, self.targets)
         if problems:
             raise SubmissionError(problems, file=self.submission_path.name)
@@ -115,6 +131,8 @@ def start(code_dir: Path | str | None = None) -> KernelRun:
     config = load_config(code_dir)
     inputs = resolve_inputs(config)
     inputs.working.mkdir(parents=True, exist_ok=True)
-    sample = submission.read_sample(inputs.competition / config.sample_submission, str(config.submission["id_column"]))
+    id_column = str(config.submission["id_column"])
+    sample = submission.retype_sample(submission.read_sample(inputs.competition / config.sample_submission, id_column),
+                                      config.submission.get("column_types"), id_column)
     print(inputs.describe(), flush=True)
     return KernelRun(config=config, inputs=inputs, sample=sample)

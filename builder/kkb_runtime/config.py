@@ -48,6 +48,10 @@ class KernelConfig:
         return dict(self.raw["submission"])
 
     @property
+    def postprocess(self) -> list[dict[str, Any]]:
+        return list(self.raw.get("postprocess") or [])
+
+    @property
     def fast_commit(self) -> dict[str, Any]:
         return dict(self.raw["fast_commit"])
 

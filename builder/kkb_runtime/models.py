@@ -8,11 +8,14 @@ fix a card, which ``load_state_dict``'s own message buries.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from . import checkpoints
 
 # timm's order (timm.models._helpers.load_state_dict, use_ema=True), plus the common spellings.
 CHECKPOINT_KEYS = ("state_dict_ema", "model_ema", "ema", "state_dict", "model", "model_state_dict", "net")
@@ -37,31 +40,19 @@ def offline() -> None:
     os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # albumentations' PyPI version check at import
 
 
-def read_checkpoint(path: Path) -> Any:
-    """A ``.safetensors`` file, or a torch pickle read with ``weights_only=True`` (no code runs)."""
-    import torch
-
+def read_checkpoint(path: Path, allow_pickle: bool = False) -> Any:
+    """A ``.safetensors`` file, or a torch pickle read with ``weights_only=True`` and numpy's safe types
+    allowed (no code runs), unless the card opted in with ``allow_pickle``."""
     if not path.is_file():
         raise ModelLoadError(f"checkpoint not found: {path}")
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
         return load_file(str(path), device="cpu")
-    import argparse
-    import pickle
-
     try:
-        # timm's training script stores its argparse.Namespace under "args": allow just that.
-        with torch.serialization.safe_globals([argparse.Namespace]):
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        raise ModelLoadError(
-            f"{path}: torch.load(weights_only=True) refused it: it pickles objects, not just tensors ({_first_line(exc)})"
-        ) from None
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return checkpoints.load_pickle(path, allow_pickle)
+    except checkpoints.CheckpointRefused as exc:
+        raise ModelLoadError(str(exc)) from None
 
 
 def pick_state_dict(checkpoint: Any, key: str | None = None) -> tuple[Mapping[str, Any], str | None]:
@@ -169,13 +160,35 @@ def diff_state_dicts(model_state: Mapping[str, Any], checkpoint: Mapping[str, An
 
 def describe_card(card: Mapping[str, Any]) -> str:
     """``test_efficientnet(num_classes=4, in_chans=3, drop_rate=0.1)``: the call the kernel makes."""
+    if card.get("factory"):
+        kwargs = dict(card.get("model_kwargs") or {})
+        return f"{card['factory']}(" + ", ".join(f"{key}={value!r}" for key, value in kwargs.items()) + ")"
     kwargs = {"num_classes": card["num_classes"], "in_chans": card.get("in_chans", 3), **dict(card.get("model_kwargs") or {})}
     return f"{card['arch']}(" + ", ".join(f"{key}={value!r}" for key, value in kwargs.items()) + ")"
 
 
+def load_factory(reference: str) -> Any:
+    """``package.module:function`` from the code dataset (on ``sys.path`` in every step)."""
+    module, _, name = reference.partition(":")
+    try:
+        function = getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        raise ModelLoadError(f"factory '{reference}': cannot import module '{module}' ({exc})") from None
+    except AttributeError:
+        raise ModelLoadError(f"factory '{reference}': module '{module}' has no attribute '{name}'") from None
+    if not callable(function):
+        raise ModelLoadError(f"factory '{reference}' is not callable")
+    return function
+
+
 def create_model(card: Mapping[str, Any]) -> Any:
-    """``timm.create_model(arch, pretrained=False, ...)`` on the CPU: never a download."""
+    """The card's ``factory(**model_kwargs)``, else ``timm.create_model(arch, pretrained=False, ...)``, on the CPU."""
     offline()
+    if card.get("factory"):
+        model = load_factory(str(card["factory"]))(**dict(card.get("model_kwargs") or {}))
+        if not hasattr(model, "state_dict") or not hasattr(model, "load_state_dict"):
+            raise ModelLoadError(f"factory '{card['factory']}' returned {type(model).__name__}, not a torch nn.Module")
+        return model
     import timm
 
     return timm.create_model(
@@ -188,11 +201,14 @@ def create_model(card: Mapping[str, Any]) -> Any:
 
 
 def load_into(model: Any, state_dict: Mapping[str, Any], card: Mapping[str, Any], source: str) -> Any:
-    """Strict load; a mismatch raises with the keys named."""
+    """Strict load; a mismatch raises with the keys named. ``strict = false`` on the card tolerates
+    missing and unexpected keys (the build listed them), never a shape mismatch."""
     diff = diff_state_dicts(model.state_dict(), state_dict)
-    if not diff.ok:
+    strict = card.get("strict", True) is not False
+    if not diff.ok and (strict or diff.mismatched):
         raise ModelLoadError(mismatch_message(card, source, diff))
-    model.load_state_dict(state_dict, strict=True)
+    model.load_state_dict({name: value for name, value in state_dict.items() if name not in diff.unexpected},
+                          strict=strict)
     return model
 
 
@@ -201,13 +217,14 @@ def mismatch_message(card: Mapping[str, Any], source: str, diff: StateDictDiff) 
     return head + "".join(f"\n  {line}" for line in diff.lines())
 
 
-def load_model(card: Mapping[str, Any], weights_dir: Path) -> Any:
-    """Rebuild the card's model on the CPU with its (build-time normalised) checkpoint, in eval mode."""
+def load_model(card: Mapping[str, Any], weights_dir: Path, checkpoint: str | None = None) -> Any:
+    """Rebuild the card's model on the CPU with its (build-time normalised) checkpoint, in eval mode;
+    ``checkpoint`` picks one fold of a card with several."""
     model = create_model(card)
-    path = weights_dir / str(card["checkpoint"])
-    state_dict, _ = clean_state_dict(read_checkpoint(path), card.get("checkpoint_key"))
+    relative = checkpoint or str(card["checkpoint"])
+    state_dict, _ = clean_state_dict(read_checkpoint(weights_dir / relative), card.get("checkpoint_key"))
     state_dict, _ = strip_common_prefix(state_dict, list(model.state_dict()))
-    return load_into(model, state_dict, card, str(card["checkpoint"])).eval()
+    return load_into(model, state_dict, card, relative).eval()
 
 
 __all__ = [

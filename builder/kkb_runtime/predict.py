@@ -1,8 +1,11 @@
 """Batch inference for one model card: the body of ``python -m kkb_runtime predict``.
 
-The test ids come from the competition's sample submission; image ``<id>.<ext>`` is looked up in
-the competition's test folder. The output is a CSV of the id column and one column per target (or
-per feature, for a ``features = true`` card), which the notebook combines with the other steps.
+The test ids come from the competition's sample submission. Each id is found in the competition's
+test folder (nested folders included) as ``<id>.<ext>``, as the file name itself when the id carries
+its extension (``abc.jpg``), or as a relative path; or ``[competition] test`` names a CSV with the
+id column and a column of file paths (relative to the CSV's folder). The output is a CSV of the id
+column and one column per prediction column (the targets unless ``[submission] prediction_columns``
+says otherwise; per feature for a ``features = true`` card), which the notebook combines.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import checkpoints, models, transforms, tta
 from . import device as devices
-from . import models, transforms, tta
 from .config import KernelConfig, load_config
 from .inputs import find_competition, find_dataset
 from .steps import write_step_meta
@@ -62,28 +65,47 @@ def competition_dir(config: KernelConfig, environ: Mapping[str, str]) -> Path:
     return find_competition(config.competition_slug, config.sample_submission)
 
 
+TABLE_SUFFIXES = (".csv",)
+
+
 def images_dir(config: KernelConfig, competition: Path) -> Path:
-    """``[competition] test`` inside the competition data, else ``test/``, else the data folder itself."""
+    """``[competition] test`` inside the competition data (a folder or a CSV of paths), else ``test/``, else
+    the data folder itself."""
     configured = config.raw.get("competition", {}).get("test")
     candidate = competition / str(configured or DEFAULT_TEST_DIR)
-    if configured and not candidate.is_dir():
-        raise PredictError(f"test images folder not found: {candidate} ([competition] test = {configured!r})")
-    return candidate if candidate.is_dir() else competition
+    if configured and not (candidate.is_dir() or (candidate.is_file() and candidate.suffix in TABLE_SUFFIXES)):
+        raise PredictError(f"test images folder or CSV not found: {candidate} ([competition] test = {configured!r})")
+    return candidate if candidate.exists() else competition
 
 
 def index_images(folder: Path) -> dict[str, Path]:
-    """``{id: path}`` for every image under ``folder``: by file stem and by relative path without suffix."""
+    """``{id: path}`` for every image under ``folder``: by file stem, by file name (ids that carry their
+    extension) and by relative path with and without suffix (nested folders)."""
     found: dict[str, Path] = {}
     for path in sorted(folder.rglob("*")):
         if path.suffix.lower() in IMAGE_SUFFIXES and path.is_file():
-            found.setdefault(path.stem, path)
-            found.setdefault(path.relative_to(folder).with_suffix("").as_posix(), path)
+            relative = path.relative_to(folder)
+            for key in (path.stem, path.name, relative.with_suffix("").as_posix(), relative.as_posix()):
+                found.setdefault(key, path)
     return found
 
 
-def image_paths(ids: Sequence[str], folder: Path) -> list[Path]:
-    index = index_images(folder)
+def index_listing(table: Path, id_column: str) -> dict[str, Path]:
+    """``{id: path}`` from a CSV that lists the test files: the id column and the first column of file paths."""
+    frame = pd.read_csv(table, dtype=str)
+    if id_column not in frame.columns:
+        raise PredictError(f"{table}: no id column '{id_column}' (it has: {', '.join(map(str, frame.columns))})")
+    for column in frame.columns:
+        values = frame[column].dropna()
+        if column != id_column and len(values) and values.str.lower().str.endswith(IMAGE_SUFFIXES).all():
+            return {row_id: table.parent / path for row_id, path in zip(frame[id_column], frame[column], strict=False)}
+    raise PredictError(f"{table}: no column of image paths (values ending in one of {', '.join(IMAGE_SUFFIXES)})")
+
+
+def image_paths(ids: Sequence[str], folder: Path, id_column: str = "id") -> list[Path]:
+    index = index_listing(folder, id_column) if folder.is_file() else index_images(folder)
     missing = [image_id for image_id in ids if image_id not in index]
+    missing += [image_id for image_id in ids if image_id in index and not index[image_id].is_file()]
     if missing:
         shown = ", ".join(repr(image_id) for image_id in missing[:5]) + (", ..." if len(missing) > 5 else "")
         raise PredictError(f"{len(missing)} of {len(ids)} ids have no image in {folder} ({shown}); "
@@ -113,10 +135,11 @@ def make_job(model_name: str, out: Path, config: KernelConfig, environ: Mapping[
     competition = competition_dir(config, environ)
     id_column = str(config.submission.get("id_column", "id"))
     sample = read_sample(competition / config.sample_submission, id_column)
-    targets = target_columns(sample, id_column, config.submission.get("target_columns") or ())
+    targets = list(config.submission.get("prediction_columns") or ()) or target_columns(
+        sample, id_column, config.submission.get("target_columns") or ())
     output_columns(card, targets)
     ids = sample[id_column].astype(str).tolist()[: row_limit(environ)]
-    return Job(card, ids, image_paths(ids, images_dir(config, competition)), id_column, targets,
+    return Job(card, ids, image_paths(ids, images_dir(config, competition), id_column), id_column, targets,
                weights_dir(config, environ), out)
 
 
@@ -133,13 +156,30 @@ def read_image(path: Path, in_chans: int = 3) -> np.ndarray:
     return array[:, :, None] if array.ndim == 2 else array
 
 
-class ImageDataset:
-    """Map-style dataset (DataLoader takes any object with ``__len__``/``__getitem__``); picklable for workers."""
+def _as_tensor(image: Any) -> Any:
+    import torch
 
-    def __init__(self, paths: Sequence[Path], pipeline: Any, in_chans: int) -> None:
+    if isinstance(image, torch.Tensor):  # the user's pipeline ended with ToTensorV2
+        return image.float()
+    return torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1), dtype=np.float32))
+
+
+class ImageDataset:
+    """Map-style dataset (DataLoader takes any object with ``__len__``/``__getitem__``); picklable for workers.
+
+    With ``random`` (an albumentations pipeline and a number of passes), an item is a stack of views,
+    ``[plain, pass 1, ..., pass N]``: each pass is ``random`` then the card's pipeline, seeded from
+    ``seed``, the item's index and the pass, so every run (and every worker split) sees the same views.
+    """
+
+    def __init__(self, paths: Sequence[Path], pipeline: Any, in_chans: int, random: Any = None,
+                 passes: int = 0, seed: int = 0) -> None:
         self.paths = list(paths)
         self.pipeline = pipeline
         self.in_chans = in_chans
+        self.random = random
+        self.passes = passes if random is not None else 0
+        self.seed = seed
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -147,10 +187,15 @@ class ImageDataset:
     def __getitem__(self, index: int) -> Any:
         import torch
 
-        image = self.pipeline(image=read_image(self.paths[index], self.in_chans))["image"]
-        if isinstance(image, torch.Tensor):  # the user's pipeline ended with ToTensorV2
-            return image.float()
-        return torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1), dtype=np.float32))
+        image = read_image(self.paths[index], self.in_chans)
+        plain = _as_tensor(self.pipeline(image=image)["image"])
+        if not self.passes:
+            return plain
+        views = [plain]
+        for k in range(self.passes):
+            self.random.set_random_seed(self.seed * 1_000_003 + index * 131 + k)
+            views.append(_as_tensor(self.pipeline(image=self.random(image=image)["image"])["image"]))
+        return torch.stack(views)
 
 
 def data_loader(dataset: ImageDataset, card: Mapping[str, Any], choice: devices.DeviceChoice) -> Any:
@@ -184,11 +229,12 @@ def has_convolutions(model: Any) -> bool:
     return any(isinstance(module, torch.nn.Conv2d) for module in model.modules())
 
 
-def prepare_model(card: Mapping[str, Any], weights: Path, choice: devices.DeviceChoice, target: Any) -> tuple[Any, bool]:
-    """The loaded model on its device; returns (model, channels_last)."""
+def prepare_model(card: Mapping[str, Any], weights: Path, choice: devices.DeviceChoice, target: Any,
+                  checkpoint: str | None = None) -> tuple[Any, bool]:
+    """The loaded model (one fold: ``checkpoint``) on its device; returns (model, channels_last)."""
     import torch
 
-    model = models.load_model(card, weights)
+    model = models.load_model(card, weights, checkpoint)
     # channels_last pays off for convolutions under CUDA AMP (tensor cores); it does nothing for ViTs.
     channels_last = choice.kind == "cuda" and has_convolutions(model)
     model = model.to(target, memory_format=torch.channels_last) if channels_last else model.to(target)
@@ -218,25 +264,66 @@ def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoi
     return forward
 
 
-def run_model(job: Job, choice: devices.DeviceChoice) -> np.ndarray:
-    """Predictions (or features), one row per id, with the card's TTA averaged."""
+def random_tta(card: Mapping[str, Any]) -> tuple[Any, int, int]:
+    """(pipeline, passes, seed) of the card's seeded random TTA, or (None, 0, 0)."""
+    spec = card.get("tta_random")
+    if not spec:
+        return None, 0, 0
+    return transforms.pipeline_from_dict(spec["transforms"]), int(spec["passes"]), int(spec.get("seed", 0))
+
+
+def make_loader(job: Job, choice: devices.DeviceChoice) -> Any:
+    random, passes, seed = random_tta(job.card)
+    dataset = ImageDataset(job.paths, transforms.inference_pipeline(job.card), int(job.card.get("in_chans", 3)),
+                           random, passes, seed)
+    return data_loader(dataset, job.card, choice)
+
+
+def run_fold(job: Job, choice: devices.DeviceChoice, checkpoint: str | None = None) -> np.ndarray:
+    """One checkpoint's predictions (or features), one row per id, with the card's TTA averaged by weight."""
     import torch
 
     target = devices.torch_device(choice)
-    model, channels_last = prepare_model(job.card, job.weights_dir, choice, target)
+    model, channels_last = prepare_model(job.card, job.weights_dir, choice, target, checkpoint)
     forward = make_forward(model, job.card, choice, channels_last)
     views = tta.resolve(list(job.card.get("tta") or ()))
-    loader = data_loader(ImageDataset(job.paths, transforms.inference_pipeline(job.card), int(job.card.get("in_chans", 3))),
-                         job.card, choice)
+    weights = dict(job.card.get("tta_weights") or {})
     outputs = []
     # inference_mode is not supported by every torch_xla release; no_grad is.
     context = torch.no_grad if choice.kind == "xla" else torch.inference_mode
     with context():
-        for batch in loader:
+        for batch in make_loader(job, choice):
             batch = batch.to(target, non_blocking=choice.kind == "cuda")
-            outputs.append(tta.averaged(forward, batch, views).cpu().numpy())
+            outputs.append(tta.averaged(forward, batch, views, weights).cpu().numpy())
+    del model, forward
     width = int(job.card["num_classes"]) if not job.card.get("features") else 0
     return np.concatenate(outputs) if outputs else np.zeros((0, width), dtype=np.float32)
+
+
+def free_memory(choice: devices.DeviceChoice) -> None:
+    """Between folds: the previous model's memory back before the next one loads."""
+    import gc
+
+    gc.collect()
+    if choice.kind == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def run_model(job: Job, choice: devices.DeviceChoice) -> np.ndarray:
+    """Every fold of the card, one after another in this process, averaged with ``fold_weights`` (default: mean)."""
+    entries = checkpoints.checkpoint_entries(job.card)
+    total: np.ndarray | None = None
+    for index, entry in enumerate(entries):
+        started = time.perf_counter()
+        values = run_fold(job, choice, str(entry["file"])).astype(np.float64) * float(entry["weight"])
+        total = values if total is None else total + values
+        free_memory(choice)
+        if len(entries) > 1:
+            print(f"[kkb] {job.card['name']}: fold {index + 1}/{len(entries)} ({entry['file']}) "
+                  f"in {time.perf_counter() - started:.1f} s", flush=True)
+    return total / sum(float(entry["weight"]) for entry in entries)
 
 
 # --- output -------------------------------------------------------------------------------------
@@ -279,8 +366,12 @@ def predict(model_name: str, out: Path | None = None, environ: Mapping[str, str]
     choice = devices.choose_device(environ)
     for note in version_skew(job.card):
         print(f"[kkb] warning: {note}", file=sys.stderr, flush=True)
-    print(f"[kkb] {model_name}: {job.card['arch']} on {devices.summary(choice)}; {len(job.ids)} images, "
-          f"TTA: {', '.join(name for name, _ in tta.resolve(list(job.card.get('tta') or ())))}", flush=True)
+    folds = len(checkpoints.checkpoint_entries(job.card))
+    random = job.card.get("tta_random") or {}
+    print(f"[kkb] {model_name}: {job.card.get('arch') or job.card.get('factory')} on {devices.summary(choice)}; "
+          f"{len(job.ids)} images, {folds} checkpoint(s), "
+          f"TTA: {', '.join(name for name, _ in tta.resolve(list(job.card.get('tta') or ())))}"
+          + (f" + {random['passes']} random pass(es)" if random else ""), flush=True)
     started = time.perf_counter()
     written = write_output(job, run_model(job, choice))
     if choice.kind == "cuda":

@@ -55,8 +55,10 @@ def step_command(run: str, values: Mapping[str, str]) -> list[str]:
     return argv
 
 
-def step_environment(inputs: Inputs, config_path: Path, name: str, out: Path, row_limit: int | None) -> dict[str, str]:
+def step_environment(inputs: Inputs, config_path: Path, name: str, out: Path, row_limit: int | None,
+                     extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
+    env.update(extra or {})  # the step's own `env`, under kkb's variables (the spec refuses overriding those)
     env.update(
         KKB_CODE_DIR=str(inputs.code),
         KKB_WEIGHTS_DIR=str(inputs.weights or ""),
@@ -94,7 +96,8 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
     print(f"[kkb] step {name}: {shlex.join(argv)}", flush=True)
     started = time.perf_counter()
     tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
-    process = subprocess.Popen(argv, cwd=inputs.working, env=step_environment(inputs, config_path, name, out, row_limit),
+    process = subprocess.Popen(argv, cwd=inputs.working, env=step_environment(inputs, config_path, name, out, row_limit,
+                                                                               dict(step.get("env") or {})),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
     pumps = [threading.Thread(target=_pump, args=(process.stdout, sys.stdout, None), daemon=True),
              threading.Thread(target=_pump, args=(process.stderr, sys.stderr, tail), daemon=True)]

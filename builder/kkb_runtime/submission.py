@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -66,15 +66,77 @@ def combine(frames: Sequence[pd.DataFrame], id_column: str, targets: Sequence[st
     return out
 
 
-def round_predictions(frame: pd.DataFrame, targets: Sequence[str], decimals: int | None) -> pd.DataFrame:
-    """Round the target columns: float noise (1e-17, 0.30000000000000004) has failed real scorers."""
+def column_kind(values: pd.Series) -> str:
+    """What a sample submission column holds: ``int``, ``float``, ``bool`` or ``str``."""
+    if pd.api.types.is_bool_dtype(values):
+        return "bool"
+    if pd.api.types.is_integer_dtype(values):
+        return "int"
+    if pd.api.types.is_float_dtype(values):
+        return "float"
+    return "str"
+
+
+COLUMN_TYPES = ("int", "float", "str")
+
+
+def retype_sample(sample: pd.DataFrame, column_types: Mapping[str, str] | None, id_column: str = "") -> pd.DataFrame:
+    """The sample with ``column_types`` (``[submission] column_types``) overriding what its values say.
+
+    For samples whose placeholders mislead: RANZCR's sample holds integer 0s where probabilities are
+    scored. ``"*"`` names every column but the id.
+    """
+    if not column_types:
+        return sample
+    out = sample.copy()
+    for column in out.columns:
+        kind = column_types.get(column) or (column_types.get("*") if column != id_column else None)
+        if kind == "float":
+            out[column] = out[column].astype(float)
+        elif kind == "int":
+            out[column] = pd.to_numeric(out[column], errors="coerce").fillna(0).astype(np.int64)
+        elif kind == "str":
+            out[column] = out[column].astype(str)
+    return out
+
+
+def round_predictions(frame: pd.DataFrame, targets: Sequence[str], decimals: int | None,
+                      sample: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Round the float target columns: float noise (1e-17, 0.30000000000000004) has failed real scorers.
+
+    With ``sample``, only the columns the sample holds as floats are rounded: rounding 0.6 to 1.0 in a
+    column of integer labels would turn a refusal into a silently wrong label.
+    """
     if decimals is None:
         return frame
     out = frame.copy()
     for column in targets:
-        if pd.api.types.is_float_dtype(out[column]):
+        if sample is not None and column in sample.columns and column_kind(sample[column]) != "float":
+            continue
+        if column in out.columns and pd.api.types.is_float_dtype(out[column]):
             out[column] = out[column].round(decimals)
             out.loc[out[column] == 0, column] = 0.0  # -0.0 prints as "-0.0"
+    return out
+
+
+def cast_like_sample(frame: pd.DataFrame, sample: pd.DataFrame, targets: Sequence[str]) -> pd.DataFrame:
+    """Each target column with the type the sample holds: integers as integers, strings as strings.
+
+    Floats that are whole numbers (``1.0``, what a mean or ``decimals = 0`` leaves) become integers
+    where the sample holds integers; any other float stays a float, and :func:`check_submission`
+    refuses it naming the column, rather than truncating a prediction here.
+    """
+    out = frame.copy()
+    for column in targets:
+        if column not in out.columns or column not in sample.columns:
+            continue
+        kind, values = column_kind(sample[column]), out[column]
+        if kind in ("int", "bool") and pd.api.types.is_float_dtype(values):
+            finite = values.notna() & np.isfinite(values.to_numpy(dtype=float, na_value=np.nan))
+            if finite.all() and bool((values == values.round()).all()):
+                out[column] = values.astype(np.int64).astype(bool) if kind == "bool" else values.astype(np.int64)
+        elif kind == "str" and not pd.api.types.is_string_dtype(values):
+            out[column] = values.map(lambda value: value if pd.isna(value) else str(value))
     return out
 
 
@@ -88,8 +150,15 @@ def align_to_sample(frame: pd.DataFrame, sample: pd.DataFrame, id_column: str) -
 
 
 def check_submission(frame: pd.DataFrame, sample: pd.DataFrame, id_column: str,
-                     targets: Sequence[str] = ()) -> list[str]:
-    """Every reason the frame would fail Kaggle's scorer, compared with the sample submission."""
+                     targets: Sequence[str] = (), check_order: bool = True,
+                     column_types: Mapping[str, str] | None = None) -> list[str]:
+    """Every reason the frame would fail Kaggle's scorer, compared with the sample submission.
+
+    A pure function of two frames: the notebook's check, the dry run's verdict and the local Kaggle's
+    scorer all call it, so a file one of them refuses cannot pass another. ``check_order`` is off for
+    the scorer, which joins on ids. ``column_types`` overrides the sample's types (:func:`retype_sample`).
+    """
+    sample = retype_sample(sample, column_types, id_column)
     problems: list[str] = []
     expected = list(sample.columns)
     missing = [column for column in expected if column not in frame.columns]
@@ -98,10 +167,11 @@ def check_submission(frame: pd.DataFrame, sample: pd.DataFrame, id_column: str,
         problems.append(f"missing column(s): {', '.join(map(str, missing))}")
     if extra:
         problems.append(f"extra column(s): {', '.join(map(str, extra))}")
-    if len(frame) != len(sample):
+    duplicated = id_column in frame.columns and bool(frame[id_column].astype(str).duplicated().any())
+    if len(frame) != len(sample) and not duplicated:  # duplicated ids are said as such, not as a row count
         problems.append(f"row count: expected {len(sample)} rows (as the sample submission), got {len(frame)}")
     if id_column in frame.columns:
-        problems.extend(_id_problems(frame[id_column].astype(str), sample[id_column].astype(str)))
+        problems.extend(_id_problems(frame[id_column].astype(str), sample[id_column].astype(str), check_order))
     for column in target_columns(sample, id_column, targets):
         if column in frame.columns:
             problems.extend(_value_problems(frame[column], sample[column], column))
@@ -113,24 +183,25 @@ def _examples(values: Sequence[object], limit: int = 3) -> str:
     return shown + (", ..." if len(values) > limit else "")
 
 
-def _id_problems(ids: pd.Series, expected: pd.Series) -> list[str]:
+def _id_problems(ids: pd.Series, expected: pd.Series, check_order: bool = True) -> list[str]:
     problems = []
     duplicated = ids[ids.duplicated()].unique().tolist()
     if duplicated:
-        problems.append(f"duplicate ids: {len(duplicated)} (e.g. {_examples(duplicated)})")
+        repeats = int(ids.duplicated().sum())
+        problems.append(f"duplicate ids: {len(duplicated)} (e.g. {_examples(duplicated)}), {repeats} extra row(s)")
     absent = sorted(set(expected) - set(ids))
     unknown = sorted(set(ids) - set(expected))
     if absent or unknown:
         parts = [f"{len(found)} {what} (e.g. {_examples(found)})" for found, what in ((absent, "missing"), (unknown, "unexpected")) if found]
         problems.append("ids do not match the sample submission: " + ", ".join(parts))
-    elif len(ids) == len(expected) and not duplicated and list(ids) != list(expected):
+    elif check_order and len(ids) == len(expected) and not duplicated and list(ids) != list(expected):
         first = next(i for i, (a, b) in enumerate(zip(ids, expected, strict=False)) if a != b)
         problems.append(f"ids are not in the sample submission's order (row {first}: expected {expected.iloc[first]!r}, got {ids.iloc[first]!r})")
     return problems
 
 
 def _value_problems(values: pd.Series, sample_values: pd.Series, column: str) -> list[str]:
-    if not pd.api.types.is_numeric_dtype(sample_values):
+    if column_kind(sample_values) == "str":
         return [f"empty values in column '{column}': {int(values.isna().sum())} rows"] if values.isna().any() else []
     numeric = pd.to_numeric(values, errors="coerce")
     bad = values[numeric.isna() & values.notna()]
@@ -142,7 +213,25 @@ def _value_problems(values: pd.Series, sample_values: pd.Series, column: str) ->
     finite = numeric.dropna().map(math.isfinite)
     if not finite.all():
         problems.append(f"inf in target column '{column}': {int((~finite).sum())} rows")
+    if column_kind(sample_values) in ("int", "bool") and not problems:
+        problems.extend(_integer_problems(values, numeric, column))
     return problems
+
+
+def _integer_problems(values: pd.Series, numeric: pd.Series, column: str) -> list[str]:
+    """A column the sample holds as integers must hold integers: ``1.0`` is not ``1`` to many scorers."""
+    if pd.api.types.is_integer_dtype(values) or pd.api.types.is_bool_dtype(values):
+        return []
+    if pd.api.types.is_float_dtype(values):
+        shown = values[values != values.round()].tolist() or values.tolist()
+        return [f"float values in column '{column}', where the sample submission holds integers: {len(values)} rows "
+                f"(e.g. {_examples(shown)}); write integers (post-process with argmax or threshold)"]
+    text = values.astype(str)
+    bad = text[~text.str.fullmatch(r"[+-]?\d+")]
+    if len(bad):
+        return [f"non-integer values in column '{column}', where the sample submission holds integers: {len(bad)} rows "
+                f"(e.g. {_examples(bad.tolist())})"]
+    return []
 
 
 def write_submission(frame: pd.DataFrame, path: Path) -> Path:

@@ -2,13 +2,17 @@
 
 A TTA is a function of an NCHW tensor that returns an NCHW tensor. The card names them:
 ``hflip``, ``vflip``, ``hvflip``, ``transpose``, ``rot90``, ``rot180``, ``rot270``, or a user
-function in the code bundle as ``package.module:function``. The plain image always counts once.
+function in the code bundle as ``package.module:function``. The plain image (``identity``) always
+runs. Each view counts with its weight in the card's ``tta_weights`` (default 1). A card's
+``tta_random`` adds N seeded random passes of an albumentations pipeline, made on the images by the
+data loader (the batch then has a view axis: ``[B, 1 + N, C, H, W]``); each pass counts with the
+weight of ``random``.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 Tta = Callable[[Any], Any]
@@ -57,13 +61,28 @@ def _user_tta(name: str) -> Tta:
     return function
 
 
-def averaged(forward: Callable[[Any], Any], batch: Any, ttas: Sequence[tuple[str, Tta]]) -> Any:
-    """The mean of ``forward`` over the TTA views of ``batch`` (``forward`` applies the activation)."""
-    total = None
-    for _, tta in ttas:
-        output = forward(tta(batch))
+def averaged(forward: Callable[[Any], Any], batch: Any, ttas: Sequence[tuple[str, Tta]],
+             weights: Mapping[str, float] | None = None) -> Any:
+    """The weighted mean of ``forward`` over the TTA views of ``batch`` (``forward`` applies the activation).
+
+    A 5-D batch carries the random passes after the plain view (see the module docstring).
+    """
+    weights = weights or {}
+    stacked = batch.ndim == 5
+    plain = batch[:, 0] if stacked else batch
+    parts = [(float(weights.get(name, 1.0)), tta, plain) for name, tta in ttas]
+    if stacked:
+        parts += [(float(weights.get("random", 1.0)), None, batch[:, k]) for k in range(1, batch.shape[1])]
+    total, weight_sum = None, 0.0
+    for weight, tta, images in parts:
+        if weight == 0:
+            continue
+        output = forward(images if tta is None else tta(images)) * weight
         total = output if total is None else total + output
-    return total / len(ttas)
+        weight_sum += weight
+    if total is None:
+        raise TtaError("every TTA view has weight 0: give at least one a positive weight")
+    return total / weight_sum
 
 
 __all__ = ["BUILTIN_NAMES", "TtaError", "averaged", "resolve"]

@@ -29,7 +29,7 @@ else:  # pragma: no cover - Python 3.10
 
 METRICS = ("accuracy", "auc", "logloss", "rmse", "spearman")
 _KEYS = ("slug", "title", "metric", "id_column", "target_columns", "daily_submission_limit", "time_limit_hours",
-         "description", "evaluation_api")
+         "description", "evaluation_api", "column_types")
 # An evaluation-API competition names its gateway: the scoring rerun runs the notebook as serve() and
 # drives it from another process with that gateway, as Kaggle does from another container.
 _GATEWAY_KEYS = ("gateway_module", "gateway_paths", "startup_limit_seconds", "response_timeout_seconds")
@@ -47,12 +47,14 @@ class CompetitionConfig:
     time_limit_hours: float = 9.0
     description: str = ""
     evaluation_api: dict[str, Any] | None = None  # gateway_module, gateway_paths, startup/response limits
+    # column -> "int"/"float"/"str" ("*": every target): overrides the hidden sample's types when scoring
+    column_types: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"slug": self.slug, "title": self.title, "metric": self.metric, "id_column": self.id_column,
                 "target_columns": list(self.target_columns), "daily_submission_limit": self.daily_submission_limit,
                 "time_limit_hours": self.time_limit_hours, "description": self.description,
-                "evaluation_api": self.evaluation_api}
+                "evaluation_api": self.evaluation_api, "column_types": self.column_types}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CompetitionConfig:
@@ -77,6 +79,14 @@ def load_competition(folder: Path) -> CompetitionConfig:
     config = _config(raw, toml_path)
     _check_files(folder, config)
     return config
+
+
+def _column_types(raw: Any, toml_path: Path) -> dict[str, str] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or any(value not in ("int", "float", "str") for value in raw.values()):
+        raise LocalKaggleError(f"{toml_path}: column_types must map column names to \"int\", \"float\" or \"str\"")
+    return {str(key): str(value) for key, value in raw.items()}
 
 
 def _config(raw: dict[str, Any], toml_path: Path) -> CompetitionConfig:
@@ -107,7 +117,8 @@ def _config(raw: dict[str, Any], toml_path: Path) -> CompetitionConfig:
                              id_column=str(required("id_column")), target_columns=targets,
                              daily_submission_limit=limit, time_limit_hours=float(hours),
                              description=str(raw.get("description", "")),
-                             evaluation_api=_gateway(raw.get("evaluation_api"), toml_path))
+                             evaluation_api=_gateway(raw.get("evaluation_api"), toml_path),
+                             column_types=_column_types(raw.get("column_types"), toml_path))
 
 
 def _gateway(raw: Any, toml_path: Path) -> dict[str, Any] | None:

@@ -290,7 +290,7 @@ class Competitions:
         verdict = self._runner.judge(result, kernel_type=version.meta["kernelType"], submission_file=submission_file,
                                      sample_submission=competition_dir / "hidden" / "sample_submission.csv",
                                      id_column=config.id_column, target_columns=config.target_columns,
-                                     machine_shape=version.meta.get("machineShape"))
+                                     machine_shape=version.meta.get("machineShape"), column_types=config.column_types)
         if verdict.name != "OK":
             self._finish(ref, error=verdict.name, log=result.log, reason=verdict.reason)
             return
@@ -300,7 +300,8 @@ class Competitions:
                log: list[dict[str, Any]], total_bytes: int) -> None:
         try:
             scores = score_submission(submission_file, competition_dir / "answers.csv", config.metric,
-                                      config.id_column, config.target_columns, competition_dir)
+                                      config.id_column, config.target_columns, competition_dir,
+                                      column_types=config.column_types)
         except ScoringError as exc:
             self._finish(ref, error=SCORING_ERROR, log=log, reason=str(exc))
             return

@@ -50,7 +50,8 @@ class KernelRunner(Protocol):
         ...
 
     def judge(self, result: RunResult, *, kernel_type: str, submission_file: Path, sample_submission: Path,
-              id_column: str, target_columns: Sequence[str], machine_shape: str | None = None) -> Judgement:
+              id_column: str, target_columns: Sequence[str], machine_shape: str | None = None,
+              column_types: dict[str, str] | None = None) -> Judgement:
         """Kaggle's verdict on a scoring rerun's output: OK or an error description.
 
         ``machine_shape`` (the kernel's, None for CPU) sets the memory the run may have used.
@@ -87,14 +88,15 @@ class SandboxRunner:
         )
 
     def judge(self, result: RunResult, *, kernel_type: str, submission_file: Path, sample_submission: Path,
-              id_column: str, target_columns: Sequence[str], machine_shape: str | None = None) -> Judgement:
+              id_column: str, target_columns: Sequence[str], machine_shape: str | None = None,
+              column_types: dict[str, str] | None = None) -> Judgement:
         # The rerun really ran on the hidden test under the real time limit: only memory is checked
         # against the machine shape; nothing is projected.
         shape = shape_of(machine_shape)
         verdict = judge(result.execution, kernel_type=kernel_type, submission_file=submission_file,
                         sample_submission=sample_submission, id_column=id_column,
                         target_columns=list(target_columns),
-                        limits=Limits(ram_bytes=shape.ram_bytes, gpu_bytes=shape.gpu_bytes))
+                        limits=Limits(ram_bytes=shape.ram_bytes, gpu_bytes=shape.gpu_bytes), column_types=column_types)
         return Judgement(name=str(verdict.name), reason=str(verdict.reason or ""))
 
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy.stats import rankdata, spearmanr
+
+from builder.kkb_runtime.submission import check_submission
 
 
 class ScoringError(Exception):
@@ -30,12 +32,17 @@ class Scores:
 
 
 def score_submission(submission_csv: Path, answers_csv: Path, metric: str, id_column: str,
-                     target_columns: Sequence[str], competition_dir: Path) -> Scores:
+                     target_columns: Sequence[str], competition_dir: Path, sample_csv: Path | None = None,
+                     column_types: Mapping[str, str] | None = None) -> Scores:
+    """``sample_csv`` (default: the hidden test's sample submission, when there is one) sets each column's type:
+    the runtime's own check runs first, so a file the notebook's check would refuse cannot score here."""
     try:
-        submission = pd.read_csv(submission_csv)
+        submission = pd.read_csv(submission_csv, dtype={id_column: str})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise ScoringError(f"the submission is not a readable CSV: {exc}") from None
-    answers = pd.read_csv(answers_csv)
+    answers = pd.read_csv(answers_csv, dtype={id_column: str})
+    _check_like_sample(submission, answers, id_column, list(target_columns),
+                       sample_csv or competition_dir / "hidden" / "sample_submission.csv", column_types)
     solution, aligned = _align(submission, answers, id_column, list(target_columns))
     fn = _metric(metric, competition_dir, list(target_columns))
     if "Usage" in solution.columns:
@@ -45,6 +52,23 @@ def score_submission(submission_csv: Path, answers_csv: Path, metric: str, id_co
             return Scores(_call(fn, solution[public], aligned[public]), _call(fn, solution[private], aligned[private]))
     value = _call(fn, solution, aligned)
     return Scores(value, value)
+
+
+def _check_like_sample(submission: pd.DataFrame, answers: pd.DataFrame, id_column: str, targets: list[str],
+                       sample_csv: Path, column_types: Mapping[str, str] | None = None) -> None:
+    """The notebook's check (columns, ids, duplicates, NaN/inf, integer columns), against the sample's types.
+
+    Without a sample file the answers stand in for it (the id column and the targets only, numbers as
+    floats: 0/1 answers do not make probabilities wrong). Row order is not checked: the scorer joins on ids.
+    """
+    if sample_csv.is_file():
+        sample = pd.read_csv(sample_csv, dtype={id_column: str})
+    else:
+        sample = answers[[id_column, *[c for c in targets if c in answers.columns]]]
+        sample = sample.astype({c: float for c in sample.columns if c != id_column and pd.api.types.is_numeric_dtype(sample[c])})
+    problems = check_submission(submission, sample, id_column, targets, check_order=False, column_types=column_types)
+    if problems:
+        raise ScoringError("; ".join(problems))
 
 
 def _align(submission: pd.DataFrame, answers: pd.DataFrame, id_column: str,

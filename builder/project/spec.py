@@ -255,12 +255,36 @@ class WeightsSelection(FileSelection):
         return self
 
 
+_REFERENCE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+TTA_WEIGHT_NAMES = ("identity", "random", *TTA_NAMES)
+
+
+class RandomTta(_Strict):
+    """N seeded random passes of an albumentations pipeline (``A.save``'d), before the card's own pipeline."""
+
+    transforms: str
+    passes: int = Field(gt=0, le=64)
+    seed: int = 0
+
+    @field_validator("transforms")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        return _relative_path(value)
+
+
 class ModelCard(_Strict):
-    """What the kernel needs to rebuild one model offline. Completed at build time by ``builder.bundle.models``."""
+    """What the kernel needs to rebuild one model offline. Completed at build time by ``builder.bundle.models``.
+
+    ``arch`` (a timm architecture) or ``factory`` (``package.module:function`` in the code dataset,
+    called with ``model_kwargs``, returning the ``nn.Module``). ``checkpoint`` is one file, a glob or a
+    list: several are folds of one architecture, run one after another and averaged (``fold_weights``).
+    """
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    arch: str
-    checkpoint: str
+    arch: str | None = None
+    factory: str | None = None
+    checkpoint: str | list[str]
+    fold_weights: list[float] | None = None
     num_classes: int = Field(gt=0)
     in_chans: int = Field(default=3, gt=0)
     input_size: tuple[int, int] | None = None
@@ -269,6 +293,8 @@ class ModelCard(_Strict):
     interpolation: str | None = None
     transforms: str | None = None
     tta: list[str] = Field(default_factory=list)
+    tta_weights: dict[str, float] = Field(default_factory=dict)
+    tta_random: RandomTta | None = None
     batch_size: int = Field(default=32, gt=0)
     num_workers: int = Field(default=2, ge=0)
     activation: Literal["softmax", "sigmoid", "none"] = "softmax"
@@ -278,12 +304,46 @@ class ModelCard(_Strict):
     safetensors: bool = True
     # Which entry of a training checkpoint holds the weights; None: timm's order (EMA first).
     checkpoint_key: str | None = None
+    # Checkpoints saved by another wrapper: applied in this order, after module./_orig_mod. are stripped.
+    strip_prefix: str | None = None
+    key_rename: list[tuple[str, str]] = Field(default_factory=list)
+    add_prefix: str | None = None
+    # false: load what fits, listing the missing and unexpected keys in the build output (never shapes).
+    strict: bool = True
+    # true: this card's checkpoints may run pickled code (torch.load weights_only=False); recorded in the build.
+    allow_pickle: bool = False
     amp: bool = True
 
-    @field_validator("checkpoint", "transforms")
+    @field_validator("transforms")
     @classmethod
     def _inside(cls, value: str | None) -> str | None:
         return None if value is None else _relative_path(value)
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _checkpoints_inside(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("an empty list: name at least one checkpoint")
+            return [_relative_path(item) for item in value]
+        return _relative_path(value)
+
+    @field_validator("factory")
+    @classmethod
+    def _factory_reference(cls, value: str | None) -> str | None:
+        if value is not None and not _REFERENCE_RE.match(value):
+            raise ValueError(f"'{value}' is not 'package.module:function' (a function of your code that returns the nn.Module)")
+        return value
+
+    @field_validator("key_rename")
+    @classmethod
+    def _patterns_compile(cls, value: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        for pattern, _ in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"'{pattern}' is not a regular expression: {exc}") from None
+        return value
 
     @field_validator("tta")
     @classmethod
@@ -294,6 +354,32 @@ class ModelCard(_Strict):
                 guess = f" (did you mean '{close[0]}'?)" if close else ""
                 raise ValueError(f"unknown TTA '{name}'{guess}; use {', '.join(TTA_NAMES)} or 'package.module:function'")
         return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelCard:
+        if (self.arch is None) == (self.factory is None):
+            raise ValueError(f"[[models]] '{self.name}': set exactly one of arch (a timm architecture) "
+                             "or factory ('package.module:function' returning the nn.Module)")
+        if self.fold_weights is not None:
+            if isinstance(self.checkpoint, str) and not any(ch in self.checkpoint for ch in "*?["):
+                raise ValueError(f"[[models]] '{self.name}': fold_weights needs several checkpoints (a list or a glob)")
+            if isinstance(self.checkpoint, list) and len(self.fold_weights) != len(self.checkpoint):
+                raise ValueError(f"[[models]] '{self.name}': {len(self.fold_weights)} fold_weights for "
+                                 f"{len(self.checkpoint)} checkpoints")
+            if any(weight < 0 for weight in self.fold_weights) or not sum(self.fold_weights) > 0:
+                raise ValueError(f"[[models]] '{self.name}': fold_weights must be >= 0 with a positive sum")
+        views = {"identity", *self.tta, *(["random"] if self.tta_random else [])}
+        unknown = sorted(set(self.tta_weights) - views)
+        if unknown:
+            raise ValueError(f"[[models]] '{self.name}': tta_weights names {', '.join(unknown)}, which this card does not "
+                             f"run; its views: {', '.join(sorted(views))}")
+        if any(weight < 0 for weight in self.tta_weights.values()):
+            raise ValueError(f"[[models]] '{self.name}': tta_weights must be >= 0")
+        return self
+
+    @property
+    def checkpoint_patterns(self) -> list[str]:
+        return list(self.checkpoint) if isinstance(self.checkpoint, list) else [self.checkpoint]
 
 
 class SourcePackage(_Strict):
@@ -380,6 +466,18 @@ class Step(_Strict):
     run: str = Field(min_length=1)
     weight: float = Field(default=1.0, gt=0)
     timeout_seconds: int | None = Field(default=None, gt=0)
+    # Environment variables for this step's process only (OMP_NUM_THREADS, a library's switch, ...).
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+                raise ValueError(f"'{name}' is not an environment variable name (letters, digits and '_')")
+            if name.startswith("KKB_") or name in ("PYTHONPATH", "KAGGLE_IS_COMPETITION_RERUN"):
+                raise ValueError(f"'{name}' is set by kkb for every step; a step cannot override it")
+        return value
 
     @field_validator("run")
     @classmethod
@@ -420,6 +518,12 @@ class SubmissionSection(_Strict):
     file: str = "submission.csv"
     id_column: str = "id"
     target_columns: list[str] = Field(default_factory=list)
+    # What the steps write and combine averages, when [[postprocess]] turns them into the targets
+    # (five class probabilities before an argmax into `label`); default: the target columns.
+    prediction_columns: list[str] = Field(default_factory=list)
+    # Column -> "int", "float" or "str" ("*": every target), where the sample's placeholders mislead
+    # (integer 0s in a sample of a competition scored on probabilities).
+    column_types: dict[str, Literal["int", "float", "str"]] = Field(default_factory=dict)
     decimals: int | None = Field(default=6, ge=0, le=15)
     combine: Literal["mean", "weighted_mean", "rank_mean"] = "mean"
     kind: Literal["csv", "evaluation-api"] = "csv"
@@ -439,6 +543,37 @@ class SubmissionSection(_Strict):
             raise ValueError("an empty list names no column to predict; list them, e.g. [\"target\"], "
                              "or leave target_columns out")
         return values
+
+
+POSTPROCESS_KINDS = ("argmax", "threshold", "clip", "function")  # kkb_runtime.postprocess.KINDS
+
+
+class PostprocessStage(_Strict):
+    """One ``[[postprocess]]`` stage after combine (see ``kkb_runtime.postprocess``)."""
+
+    kind: Literal["argmax", "threshold", "clip", "function"]
+    columns: list[str] = Field(default_factory=list)
+    into: str | None = None
+    labels: list[int] | list[str] | None = None
+    value: float = 0.5
+    min: float | None = None
+    max: float | None = None
+    function: str | None = Field(default=None, pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+
+    @model_validator(mode="after")
+    def _keys_for_kind(self) -> PostprocessStage:
+        used = {"argmax": {"columns", "into", "labels"}, "threshold": {"columns", "value"},
+                "clip": {"columns", "min", "max"}, "function": {"function"}}[self.kind]
+        stray = sorted(key for key in self.model_fields_set - {"kind"} if key not in used)
+        if stray:
+            raise ValueError(f"kind = '{self.kind}' takes {', '.join(sorted(used))}, not {', '.join(stray)}")
+        if self.kind == "function" and not self.function:
+            raise ValueError("kind = 'function' needs function = 'package.module:function' (DataFrame in, DataFrame out)")
+        if self.kind == "clip" and self.min is None and self.max is None:
+            raise ValueError("kind = 'clip' needs min, max or both")
+        if self.kind == "argmax" and self.labels is not None and self.columns and len(self.labels) != len(self.columns):
+            raise ValueError(f"argmax has {len(self.labels)} labels for {len(self.columns)} columns")
+        return self
 
 
 class FastCommitSection(_Strict):
@@ -582,6 +717,7 @@ class KernelSpec(_Strict):
     evaluation_api: EvaluationApiSection | None = None
     inputs: list[InputSection] = Field(default_factory=list)
     push: PushSection = Field(default_factory=PushSection)
+    postprocess: list[PostprocessStage] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> KernelSpec:

@@ -272,7 +272,8 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
     limits = _limits(scenario, settings, spec, rows)
     verdict = judge(result, kernel_type=spec.kernel.kernel_type, submission_file=spec.submission.file,
                     sample_submission=sample, id_column=spec.submission.id_column,
-                    target_columns=spec.submission.target_columns, limits=limits)
+                    target_columns=spec.submission.target_columns, limits=limits,
+                    column_types=spec.submission.column_types)
     decision = fast_commit_decision(result)
     if scenario == "commit" and verdict.ok:
         verdict = check_fast_commit(result, spec, rows, decision) or verdict

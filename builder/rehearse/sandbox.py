@@ -362,7 +362,15 @@ def _id_maker(ids: list[str]):  # type: ignore[no-untyped-def]
     if numeric:
         span = max(int(value) for value in ids) + 1
         return lambda value, k: value if k == 0 else str(int(value) + k * span)
-    return lambda value, k: value if k == 0 else f"{value}_r{k}"
+    return lambda value, k: value if k == 0 else _suffixed(value, k)
+
+
+def _suffixed(value: str, k: int) -> str:
+    """``abc_r1``; an id that carries a file extension keeps it last: ``abc.jpg`` -> ``abc_r1.jpg``."""
+    path = PurePosixPath(value)
+    if re.fullmatch(r"\.[A-Za-z][A-Za-z0-9]{0,4}", path.suffix) and path.stem:
+        return value[: -len(path.suffix)] + f"_r{k}" + path.suffix
+    return f"{value}_r{k}"
 
 
 def _replicate(frame, id_column: str, mapping: list[dict[str, str]]):  # type: ignore[no-untyped-def]
@@ -384,6 +392,8 @@ def _rename_path(value: object, ids: dict[str, str]) -> object:
     if not isinstance(value, str):
         return value
     path = PurePosixPath(value)
+    if path.name in ids and path.name != ids[path.name]:  # the id is the file name, extension included
+        return str(path.with_name(ids[path.name]))
     if path.stem in ids and path.stem != ids[path.stem]:
         return str(path.with_name(ids[path.stem] + path.suffix))
     return value

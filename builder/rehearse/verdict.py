@@ -17,7 +17,7 @@ gets to write its file; a notebook that raised is judged by the file it left beh
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -114,7 +114,7 @@ def projected_seconds(result: ExecutionResult, limits: Limits) -> float:
 
 def judge(result: ExecutionResult, *, kernel_type: Literal["notebook", "script"] | str, submission_file: str | Path,
           sample_submission: Path, id_column: str, target_columns: Sequence[str],
-          limits: Limits | None = None) -> Verdict:
+          limits: Limits | None = None, column_types: Mapping[str, str] | None = None) -> Verdict:
     """Kaggle's verdict for this run, with the reason Kaggle would not give.
 
     ``submission_file`` is a name in the working dir (``submission.csv``) or a full path there.
@@ -127,7 +127,7 @@ def judge(result: ExecutionResult, *, kernel_type: Literal["notebook", "script"]
         lambda: _compute(result, limits),
         lambda: _script_exception(result, kernel_type, failure),
         lambda: _projected_timeout(result, limits),
-        lambda: _submission(result, submission_file, sample_submission, id_column, target_columns, failure),
+        lambda: _submission(result, submission_file, sample_submission, id_column, target_columns, failure, column_types),
     )
     for check in checks:
         verdict = check()
@@ -178,7 +178,8 @@ def _projected_timeout(result: ExecutionResult, limits: Limits) -> Verdict | Non
 
 
 def _submission(result: ExecutionResult, submission_file: str | Path, sample_submission: Path, id_column: str,
-                target_columns: Sequence[str], failure: str | None) -> Verdict | None:
+                target_columns: Sequence[str], failure: str | None,
+                column_types: Mapping[str, str] | None = None) -> Verdict | None:
     path = result.working_dir / submission_file
     submission_file = path.name
     if not path.is_file():
@@ -187,7 +188,7 @@ def _submission(result: ExecutionResult, submission_file: str | Path, sample_sub
                            _failure_detail(result))
         return Verdict(CSV_NOT_FOUND, f"the run finished but wrote no {submission_file} in /kaggle/working "
                                       f"(it wrote: {_listing(result.working_dir)})", None)
-    problems = submission_file_problems(path, Path(sample_submission), id_column, target_columns)
+    problems = submission_file_problems(path, Path(sample_submission), id_column, target_columns, column_types)
     if problems:
         detail = None
         if failure:
@@ -197,19 +198,20 @@ def _submission(result: ExecutionResult, submission_file: str | Path, sample_sub
 
 
 def submission_problems(submission: pd.DataFrame, sample: pd.DataFrame, id_column: str,
-                        target_columns: Sequence[str] = ()) -> list[str]:
+                        target_columns: Sequence[str] = (), column_types: Mapping[str, str] | None = None) -> list[str]:
     """Every reason Kaggle's scorer would refuse ``submission`` (kkb's runtime checks the same)."""
-    return check_submission(submission, sample, id_column, list(target_columns))
+    return check_submission(submission, sample, id_column, list(target_columns), column_types=column_types)
 
 
-def submission_file_problems(path: Path, sample_path: Path, id_column: str, target_columns: Sequence[str] = ()) -> list[str]:
+def submission_file_problems(path: Path, sample_path: Path, id_column: str, target_columns: Sequence[str] = (),
+                             column_types: Mapping[str, str] | None = None) -> list[str]:
     """:func:`submission_problems` for files; an unreadable file is a problem too."""
     sample = pd.read_csv(sample_path, dtype={id_column: str})
     try:
         submission = pd.read_csv(path, dtype={id_column: str}) if path.suffix != ".parquet" else pd.read_parquet(path)
     except Exception as exc:
         return [f"{path.name} is not a readable table: {exc}"]
-    return submission_problems(submission, sample, id_column, target_columns)
+    return submission_problems(submission, sample, id_column, target_columns, column_types)
 
 
 # --- what went wrong, in words ------------------------------------------------------------------

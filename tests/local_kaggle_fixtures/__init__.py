@@ -74,7 +74,8 @@ class FakeRunner:
         return RunResult(ok=ok, timed_out=False, working_dir=working, log=log, failure=failure)
 
     def judge(self, result: RunResult, *, kernel_type: str, submission_file: Path, sample_submission: Path,
-              id_column: str, target_columns: Sequence[str], machine_shape: str | None = None) -> Judgement:
+              id_column: str, target_columns: Sequence[str], machine_shape: str | None = None,
+              column_types: dict[str, str] | None = None) -> Judgement:
         if result.timed_out:
             return Judgement("Notebook Timeout")
         if not submission_file.is_file():

@@ -1,0 +1,1 @@
+"""The cassava-style example's own code: shipped in the code dataset, importable as ``leafkernel``."""
