@@ -40,6 +40,7 @@ from typing import Any, Literal
 import psutil
 
 from builder.errors import DryRunError
+from builder.isolation import Isolation
 from builder.jsonfile import read_object
 from builder.spec import EvaluationApiSection, KernelSpec
 
@@ -212,7 +213,7 @@ class Gateway:
 
 def rehearse_rerun(notebook: Path, spec: KernelSpec, mounts: tuple[Any, ...], root: Path, *,
                    timeout_seconds: float, layout: Literal["current", "legacy"] = "current",
-                   isolation: Literal["auto", "namespace", "python"] = "auto") -> RerunResult:
+                   isolation: Isolation = "auto") -> RerunResult:
     """Run the scoring rerun in a new sandbox at ``root``: the notebook blocks in ``serve()`` while the
     competition's gateway drives it from another process over the mounted competition data."""
     return rehearse_gateway_rerun(notebook, _section(spec), spec.competition.slug, mounts, root,
@@ -221,7 +222,7 @@ def rehearse_rerun(notebook: Path, spec: KernelSpec, mounts: tuple[Any, ...], ro
 
 def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gateway, slug: str, mounts: tuple[Any, ...],
                            root: Path, *, timeout_seconds: float, layout: Literal["current", "legacy"] = "current",
-                           isolation: Literal["auto", "namespace", "python"] = "auto") -> RerunResult:
+                           isolation: Isolation = "auto") -> RerunResult:
     """:func:`rehearse_rerun` from the gateway's settings and the competition slug alone."""
     from builder.sandbox import SandboxSpec, prepare_sandbox
 

@@ -50,7 +50,7 @@ def test_a_run_is_measured_logged_and_saved(tmp_path: Path) -> None:
     streams = [(entry["stream_name"], entry["data"]) for entry in result.log]
     executable, cwd = streams[0][1].split()
     assert Path(executable).resolve() == Path(sys.executable).resolve()  # the venv's interpreter, not any `python3`
-    assert cwd == str(result.working_dir)
+    assert cwd == ("/kaggle/working" if result.isolation != "python" else str(result.working_dir))
     assert ("stderr", "to stderr\n") in streams and streams[-1] == ("stdout", "done\n")
     times = [entry["time"] for entry in result.log]
     assert times == sorted(times) and times[-1] >= 1.0
