@@ -28,8 +28,9 @@ import pytest
 from builder import cli
 from builder.build import BuildSettings, build_kernel
 from builder.errors import BundleError, DryRunError, KernelFailed, SpecError, WheelhouseError
+from builder.image import preinstalled_patterns
 from builder.kkb_runtime import inputs
-from builder.wheels import (HELPER_DIR, PREINSTALLED, WHEELS_DIR, WheelsSettings, WheelTarget, build_wheels,
+from builder.wheels import (HELPER_DIR, WHEELS_DIR, WheelsSettings, WheelTarget, build_wheels,
                             check_offline_install, dry_run_check, dry_run_mounts, helper_kernel, incompatible_wheels,
                             kernel_requirements, stand_in)
 from builder.spec import load_spec
@@ -271,7 +272,7 @@ def test_wheelhouse_resolves_the_chain_and_leaves_out_the_image(tmp_path: Path, 
     assert sorted(result.files) == ["alpha-1.0-py3-none-any.whl", "beta-1.2-py3-none-any.whl",
                                     "delta-1.0-py3-none-any.whl", "einops-0.1-py3-none-any.whl"]
     assert {entry.split("==")[0] for entry in result.left_to_image} == {"numpy", "gamma"}
-    assert result.replaces_image == ("einops",) and "numpy" in PREINSTALLED
+    assert result.replaces_image == ("einops",) and "numpy" in preinstalled_patterns()
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["dataset"] == WHEELHOUSE_ID and manifest["resolution_key"] == result.key
     assert manifest["content_hash"] == result.content_hash

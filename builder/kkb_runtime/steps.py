@@ -27,6 +27,7 @@ from .inputs import Inputs
 STEPS_RECORD = "kkb_steps.json"
 STEP_META_SUFFIX = ".meta.json"  # next to a step's output: measurements only the step's process can make
 STDERR_TAIL_LINES = 40
+PEAK_LINE = "[kkb] step '{name}' peak memory: {peak} bytes"
 
 
 class StepFailed(RuntimeError):
@@ -113,7 +114,9 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
     # ru_maxrss of waited-for children is in KiB on Linux: the largest child so far.
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     if returncode != 0:
-        raise StepFailed(f"step '{name}' failed with exit code {returncode}\n--- stderr (last {len(tail)} lines) ---\n" + "".join(tail))
+        # The last line gives the dry run the step's peak, for "Notebook Exceeded Allowed Compute".
+        raise StepFailed(f"step '{name}' failed with exit code {returncode}\n--- stderr (last {len(tail)} lines) ---\n"
+                         + "".join(tail) + f"\n{PEAK_LINE.format(name=name, peak=peak)}")
     if not out.is_file():
         raise StepFailed(f"step '{name}' exited 0 but wrote no output at {out} (write it to $KKB_STEP_OUT or {{out}})")
     meta = read_step_meta(out)
