@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,12 +72,17 @@ class ExecutionResult:
     disk_exceeded: bool = False  # killed: /kaggle/working grew past what Kaggle keeps
 
 
-def execute_notebook(notebook: Path, sandbox: SandboxSpec, root: Path) -> ExecutionResult:
-    """Execute ``notebook`` in a new sandbox at ``root``; the sandbox is left in place for the caller."""
+def execute_notebook(notebook: Path, sandbox: SandboxSpec, root: Path,
+                     progress: Callable[[str], None] | None = None) -> ExecutionResult:
+    """Execute ``notebook`` in a new sandbox at ``root``; the sandbox is left in place for the caller.
+
+    ``progress`` is called with each ``[kkb] step ...`` line the kernel prints (a step starting).
+    """
     nb = _read_notebook(Path(notebook))
     box = prepare_sandbox(sandbox, root)
     with tempfile.TemporaryDirectory(prefix="kkb-ipc-") as short_dir:
         run = _Run(nb, box, _kernel_manager(box, Path(short_dir)), sandbox.timeout_seconds, sandbox.working_limit_bytes)
+        run.client.progress = progress
         run.execute()
     return run.result()
 
@@ -282,6 +288,7 @@ class _Client(NotebookClient):
         self.started = started
         self.entries: list[dict[str, Any]] = []
         self.current_cell: int | None = None
+        self.progress: Callable[[str], None] | None = None
         self.on_cell_start = self._cell_started
 
     def _cell_started(self, cell: Any, cell_index: int) -> None:
@@ -297,6 +304,10 @@ class _Client(NotebookClient):
 
     def _log(self, stream: str, text: str) -> None:
         self.entries.append({"stream_name": stream, "time": round(time.monotonic() - self.started, 3), "data": text})
+        if self.progress is not None:
+            for line in text.splitlines():
+                if line.startswith("[kkb] step "):
+                    self.progress(f"cell {self.current_cell}: {line[6:].split(':')[0]}")
 
 
 class _Run:

@@ -218,12 +218,19 @@ def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoi
     return forward
 
 
-def run_model(job: Job, choice: devices.DeviceChoice) -> np.ndarray:
-    """Predictions (or features), one row per id, with the card's TTA averaged."""
+def run_model(job: Job, choice: devices.DeviceChoice, timings: dict[str, Any] | None = None) -> np.ndarray:
+    """Predictions (or features), one row per id, with the card's TTA averaged.
+
+    ``timings`` receives ``load_seconds`` (the model ready on its device) and ``infer_seconds`` (all
+    batches): the dry run separates this fixed cost from the per-row cost when it projects a rerun.
+    """
     import torch
 
+    timings = {} if timings is None else timings
+    started = time.perf_counter()
     target = devices.torch_device(choice)
     model, channels_last = prepare_model(job.card, job.weights_dir, choice, target)
+    timings["load_seconds"] = round(time.perf_counter() - started, 4)
     forward = make_forward(model, job.card, choice, channels_last)
     views = tta.resolve(list(job.card.get("tta") or ()))
     loader = data_loader(ImageDataset(job.paths, transforms.inference_pipeline(job.card), int(job.card.get("in_chans", 3))),
@@ -232,9 +239,11 @@ def run_model(job: Job, choice: devices.DeviceChoice) -> np.ndarray:
     # inference_mode is not supported by every torch_xla release; no_grad is.
     context = torch.no_grad if choice.kind == "xla" else torch.inference_mode
     with context():
+        inferring = time.perf_counter()
         for batch in loader:
             batch = batch.to(target, non_blocking=choice.kind == "cuda")
             outputs.append(tta.averaged(forward, batch, views).cpu().numpy())
+        timings["infer_seconds"] = round(time.perf_counter() - inferring, 4)
     width = int(job.card["num_classes"]) if not job.card.get("features") else 0
     return np.concatenate(outputs) if outputs else np.zeros((0, width), dtype=np.float32)
 
@@ -282,12 +291,13 @@ def predict(model_name: str, out: Path | None = None, environ: Mapping[str, str]
     print(f"[kkb] {model_name}: {job.card['arch']} on {devices.summary(choice)}; {len(job.ids)} images, "
           f"TTA: {', '.join(name for name, _ in tta.resolve(list(job.card.get('tta') or ())))}", flush=True)
     started = time.perf_counter()
-    written = write_output(job, run_model(job, choice))
+    timings: dict[str, Any] = {"rows": len(job.ids)}
+    written = write_output(job, run_model(job, choice, timings))
     if choice.kind == "cuda":
         import torch
 
-        peak = max(torch.cuda.max_memory_allocated(index) for index in range(torch.cuda.device_count()))
-        write_step_meta(written, peak_gpu_bytes=int(peak))
+        timings["peak_gpu_bytes"] = int(max(torch.cuda.max_memory_allocated(index) for index in range(torch.cuda.device_count())))
+    write_step_meta(written, **timings)
     print(f"[kkb] {model_name}: wrote {written} in {time.perf_counter() - started:.1f} s", flush=True)
     return written
 

@@ -42,6 +42,9 @@ class StepResult:
     peak_rss_bytes: int
     returncode: int
     peak_gpu_bytes: int | None = None  # what the step itself recorded (see write_step_meta); None on CPU
+    rows: int | None = None  # card steps (write_step_meta): rows predicted, model load and inference times,
+    load_seconds: float | None = None  # so the dry run can separate fixed from per-row cost
+    infer_seconds: float | None = None
 
 
 def step_command(run: str, values: Mapping[str, str]) -> list[str]:
@@ -121,7 +124,8 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
         raise StepFailed(f"step '{name}' exited 0 but wrote no output at {out} (write it to $KKB_STEP_OUT or {{out}})")
     meta = read_step_meta(out)
     return StepResult(name=name, output=str(out), seconds=round(seconds, 3), peak_rss_bytes=peak, returncode=returncode,
-                      peak_gpu_bytes=meta.get("peak_gpu_bytes"))
+                      peak_gpu_bytes=meta.get("peak_gpu_bytes"), rows=meta.get("rows"), load_seconds=meta.get("load_seconds"),
+                      infer_seconds=meta.get("infer_seconds"))
 
 
 def write_step_meta(out: Path, **fields: Any) -> None:
