@@ -53,7 +53,10 @@ def out_of_memory(result: ExecutionResult) -> tuple[str, int] | None:
     match = _MEMORY.search(text)
     if match is None and not _KILLED.search(text):
         return None
-    cause = match.group(0) if match else "killed by SIGKILL, the out-of-memory killer's signal"
+    if match is None:
+        cause = "killed by SIGKILL, the out-of-memory killer's signal"
+    else:
+        cause = "MemoryError" if match.group(0) in ("Unable to allocate", "Cannot allocate memory") else match.group(0)
     peaks = _STEP_PEAK.findall(text)
     step = _step_name(text) or (peaks[-1][0] if peaks else None)
     peak = max([result.peak_rss_bytes, *(int(bytes_) for name, bytes_ in peaks if name == step)])
@@ -69,12 +72,13 @@ def _step_name(text: str) -> str | None:
 def layout_mismatch(result: ExecutionResult, layout: str = "current") -> str | None:
     """A missing ``input/`` path whose counterpart in the other layout exists, in words, else None."""
     input_dir = Path(result.root) / "input"
+    exists = _existence(result, input_dir)
     for match in _MISSING_PATH.finditer(failure_text(result)):
         missing = match.group(1) or match.group(2)
         relative = _under_input(missing, Path(result.root))
-        if relative is None or (input_dir / relative).exists():
+        if relative is None or exists(relative):
             continue
-        other = _other_layout(relative, input_dir)
+        other = _other_layout(relative, input_dir, exists)
         if other is None:
             continue
         which = "legacy" if other.parts[0] not in _LEGACY_PREFIXES else "current"
@@ -91,16 +95,30 @@ def _under_input(path: str, root: Path) -> PurePosixPath | None:
     return None
 
 
-def _other_layout(relative: PurePosixPath, input_dir: Path) -> PurePosixPath | None:
+def _existence(result: ExecutionResult, input_dir: Path):  # type: ignore[no-untyped-def]
+    """Whether a path under ``input/`` existed for the kernel: through the mounts' host sources, since
+    with namespaces the folders under ``input/`` are only empty mount points on the host."""
+    def exists(relative: PurePosixPath) -> bool:
+        path = input_dir / relative
+        for source, target in result.mounts:
+            if path == target or target in path.parents:
+                return (Path(source) / path.relative_to(target)).exists()
+        return path.exists()
+
+    return exists
+
+
+def _other_layout(relative: PurePosixPath, input_dir: Path, exists) -> PurePosixPath | None:  # type: ignore[no-untyped-def]
     """The same file in the other layout, if it exists here: ``x/f`` ↔ ``competitions/x/f``, ``datasets/o/x/f``."""
     parts = relative.parts
     if parts[0] in _LEGACY_PREFIXES and len(parts) > _LEGACY_PREFIXES[parts[0]]:
         legacy = PurePosixPath(*parts[_LEGACY_PREFIXES[parts[0]]:])
-        return legacy if (input_dir / legacy).exists() else None
+        return legacy if exists(legacy) else None
     for prefix in ("competitions/*", "datasets/*/*", "models/*/*", "notebooks/*/*"):
         for hit in sorted(input_dir.glob(f"{prefix}")):
-            if hit.name == parts[0] and (hit.joinpath(*parts[1:])).exists():
-                return PurePosixPath(hit.relative_to(input_dir).as_posix(), *parts[1:])
+            candidate = PurePosixPath(hit.relative_to(input_dir).as_posix(), *parts[1:])
+            if hit.name == parts[0] and exists(candidate):
+                return candidate
     return None
 
 

@@ -231,6 +231,7 @@ def _check_columns(spec_path: Path, spec: KernelSpec, sample: Path) -> None:
 def _run_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, out: Path) -> ScenarioReport:
     spec = build.spec
     work = Path(tempfile.mkdtemp(prefix=f"kkb-dryrun-{scenario}-"))
+    source = data
     try:
         if scenario == "rerun" and settings.rerun_scale > 1:
             data = scale_competition_data(data, work / "scaled", settings.rerun_scale, id_column=spec.submission.id_column,
@@ -241,10 +242,11 @@ def _run_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
 
             return dry_run_scenario(scenario, settings, build, data, out, work)
         _progress(settings, f"{scenario}: running the notebook")
-        result = execute_notebook(scenario_notebook(build, work), scenario_sandbox(scenario, settings, build, data), work / "kaggle",
+        result = execute_notebook(scenario_notebook(build, work), _with_script(scenario_sandbox(scenario, settings, build, data), work),
+                                  work / "kaggle",
                                   progress=lambda line: _progress(settings, f"{scenario}: {line}"))
         _progress(settings, f"{scenario}: finished in {result.wall_seconds:.1f} s ({result.isolation} sandbox)")
-        fit_runs = _fit_runs(scenario, settings, build, data, result, work)
+        fit_runs = _fit_runs(scenario, settings, build, source, _rows(data, spec), result, work)
         return scenario_report(scenario, settings, build, data, result, out, work if settings.keep_sandbox else None,
                                fit_runs=fit_runs)
     finally:
@@ -257,11 +259,11 @@ def _progress(settings: DryRunSettings, line: str) -> None:
         settings.progress(line)
 
 
-def _fit_runs(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, result: ExecutionResult,
-              work: Path) -> tuple[RunTimes, ...]:
-    """The runs the time projection fits: this one, plus a replicated one when the test is too small."""
+def _fit_runs(scenario: Scenario, settings: DryRunSettings, build: BuildResult, source: Path, rows: int,
+              result: ExecutionResult, work: Path) -> tuple[RunTimes, ...]:
+    """The runs the time projection fits: this one (``rows``), plus one on ``source`` (the data before
+    ``--rerun-scale``) replicated further when the test is too small to tell fixed from per-row time."""
     spec = build.spec
-    rows = _rows(data, spec)
     runs = [RunTimes(rows, result.wall_seconds, tuple(result.steps))]
     hidden = settings.hidden_rows or spec.competition.hidden_rows
     factor = fit_factor(rows)
@@ -270,17 +272,27 @@ def _fit_runs(scenario: Scenario, settings: DryRunSettings, build: BuildResult, 
     if spec.submission.kind != "csv" or _card_steps_only(result):
         return tuple(runs)  # card steps time themselves; the gateway drives evaluation-API kernels
     try:
-        scaled = scale_competition_data(data, work / "fit-data", factor, id_column=spec.submission.id_column,
+        scaled = scale_competition_data(source, work / "fit-data", factor * settings.rerun_scale, id_column=spec.submission.id_column,
                                         sample_submission=spec.competition.sample_submission, test=spec.competition.test)
     except DryRunError as error:
         _progress(settings, f"rerun: no second size for the time fit ({error.message}); projecting proportionally")
         return tuple(runs)
     _progress(settings, f"rerun: a second run on {scaled.rows} rows ({factor}x) to separate fixed from per-row time")
-    second = execute_notebook(scenario_notebook(build, work / "fit"), scenario_sandbox(scenario, settings, build, scaled.path),
-                              work / "kaggle-fit")
+    if scaled.rows <= rows:
+        return tuple(runs)
+    second = execute_notebook(scenario_notebook(build, work / "fit"),
+                              _with_script(scenario_sandbox(scenario, settings, build, scaled.path), work / "fit"), work / "kaggle-fit")
     if second.ok:
         runs.append(RunTimes(scaled.rows, second.wall_seconds, tuple(second.steps)))
+    else:
+        _progress(settings, f"rerun: the second run failed ({second.ename}); projecting proportionally")
     return tuple(runs)
+
+
+def _with_script(sandbox: SandboxSpec, work: Path) -> SandboxSpec:
+    """A script kernel runs from ``work/script`` (see :func:`scenario_notebook`): the kernel must see it there."""
+    script = work / "script"
+    return replace(sandbox, visible=(*sandbox.visible, script)) if script.is_dir() else sandbox
 
 
 def _card_steps_only(result: ExecutionResult) -> bool:

@@ -472,6 +472,7 @@ def dry_run_scenario(scenario: Literal["commit", "rerun"], settings: Any, build:
     sandbox = dryrun.scenario_sandbox(scenario, settings, build, data)
     sandbox = replace(sandbox, extra_env={**sandbox.extra_env, **sandbox_env(section)})
     notebook = dryrun.scenario_notebook(build, work)
+    sandbox = replace(sandbox, visible=(*sandbox.visible, notebook.parent))  # a script kernel's wrapper, under /tmp
     keep = work if settings.keep_sandbox else None
     if scenario == "commit":
         result = execute_notebook(notebook, sandbox, work / "kaggle")

@@ -70,6 +70,7 @@ class ExecutionResult:
     working_bytes: int = 0  # what the run left in /kaggle/working (largest seen while it ran)
     working_limit_bytes: int | None = None
     disk_exceeded: bool = False  # killed: /kaggle/working grew past what Kaggle keeps
+    mounts: tuple[tuple[Path, Path], ...] = ()  # (host source, target under root/input): what the kernel saw there
 
 
 def execute_notebook(notebook: Path, sandbox: SandboxSpec, root: Path,
@@ -446,6 +447,7 @@ class _Run:
             log=self.client.entries, steps=steps, isolation=self.box.isolation, isolation_note=self.box.isolation_note,
             memory_limit_bytes=self.box.memory_bytes, working_bytes=self.monitor.working_bytes if self.monitor else 0,
             working_limit_bytes=self.working_limit, disk_exceeded=self.disk_exceeded,
+            mounts=self.box.mounts,
         )
 
 

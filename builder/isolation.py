@@ -121,13 +121,16 @@ def _run_probe(argv: list[str]) -> str | None:
 
 
 def launcher_argv(mode: Mode, root: Path, mounts: tuple[tuple[Path, Path], ...], binds: list[Path],
-                  memory_bytes: int | None) -> list[str]:
-    """The argv prefix that starts a command in the sandbox at ``root`` (``mounts``: host source, target under root/input)."""
+                  memory_bytes: int | None, readonly: tuple[Path, ...] = ()) -> list[str]:
+    """The argv prefix that starts a command in the sandbox at ``root`` (``mounts``: host source, target under
+    root/input; ``binds``: writable at their own paths; ``readonly``: visible read-only at their own paths)."""
     if mode == "bwrap":
-        return bwrap_argv(root, mounts, binds, memory_bytes)
+        return bwrap_argv(root, mounts, binds, memory_bytes, readonly)
     argv = [sys.executable, str(LAUNCH)]
     if mode == "namespace":
         argv += ["--kaggle", str(root), "--readonly", str(root / "input"), "--chdir", "/kaggle/working"]
+        for folder in readonly:
+            argv += ["--readonly", str(folder)]
         for source, target in mounts:
             argv += ["--mount", f"{source}={target}"]
         for folder in binds:
@@ -142,7 +145,7 @@ def launcher_argv(mode: Mode, root: Path, mounts: tuple[tuple[Path, Path], ...],
 
 
 def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, Path], ...], binds: list[Path],
-               memory_bytes: int | None) -> list[str]:
+               memory_bytes: int | None, readonly: tuple[Path, ...] = ()) -> list[str]:
     """bubblewrap arguments for the file system :mod:`sandbox_guest.launch` builds with ``--kaggle``."""
     bwrap = shutil.which("bwrap") or "bwrap"
     argv = [bwrap, "--unshare-net", "--die-with-parent"]
@@ -159,6 +162,8 @@ def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, P
     for folder in [root, *binds]:
         argv += ["--bind", str(folder), str(folder)]
     argv += ["--ro-bind", str(root / "input"), str(root / "input")]
+    for folder in readonly:
+        argv += ["--ro-bind", str(folder), str(folder)]
     for source, target in mounts:
         argv += ["--ro-bind", str(source), str(target)]
     argv += ["--bind", str(root / "working"), "/kaggle/working", "--bind", str(root / "temp"), "/kaggle/temp",

@@ -81,6 +81,7 @@ class SandboxSpec:
     isolation: Isolation = "auto"  # kkb addition: "python" forces the portable mode (tests, debugging)
     memory_bytes: int | None = None  # RLIMIT_DATA of every process of the run (the machine shape's RAM)
     working_limit_bytes: int | None = None  # /kaggle/working larger than this stops the run (what Kaggle keeps)
+    visible: tuple[Path, ...] = ()  # host folders the kernel reads at their own paths (kkb's script wrapper)
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class Sandbox:
     mounts: tuple[tuple[Path, Path], ...]  # (source, absolute target)
     memory_bytes: int | None = None
     isolation_note: str = ""  # what ran, and why stronger isolations were not used
+    visible: tuple[Path, ...] = ()
 
     @property
     def kaggle_paths(self) -> bool:
@@ -116,7 +118,7 @@ class Sandbox:
 
         ``binds``: host folders the command must be able to write at their own paths (the kernel's ipc sockets).
         """
-        return launcher_argv(self.isolation, self.root, self.mounts, list(binds), self.memory_bytes)
+        return launcher_argv(self.isolation, self.root, self.mounts, list(binds), self.memory_bytes, self.visible)
 
 
 def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
@@ -140,7 +142,8 @@ def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
     env = kernel_environment(root, rerun=spec.rerun, extra_env=spec.extra_env, proxies=isolation == "python")
     return Sandbox(root=root, input_dir=root / "input", working_dir=root / "working", temp_dir=root / "temp",
                    private_dir=root / PRIVATE, env=env, isolation=isolation, mounts=mounts,
-                   memory_bytes=spec.memory_bytes, isolation_note=choice.describe())
+                   memory_bytes=spec.memory_bytes, isolation_note=choice.describe(),
+                   visible=tuple(Path(folder).resolve() for folder in spec.visible))
 
 
 def mount_path(target: str, layout: Layout) -> PurePosixPath:

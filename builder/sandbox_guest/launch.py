@@ -150,6 +150,10 @@ def new_root(root: str, mounts: list[tuple[str, str]], readonly: list[str], bind
     for folder in [root, *binds]:  # writable at their own paths: the sandbox root, the kernel's ipc folder
         _bind_writable(folder, staging + folder)
     for folder in readonly:
+        try:
+            os.makedirs(staging + folder, exist_ok=True)  # a folder in the private /tmp needs its mount point
+        except OSError:
+            pass
         bind_readonly(folder, staging + folder)
     for source, target in mounts:
         bind_readonly(source, staging + target)
