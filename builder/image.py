@@ -71,7 +71,8 @@ def _load(path: str) -> KaggleImage:
                         hint=f"fix the file or unset {IMAGE_ENV} to use the one shipped with kkb") from None
     if not isinstance(data, dict) or not isinstance(data.get("packages"), dict) or not data.get("python"):
         raise SpecError(f"{where}: a Kaggle image description needs 'python' and a 'packages' table",
-                        hint='e.g. {"python": "3.12", "captured": "2026-08-12", "packages": {"torch": "2.10.0"}}')
+                        hint='e.g. {"python": "3.12", "captured": "2026-08-12", "packages": {"torch": "2.10.0"}}, '
+                             f'or unset {IMAGE_ENV} to use the one shipped with kkb')
     return KaggleImage(
         name=str(data.get("name", "Kaggle image")), captured=str(data.get("captured", "unknown date")),
         python=str(data["python"]), packages={canonicalize_name(k): str(v) for k, v in data["packages"].items()},
