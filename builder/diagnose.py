@@ -136,9 +136,28 @@ def not_rehearsed(result: ExecutionResult, shape_has_gpu: bool) -> str | None:
             image = load_image()
             return (f"not rehearsed: Kaggle's image has {dist} {version} ({image.captured}); {where} imports "
                     f"'{module}', which is not installed here; install it here to rehearse")
+    if result.isolation == "python":
+        absolute = _absolute_kaggle_read(result, text)
+        if absolute is not None:
+            return (f"not rehearsed here: {where} reads {absolute}, an absolute /kaggle path, and this sandbox has none "
+                    f"({result.isolation_note or 'python isolation'}); install bubblewrap or allow user namespaces to rehearse it")
     if shape_has_gpu and _NEEDS_CUDA.search(text) and not cuda_here():
         return (f"not rehearsed here: {where} needs CUDA and this machine has no GPU; the machine shape has one: "
                 f"rehearse it on Kaggle's machines (kkb push, then kkb status)")
+    return None
+
+
+def _absolute_kaggle_read(result: ExecutionResult, text: str) -> str | None:
+    """A missing ``/kaggle/...`` path that the sandbox has under its root (so it exists on Kaggle), else None."""
+    input_dir = Path(result.root) / "input"
+    exists = _existence(result, input_dir)
+    for match in _MISSING_PATH.finditer(text):
+        missing = match.group(1) or match.group(2)
+        if not missing.startswith("/kaggle/"):
+            continue
+        relative = _under_input(missing, Path(result.root))
+        if relative is None or exists(relative):
+            return missing  # /kaggle/working/..., /kaggle/temp/..., or an input path that is there
     return None
 
 

@@ -280,3 +280,18 @@ def test_what_this_machine_cannot_rehearse_is_not_rehearsed(tmp_path: Path, monk
     assert result.name == verdict
     if reason is not None:
         assert result.reason == reason
+
+
+def test_an_absolute_kaggle_path_in_the_portable_sandbox_is_not_rehearsed(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "test.csv").write_text("id,x\n")
+    failed = {**NOTEBOOK_FAILED, "ename": "FileNotFoundError", "isolation": "python", "isolation_note": "portable",
+              "evalue": "[Errno 2] No such file or directory: '/kaggle/input/competitions/c/test.csv'",
+              "mounts": ((data, tmp_path / "input" / "competitions" / "c"),)}
+    verdict = _judge(_result(tmp_path, submission=None, **failed))
+    assert (verdict.name, verdict.reason) == (NOT_REHEARSED, "not rehearsed here: cell 5 reads /kaggle/input/competitions/c/test.csv, "
+                                              "an absolute /kaggle path, and this sandbox has none (portable); install "
+                                              "bubblewrap or allow user namespaces to rehearse it")
+    missing = {**failed, "evalue": "[Errno 2] No such file or directory: '/kaggle/input/competitions/c/other.csv'"}
+    assert _judge(_result(tmp_path / "m", submission=None, **missing)).name == CSV_NOT_FOUND  # missing on Kaggle too
