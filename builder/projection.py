@@ -7,6 +7,8 @@ test 507 h. Each component of a run is instead modelled as ``fixed + per_row × 
 - **card steps** (``kkb_runtime predict``) record ``load_seconds`` and ``infer_seconds`` for their
   ``rows`` (``write_step_meta``): per-row = inference / rows, fixed = the rest of the step. One run
   is enough.
+- the notebook outside steps counts as fixed when every step is a card step (kernel start, installs
+  and combining; the card steps carry the per-row work);
 - **user steps** and the notebook outside steps (kernel start, installs, cells) are fitted from two
   runs at different sizes: the rerun on the public test and one on a test replicated by
   :func:`builder.sandbox.scale_competition_data` (the dry run adds it when the public test has fewer
@@ -110,7 +112,10 @@ def project(runs: Sequence[RunTimes], hidden_rows: int, limit_seconds: float | N
     """Fit each component over ``runs`` (one or two sizes) and project it to ``hidden_rows``."""
     if not runs:
         raise ValueError("no run to project from")
-    components = [_fit(name, runs) for name in _component_names(runs)]
+    names = _component_names(runs)
+    components = [_fit(name, runs) for name in names if name != OUTSIDE]
+    cards_only = bool(components) and all(component.method == "card timings" for component in components)
+    components.append(_fit(OUTSIDE, runs, cards_only))
     seconds = sum(component.at(hidden_rows) for component in components)
     low = sum(component.at(hidden_rows, component.per_row_low) for component in components)
     high = sum(component.at(hidden_rows, component.per_row_high) for component in components)
@@ -138,7 +143,7 @@ def _component_seconds(run: RunTimes, name: str) -> float | None:
     return None
 
 
-def _fit(name: str, runs: Sequence[RunTimes]) -> ComponentFit:
+def _fit(name: str, runs: Sequence[RunTimes], cards_only: bool = False) -> ComponentFit:
     card = _card_fit(name, runs)
     if card is not None:
         return card
@@ -147,6 +152,9 @@ def _fit(name: str, runs: Sequence[RunTimes]) -> ComponentFit:
     if len(sizes) >= 2:
         return _two_sizes(name, points)
     rows, seconds = points[0]
+    if cards_only:  # kernel start, installs, combining: the card steps carry the per-row work
+        return ComponentFit(name, round(seconds, 4), 0.0, 0.0, 0.0, "fixed (the card steps do the per-row work)",
+                            tuple(points))
     per_row = seconds / max(rows, 1)  # everything scales: the safe over-estimate of the old projection
     return ComponentFit(name, 0.0, per_row, 0.0, per_row, "one size (proportional upper bound)", tuple(points))
 

@@ -29,6 +29,8 @@ def test_card_timings_need_one_run() -> None:
     projection = project([RunTimes(10, 20.0, (step,)), RunTimes(50, 21.0, ())], hidden_rows=1000)
     resnet = projection.components[0]
     assert (resnet.method, resnet.fixed_seconds, resnet.per_row_seconds) == ("card timings", 10.0, 0.2)
+    alone = project([RunTimes(10, 20.0, (step,))], hidden_rows=1000)  # one run: the rest of the notebook is fixed
+    assert alone.exact and alone.components[1].per_row_seconds == 0.0 and alone.seconds == pytest.approx(8.0 + 10.0 + 200.0)
 
 
 def test_a_real_per_row_cost_passes_the_limit() -> None:
