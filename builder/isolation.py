@@ -124,6 +124,7 @@ def launcher_argv(mode: Mode, root: Path, mounts: tuple[tuple[Path, Path], ...],
                   memory_bytes: int | None, readonly: tuple[Path, ...] = ()) -> list[str]:
     """The argv prefix that starts a command in the sandbox at ``root`` (``mounts``: host source, target under
     root/input; ``binds``: writable at their own paths; ``readonly``: visible read-only at their own paths)."""
+    readonly = (*readonly, *host_tmp_dependencies())
     if mode == "bwrap":
         return bwrap_argv(root, mounts, binds, memory_bytes, readonly)
     argv = [sys.executable, str(LAUNCH)]
@@ -142,6 +143,20 @@ def launcher_argv(mode: Mode, root: Path, mounts: tuple[tuple[Path, Path], ...],
     if memory_bytes:
         argv += ["--memory", str(memory_bytes)]
     return [*argv, "--"]
+
+
+def host_tmp_dependencies() -> tuple[Path, ...]:
+    """Folders under the host's /tmp that the kernel needs (this interpreter's venv, PATH and PYTHONPATH
+    entries): inside the namespaces /tmp is private, so they are bound read-only at their own paths."""
+    tmp = Path("/tmp")
+    candidates = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent,
+                  *(Path(entry) for entry in os.environ.get("PATH", "").split(os.pathsep) if entry),
+                  *(Path(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry)]
+    found: list[Path] = []
+    for path in sorted({candidate.resolve() for candidate in candidates if candidate.is_absolute()}):
+        if path.is_relative_to(tmp) and path != tmp and path.is_dir() and not any(path.is_relative_to(f) for f in found):
+            found.append(path)
+    return tuple(found)
 
 
 def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, Path], ...], binds: list[Path],
