@@ -21,6 +21,7 @@ import importlib.util
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from builder.execute import ExecutionResult
@@ -95,7 +96,7 @@ def _under_input(path: str, root: Path) -> PurePosixPath | None:
     return None
 
 
-def _existence(result: ExecutionResult, input_dir: Path):  # type: ignore[no-untyped-def]
+def _existence(result: ExecutionResult, input_dir: Path) -> Callable[[PurePosixPath], bool]:
     """Whether a path under ``input/`` existed for the kernel: through the mounts' host sources, since
     with namespaces the folders under ``input/`` are only empty mount points on the host."""
     def exists(relative: PurePosixPath) -> bool:
@@ -108,7 +109,7 @@ def _existence(result: ExecutionResult, input_dir: Path):  # type: ignore[no-unt
     return exists
 
 
-def _other_layout(relative: PurePosixPath, input_dir: Path, exists) -> PurePosixPath | None:  # type: ignore[no-untyped-def]
+def _other_layout(relative: PurePosixPath, input_dir: Path, exists: Callable[[PurePosixPath], bool]) -> PurePosixPath | None:
     """The same file in the other layout, if it exists here: ``x/f`` ↔ ``competitions/x/f``, ``datasets/o/x/f``."""
     parts = relative.parts
     if parts[0] in _LEGACY_PREFIXES and len(parts) > _LEGACY_PREFIXES[parts[0]]:

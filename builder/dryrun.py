@@ -30,6 +30,7 @@ import json
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -72,7 +73,7 @@ class DryRunSettings:
     rerun_data_dir: Path | None = None  # the rerun's data (a hidden stand-in); the commit keeps data_dir
     memory_bytes: int | None = None  # default: the machine shape's RAM
     fit: bool = True  # a second, replicated rerun when the test is too small to fit fixed + per-row time
-    progress: Any = None  # called with one line per event (builder.cli shows it with rich); never printed here
+    progress: Callable[[str], None] | None = None  # one line per event (builder.cli shows it with rich); never printed here
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:

@@ -307,8 +307,10 @@ class _Client(NotebookClient):
         self.entries.append({"stream_name": stream, "time": round(time.monotonic() - self.started, 3), "data": text})
         if self.progress is not None:
             for line in text.splitlines():
-                if line.startswith("[kkb] step "):
-                    self.progress(f"cell {self.current_cell}: {line[6:].split(':')[0]}")
+                if line.startswith("[kkb] step "):  # "step NAME: argv" when it starts, "step NAME: 1.2 s" when done
+                    name, _, what = line[6:].partition(": ")
+                    done = what.endswith(" s") and what[:-2].replace(".", "", 1).isdigit()
+                    self.progress(f"cell {self.current_cell}: {name} {'done in ' + what if done else 'started'}")
 
 
 class _Run:
