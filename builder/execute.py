@@ -40,6 +40,7 @@ STEPS_RECORD = "kkb_steps.json"  # written by kkb_runtime.steps in the working d
 KERNEL_NAME = "kkb-sandbox"
 SAMPLE_SECONDS = 0.1
 DISK_SAMPLE_SECONDS = 2.0
+KILL_WAIT_SECONDS = 5.0
 GPU_SAMPLE_SECONDS = 1.0
 STARTUP_SECONDS = 60
 TRACEBACK_LINES = 25
@@ -219,7 +220,11 @@ class _Monitor:
                 process.kill()
             except psutil.Error:
                 pass
-        psutil.wait_procs(victims, timeout=5)
+        # A killed process that is not our child stays a zombie until its parent (bwrap, or init) reaps it:
+        # dead is enough, so poll for "not alive" instead of psutil.wait_procs, which waits for the reaping.
+        deadline = time.monotonic() + KILL_WAIT_SECONDS
+        while any(_alive(process) for process in victims) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
 
 def folder_bytes(folder: Path) -> int:
