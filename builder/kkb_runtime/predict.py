@@ -221,8 +221,9 @@ def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoi
 def run_model(job: Job, choice: devices.DeviceChoice, timings: dict[str, Any] | None = None) -> np.ndarray:
     """Predictions (or features), one row per id, with the card's TTA averaged.
 
-    ``timings`` receives ``load_seconds`` (the model ready on its device) and ``infer_seconds`` (all
-    batches): the dry run separates this fixed cost from the per-row cost when it projects a rerun.
+    ``timings`` receives ``load_seconds`` (the model ready on its device), ``infer_seconds`` (all
+    batches) and ``batch_seconds`` (each batch): the dry run separates the fixed cost from the per-row
+    cost when it projects a rerun.
     """
     import torch
 
@@ -239,11 +240,15 @@ def run_model(job: Job, choice: devices.DeviceChoice, timings: dict[str, Any] | 
     # inference_mode is not supported by every torch_xla release; no_grad is.
     context = torch.no_grad if choice.kind == "xla" else torch.inference_mode
     with context():
-        inferring = time.perf_counter()
+        inferring = batch_started = time.perf_counter()
+        batch_seconds = []
         for batch in loader:
             batch = batch.to(target, non_blocking=choice.kind == "cuda")
             outputs.append(tta.averaged(forward, batch, views).cpu().numpy())
+            batch_seconds.append(round(time.perf_counter() - batch_started, 4))  # loading the batch included
+            batch_started = time.perf_counter()
         timings["infer_seconds"] = round(time.perf_counter() - inferring, 4)
+        timings["batch_seconds"] = batch_seconds
     width = int(job.card["num_classes"]) if not job.card.get("features") else 0
     return np.concatenate(outputs) if outputs else np.zeros((0, width), dtype=np.float32)
 

@@ -45,6 +45,7 @@ class StepResult:
     rows: int | None = None  # card steps (write_step_meta): rows predicted, model load and inference times,
     load_seconds: float | None = None  # so the dry run can separate fixed from per-row cost
     infer_seconds: float | None = None
+    batch_seconds: list[float] | None = None
 
 
 def step_command(run: str, values: Mapping[str, str]) -> list[str]:
@@ -125,7 +126,7 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
     meta = read_step_meta(out)
     return StepResult(name=name, output=str(out), seconds=round(seconds, 3), peak_rss_bytes=peak, returncode=returncode,
                       peak_gpu_bytes=meta.get("peak_gpu_bytes"), rows=meta.get("rows"), load_seconds=meta.get("load_seconds"),
-                      infer_seconds=meta.get("infer_seconds"))
+                      infer_seconds=meta.get("infer_seconds"), batch_seconds=meta.get("batch_seconds"))
 
 
 def write_step_meta(out: Path, **fields: Any) -> None:
