@@ -54,7 +54,10 @@ for path in ('/kaggle/working/cache/preds.csv', '/kaggle/temp/t.bin', '/tmp/scra
     os.makedirs(os.path.dirname(path), exist_ok=True)
     open(path, 'w').write('x')
     print('wrote', path)
-for path in ('/kaggle/input/competitions/comp/test.csv', '/kaggle/input/new.txt', '/usr/kkb-escape', '/kaggle-escape'):
+root = os.environ['KKB_KAGGLE_ROOT']  # kkb's runtime and the local Kaggle still reach the sandbox through it
+print(open(root + '/input/competitions/comp/test.csv').read().splitlines()[1], os.path.exists(root + '/working/cache/preds.csv'))
+for path in ('/kaggle/input/competitions/comp/test.csv', '/kaggle/input/new.txt', '/usr/kkb-escape', '/kaggle-escape',
+             root + '/input/competitions/comp/new.txt'):
     try:
         open(path, 'a').write('x')
         print('WROTE', path)
@@ -73,8 +76,9 @@ def test_kaggle_paths_are_real_and_nothing_lands_on_the_host(tmp_path: Path, sou
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "/kaggle/working", "a,1", "['thing-code']",
-        "wrote /kaggle/working/cache/preds.csv", "wrote /kaggle/temp/t.bin", "wrote /tmp/scratch.txt",
+        "wrote /kaggle/working/cache/preds.csv", "wrote /kaggle/temp/t.bin", "wrote /tmp/scratch.txt", "a,1 True",
         "30 /kaggle/input/competitions/comp/test.csv", "30 /kaggle/input/new.txt", "30 /usr/kkb-escape", "30 /kaggle-escape",
+        f"30 {box.root}/input/competitions/comp/new.txt",
     ]  # 30: EROFS, for root too
     assert (box.working_dir / "cache" / "preds.csv").read_text() == "x"  # the sandbox's working dir is /kaggle/working
     assert (box.temp_dir / "t.bin").is_file()
