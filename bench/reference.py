@@ -39,8 +39,9 @@ def copy_reference(dest: Path, *, fast_commit: bool = True) -> Path:
 
 
 def clean_environ() -> dict[str, str]:
-    """This environment without Kaggle credentials or kkb overrides (a bench must not read the developer's)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(("KAGGLE_", "KKB_"))}
+    """This environment without Kaggle credentials or kkb overrides (a bench must not read the developer's),
+    except the sandbox isolation, which a bench run may set on purpose to compare the isolations."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("KAGGLE_", "KKB_")) or k == "KKB_SANDBOX_ISOLATION"}
 
 
 def empty_notebook_seconds(mounts: tuple[Mount, ...] = (), rerun: bool = False) -> float:

@@ -7,7 +7,9 @@ This is the only module that prints for people and exits. Every command runs ins
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,12 +22,14 @@ from rich.table import Table
 from builder import __version__
 from builder.build import BuildSettings, build_kernel
 from builder.bundle.wheels import WheelsResult
-from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError
+from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError, NotRehearsed
 from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.init import InitResult, init_from_competition, init_from_folder
 from builder.project.spec import MAX_WAIT_SECONDS
-from builder.rehearse.dryrun import DryRunReport, DryRunSettings
+from builder.rehearse.dryrun import DryRunSettings
 from builder.rehearse.dryrun import dry_run as run_dry_run
+from builder.rehearse.limits import parse_size
+from builder.rehearse.report import DryRunReport
 from builder.remote.competition_files import fetch_competition_data
 from builder.remote.push import PushResult, PushSettings
 from builder.remote.push import push as push_kernel
@@ -314,17 +318,58 @@ def dry_run(
     out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
     owner: str | None = _OWNER_OPT,
     keep_sandbox: bool = typer.Option(False, "--keep-sandbox", help="Leave each sandbox on disk for inspection."),
+    rerun_data: Path | None = typer.Option(None, "--rerun-data", help="Data for the rerun (a hidden stand-in); "
+                                              "the commit keeps --data."),
+    memory: str | None = typer.Option(None, "--memory", help="RAM limit, e.g. 16G (default: the machine shape's)."),
+    as_json: bool = typer.Option(False, "--json", help="Print report.json on stdout (for CI scripts), nothing else."),
 ) -> None:
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
-    report = run_dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=scenario,  # type: ignore[arg-type]
-                                        rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
-                                        layout="legacy" if legacy_layout else "current", out_dir=out, owner=owner,
-                                        keep_sandbox=keep_sandbox))
-    _show_dry_run(report)
-    if not report.ok:
-        failed = [s.scenario for s in report.scenarios if not s.ok]
+    memory_bytes = parse_size(memory) if memory else None
+    with _DryRunProgress(enabled=not as_json) as progress:
+        report = run_dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=scenario,  # type: ignore[arg-type]
+                                            rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
+                                            layout="legacy" if legacy_layout else "current", out_dir=out, owner=owner,
+                                            keep_sandbox=keep_sandbox, rerun_data_dir=rerun_data, memory_bytes=memory_bytes,
+                                            progress=progress))
+    if as_json:
+        print(json.dumps(report.to_json(), indent=1))
+    else:
+        _show_dry_run(report)
+    failed = [s.scenario for s in report.scenarios if not s.ok and s.rehearsed]
+    if failed:
         raise KernelFailed(f"dry run: {', '.join(failed)} would fail on Kaggle",
                            hint=f"read the executed notebooks and {report.report_path}")
+    unrehearsed = [s.scenario for s in report.scenarios if not s.rehearsed]
+    if unrehearsed:
+        raise NotRehearsed(f"dry run: {', '.join(unrehearsed)} not rehearsed here",
+                           hint=f"see the reasons above and {report.report_path}")
+
+
+class _DryRunProgress:
+    """Progress while a dry run goes: the current event and the time since the run started (rich, on stderr)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        from rich.console import Console
+        from rich.status import Status
+
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self.status = Status("dry run: building", console=Console(stderr=True)) if enabled else None
+
+    def __enter__(self) -> _DryRunProgress:
+        if self.status is not None:
+            self.status.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+    def __call__(self, line: str) -> None:
+        if self.status is not None:
+            elapsed = time.monotonic() - self.started
+            self.status.update(f"dry run [{elapsed:5.0f} s] {_escape(line)}")
+            self.status.console.print(f"[dim]{elapsed:6.1f} s[/dim] {_escape(line)}", highlight=False)
 
 
 def _show_dry_run(report: DryRunReport) -> None:
@@ -347,9 +392,14 @@ def _show_dry_run(report: DryRunReport) -> None:
         for step in s.steps:
             console.print(f"  [dim]step {step.get('name')}: {float(step.get('seconds') or 0):.1f} s, "
                           f"{int(step.get('peak_rss_bytes') or 0) / 2**20:.0f} MiB[/dim]", highlight=False)
+        for warning in s.warnings:
+            console.print(f"  [yellow]warning:[/yellow] {_escape(warning)}", highlight=False)
+        if s.projection:
+            console.print(f"  [dim]projection: {_escape(s.projection['summary'])}[/dim]", highlight=False)
+        console.print(f"  [dim]sandbox: {_escape(s.isolation_note)}; memory: {_escape(s.memory_limit)}[/dim]", highlight=False)
         if not s.ok and s.verdict.detail:
             console.print(_escape(s.verdict.detail), style="dim", highlight=False)
-    console.print(f"notebooks and report: {report.out_dir}", highlight=False)
+    console.print(f"notebooks and report: {report.out_dir} (report.html)", highlight=False)
 
 
 # `kkb local-kaggle serve|add-competition|add-user`.

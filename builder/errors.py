@@ -11,6 +11,8 @@ code  meaning
       submission that Kaggle (or the local Kaggle) refused or could not score
 3     remote API error (HTTP status, refused request, timeout while waiting)
 4     authentication error
+5     not rehearsed: the dry run could not tell what Kaggle would do (a package Kaggle's image has and
+      this environment lacks, CUDA on a machine without a GPU); nothing failed that Kaggle would fail
 64    usage error: an unknown command or option, a missing argument (click's own 2 is
       moved here so that it never reads as "the kernel failed")
 130   interrupted (Ctrl-C)
@@ -24,6 +26,7 @@ EXIT_USER = 1
 EXIT_KERNEL = 2
 EXIT_REMOTE = 3
 EXIT_AUTH = 4
+EXIT_NOT_REHEARSED = 5
 EXIT_USAGE = 64  # sysexits.h EX_USAGE
 EXIT_INTERRUPTED = 130
 
@@ -70,6 +73,12 @@ class KernelFailed(KkbError):
     """The kernel ran and failed: a verdict other than OK, or a submission error."""
 
     exit_code = EXIT_KERNEL
+
+
+class NotRehearsed(KkbError):
+    """The dry run could not rehearse a step here; Kaggle's verdict is unknown, not a failure."""
+
+    exit_code = EXIT_NOT_REHEARSED
 
 
 class RemoteError(KkbError):

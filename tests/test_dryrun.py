@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -12,8 +13,11 @@ import pytest
 from builder.cli import main
 from builder.rehearse.dryrun import DryRunReport, DryRunSettings, dry_run
 from builder.errors import DryRunError
-from builder.rehearse.verdict import CSV_NOT_FOUND, OK, SCORING_ERROR, THREW, TIMEOUT
+from builder.rehearse.isolation import choose_isolation
+from builder.rehearse.verdict import COMPUTE, CSV_NOT_FOUND, NOT_REHEARSED, OK, SCORING_ERROR, THREW, TIMEOUT
 from tests.conftest import KERNELS, REPO
+
+KAGGLE_PATHS = choose_isolation("auto").mode != "python"
 
 FIXTURES = REPO / "tests" / "kernels"
 PUBLIC = FIXTURES / "competition" / "public"
@@ -45,11 +49,16 @@ def test_the_minimal_kernel_passes_both_scenarios(tmp_path: Path) -> None:
     assert commit.steps == []  # the fast path wrote the sample and skipped inference
     assert [step["name"] for step in rerun.steps] == ["linear", "ridge"]
     assert rerun.rows == 15 and len(pd.read_csv(rerun.submission)) == 15  # 5 public rows x 3
-    assert rerun.hidden_rows == 200 and rerun.projected_seconds > rerun.wall_seconds
+    assert rerun.hidden_rows == 200 and rerun.projection is not None
+    # 15 rows are too few to tell fixed from per-row time: a second run on 4 x 15 rows measured the second size
+    assert {tuple(c["points"][-1])[0] for c in rerun.projection["components"]} == {60}
+    assert rerun.projection["exact"] and rerun.projected_seconds == rerun.projection["seconds"]
     assert rerun.peak_rss_bytes > 50 * 2**20 and rerun.blocked_network == []
     out = tmp_path / "build" / "minimal" / "dryrun"
-    assert sorted(p.name for p in out.iterdir()) == ["commit.ipynb", "commit.log.json", "commit.submission.csv", "report.json",
-                                                     "rerun.ipynb", "rerun.log.json", "rerun.submission.csv"]
+    assert sorted(p.name for p in out.iterdir()) == ["commit.ipynb", "commit.log.json", "commit.submission.csv", "report.html",
+                                                     "report.json", "rerun.ipynb", "rerun.log.json", "rerun.step-linear.csv",
+                                                     "rerun.step-ridge.csv", "rerun.submission.csv"]
+    assert "ensemble members: correlation" in (out / "report.html").read_text()
     saved = json.loads((out / "report.json").read_text())
     assert saved["ok"] is True and [s["verdict"]["name"] for s in saved["scenarios"]] == [OK, OK]
     # nothing the runs wrote escaped their sandboxes: the project and the bundles are as built
@@ -70,15 +79,21 @@ BROKEN = [
                   "ids do not match the sample submission: 2 missing (e.g. 't0', 't2')"], [], id="wrong-rows"),
     pytest.param("wrong-column", "rerun", SCORING_ERROR, ["missing column(s): target; extra column(s): prediction"], [],
                  id="wrong-column"),
-    pytest.param("old-input-path", "rerun", CSV_NOT_FOUND, ["StepFailed in cell 5 (step 'predict')"],
+    pytest.param("old-input-path", "rerun", CSV_NOT_FOUND,
+                 ["StepFailed in cell 5 (step 'predict')", "; it read /kaggle/input/kkb-fixture/test.csv, which does not "
+                  "exist in the current input layout; Kaggle has it at /kaggle/input/competitions/kkb-fixture/test.csv"],
                  ["it read input/kkb-fixture, the old input layout", "No such file or directory"], id="old-input-path"),
     pytest.param("slow-rerun", "rerun", TIMEOUT,
-                 ["for 1000000 hidden rows (measured", "for 5 rows) > the competition's limit of 36.0 s"], ["steps: predict:"],
-                 id="slow-rerun"),
-    pytest.param("no-fast-commit-guard", "commit", TIMEOUT,
-                 ["the commit run did not take the fast-commit path although kernel.toml enables it "
-                  "(the public sample has 5 rows < rows_below = 11): it ran predict",
-                  "the notebook printed no fast-commit decision"], [], id="no-fast-commit-guard"),
+                 ["for 1000000 hidden rows from a fit of fixed + per-row time (measured",
+                  "for 5 rows) > the competition's limit of 36.0 s"], ["steps: predict:"], id="slow-rerun"),
+    pytest.param("eats-memory", "rerun", COMPUTE,
+                 ["step 'predict' ran out of memory (MemoryError) at a peak of ",
+                  "; the machine shape has 512 MiB of RAM (enforced here per process: 512 MiB)"],
+                 ["Unable to allocate 4.00 GiB"], id="eats-memory"),
+    pytest.param("preds-csv", "rerun", CSV_NOT_FOUND,
+                 ["the run wrote preds.csv ([submission] file), but Kaggle looks for submission.csv in /kaggle/working: "
+                  "the competition declares no other name (set [competition] submission_file only if it does)"], [],
+                 id="preds-csv"),
     pytest.param("script-raises", "rerun", THREW,
                  ["StepFailed in the script (step 'predict'): step 'predict' failed with exit code 1"],
                  ["could not convert string to float: 'n/a'"], id="script-raises"),
@@ -90,7 +105,8 @@ BROKEN = [
 def test_each_broken_kernel_gets_its_verdict_and_reason(tmp_path: Path, kernel: str, scenario: str, verdict: str,
                                                         reason_has: list[str], detail_has: list[str]) -> None:
     report = dry_run(DryRunSettings(kernel_dir=FIXTURES / kernel, data_dir=PUBLIC, scenario=scenario,  # type: ignore[arg-type]
-                                    out_dir=tmp_path / "build" / kernel))
+                                    out_dir=tmp_path / "build" / kernel,
+                                    memory_bytes=512 * 2**20 if kernel == "eats-memory" else None))
     (result,) = report.scenarios
     assert not report.ok and result.scenario == scenario
     assert result.verdict.name == verdict, result.verdict
@@ -99,6 +115,56 @@ def test_each_broken_kernel_gets_its_verdict_and_reason(tmp_path: Path, kernel: 
     for text in detail_has:
         assert text in (result.verdict.detail or ""), result.verdict.detail
     assert result.notebook.is_file()  # the evidence survives a failure
+
+
+@pytest.mark.slow
+def test_a_commit_without_the_fast_commit_guard_is_accepted_with_a_warning(tmp_path: Path) -> None:
+    """Kaggle accepts such a commit: the report warns about the GPU quota it spends, it is no verdict."""
+    report = dry_run(DryRunSettings(kernel_dir=FIXTURES / "no-fast-commit-guard", data_dir=PUBLIC, scenario="commit",
+                                    out_dir=tmp_path / "build"))
+    (commit,) = report.scenarios
+    assert report.ok and commit.verdict.name == OK
+    assert commit.warnings[0].startswith("the commit run did not take the fast-commit path although kernel.toml enables it "
+                                         "(the public sample has 5 rows < rows_below = 11): it ran predict")
+    assert "the notebook printed no fast-commit decision" in commit.warnings[0]
+    assert commit.warnings[0].endswith("Kaggle accepts the commit, but every save spends the full inference time and GPU quota")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not KAGGLE_PATHS, reason="no namespaces here: the sandbox has no real /kaggle paths")
+def test_correct_code_with_absolute_kaggle_paths_passes_commit_and_rerun_on_a_stand_in(tmp_path: Path) -> None:
+    """Absolute /kaggle paths, a cache in /kaggle/working, shuffled rows, CPU only; the rerun on another test."""
+    stand_in = tmp_path / "hidden"
+    stand_in.mkdir()
+    (stand_in / "sample_submission.csv").write_text("id,target\n" + "".join(f"h{i},0\n" for i in range(7)))
+    (stand_in / "test.csv").write_text("id,x\n" + "".join(f"h{i},{i}\n" for i in range(7)))
+    report = dry_run(DryRunSettings(kernel_dir=FIXTURES / "absolute-paths", data_dir=PUBLIC, rerun_data_dir=stand_in,
+                                    out_dir=tmp_path / "build"))
+
+    commit, rerun = report.scenarios
+    assert report.ok, [(s.scenario, s.verdict) for s in report.scenarios]
+    assert (commit.rows, commit.data, rerun.rows, rerun.data) == (5, PUBLIC, 7, stand_in)
+    assert rerun.isolation in ("bwrap", "namespace") and "real /kaggle paths" in rerun.isolation_note
+    assert pd.read_csv(rerun.submission)["id"].tolist() == [f"h{i}" for i in range(7)]
+    assert not Path("/kaggle/working/cache/features.csv").exists()  # nothing landed on the host's own /kaggle
+    html = (report.out_dir / "report.html").read_text()
+    assert "submission.csv matches the sample submission" in html and "data:image/png;base64," in html
+
+
+@pytest.mark.slow
+def test_a_package_the_image_has_and_this_machine_lacks_is_not_rehearsed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("sklearn") is not None:
+        pytest.skip("scikit-learn is installed here: the step is rehearsed")
+    code = main(["dry-run", str(FIXTURES / "needs-sklearn"), "--data", str(PUBLIC), "--scenario", "rerun",
+                 "--out", str(tmp_path / "build"), "--json"])
+    report = json.loads((tmp_path / "build" / "dryrun" / "report.json").read_text())
+    assert code == 5 and json.loads(capsys.readouterr().out) == report  # --json: the report, and nothing else, on stdout
+    assert report["scenarios"][0]["verdict"]["name"] == NOT_REHEARSED
+    assert report["scenarios"][0]["verdict"]["reason"].startswith(
+        "not rehearsed: Kaggle's image has scikit-learn 1.6.1 (2026-08-12); step 'predict' imports 'sklearn', "
+        "which is not installed here; install it here to rehearse")
 
 
 def test_the_fast_commit_fixture_passes_its_rerun(tmp_path: Path) -> None:
@@ -133,11 +199,13 @@ def test_cli_maps_options_to_settings(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
     monkeypatch.setattr("builder.cli.run_dry_run", fake)  # the CLI calls the library function it imported
     code = main(["dry-run", "kernels/x", "--data", "d", "--scenario", "rerun", "--rerun-scale", "4", "--hidden-rows",
-                 "1000", "--timeout", "60", "--legacy-layout", "--out", "o", "--owner", "me", "--keep-sandbox"])
+                 "1000", "--timeout", "60", "--legacy-layout", "--out", "o", "--owner", "me", "--keep-sandbox",
+                 "--rerun-data", "h", "--memory", "16G", "--json"])
     assert code == 0
-    assert seen == [DryRunSettings(kernel_dir=Path("kernels/x"), data_dir=Path("d"), scenario="rerun", rerun_scale=4,
-                                   hidden_rows=1000, timeout_seconds=60.0, layout="legacy", out_dir=Path("o"), owner="me",
-                                   keep_sandbox=True)]
+    assert [dataclasses.replace(settings, progress=None) for settings in seen] == [
+        DryRunSettings(kernel_dir=Path("kernels/x"), data_dir=Path("d"), scenario="rerun", rerun_scale=4, hidden_rows=1000,
+                       timeout_seconds=60.0, layout="legacy", out_dir=Path("o"), owner="me", keep_sandbox=True,
+                       rerun_data_dir=Path("h"), memory_bytes=16 * 2**30)]
 
 
 @pytest.mark.slow

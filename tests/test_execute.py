@@ -50,7 +50,7 @@ def test_a_run_is_measured_logged_and_saved(tmp_path: Path) -> None:
     streams = [(entry["stream_name"], entry["data"]) for entry in result.log]
     executable, cwd = streams[0][1].split()
     assert Path(executable).resolve() == Path(sys.executable).resolve()  # the venv's interpreter, not any `python3`
-    assert cwd == str(result.working_dir)
+    assert cwd == ("/kaggle/working" if result.isolation != "python" else str(result.working_dir))
     assert ("stderr", "to stderr\n") in streams and streams[-1] == ("stdout", "done\n")
     times = [entry["time"] for entry in result.log]
     assert times == sorted(times) and times[-1] >= 1.0
@@ -131,3 +131,10 @@ def test_gpu_memory_is_the_largest_per_device_total_of_the_runs_processes() -> N
            "GPU-bbb, [N/A], [N/A]\n")
     assert _gpu_bytes(smi, {101, 102}) == 1500 * 2**20
     assert _gpu_bytes(smi, {7}) is None
+
+
+def test_a_working_dir_past_its_limit_stops_the_run(tmp_path: Path) -> None:
+    result = _run(tmp_path, "import time\nopen('big.bin', 'wb').write(b'x' * 3 * 2**20)\ntime.sleep(30)",
+                  working_limit_bytes=2**20, timeout_seconds=60)
+    assert result.disk_exceeded and not result.ok and not result.timed_out
+    assert result.working_bytes >= 3 * 2**20 and result.working_limit_bytes == 2**20

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from builder.rehearse.execute import ExecutionResult
-from builder.rehearse.verdict import (COMPUTE, CSV_NOT_FOUND, GB, OK, SCORING_ERROR, THREW, TIMEOUT, Limits, failing_step, judge,
+from builder.rehearse.verdict import (COMPUTE, CSV_NOT_FOUND, GB, NOT_REHEARSED, OK, SCORING_ERROR, THREW, TIMEOUT, Limits, failing_step,
+                             judge,
                              machine_shape, projected_seconds, submission_problems)
 
 SAMPLE = pd.DataFrame({"id": ["a", "b", "c"], "target": [0.0, 0.0, 0.0]})
@@ -172,3 +173,125 @@ def test_blocked_network_and_the_old_input_layout_are_explained(tmp_path: Path) 
            "resolve huggingface.co:443\n" in detail
     assert "it read input/my-comp, the old input layout" in detail
     assert failing_step(result) is None and failing_step(_result(tmp_path, **RAISED)) == "infer"
+
+
+# --- memory, disk, layout, network, submission name, not rehearsed (issue 13) ---------------------------
+
+NOTEBOOK_FAILED = {"ok": False, "failed_cell": 5}
+MEMORY = {**NOTEBOOK_FAILED, "ename": "StepFailed",
+          "evalue": "step 'big' failed with exit code 1\n--- stderr (last 2 lines) ---\n    x = bytearray(n)\nMemoryError\n"
+                    "\n[kkb] step 'big' peak memory: 3221225472 bytes", "memory_limit_bytes": 29 * GB}
+
+
+@pytest.mark.parametrize(("changes", "limits", "verdict", "reason"), [
+    pytest.param(MEMORY, Limits(ram_bytes=29 * GB), COMPUTE,
+                 "step 'big' ran out of memory (MemoryError) at a peak of 3.0 GiB; the machine shape has 29.0 GiB of RAM "
+                 "(enforced here per process: 29.0 GiB)", id="step-memory-error"),
+    pytest.param({**NOTEBOOK_FAILED, "ename": "MemoryError", "evalue": "Unable to allocate 64.0 GiB for an array",
+                  "peak_rss_bytes": GB}, Limits(ram_bytes=29 * GB), COMPUTE,
+                 "cell 5 ran out of memory (MemoryError) at a peak of 1.0 GiB; the machine shape has 29.0 GiB of RAM "
+                 "(no memory limit was enforced here)", id="cell-memory-error"),
+    pytest.param({**NOTEBOOK_FAILED, "ename": "StepFailed", "evalue": "step 'big' failed with exit code -9\n"}, Limits(), COMPUTE,
+                 "step 'big' ran out of memory (killed by SIGKILL, the out-of-memory killer's signal) at a peak of 2.0 GiB "
+                 "(no memory limit was enforced here)", id="oom-killed"),
+    pytest.param({**NOTEBOOK_FAILED, "ename": "Killed", "evalue": "x", "disk_exceeded": True, "working_bytes": 21 * 10**9,
+                  "working_limit_bytes": 20 * 10**9}, Limits(), COMPUTE,
+                 "/kaggle/working grew to 19.6 GiB > the 18.6 GiB Kaggle keeps there (the run was stopped)", id="disk-full"),
+    pytest.param({"working_bytes": 10**6, "working_limit_bytes": 20 * 10**9}, Limits(), OK,
+                 "submission.csv matches the sample submission", id="disk-fine"),
+])
+def test_memory_and_disk_are_exceeded_compute(tmp_path: Path, changes: dict[str, object], limits: Limits, verdict: str,
+                                              reason: str) -> None:
+    result = _judge(_result(tmp_path, submission=None if verdict != OK else "id,target\na,1\nb,2\nc,3\n", **changes), limits=limits)
+    assert (result.name, result.reason) == (verdict, reason)
+
+
+@pytest.mark.parametrize(("mounted", "read", "reason"), [
+    pytest.param("competitions/my-comp", "/kaggle/input/my-comp/test.csv",
+                 "it read /kaggle/input/my-comp/test.csv, which does not exist in the current input layout; "
+                 "Kaggle has it at /kaggle/input/competitions/my-comp/test.csv (the current layout)", id="legacy-path-read"),
+    pytest.param("my-comp", "/kaggle/input/competitions/my-comp/test.csv",
+                 "it read /kaggle/input/competitions/my-comp/test.csv, which does not exist in the legacy input layout; "
+                 "Kaggle has it at /kaggle/input/my-comp/test.csv (the legacy layout, pass --legacy-layout to rehearse it)",
+                 id="current-path-read-in-legacy"),
+    pytest.param("datasets/me/weights-x", "/kaggle/input/weights-x/model.pt",
+                 "it read /kaggle/input/weights-x/model.pt, which does not exist in the current input layout; "
+                 "Kaggle has it at /kaggle/input/datasets/me/weights-x/model.pt (the current layout)", id="dataset"),
+])
+def test_a_path_of_the_other_layout_names_both_paths(tmp_path: Path, mounted: str, read: str, reason: str) -> None:
+    leaf = read.rsplit("/", 1)[1]
+    (tmp_path / "input" / mounted).mkdir(parents=True)
+    (tmp_path / "input" / mounted / leaf).write_text("x")
+    result = _result(tmp_path, submission=None, **NOTEBOOK_FAILED, ename="FileNotFoundError",
+                     evalue=f"[Errno 2] No such file or directory: '{read}'")
+    verdict = judge(result, kernel_type="notebook", submission_file="submission.csv", sample_submission=_sample(tmp_path),
+                    id_column="id", target_columns=["target"],
+                    limits=Limits(layout="legacy" if "legacy" in reason.split(";")[0] else "current"))
+    assert verdict.name == CSV_NOT_FOUND
+    assert verdict.reason == (f"the notebook stopped before writing submission.csv: FileNotFoundError in cell 5: "
+                              f"[Errno 2] No such file or directory: '{read}'; {reason}")
+
+
+def _sample(tmp_path: Path) -> Path:
+    sample = tmp_path / "sample_submission.csv"
+    SAMPLE.to_csv(sample, index=False)
+    return sample
+
+
+def test_a_blocked_download_names_the_host_in_the_reason(tmp_path: Path) -> None:
+    (tmp_path / ".sandbox").mkdir()
+    (tmp_path / ".sandbox" / "network.log").write_text("12 resolve huggingface.co:443\n")
+    verdict = _judge(_result(tmp_path, submission=None, **RAISED))
+    assert verdict.reason.endswith("; blocked network access: resolve huggingface.co:443")
+
+
+def test_the_submission_name_comes_from_the_competition(tmp_path: Path) -> None:
+    result = _result(tmp_path, submission=None)
+    (result.working_dir / "preds.csv").write_text("id,target\na,1\nb,2\nc,3\n")
+    verdict = judge(result, kernel_type="notebook", submission_file="submission.csv", sample_submission=_sample(tmp_path),
+                    id_column="id", target_columns=["target"], kernel_file="preds.csv")
+    assert (verdict.name, verdict.reason) == (CSV_NOT_FOUND, "the run wrote preds.csv ([submission] file), but Kaggle looks "
+                                              "for submission.csv in /kaggle/working: the competition declares no other name "
+                                              "(set [competition] submission_file only if it does)")
+    declared = judge(result, kernel_type="notebook", submission_file="preds.csv", sample_submission=_sample(tmp_path),
+                     id_column="id", target_columns=["target"], kernel_file="preds.csv")
+    assert declared.ok
+
+
+@pytest.mark.parametrize(("evalue", "gpu_shape", "cuda", "verdict", "reason"), [
+    pytest.param("step 'fit' failed with exit code 1\nModuleNotFoundError: No module named 'sklearn'", False, False,
+                 NOT_REHEARSED, "not rehearsed: Kaggle's image has scikit-learn 1.6.1 (2026-08-12); step 'fit' imports "
+                 "'sklearn', which is not installed here; install it here to rehearse", id="image-package-missing-here"),
+    pytest.param("step 'fit' failed with exit code 1\nModuleNotFoundError: No module named 'kkb_nowhere'", False, False,
+                 CSV_NOT_FOUND, None, id="package-kaggle-lacks-too"),
+    pytest.param("step 'infer' failed with exit code 1\nAssertionError: Torch not compiled with CUDA enabled", True, False,
+                 NOT_REHEARSED, "not rehearsed here: step 'infer' needs CUDA and this machine has no GPU; the machine shape "
+                 "has one: rehearse it on Kaggle's machines (kkb push, then kkb status)", id="needs-cuda"),
+    pytest.param("step 'infer' failed with exit code 1\nAssertionError: Torch not compiled with CUDA enabled", False, False,
+                 CSV_NOT_FOUND, None, id="cuda-on-a-cpu-shape-fails-on-kaggle-too"),
+])
+def test_what_this_machine_cannot_rehearse_is_not_rehearsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, evalue: str,
+                                                            gpu_shape: bool, cuda: bool, verdict: str, reason: str | None) -> None:
+    monkeypatch.setattr("builder.rehearse.diagnose._importable", lambda module: False)
+    monkeypatch.setattr("builder.rehearse.diagnose.cuda_here", lambda: cuda)
+    monkeypatch.delenv("KKB_KAGGLE_IMAGE", raising=False)
+    result = _judge(_result(tmp_path, submission=None, **NOTEBOOK_FAILED, ename="StepFailed", evalue=evalue),
+                    limits=Limits(shape_has_gpu=gpu_shape))
+    assert result.name == verdict
+    if reason is not None:
+        assert result.reason == reason
+
+
+def test_an_absolute_kaggle_path_in_the_portable_sandbox_is_not_rehearsed(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "test.csv").write_text("id,x\n")
+    failed = {**NOTEBOOK_FAILED, "ename": "FileNotFoundError", "isolation": "python", "isolation_note": "portable",
+              "evalue": "[Errno 2] No such file or directory: '/kaggle/input/competitions/c/test.csv'",
+              "mounts": ((data, tmp_path / "input" / "competitions" / "c"),)}
+    verdict = _judge(_result(tmp_path, submission=None, **failed))
+    assert (verdict.name, verdict.reason) == (NOT_REHEARSED, "not rehearsed here: cell 5 reads /kaggle/input/competitions/c/test.csv, "
+                                              "an absolute /kaggle path, and this sandbox has none (portable); install "
+                                              "bubblewrap or allow user namespaces to rehearse it")
+    missing = {**failed, "evalue": "[Errno 2] No such file or directory: '/kaggle/input/competitions/c/other.csv'"}
+    assert _judge(_result(tmp_path / "m", submission=None, **missing)).name == CSV_NOT_FOUND  # missing on Kaggle too

@@ -28,8 +28,9 @@ import pytest
 from builder import cli
 from builder.build import BuildSettings, build_kernel
 from builder.errors import BundleError, DryRunError, KernelFailed, SpecError, WheelhouseError
+from builder.project.image import preinstalled_patterns
 from builder.kkb_runtime import inputs
-from builder.bundle.wheels import PREINSTALLED, WheelTarget, check_offline_install, incompatible_wheels, kernel_requirements, stand_in
+from builder.bundle.wheels import WheelTarget, check_offline_install, incompatible_wheels, kernel_requirements, stand_in
 from builder.project.layout import HELPER_DIR, WHEELS_DIR
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 from builder.remote.wheels import WheelsSettings, build_wheels, helper_kernel
@@ -272,7 +273,7 @@ def test_wheelhouse_resolves_the_chain_and_leaves_out_the_image(tmp_path: Path, 
     assert sorted(result.files) == ["alpha-1.0-py3-none-any.whl", "beta-1.2-py3-none-any.whl",
                                     "delta-1.0-py3-none-any.whl", "einops-0.1-py3-none-any.whl"]
     assert {entry.split("==")[0] for entry in result.left_to_image} == {"numpy", "gamma"}
-    assert result.replaces_image == ("einops",) and "numpy" in PREINSTALLED
+    assert result.replaces_image == ("einops",) and "numpy" in preinstalled_patterns()
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["dataset"] == WHEELHOUSE_ID and manifest["resolution_key"] == result.key
     assert manifest["content_hash"] == result.content_hash

@@ -39,7 +39,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email.message import Message
 from email.parser import Parser
 from pathlib import Path
@@ -60,6 +60,7 @@ from packaging.version import InvalidVersion, Version
 from builder.bundle.files import HashCache, Manifest, hash_file, manifest_for, select_files, swap_into_place, write_metadata
 from builder.errors import BundleError, WheelhouseError
 from builder.project.ids import kernel_slug
+from builder.project.image import pin_conflicts, preinstalled_patterns
 from builder.project.jsonfile import read_object
 from builder.project.layout import CARRIED, HELPER_DIR, MANIFEST_FILE, WHEEL_HASH_CACHE, WHEELS_DIR, out_dir_of
 from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
@@ -68,19 +69,6 @@ HELPER_RECORD = "kkb_wheels.json"   # in HELPER_DIR: the helper version that bui
 WHEELHOUSE_FILE = "kkb_wheelhouse.json"  # in every wheelhouse; the runtime finds it by its "id"
 FORMAT = 1
 
-# What the Kaggle GPU image already has (docker-python on Colab's base; kaggle-runtime.md §6.1). Shell
-# patterns on canonical names. Replacing one of these from a wheelhouse breaks the image's CUDA build
-# or pulls gigabytes, so they are left out unless a kernel names one in [install] requirements.
-PREINSTALLED = (
-    "torch", "torchvision", "torchaudio", "triton", "nvidia-*", "timm", "albumentations", "albucore",
-    "numpy", "pandas", "scipy", "scikit-learn", "scikit-image", "pillow", "opencv-python",
-    "opencv-python-headless", "opencv-contrib-python", "matplotlib", "seaborn", "transformers", "tokenizers",
-    "huggingface-hub", "safetensors", "accelerate", "tqdm", "requests", "urllib3", "certifi", "idna",
-    "charset-normalizer", "pyyaml", "jinja2", "markupsafe", "fsspec", "filelock", "networkx", "sympy", "mpmath",
-    "typing-extensions", "packaging", "setuptools", "pip", "wheel", "six", "python-dateutil", "pytz", "tzdata",
-    "protobuf", "tensorflow", "keras", "jax", "jaxlib", "xgboost", "lightgbm", "catboost", "polars", "pyarrow",
-    "psutil", "joblib", "threadpoolctl", "pydantic", "pydantic-core", "regex", "einops",
-)
 # Any network use by pip during the offline check goes to a closed local port and fails at once.
 _NO_NETWORK = "http://127.0.0.1:9"
 # pip names the requirement, then maybe "(from parent)": the requirement has no spaces.
@@ -406,7 +394,7 @@ def build_wheelhouse(spec: KernelSpec, kernel_dir: Path, out_dir: Path, ref: str
     if previous is not None:
         cache.save()
         check = check_offline_install(folder, requirements, target=target) if settings.check else None
-        return _result(name, ref, "unchanged", key, folder, previous, check)
+        return _image_notes(_result(name, ref, "unchanged", key, folder, previous, check), requirements)
     out_dir.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{WHEELS_DIR}-staging-"))
     try:
@@ -426,7 +414,12 @@ def build_wheelhouse(spec: KernelSpec, kernel_dir: Path, out_dir: Path, ref: str
     for entry in manifest.files:  # hashed once now; the next unchanged run reads stat data only
         cache.store(folder / entry.path, entry.sha256)
     cache.save()
-    return _result(name, ref, "built", key, folder, manifest, check)
+    return _image_notes(_result(name, ref, "built", key, folder, manifest, check), requirements)
+
+
+def _image_notes(result: WheelsResult, requirements: list[str]) -> WheelsResult:
+    """Warn about pins the image does not satisfy (builder.project.image, the image as data)."""
+    return replace(result, notes=(*result.notes, *(f"warning: {note}" for note in pin_conflicts(requirements))))
 
 
 def _populate(stage: Path, work: Path, requirements: list[str], target: WheelTarget, spec: KernelSpec,
@@ -437,7 +430,7 @@ def _populate(stage: Path, work: Path, requirements: list[str], target: WheelTar
     if contradictions:
         raise WheelhouseError(f"{', '.join(contradictions)}: both required and excluded in [install]",
                               hint="remove it from [install] exclude, or from the requirements")
-    excluded = [*PREINSTALLED, *spec.install.exclude]
+    excluded = [*preinstalled_patterns(), *spec.install.exclude]
     report, local = _resolve(requirements, target, index_args, work, lambda key: key not in explicit and _matches(key, excluded))
     selection = _select(report, requirements, target, excluded, explicit)
     pins = [_pin(item) for key, item in selection.keep.items() if key not in local]
@@ -570,7 +563,7 @@ def _select(report: Mapping[str, Any], requirements: Sequence[str], target: Whee
             raise WheelhouseError(f"{requirement.name} is needed on Python {target.python_version}, but pip's resolution "
                                   "(made with the Python running kkb) left it out",
                                   hint=f"run kkb wheels with Python {target.python_version} installed (kkb uses it when found)")
-        if key in explicit and _matches(key, PREINSTALLED) and key not in selection.replaces:
+        if key in explicit and _matches(key, preinstalled_patterns()) and key not in selection.replaces:
             selection.replaces.append(key)
         selection.keep[key] = item
         for text in item["metadata"].get("requires_dist") or []:

@@ -279,12 +279,21 @@ def make_loader(job: Job, choice: devices.DeviceChoice) -> Any:
     return data_loader(dataset, job.card, choice)
 
 
-def run_fold(job: Job, choice: devices.DeviceChoice, checkpoint: str | None = None) -> np.ndarray:
-    """One checkpoint's predictions (or features), one row per id, with the card's TTA averaged by weight."""
+def run_fold(job: Job, choice: devices.DeviceChoice, checkpoint: str | None = None,
+             timings: dict[str, Any] | None = None) -> np.ndarray:
+    """One checkpoint's predictions (or features), one row per id, with the card's TTA averaged by weight.
+
+    ``timings`` accumulates ``load_seconds`` (the model ready on its device), ``infer_seconds`` (all
+    batches) and ``batch_seconds`` (each batch) over the folds: the dry run separates the fixed cost
+    from the per-row cost when it projects a rerun.
+    """
     import torch
 
+    timings = {} if timings is None else timings
+    started = time.perf_counter()
     target = devices.torch_device(choice)
     model, channels_last = prepare_model(job.card, job.weights_dir, choice, target, checkpoint)
+    timings["load_seconds"] = round(timings.get("load_seconds", 0.0) + time.perf_counter() - started, 4)
     forward = make_forward(model, job.card, choice, channels_last)
     views = tta.resolve(list(job.card.get("tta") or ()))
     weights = dict(job.card.get("tta_weights") or {})
@@ -292,9 +301,14 @@ def run_fold(job: Job, choice: devices.DeviceChoice, checkpoint: str | None = No
     # inference_mode is not supported by every torch_xla release; no_grad is.
     context = torch.no_grad if choice.kind == "xla" else torch.inference_mode
     with context():
+        inferring = batch_started = time.perf_counter()
+        batch_seconds = timings.setdefault("batch_seconds", [])
         for batch in make_loader(job, choice):
             batch = batch.to(target, non_blocking=choice.kind == "cuda")
             outputs.append(tta.averaged(forward, batch, views, weights).cpu().numpy())
+            batch_seconds.append(round(time.perf_counter() - batch_started, 4))  # loading the batch included
+            batch_started = time.perf_counter()
+        timings["infer_seconds"] = round(timings.get("infer_seconds", 0.0) + time.perf_counter() - inferring, 4)
     del model, forward
     width = int(job.card["num_classes"]) if not job.card.get("features") else 0
     return np.concatenate(outputs) if outputs else np.zeros((0, width), dtype=np.float32)
@@ -311,13 +325,13 @@ def free_memory(choice: devices.DeviceChoice) -> None:
         torch.cuda.empty_cache()
 
 
-def run_model(job: Job, choice: devices.DeviceChoice) -> np.ndarray:
+def run_model(job: Job, choice: devices.DeviceChoice, timings: dict[str, Any] | None = None) -> np.ndarray:
     """Every fold of the card, one after another in this process, averaged with ``fold_weights`` (default: mean)."""
     entries = checkpoints.checkpoint_entries(job.card)
     total: np.ndarray | None = None
     for index, entry in enumerate(entries):
         started = time.perf_counter()
-        values = run_fold(job, choice, str(entry["file"])).astype(np.float64) * float(entry["weight"])
+        values = run_fold(job, choice, str(entry["file"]), timings).astype(np.float64) * float(entry["weight"])
         total = values if total is None else total + values
         free_memory(choice)
         if len(entries) > 1:
@@ -373,12 +387,13 @@ def predict(model_name: str, out: Path | None = None, environ: Mapping[str, str]
           f"TTA: {', '.join(name for name, _ in tta.resolve(list(job.card.get('tta') or ())))}"
           + (f" + {random['passes']} random pass(es)" if random else ""), flush=True)
     started = time.perf_counter()
-    written = write_output(job, run_model(job, choice))
+    timings: dict[str, Any] = {"rows": len(job.ids)}
+    written = write_output(job, run_model(job, choice, timings))
     if choice.kind == "cuda":
         import torch
 
-        peak = max(torch.cuda.max_memory_allocated(index) for index in range(torch.cuda.device_count()))
-        write_step_meta(written, peak_gpu_bytes=int(peak))
+        timings["peak_gpu_bytes"] = int(max(torch.cuda.max_memory_allocated(index) for index in range(torch.cuda.device_count())))
+    write_step_meta(written, **timings)
     print(f"[kkb] {model_name}: wrote {written} in {time.perf_counter() - started:.1f} s", flush=True)
     return written
 

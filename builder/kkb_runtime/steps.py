@@ -27,6 +27,7 @@ from .inputs import Inputs
 STEPS_RECORD = "kkb_steps.json"
 STEP_META_SUFFIX = ".meta.json"  # next to a step's output: measurements only the step's process can make
 STDERR_TAIL_LINES = 40
+PEAK_LINE = "[kkb] step '{name}' peak memory: {peak} bytes"
 
 
 class StepFailed(RuntimeError):
@@ -41,6 +42,10 @@ class StepResult:
     peak_rss_bytes: int
     returncode: int
     peak_gpu_bytes: int | None = None  # what the step itself recorded (see write_step_meta); None on CPU
+    rows: int | None = None  # card steps (write_step_meta): rows predicted, model load and inference times,
+    load_seconds: float | None = None  # so the dry run can separate fixed from per-row cost
+    infer_seconds: float | None = None
+    batch_seconds: list[float] | None = None
 
 
 def step_command(run: str, values: Mapping[str, str]) -> list[str]:
@@ -116,12 +121,15 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
     # ru_maxrss of waited-for children is in KiB on Linux: the largest child so far.
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     if returncode != 0:
-        raise StepFailed(f"step '{name}' failed with exit code {returncode}\n--- stderr (last {len(tail)} lines) ---\n" + "".join(tail))
+        # The last line gives the dry run the step's peak, for "Notebook Exceeded Allowed Compute".
+        raise StepFailed(f"step '{name}' failed with exit code {returncode}\n--- stderr (last {len(tail)} lines) ---\n"
+                         + "".join(tail) + f"\n{PEAK_LINE.format(name=name, peak=peak)}")
     if not out.is_file():
         raise StepFailed(f"step '{name}' exited 0 but wrote no output at {out} (write it to $KKB_STEP_OUT or {{out}})")
     meta = read_step_meta(out)
     return StepResult(name=name, output=str(out), seconds=round(seconds, 3), peak_rss_bytes=peak, returncode=returncode,
-                      peak_gpu_bytes=meta.get("peak_gpu_bytes"))
+                      peak_gpu_bytes=meta.get("peak_gpu_bytes"), rows=meta.get("rows"), load_seconds=meta.get("load_seconds"),
+                      infer_seconds=meta.get("infer_seconds"), batch_seconds=meta.get("batch_seconds"))
 
 
 def write_step_meta(out: Path, **fields: Any) -> None:

@@ -154,6 +154,8 @@ class CompetitionSection(_Strict):
     test: str | None = None
     hidden_rows: int | None = Field(default=None, gt=0)
     time_limit_hours: float = Field(default=9.0, gt=0)
+    # The file Kaggle looks for in /kaggle/working; only a competition that declares another name changes it.
+    submission_file: str = "submission.csv"
 
     @field_validator("slug")
     @classmethod

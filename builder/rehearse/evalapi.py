@@ -42,6 +42,7 @@ import psutil
 from builder.errors import DryRunError
 from builder.project.jsonfile import read_object
 from builder.project.spec import EvaluationApiSection, KernelSpec
+from builder.rehearse.isolation import Isolation
 from builder.rehearse.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox
 from builder.rehearse.verdict import OK, SCORING_ERROR, THREW, TIMEOUT
 
@@ -214,7 +215,7 @@ class Gateway:
 
 def rehearse_rerun(notebook: Path, spec: KernelSpec, mounts: tuple[Mount, ...], root: Path, *,
                    timeout_seconds: float, layout: Literal["current", "legacy"] = "current",
-                   isolation: Literal["auto", "namespace", "python"] = "auto") -> RerunResult:
+                   isolation: Isolation = "auto") -> RerunResult:
     """Run the scoring rerun in a new sandbox at ``root``: the notebook blocks in ``serve()`` while the
     competition's gateway drives it from another process over the mounted competition data."""
     return rehearse_gateway_rerun(notebook, evaluation_section(spec), spec.competition.slug, mounts, root,
@@ -223,7 +224,7 @@ def rehearse_rerun(notebook: Path, spec: KernelSpec, mounts: tuple[Mount, ...], 
 
 def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gateway, slug: str, mounts: tuple[Mount, ...],
                            root: Path, *, timeout_seconds: float, layout: Literal["current", "legacy"] = "current",
-                           isolation: Literal["auto", "namespace", "python"] = "auto") -> RerunResult:
+                           isolation: Isolation = "auto") -> RerunResult:
     """:func:`rehearse_rerun` from the gateway's settings and the competition slug alone."""
     box = prepare_sandbox(SandboxSpec(mounts=tuple(mounts), rerun=True, layout=layout, isolation=isolation,
                                       extra_env=sandbox_env(section, free_port())), root)

@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,8 @@ EXECUTED_NOTEBOOK = "__notebook__.ipynb"  # the name Kaggle gives the executed n
 STEPS_RECORD = "kkb_steps.json"  # written by kkb_runtime.steps in the working dir
 KERNEL_NAME = "kkb-sandbox"
 SAMPLE_SECONDS = 0.1
+DISK_SAMPLE_SECONDS = 2.0
+KILL_WAIT_SECONDS = 5.0
 GPU_SAMPLE_SECONDS = 1.0
 STARTUP_SECONDS = 60
 TRACEBACK_LINES = 25
@@ -61,14 +65,26 @@ class ExecutionResult:
     peak_gpu_bytes: int | None
     log: list[dict[str, Any]]
     steps: list[dict[str, Any]]
+    isolation: str = "python"
+    isolation_note: str = ""
+    memory_limit_bytes: int | None = None  # RLIMIT_DATA per process, None: not enforced
+    working_bytes: int = 0  # what the run left in /kaggle/working (largest seen while it ran)
+    working_limit_bytes: int | None = None
+    disk_exceeded: bool = False  # killed: /kaggle/working grew past what Kaggle keeps
+    mounts: tuple[tuple[Path, Path], ...] = ()  # (host source, target under root/input): what the kernel saw there
 
 
-def execute_notebook(notebook: Path, sandbox: SandboxSpec, root: Path) -> ExecutionResult:
-    """Execute ``notebook`` in a new sandbox at ``root``; the sandbox is left in place for the caller."""
+def execute_notebook(notebook: Path, sandbox: SandboxSpec, root: Path,
+                     progress: Callable[[str], None] | None = None) -> ExecutionResult:
+    """Execute ``notebook`` in a new sandbox at ``root``; the sandbox is left in place for the caller.
+
+    ``progress`` is called with each ``[kkb] step ...`` line the kernel prints (a step starting).
+    """
     nb = _read_notebook(Path(notebook))
     box = prepare_sandbox(sandbox, root)
     with tempfile.TemporaryDirectory(prefix="kkb-ipc-") as short_dir:
-        run = _Run(nb, box, _kernel_manager(box, Path(short_dir)), sandbox.timeout_seconds)
+        run = _Run(nb, box, _kernel_manager(box, Path(short_dir)), sandbox.timeout_seconds, sandbox.working_limit_bytes)
+        run.client.progress = progress
         run.execute()
     return run.result()
 
@@ -92,14 +108,16 @@ def _kernel_manager(box: Sandbox, short_dir: Path) -> AsyncKernelManager:
     it would never notice that the watchdog killed the kernel.
     """
     spec_dir = box.private_dir / "kernels"
-    _write_kernelspec(spec_dir / KERNEL_NAME, box.launcher() + [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"])
     options: dict[str, Any] = {}
-    if box.isolation == "namespace":
+    binds: tuple[Path, ...] = ()
+    if box.isolation != "python":
         # No TCP between namespaces: the kernel's sockets are unix sockets, reachable through the file system.
         ipc = box.private_dir / "ipc" / "k"
-        ipc = ipc if len(str(ipc)) < IPC_PATH_LIMIT else short_dir / "k"
+        if len(str(ipc)) >= IPC_PATH_LIMIT:
+            ipc, binds = short_dir / "k", (short_dir,)  # outside the root: the kernel must see it at its path
         ipc.parent.mkdir(parents=True, exist_ok=True)
         options = {"transport": "ipc", "ip": str(ipc)}
+    _write_kernelspec(spec_dir / KERNEL_NAME, box.launcher(binds) + [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"])
     return AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec_dir)]),
                               connection_file=str(box.private_dir / "connection.json"), **options)
 
@@ -134,7 +152,11 @@ class _Monitor:
     step's own peak (``ru_maxrss``) in ``kkb_steps.json``, and the result takes the larger.
     """
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, working: Path | None = None, working_limit: int | None = None,
+                 on_disk_full: Any = None) -> None:
+        self.working, self.working_limit, self.on_disk_full = working, working_limit, on_disk_full
+        self.working_bytes = 0
+        self._last_disk = 0.0
         self.root = psutil.Process(pid)
         self.seen: dict[int, psutil.Process] = {pid: self.root}
         self.peak_rss = 0
@@ -167,6 +189,17 @@ class _Monitor:
         gpu = self._gpu.sample({process.pid for process in processes})
         if gpu is not None:
             self.peak_gpu = max(self.peak_gpu or 0, gpu)
+        if self.working is not None and time.monotonic() - self._last_disk >= DISK_SAMPLE_SECONDS:
+            self.sample_disk()
+
+    def sample_disk(self) -> None:
+        """The size of /kaggle/working; past the limit the run is killed, as a full disk stops it on Kaggle."""
+        self._last_disk = time.monotonic()
+        if self.working is None:
+            return
+        self.working_bytes = max(self.working_bytes, folder_bytes(self.working))
+        if self.working_limit and self.working_bytes > self.working_limit and self.on_disk_full is not None:
+            self.on_disk_full()
 
     def _tree(self) -> list[psutil.Process]:
         try:
@@ -187,7 +220,24 @@ class _Monitor:
                 process.kill()
             except psutil.Error:
                 pass
-        psutil.wait_procs(victims, timeout=5)
+        # A killed process that is not our child stays a zombie until its parent (bwrap, or init) reaps it:
+        # dead is enough, so poll for "not alive" instead of psutil.wait_procs, which waits for the reaping.
+        deadline = time.monotonic() + KILL_WAIT_SECONDS
+        while any(_alive(process) for process in victims) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (their sizes; symlinks count as the link, not the target)."""
+    total = 0
+    for path in Path(folder).rglob("*"):
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            total += info.st_size
+    return total
 
 
 def _alive(process: psutil.Process) -> bool:
@@ -244,6 +294,7 @@ class _Client(NotebookClient):
         self.started = started
         self.entries: list[dict[str, Any]] = []
         self.current_cell: int | None = None
+        self.progress: Callable[[str], None] | None = None
         self.on_cell_start = self._cell_started
 
     def _cell_started(self, cell: Any, cell_index: int) -> None:
@@ -259,14 +310,23 @@ class _Client(NotebookClient):
 
     def _log(self, stream: str, text: str) -> None:
         self.entries.append({"stream_name": stream, "time": round(time.monotonic() - self.started, 3), "data": text})
+        if self.progress is not None:
+            for line in text.splitlines():
+                if line.startswith("[kkb] step "):  # "step NAME: argv" when it starts, "step NAME: 1.2 s" when done
+                    name, _, what = line[6:].partition(": ")
+                    done = what.endswith(" s") and what[:-2].replace(".", "", 1).isdigit()
+                    self.progress(f"cell {self.current_cell}: {name} {'done in ' + what if done else 'started'}")
 
 
 class _Run:
-    def __init__(self, nb: nbformat.NotebookNode, box: Sandbox, km: AsyncKernelManager, timeout: float | None) -> None:
+    def __init__(self, nb: nbformat.NotebookNode, box: Sandbox, km: AsyncKernelManager, timeout: float | None,
+                 working_limit: int | None = None) -> None:
         self.nb, self.box, self.km, self.timeout = nb, box, km, timeout
+        self.working_limit = working_limit
         self.started = time.monotonic()
         self.wall = 0.0
         self.timed_out = False
+        self.disk_exceeded = False
         self.error: BaseException | None = None
         self.monitor: _Monitor | None = None
         self.watchdog: threading.Timer | None = None
@@ -278,7 +338,8 @@ class _Run:
     def _kernel_ready(self, notebook: Any = None) -> None:
         """nbclient started the kernel: watch its process tree, and start the clock for the timeout."""
         try:
-            self.monitor = _Monitor(self.km.provisioner.pid)  # type: ignore[union-attr]
+            self.monitor = _Monitor(self.km.provisioner.pid, self.box.working_dir, self.working_limit,  # type: ignore[union-attr]
+                                    self._on_disk_full)
         except (psutil.Error, AttributeError, TypeError):
             return  # it died already: nbclient reports the dead kernel
         self.monitor.start()
@@ -313,6 +374,7 @@ class _Run:
         if self.monitor:
             self.monitor.stop()
             self.monitor.sample()
+            self.monitor.sample_disk()
             self.monitor.kill_all()
         _stop_kernel(self.km, self.client.kc)
         self.client.kc = None
@@ -324,6 +386,11 @@ class _Run:
             shown = ", ".join(written[:5]) + (", ..." if len(written) > 5 else "")
             self.client._log("stderr", f"[kkb sandbox] the kernel wrote into /kaggle/input ({shown}): on Kaggle that fails "
                                        "with 'Read-only file system'; this sandbox could not stop it (no namespaces, running as root)\n")
+
+    def _on_disk_full(self) -> None:
+        self.disk_exceeded = True
+        if self.monitor:
+            self.monitor.kill_all()
 
     def _on_timeout(self) -> None:
         self.timed_out = True
@@ -384,7 +451,10 @@ class _Run:
             ename=self._ename(), evalue=self._evalue(), traceback_tail=self._traceback(),
             wall_seconds=round(self.wall, 3), peak_rss_bytes=peak_rss,
             peak_gpu_bytes=max(gpu) if gpu else None,
-            log=self.client.entries, steps=steps,
+            log=self.client.entries, steps=steps, isolation=self.box.isolation, isolation_note=self.box.isolation_note,
+            memory_limit_bytes=self.box.memory_bytes, working_bytes=self.monitor.working_bytes if self.monitor else 0,
+            working_limit_bytes=self.working_limit, disk_exceeded=self.disk_exceeded,
+            mounts=self.box.mounts,
         )
 
 

@@ -8,14 +8,17 @@ Layout of a sandbox root (``$KKB_KAGGLE_ROOT`` inside the kernel)::
     temp/                             Kaggle's /kaggle/temp
     .sandbox/                         kkb's side: HOME, TMPDIR, the network guard, the kernel log
 
-Two isolation modes, chosen by :func:`isolation_mode` (``auto`` picks the strongest that works here):
+Three isolation modes, chosen by :func:`builder.rehearse.isolation.choose_isolation` (``auto`` picks the
+strongest that works here; the report names it and why stronger ones were skipped):
 
-``namespace``
-    The kernel starts in its own network and mount namespaces (``guest/launch.py``): only a
-    loopback interface exists, so no process of the run can reach another host, Python or not, and
-    each mount is a bind mount remounted read-only, so even root gets ``Read-only file system``
-    when it writes under ``input/``, as on Kaggle. Nothing is copied. Needs root or unprivileged
-    user namespaces (Linux); CI containers without CAP_SYS_ADMIN may lack both.
+``bwrap`` and ``namespace``
+    The kernel starts in its own network and mount namespaces, through bubblewrap or kkb's own
+    launcher (``guest/launch.py``): only a loopback interface exists, so no process of the
+    run can reach another host, Python or not; ``/kaggle/input`` (read-only even for root),
+    ``/kaggle/working`` and ``/kaggle/temp`` exist at their real paths, ``/tmp`` is private and the
+    rest of the file system is read-only. Nothing is copied: each mount is a read-only bind mount.
+    The root folder also stays visible at its own path, so ``$KKB_KAGGLE_ROOT`` works as in the
+    portable mode. Needs root or unprivileged user namespaces (Linux).
 ``python``
     Everywhere else. Mounts are *copies* with write permission removed: this stops an ordinary
     user but not root (root ignores file modes), so a kernel running as root can write into its
@@ -30,12 +33,10 @@ blocked attempt in ``.sandbox/network.log``.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import shutil
 import stat
-import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,11 +44,10 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from builder.errors import DryRunError
+from builder.rehearse.isolation import GUEST_DIR, Isolation, IsolationChoice, Mode, choose_isolation, launcher_argv
 
 Layout = Literal["current", "legacy"]
-Isolation = Literal["auto", "namespace", "python"]
 
-GUEST_DIR = Path(__file__).resolve().parent / "guest"
 PRIVATE = ".sandbox"
 NETWORK_LOG = "network.log"
 KERNEL_LOG = "kernel.log"
@@ -79,6 +79,9 @@ class SandboxSpec:
     layout: Layout = "current"
     extra_env: Mapping[str, str] = field(default_factory=dict)
     isolation: Isolation = "auto"  # kkb addition: "python" forces the portable mode (tests, debugging)
+    memory_bytes: int | None = None  # RLIMIT_DATA of every process of the run (the machine shape's RAM)
+    working_limit_bytes: int | None = None  # /kaggle/working larger than this stops the run (what Kaggle keeps)
+    visible: tuple[Path, ...] = ()  # host folders the kernel reads at their own paths (kkb's script wrapper)
 
 
 @dataclass(frozen=True)
@@ -91,8 +94,16 @@ class Sandbox:
     temp_dir: Path
     private_dir: Path
     env: dict[str, str]
-    isolation: Literal["namespace", "python"]
+    isolation: Mode
     mounts: tuple[tuple[Path, Path], ...]  # (source, absolute target)
+    memory_bytes: int | None = None
+    isolation_note: str = ""  # what ran, and why stronger isolations were not used
+    visible: tuple[Path, ...] = ()
+
+    @property
+    def kaggle_paths(self) -> bool:
+        """True when ``/kaggle/...`` exists inside the sandbox (not only ``$KKB_KAGGLE_ROOT``)."""
+        return self.isolation != "python"
 
     @property
     def network_log(self) -> Path:
@@ -102,14 +113,12 @@ class Sandbox:
     def kernel_log(self) -> Path:
         return self.private_dir / KERNEL_LOG
 
-    def launcher(self) -> list[str]:
-        """The argv prefix that starts a command inside this sandbox's namespaces (empty in python mode)."""
-        if self.isolation != "namespace":
-            return []
-        argv = [sys.executable, str(GUEST_DIR / "launch.py"), "--readonly", str(self.input_dir)]
-        for source, target in self.mounts:
-            argv += ["--mount", f"{source}={target}"]
-        return [*argv, "--"]
+    def launcher(self, binds: tuple[Path, ...] = ()) -> list[str]:
+        """The argv prefix that starts a command inside this sandbox (empty in python mode without limits).
+
+        ``binds``: host folders the command must be able to write at their own paths (the kernel's ipc sockets).
+        """
+        return launcher_argv(self.isolation, self.root, self.mounts, list(binds), self.memory_bytes, self.visible)
 
 
 def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
@@ -117,12 +126,13 @@ def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
     root = Path(root).absolute()
     if root.exists() and any(root.iterdir()):
         raise DryRunError(f"sandbox root {root} is not empty", hint="pass a new or empty folder for each run")
-    isolation = isolation_mode(spec.isolation)
+    choice = choose_isolation(spec.isolation)
+    isolation = choice.mode
     mounts = _resolve_mounts(spec.mounts, root / "input", spec.layout)
     for folder in ("input", "working", "temp", f"{PRIVATE}/home/.kaggle", f"{PRIVATE}/tmp", f"{PRIVATE}/site"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     shutil.copyfile(GUEST_DIR / "sitecustomize.py", root / PRIVATE / "site" / "sitecustomize.py")
-    if isolation == "namespace":
+    if isolation != "python":
         for _, target in mounts:
             target.mkdir(parents=True, exist_ok=True)  # empty mount points; filled inside the namespace
     else:
@@ -131,7 +141,9 @@ def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
         _remove_write_permission(root / "input")
     env = kernel_environment(root, rerun=spec.rerun, extra_env=spec.extra_env, proxies=isolation == "python")
     return Sandbox(root=root, input_dir=root / "input", working_dir=root / "working", temp_dir=root / "temp",
-                   private_dir=root / PRIVATE, env=env, isolation=isolation, mounts=mounts)
+                   private_dir=root / PRIVATE, env=env, isolation=isolation, mounts=mounts,
+                   memory_bytes=spec.memory_bytes, isolation_note=choice.describe(),
+                   visible=tuple(Path(folder).resolve() for folder in spec.visible))
 
 
 def mount_path(target: str, layout: Layout) -> PurePosixPath:
@@ -214,7 +226,6 @@ def kernel_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str] 
         JUPYTER_RUNTIME_DIR=str(private / "home" / ".jupyter-runtime"),
         PYTHONPATH=str(private / "site"),
         KKB_SANDBOX_NETLOG=str(private / NETWORK_LOG),
-        HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
         # The kernel's `python` and `pip` are this interpreter's, as on Kaggle they are the image's.
         PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)]),
     )
@@ -232,37 +243,13 @@ def kernel_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str] 
     return env
 
 
-def isolation_mode(requested: Isolation = "auto") -> Literal["namespace", "python"]:
-    """``namespace`` where this machine allows it (``auto``) or when asked, else ``python``.
-
-    ``$KKB_SANDBOX_ISOLATION`` (``namespace`` or ``python``) overrides ``auto``, for a machine where
-    the probe passes but kernels still cannot start in a namespace.
-    """
-    if requested == "auto":
-        override = os.environ.get("KKB_SANDBOX_ISOLATION", "auto")
-        if override not in ("auto", "namespace", "python"):
-            raise DryRunError(f"KKB_SANDBOX_ISOLATION={override!r} is not a sandbox isolation",
-                              hint="use namespace, python, or unset it")
-        requested = override  # type: ignore[assignment]
-    if requested == "python":
-        return "python"
-    if _namespaces_work():
-        return "namespace"
-    if requested == "namespace":
-        raise DryRunError("this machine cannot start a kernel in its own network namespace",
-                          hint="run as root or enable unprivileged user namespaces, or use isolation='python'")
-    return "python"
+def isolation_mode(requested: Isolation = "auto") -> Mode:
+    """The isolation a sandbox gets here (see :func:`builder.rehearse.isolation.choose_isolation`)."""
+    return choose_isolation(requested).mode
 
 
-@functools.lru_cache(maxsize=1)
-def _namespaces_work() -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        probe = subprocess.run([sys.executable, str(GUEST_DIR / "launch.py"), "--probe"], capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return probe.returncode == 0
+def isolation_choice(requested: Isolation = "auto") -> IsolationChoice:
+    return choose_isolation(requested)
 
 
 def input_snapshot(box: Sandbox) -> dict[str, tuple[int, int]]:

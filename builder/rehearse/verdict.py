@@ -10,6 +10,10 @@ Kaggle's submission statuses (code-competition debugging doc, see docs/ and the 
   here: Kaggle does not report exceptions for notebooks, it looks for the file.
 - ``Submission Scoring Error``: the file does not match the sample submission.
 
+kkb adds one verdict Kaggle does not have: ``Not Rehearsed``. The run failed for a reason that says
+nothing about Kaggle (a package Kaggle's image has and this environment lacks, CUDA on a machine
+without a GPU): the dry run cannot predict Kaggle's verdict, and says what to do instead.
+
 The order of the checks follows what happens on Kaggle: a run killed for time or memory never
 gets to write its file; a notebook that raised is judged by the file it left behind.
 """
@@ -25,6 +29,7 @@ from typing import Literal
 import pandas as pd
 
 from builder.kkb_runtime.submission import check_submission
+from builder.rehearse.diagnose import disk_overflow, layout_mismatch, not_rehearsed, out_of_memory
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.sandbox import blocked_network
 
@@ -34,7 +39,8 @@ THREW = "Notebook Threw Exception"
 SCORING_ERROR = "Submission Scoring Error"
 TIMEOUT = "Notebook Timeout"
 COMPUTE = "Notebook Exceeded Allowed Compute"
-VERDICTS = (OK, CSV_NOT_FOUND, THREW, SCORING_ERROR, TIMEOUT, COMPUTE)
+NOT_REHEARSED = "Not Rehearsed"  # kkb's: the run failed for a reason that says nothing about Kaggle
+VERDICTS = (OK, CSV_NOT_FOUND, THREW, SCORING_ERROR, TIMEOUT, COMPUTE, NOT_REHEARSED)
 
 GB = 1024**3
 # Memory of Kaggle's machine shapes. Approximate, and Kaggle changes them: RAM is what a session
@@ -78,6 +84,8 @@ class Limits:
     gpu_bytes: int | None = None
     rows_run: int | None = None
     hidden_rows: int | None = None
+    shape_has_gpu: bool = False  # a step needing CUDA on a GPU-less machine is "not rehearsed", not a failure
+    layout: str = "current"
 
     @property
     def scale(self) -> float:
@@ -114,20 +122,26 @@ def projected_seconds(result: ExecutionResult, limits: Limits) -> float:
 
 def judge(result: ExecutionResult, *, kernel_type: Literal["notebook", "script"] | str, submission_file: str | Path,
           sample_submission: Path, id_column: str, target_columns: Sequence[str],
-          limits: Limits | None = None, column_types: Mapping[str, str] | None = None) -> Verdict:
+          limits: Limits | None = None, column_types: Mapping[str, str] | None = None, kernel_file: str | None = None,
+          projected: float | None = None) -> Verdict:
     """Kaggle's verdict for this run, with the reason Kaggle would not give.
 
-    ``submission_file`` is a name in the working dir (``submission.csv``) or a full path there.
-    ``limits`` (kkb's addition) enables the projected timeout and compute checks.
+    ``submission_file`` is the name Kaggle looks for in the working dir (the competition's, usually
+    ``submission.csv``) or a full path there; ``kernel_file`` the name the kernel was told to write,
+    when it differs (its file is then not found, as on Kaggle). ``limits`` (kkb's addition) enables
+    the projected timeout and compute checks; ``projected`` replaces the proportional projection
+    (``builder.rehearse.projection``'s fit).
     """
     limits = limits or Limits()
     failure = _failure(result, kernel_type)
     checks = (
         lambda: _timed_out(result),
         lambda: _compute(result, limits),
+        lambda: _not_rehearsed(result, limits),
         lambda: _script_exception(result, kernel_type, failure),
-        lambda: _projected_timeout(result, limits),
-        lambda: _submission(result, submission_file, sample_submission, id_column, target_columns, failure, column_types),
+        lambda: _projected_timeout(result, limits, projected),
+        lambda: _submission(result, submission_file, sample_submission, id_column, target_columns, failure, column_types,
+                            kernel_file, limits.layout),
     )
     for check in checks:
         verdict = check()
@@ -148,6 +162,16 @@ def _timed_out(result: ExecutionResult) -> Verdict | None:
 
 
 def _compute(result: ExecutionResult, limits: Limits) -> Verdict | None:
+    died = out_of_memory(result)
+    if died is not None:
+        what, peak = died
+        ram = f"; the machine shape has {_size(limits.ram_bytes)} of RAM" if limits.ram_bytes else ""
+        enforced = (f" (enforced here per process: {_size(result.memory_limit_bytes)})"
+                    if result.memory_limit_bytes else " (no memory limit was enforced here)")
+        return Verdict(COMPUTE, f"{what} at a peak of {_size(peak)}{ram}{enforced}", _failure_detail(result))
+    disk = disk_overflow(result)
+    if disk is not None:
+        return Verdict(COMPUTE, disk, _step_table(result))
     if limits.ram_bytes and result.peak_rss_bytes > limits.ram_bytes:
         return Verdict(COMPUTE, f"peak memory {_size(result.peak_rss_bytes)} (RSS of the kernel and its processes) "
                                 f"> {_size(limits.ram_bytes)} of RAM on the machine shape", _step_table(result))
@@ -157,19 +181,27 @@ def _compute(result: ExecutionResult, limits: Limits) -> Verdict | None:
     return None
 
 
+def _not_rehearsed(result: ExecutionResult, limits: Limits) -> Verdict | None:
+    why = not_rehearsed(result, limits.shape_has_gpu)
+    return Verdict(NOT_REHEARSED, why, _failure_detail(result)) if why else None
+
+
 def _script_exception(result: ExecutionResult, kernel_type: str, failure: str | None) -> Verdict | None:
     if kernel_type != "script" or not failure:
         return None
     return Verdict(THREW, failure, _failure_detail(result))
 
 
-def _projected_timeout(result: ExecutionResult, limits: Limits) -> Verdict | None:
+def _projected_timeout(result: ExecutionResult, limits: Limits, fitted: float | None = None) -> Verdict | None:
     if not limits.time_limit_seconds or not result.ok:
         return None  # a run that failed early says nothing about the time a full run takes
-    projected = projected_seconds(result, limits)
+    projected = fitted if fitted is not None else projected_seconds(result, limits)
     if projected <= limits.time_limit_seconds:
         return None
-    if limits.scale != 1.0:
+    if fitted is not None:
+        basis = (f"projected {_duration(projected)} for {limits.hidden_rows} hidden rows from a fit of fixed + per-row "
+                 f"time (measured {_duration(result.wall_seconds)} for {limits.rows_run} rows)")
+    elif limits.scale != 1.0:
         basis = (f"projected {_duration(projected)} for {limits.hidden_rows} hidden rows "
                  f"(measured {_duration(result.wall_seconds)} for {limits.rows_run} rows)")
     else:
@@ -179,13 +211,19 @@ def _projected_timeout(result: ExecutionResult, limits: Limits) -> Verdict | Non
 
 def _submission(result: ExecutionResult, submission_file: str | Path, sample_submission: Path, id_column: str,
                 target_columns: Sequence[str], failure: str | None,
-                column_types: Mapping[str, str] | None = None) -> Verdict | None:
+                column_types: Mapping[str, str] | None = None, kernel_file: str | None = None,
+                layout: str = "current") -> Verdict | None:
     path = result.working_dir / submission_file
     submission_file = path.name
     if not path.is_file():
         if failure:
-            return Verdict(CSV_NOT_FOUND, f"the notebook stopped before writing {submission_file}: {failure}",
-                           _failure_detail(result))
+            why = [why for why in (layout_mismatch(result, layout), _network_reason(result)) if why]
+            return Verdict(CSV_NOT_FOUND, f"the notebook stopped before writing {submission_file}: {failure}"
+                           + "".join(f"; {text}" for text in why), _failure_detail(result))
+        if kernel_file and kernel_file != submission_file and (result.working_dir / kernel_file).is_file():
+            return Verdict(CSV_NOT_FOUND, f"the run wrote {kernel_file} ([submission] file), but Kaggle looks for "
+                                          f"{submission_file} in /kaggle/working: the competition declares no other name "
+                                          f"(set [competition] submission_file only if it does)", None)
         return Verdict(CSV_NOT_FOUND, f"the run finished but wrote no {submission_file} in /kaggle/working "
                                       f"(it wrote: {_listing(result.working_dir)})", None)
     problems = submission_file_problems(path, Path(sample_submission), id_column, target_columns, column_types)
@@ -246,6 +284,11 @@ def _failure(result: ExecutionResult, kernel_type: str = "notebook") -> str | No
     return f"{result.ename} in {where}: {lines[0]}" + (f" {'; '.join(bullets)}" if bullets else "")
 
 
+def _network_reason(result: ExecutionResult) -> str | None:
+    hosts = blocked_network(result.root)
+    return f"blocked network access: {', '.join(hosts[:3])}" if hosts else None
+
+
 def _failure_detail(result: ExecutionResult) -> str | None:
     parts: list[str] = []
     hosts = blocked_network(result.root)
@@ -291,6 +334,6 @@ def _size(value: int) -> str:
     return f"{value / 1024**2:.0f} MiB"
 
 
-__all__ = ["COMPUTE", "CSV_NOT_FOUND", "OK", "SCORING_ERROR", "THREW", "TIMEOUT", "VERDICTS", "Limits", "MachineShape",
+__all__ = ["COMPUTE", "CSV_NOT_FOUND", "NOT_REHEARSED", "OK", "SCORING_ERROR", "THREW", "TIMEOUT", "VERDICTS", "Limits", "MachineShape",
            "Verdict", "failing_step", "judge", "machine_shape", "projected_seconds", "submission_file_problems",
            "submission_problems"]

@@ -1,7 +1,18 @@
-"""Start a command in its own network and mount namespaces: no network, read-only inputs.
+"""Start a command in its own network and mount namespaces: no network, read-only inputs, a real /kaggle.
 
-    python launch.py [--mount SOURCE=TARGET ...] [--readonly DIR] -- COMMAND ...
+    python launch.py [--kaggle ROOT] [--mount SOURCE=TARGET ...] [--readonly DIR] [--bind DIR ...]
+                     [--chdir DIR] [--memory BYTES] [--no-namespace] -- COMMAND ...
     python launch.py --probe
+
+``--kaggle ROOT`` (the sandbox root) builds a new root file system for the command, as bubblewrap
+does: a tmpfs holding a read-only bind of every top-level folder of ``/``, the host's ``/dev`` and
+``/proc``, a private ``/tmp`` (``ROOT/.sandbox/tmp``), ``ROOT`` itself writable at its own path (so
+``$KKB_KAGGLE_ROOT`` keeps working), and ``/kaggle/input`` (read-only), ``/kaggle/working`` and
+``/kaggle/temp`` bound from ``ROOT``; then ``pivot_root`` into it. Nothing the command writes lands on
+the host outside ``ROOT`` and the ``--bind`` folders, and the host's own ``/kaggle`` is never touched.
+``--memory BYTES`` sets ``RLIMIT_DATA`` (inherited by every process the command starts), so an
+allocation past the machine's RAM fails with ``MemoryError`` as the OOM killer would stop it on Kaggle.
+``--no-namespace`` applies only the limits (the portable sandbox).
 
 The command (the Jupyter kernel) sees only a loopback interface, so neither it nor any child (Python
 or not: curl, pip, a C library) can reach another host. Each SOURCE folder is bind-mounted at TARGET
@@ -30,6 +41,11 @@ CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 32, 1024, 2048, 4096, 16384
 MS_PRIVATE, MS_RELATIME = 1 << 18, 1 << 21
+MNT_DETACH = 2
+# pivot_root has no glibc wrapper: the syscall number per architecture.
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217, "riscv64": 41}
+# Top-level folders not bound read-only from the host: the kernel gets its own (or none).
+SPECIAL = frozenset({"proc", "dev", "sys", "tmp", "kaggle", "lost+found"})
 SIOCSIFFLAGS = 0x8914
 IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x1, 0x8, 0x40
 # statvfs flag -> mount flag: a remount inside a user namespace must keep the locked flags.
@@ -104,28 +120,178 @@ def probe() -> int:
     return 0
 
 
+def new_root(root: str, mounts: list[tuple[str, str]], readonly: list[str], binds: list[str]) -> None:
+    """Build the kernel's file system in a tmpfs (see the module docstring) and ``pivot_root`` into it."""
+    staging = os.path.join(root, ".sandbox", "newroot")
+    os.makedirs(staging, exist_ok=True)
+    _check(_libc.mount(b"tmpfs", staging.encode(), b"tmpfs", 0, b"mode=0755"), "tmpfs for the new root")
+    for name in sorted(os.listdir("/")):
+        source, target = "/" + name, os.path.join(staging, name)
+        if name in SPECIAL:
+            continue
+        if os.path.islink(source):
+            os.symlink(os.readlink(source), target)
+        elif os.path.isdir(source):
+            os.mkdir(target)
+            bind_tree_readonly(source, target)
+        elif os.path.isfile(source):
+            open(target, "w").close()
+            bind_readonly(source, target)
+    for name in ("dev", "proc"):
+        os.mkdir(os.path.join(staging, name))
+        _check(_libc.mount(f"/{name}".encode(), os.path.join(staging, name).encode(), None, MS_BIND | MS_REC, None), f"bind /{name}")
+    shm = os.path.join(staging, "dev", "shm")
+    if os.path.isdir(shm):  # DataLoader workers share tensors there: the kernel's own, not the host's
+        _check(_libc.mount(b"tmpfs", shm.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777"), "tmpfs /dev/shm")
+    if os.path.isdir("/sys"):
+        os.mkdir(os.path.join(staging, "sys"))
+        bind_tree_readonly("/sys", os.path.join(staging, "sys"))
+    _bind_writable(os.path.join(root, ".sandbox", "tmp"), os.path.join(staging, "tmp"))
+    for folder in [root, *binds]:  # writable at their own paths: the sandbox root, the kernel's ipc folder
+        _bind_writable(folder, staging + folder)
+    for folder in readonly:
+        try:
+            os.makedirs(staging + folder, exist_ok=True)  # a folder in the private /tmp needs its mount point
+        except OSError:
+            pass
+        bind_readonly(folder, staging + folder)
+    for source, target in mounts:
+        bind_readonly(source, staging + target)
+    kaggle = os.path.join(staging, "kaggle")
+    for name in ("input", "working", "temp"):
+        os.makedirs(os.path.join(kaggle, name))
+        _check(_libc.mount((staging + os.path.join(root, name)).encode(), os.path.join(kaggle, name).encode(), None,
+                           MS_BIND | MS_REC, None), f"bind /kaggle/{name}")
+    _readonly_below(os.path.join(kaggle, "input"))
+    _check(_libc.mount(b"none", staging.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None), "make / read-only")
+    os.chdir(staging)
+    _check(_libc.syscall(SYS_PIVOT_ROOT[os.uname().machine], b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")
+    os.chdir("/")
+
+
+def _bind_writable(source: str, target: str) -> None:
+    os.makedirs(target, exist_ok=True)
+    _check(_libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {source}")
+
+
+def bind_tree_readonly(source: str, target: str) -> None:
+    """A recursive bind with every mount in it read-only (a plain remount affects the top one only)."""
+    _check(_libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {source} on {target}")
+    _readonly_below(target)
+
+
+def _readonly_below(target: str) -> None:
+    for point in _mount_points_below(target):
+        flags = MS_BIND | MS_REMOUNT | MS_RDONLY
+        try:
+            kept = os.statvfs(point).f_flag
+        except OSError:
+            continue
+        for stat_flag, mount_flag in _KEEP:
+            if kept & stat_flag:
+                flags |= mount_flag
+        _libc.mount(b"none", point.encode(), None, flags, None)  # best effort below the top: a locked mount stays
+
+
+def _mount_points_below(target: str) -> list[str]:
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as info:
+        for line in info:
+            point = line.split()[4].encode().decode("unicode_escape")
+            if point == target or point.startswith(target.rstrip("/") + "/"):
+                points.append(point)
+    return points
+
+
+def set_memory_limit(limit: int) -> None:
+    """RLIMIT_DATA: heap and private mappings; unlike RLIMIT_AS it leaves CUDA's address reservations alone."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+
 def main(argv: list[str]) -> int:
     if argv == ["--probe"]:
         return probe()
+    if argv == ["--probe-root"]:
+        return probe_root()
     split = argv.index("--")
     options, command = argv[:split], argv[split + 1:]
     mounts: list[tuple[str, str]] = []
     readonly: list[str] = []
+    binds: list[str] = []
+    kaggle = chdir = None
+    memory = 0
+    namespace = "--no-namespace" not in options
+    options = [option for option in options if option != "--no-namespace"]
     for flag, value in zip(options[::2], options[1::2], strict=False):
         if flag == "--mount":
             source, _, target = value.partition("=")
             mounts.append((source, target))
         elif flag == "--readonly":
             readonly.append(value)
+        elif flag == "--bind":
+            binds.append(value)
+        elif flag == "--kaggle":
+            kaggle = value
+        elif flag == "--chdir":
+            chdir = value
+        elif flag == "--memory":
+            memory = int(value)
         else:
             raise SystemExit(f"kkb sandbox launcher: unknown option {flag}")
-    enter_namespaces()
-    for folder in readonly:  # the input root first: the datasets are then mounted inside it
-        bind_readonly(folder, folder)
-    for source, target in mounts:
-        bind_readonly(source, target)
+    if namespace:
+        enter_namespaces()
+        if kaggle:
+            new_root(kaggle, mounts, readonly, binds)
+        else:
+            for folder in readonly:  # the input root first: the datasets are then mounted inside it
+                bind_readonly(folder, folder)
+            for source, target in mounts:
+                bind_readonly(source, target)
+    if chdir:
+        os.chdir(chdir)
+    if memory:
+        set_memory_limit(memory)
     os.execv(command[0], command)
     return 127  # pragma: no cover - execv does not return
+
+
+def probe_root() -> int:
+    """0 when a new root with /kaggle can be built here (tmpfs, recursive read-only binds, pivot_root)."""
+    import shutil
+
+    root = tempfile.mkdtemp(prefix="kkb-probe-")
+    try:
+        for name in ("input", "working", "temp", ".sandbox/tmp"):
+            os.makedirs(os.path.join(root, name))
+        pid = os.fork()
+        if pid == 0:  # the child enters the namespaces, so the parent can remove the folder afterwards
+            os._exit(_probe_root_child(root))
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _probe_root_child(root: str) -> int:
+    try:
+        enter_namespaces()
+        new_root(root, [], [], [])
+        open("/kaggle/working/x", "w").close()
+        for path in ("/kaggle/input/x", "/usr/kkb-probe"):
+            try:
+                open(path, "w").close()
+            except OSError:
+                continue
+            return 3
+    except (OSError, KeyError) as exc:
+        print(f"kkb sandbox probe: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":

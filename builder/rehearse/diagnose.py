@@ -1,0 +1,185 @@
+"""Why a dry run failed, when the reason is not Kaggle's verdict alone: memory, disk, input layout,
+and the failures that say nothing about Kaggle ("not rehearsed here").
+
+Each function reads an :class:`~builder.rehearse.execute.ExecutionResult` (its error, traceback and log) and
+returns a sentence, or None when the pattern does not apply. :mod:`builder.rehearse.verdict` decides the
+verdict; this module only recognises what happened.
+
+- **Out of memory**: ``MemoryError`` (the sandbox's ``RLIMIT_DATA`` turns an allocation past the
+  machine's RAM into one), numpy's "Unable to allocate", ``std::bad_alloc``, CUDA's out-of-memory, or
+  a step killed by SIGKILL (the OOM killer's signal) — on Kaggle all of these end the session.
+- **Input layout**: a ``No such file or directory`` for a path under ``input/`` whose counterpart in
+  the other layout (``competitions/<slug>`` vs ``<slug>``) exists: the reason names both paths.
+- **Not rehearsed**: a ``No module named X`` where Kaggle's image has X and this environment lacks
+  it, or a step that needs CUDA on a machine without a GPU while the machine shape has one. Kaggle
+  might well run both; this machine cannot say.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+
+from builder.project.image import image_package_for_module, load_image
+from builder.rehearse.execute import ExecutionResult
+from builder.rehearse.limits import size_text
+
+_MEMORY = re.compile(r"\bMemoryError\b|Unable to allocate|Cannot allocate memory|std::bad_alloc|"
+                     r"CUDA out of memory|OutOfMemoryError")
+_KILLED = re.compile(r"failed with exit code -9\b|exit code 137\b")
+_STEP_PEAK = re.compile(r"\[kkb\] step '([^']+)' peak memory: (\d+) bytes")
+_MISSING_PATH = re.compile(r"No such file or directory: '([^']+)'|FileNotFoundError: \[Errno 2\][^\n]*?'([^']+)'")
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+_NEEDS_CUDA = re.compile(r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available|"
+                         r"no CUDA-capable device|CUDA driver initialization failed|NVIDIA driver on your system is too old|"
+                         r"Attempting to deserialize object on a CUDA device")
+_LEGACY_PREFIXES = {"competitions": 1, "datasets": 2, "models": 2, "notebooks": 2}
+
+
+def failure_text(result: ExecutionResult) -> str:
+    """Everything the run said about its failure: error, traceback, the log's stderr."""
+    stderr = "".join(entry.get("data", "") for entry in result.log if entry.get("stream_name") == "stderr")
+    return "\n".join(part for part in (result.ename, result.evalue, result.traceback_tail, stderr) if part)
+
+
+def out_of_memory(result: ExecutionResult) -> tuple[str, int] | None:
+    """``(what ran out, its peak bytes)`` when the run died for memory, else None."""
+    if result.ok or result.timed_out:
+        return None
+    text = failure_text(result)
+    match = _MEMORY.search(text)
+    if match is None and not _KILLED.search(text):
+        return None
+    if match is None:
+        cause = "killed by SIGKILL, the out-of-memory killer's signal"
+    else:
+        cause = "MemoryError" if match.group(0) in ("Unable to allocate", "Cannot allocate memory") else match.group(0)
+    peaks = _STEP_PEAK.findall(text)
+    step = _step_name(text) or (peaks[-1][0] if peaks else None)
+    peak = max([result.peak_rss_bytes, *(int(bytes_) for name, bytes_ in peaks if name == step)])
+    where = f"step '{step}'" if step else (f"cell {result.failed_cell}" if result.failed_cell is not None else "the notebook")
+    return f"{where} ran out of memory ({cause})", peak
+
+
+def _step_name(text: str) -> str | None:
+    match = re.search(r"step '([^']+)' failed", text)
+    return match.group(1) if match else None
+
+
+def layout_mismatch(result: ExecutionResult, layout: str = "current") -> str | None:
+    """A missing ``input/`` path whose counterpart in the other layout exists, in words, else None."""
+    input_dir = Path(result.root) / "input"
+    exists = _existence(result, input_dir)
+    for match in _MISSING_PATH.finditer(failure_text(result)):
+        missing = match.group(1) or match.group(2)
+        relative = _under_input(missing, Path(result.root))
+        if relative is None or exists(relative):
+            continue
+        other = _other_layout(relative, input_dir, exists)
+        if other is None:
+            continue
+        which = "legacy" if other.parts[0] not in _LEGACY_PREFIXES else "current"
+        return (f"it read /kaggle/input/{relative}, which does not exist in the {layout} input layout; "
+                f"Kaggle has it at /kaggle/input/{other} (the {which} layout{', pass --legacy-layout to rehearse it' if which == 'legacy' else ''})")
+    return None
+
+
+def _under_input(path: str, root: Path) -> PurePosixPath | None:
+    for base in ("/kaggle/input/", f"{root}/input/"):
+        if path.startswith(base):
+            relative = PurePosixPath(path[len(base):])
+            return relative if relative.parts else None
+    return None
+
+
+def _existence(result: ExecutionResult, input_dir: Path) -> Callable[[PurePosixPath], bool]:
+    """Whether a path under ``input/`` existed for the kernel: through the mounts' host sources, since
+    with namespaces the folders under ``input/`` are only empty mount points on the host."""
+    def exists(relative: PurePosixPath) -> bool:
+        path = input_dir / relative
+        for source, target in result.mounts:
+            if path == target or target in path.parents:
+                return (Path(source) / path.relative_to(target)).exists()
+        return path.exists()
+
+    return exists
+
+
+def _other_layout(relative: PurePosixPath, input_dir: Path, exists: Callable[[PurePosixPath], bool]) -> PurePosixPath | None:
+    """The same file in the other layout, if it exists here: ``x/f`` ↔ ``competitions/x/f``, ``datasets/o/x/f``."""
+    parts = relative.parts
+    if parts[0] in _LEGACY_PREFIXES and len(parts) > _LEGACY_PREFIXES[parts[0]]:
+        legacy = PurePosixPath(*parts[_LEGACY_PREFIXES[parts[0]]:])
+        return legacy if exists(legacy) else None
+    for prefix in ("competitions/*", "datasets/*/*", "models/*/*", "notebooks/*/*"):
+        for hit in sorted(input_dir.glob(f"{prefix}")):
+            candidate = PurePosixPath(hit.relative_to(input_dir).as_posix(), *parts[1:])
+            if hit.name == parts[0] and exists(candidate):
+                return candidate
+    return None
+
+
+def not_rehearsed(result: ExecutionResult, shape_has_gpu: bool) -> str | None:
+    """Why this machine cannot tell what Kaggle would do, else None."""
+    if result.ok:
+        return None
+    text = failure_text(result)
+    where = f"step '{_step_name(text)}'" if _step_name(text) else (
+        f"cell {result.failed_cell}" if result.failed_cell is not None else "the notebook")
+    for module in _NO_MODULE.findall(text):
+        found = image_package_for_module(module)
+        if found is not None and not _importable(module):
+            dist, version = found
+            image = load_image()
+            return (f"not rehearsed: Kaggle's image has {dist} {version} ({image.captured}); {where} imports "
+                    f"'{module}', which is not installed here; install it here to rehearse")
+    if result.isolation == "python":
+        absolute = _absolute_kaggle_read(result, text)
+        if absolute is not None:
+            return (f"not rehearsed here: {where} reads {absolute}, an absolute /kaggle path, and this sandbox has none "
+                    f"({result.isolation_note or 'python isolation'}); install bubblewrap or allow user namespaces to rehearse it")
+    if shape_has_gpu and _NEEDS_CUDA.search(text) and not cuda_here():
+        return (f"not rehearsed here: {where} needs CUDA and this machine has no GPU; the machine shape has one: "
+                f"rehearse it on Kaggle's machines (kkb push, then kkb status)")
+    return None
+
+
+def _absolute_kaggle_read(result: ExecutionResult, text: str) -> str | None:
+    """A missing ``/kaggle/...`` path that the sandbox has under its root (so it exists on Kaggle), else None."""
+    input_dir = Path(result.root) / "input"
+    exists = _existence(result, input_dir)
+    for match in _MISSING_PATH.finditer(text):
+        missing = match.group(1) or match.group(2)
+        if not missing.startswith("/kaggle/"):
+            continue
+        relative = _under_input(missing, Path(result.root))
+        if relative is None or exists(relative):
+            return missing  # /kaggle/working/..., /kaggle/temp/..., or an input path that is there
+    return None
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module.split(".")[0]) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def cuda_here() -> bool:
+    """A GPU this machine can use (driver device nodes or nvidia-smi), without importing torch."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    return Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is not None
+
+
+def disk_overflow(result: ExecutionResult) -> str | None:
+    if not result.working_limit_bytes:
+        return None
+    if result.disk_exceeded or result.working_bytes > result.working_limit_bytes:
+        return (f"/kaggle/working grew to {size_text(result.working_bytes)} > the {size_text(result.working_limit_bytes)} "
+                f"Kaggle keeps there{' (the run was stopped)' if result.disk_exceeded else ''}")
+    return None

@@ -1,0 +1,181 @@
+"""``report.html`` beside ``report.json``: the dry run for people, one self-contained file.
+
+Per scenario: the verdict and its reason, the isolation and limits that applied, a timeline of the
+steps (time and peak memory), the time projection against the competition's limit, a histogram of
+each target column of the submission, and how the ensemble members agree (the correlation of their
+step outputs, ``kkb_steps.json`` names each step's CSV). Plots are matplotlib PNGs embedded as
+base64; without matplotlib the report has the tables and says the plots are missing. Every text
+from the run is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from builder.rehearse.report import DryRunReport, ScenarioReport
+
+REPORT_HTML = "report.html"
+MAX_HISTOGRAMS = 6
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;color:#222}
+h1{font-size:1.4em} h2{font-size:1.2em;border-bottom:1px solid #ccc;padding-bottom:.2em}
+.ok{color:#17702f;font-weight:bold} .bad{color:#b00020;font-weight:bold} .warn{color:#8a5a00}
+table{border-collapse:collapse;margin:.5em 0} td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left}
+pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.85em} img{max-width:100%}
+"""
+
+
+def write_html_report(report: DryRunReport, path: Path | None = None) -> Path:
+    """Write the report next to ``report.json`` (or at ``path``) and return its path."""
+    target = path or report.out_dir / REPORT_HTML
+    target.write_text(render(report), encoding="utf-8")
+    return target
+
+
+def render(report: DryRunReport) -> str:
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>kkb dry run: {_e(report.kernel_name)}</title>"
+             f"<style>{STYLE}</style></head><body>",
+             f"<h1>kkb dry run: {_e(report.kernel_name)} <small>({_e(report.kernel_id)}, {_e(report.kernel_type)})</small></h1>",
+             _summary(report)]
+    parts += [_scenario(scenario) for scenario in report.scenarios]
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _summary(report: DryRunReport) -> str:
+    rows = "".join(f"<tr><td>{_e(s.scenario)}</td><td class='{'ok' if s.ok else 'bad'}'>{_e(s.verdict.name)}</td>"
+                   f"<td>{_e(s.verdict.reason)}</td></tr>" for s in report.scenarios)
+    return f"<table><tr><th>scenario</th><th>verdict</th><th>reason</th></tr>{rows}</table>"
+
+
+def _scenario(s: ScenarioReport) -> str:
+    parts = [f"<h2>{_e(s.scenario)}: <span class='{'ok' if s.ok else 'bad'}'>{_e(s.verdict.name)}</span></h2>",
+             f"<p>{_e(s.verdict.reason)}</p>"]
+    parts += [f"<p class='warn'>warning: {_e(warning)}</p>" for warning in s.warnings]
+    parts.append(_facts(s))
+    parts.append(_timeline(s))
+    parts.append(_projection(s))
+    parts.append(_predictions(s))
+    if s.verdict.detail:
+        parts.append(f"<details><summary>detail</summary><pre>{_e(s.verdict.detail)}</pre></details>")
+    return "\n".join(part for part in parts if part)
+
+
+def _facts(s: ScenarioReport) -> str:
+    facts = [("wall time", f"{s.wall_seconds:.1f} s"), ("rows", str(s.rows)),
+             ("peak RAM", _size(s.peak_rss_bytes)), ("RAM limit", f"{_size(s.ram_limit_bytes)}: {s.memory_limit}"),
+             ("peak GPU memory", _size(s.peak_gpu_bytes) if s.peak_gpu_bytes else "-"),
+             ("/kaggle/working", f"{_size(s.working_bytes)} ({s.working_limit})"),
+             ("isolation", f"{s.isolation}: {s.isolation_note}"), ("data", str(s.data or "")),
+             ("blocked network", ", ".join(s.blocked_network) or "none"), ("fast commit", s.fast_commit or "-")]
+    rows = "".join(f"<tr><th>{_e(name)}</th><td>{_e(value)}</td></tr>" for name, value in facts)
+    return f"<table>{rows}</table>"
+
+
+def _timeline(s: ScenarioReport) -> str:
+    if not s.steps:
+        return "<p>no kkb steps ran</p>"
+    rows = "".join(f"<tr><td>{_e(str(step.get('name')))}</td><td>{float(step.get('seconds') or 0):.2f} s</td>"
+                   f"<td>{_size(int(step.get('peak_rss_bytes') or 0))}</td></tr>" for step in s.steps)
+    table = f"<table><tr><th>step</th><th>time</th><th>peak memory</th></tr>{rows}</table>"
+    return "<h3>steps</h3>" + table + _plot(_timeline_plot, s.steps)
+
+
+def _timeline_plot(ax: Any, steps: list[dict[str, Any]]) -> None:
+    start = 0.0
+    for index, step in enumerate(steps):
+        seconds = float(step.get("seconds") or 0.0)
+        ax.barh(index, seconds, left=start)
+        ax.text(start + seconds, index, f" {_size(int(step.get('peak_rss_bytes') or 0))}", va="center", fontsize=8)
+        start += seconds
+    ax.set_yticks(range(len(steps)), [str(step.get("name")) for step in steps])
+    ax.set_xlabel("seconds (steps in order)")
+
+
+def _projection(s: ScenarioReport) -> str:
+    if not s.projection:
+        return ""
+    p = s.projection
+    rows = "".join(f"<tr><td>{_e(c['name'])}</td><td>{c['fixed_seconds']:.2f} s</td><td>{c['per_row_seconds'] * 1000:.3g} ms "
+                   f"({c['per_row_low'] * 1000:.3g}-{c['per_row_high'] * 1000:.3g})</td><td>{_e(c['method'])}</td>"
+                   f"<td>{_e(', '.join(f'{n} rows: {t:.2f} s' for n, t in c['points']))}</td></tr>" for c in p["components"])
+    table = (f"<table><tr><th>component</th><th>fixed</th><th>per row (range)</th><th>how</th><th>measured</th></tr>{rows}</table>")
+    return f"<h3>time projection</h3><p>{_e(p['summary'])}</p>{table}" + _plot(_projection_plot, p)
+
+
+def _projection_plot(ax: Any, p: dict[str, Any]) -> None:
+    ax.bar(["projected"], [p["seconds"]], yerr=[[p["seconds"] - p["low"]], [p["high"] - p["seconds"]]], capsize=8)
+    if p.get("limit_seconds"):
+        ax.axhline(p["limit_seconds"], color="red", linestyle="--", label="limit")
+        ax.legend()
+    ax.set_ylabel(f"seconds for {p['hidden_rows']} rows")
+
+
+def _predictions(s: ScenarioReport) -> str:
+    parts = []
+    if s.submission is not None and Path(s.submission).is_file() and Path(s.submission).suffix == ".csv":
+        frame = pd.read_csv(s.submission)
+        numeric = [c for c in frame.columns[1:] if pd.api.types.is_numeric_dtype(frame[c])][:MAX_HISTOGRAMS]
+        if numeric:
+            parts.append("<h3>target columns</h3>" + _plot(_histograms, frame[numeric]))
+    members = _member_predictions(s)
+    if len(members) >= 2:
+        corr = pd.DataFrame(members).corr()
+        parts.append("<h3>ensemble members: correlation</h3>" + corr.round(3).to_html(border=0))
+    return "\n".join(parts)
+
+
+def _histograms(ax: Any, frame: pd.DataFrame) -> None:
+    for column in frame.columns:
+        ax.hist(frame[column].dropna(), bins=30, alpha=0.6, label=str(column))
+    ax.legend(fontsize=8)
+    ax.set_xlabel("predicted value")
+
+
+def _member_predictions(s: ScenarioReport) -> dict[str, pd.Series]:
+    """Each step's predictions, flattened over its target columns (the dry run keeps each step's CSV)."""
+    members: dict[str, pd.Series] = {}
+    for name, output in s.member_outputs.items():
+        try:
+            frame = pd.read_csv(output)
+        except Exception:
+            continue
+        values = frame.iloc[:, 1:].select_dtypes("number")
+        if not values.empty:
+            members[name] = pd.Series(values.to_numpy().ravel())
+    return members
+
+
+def _plot(draw: Any, data: Any) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "<p class='warn'>plots missing: matplotlib is not installed</p>"
+    figure, ax = plt.subplots(figsize=(7, 2.8))
+    try:
+        draw(ax, data)
+        figure.tight_layout()
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=90)
+    finally:
+        plt.close(figure)
+    return f"<img alt='plot' src='data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}'>"
+
+
+def _size(value: int | None) -> str:
+    if not value:
+        return "0 MiB"
+    return f"{value / 2**30:.2f} GiB" if value >= 2**30 else f"{value / 2**20:.0f} MiB"
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text))

@@ -1,0 +1,191 @@
+"""How a sandboxed kernel is started: which isolation this machine allows, and the launcher's argv.
+
+Three isolations, strongest first; ``auto`` takes the first that works here and says why it skipped
+the others (the dry-run report shows both):
+
+``bwrap``
+    bubblewrap, the well-kept tool for unprivileged namespaces: a new root whose top-level folders
+    are read-only binds of the host's, a private ``/tmp`` and ``/dev/shm``, ``--unshare-net`` (only
+    loopback), and ``/kaggle/input`` (read-only), ``/kaggle/working``, ``/kaggle/temp`` bound from the
+    sandbox root. Used when ``bwrap`` is on ``PATH`` and its probe passes.
+``namespace``
+    The same file system built by kkb's own launcher (``guest/launch.py``): Linux user, mount
+    and network namespaces, bind mounts and ``pivot_root``, through ``ctypes`` (no tool needed). Needs
+    root or unprivileged user namespaces.
+``python``
+    Where the OS allows neither: the sandbox is a temporary folder reached through
+    ``$KKB_KAGGLE_ROOT`` only (absolute ``/kaggle`` paths do not exist), inputs are read-only copies,
+    and the network is cut for Python processes (``guest/sitecustomize.py``).
+
+In every mode the sandbox root stays visible, writable, at its own path, so ``$KKB_KAGGLE_ROOT``
+(kkb's runtime, the local Kaggle's runner, the evaluation-API supervisor) keeps working; inside the
+namespaces the same folders are also ``/kaggle/...``. A memory limit is applied by the guest launcher
+(``RLIMIT_DATA``) in every mode, behind bubblewrap too.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from builder.errors import DryRunError
+
+Isolation = Literal["auto", "bwrap", "namespace", "python"]
+Mode = Literal["bwrap", "namespace", "python"]
+MODES: tuple[Mode, ...] = ("bwrap", "namespace", "python")
+GUEST_DIR = Path(__file__).resolve().parent / "guest"
+LAUNCH = GUEST_DIR / "launch.py"
+PROBE_SECONDS = 30
+# Top-level folders that are not read-only binds of the host's inside the namespaces.
+SPECIAL = frozenset({"proc", "dev", "sys", "tmp", "kaggle", "lost+found"})
+
+
+@dataclass(frozen=True)
+class IsolationChoice:
+    """The isolation a run uses, and why stronger ones were not used (empty when none was skipped)."""
+
+    mode: Mode
+    skipped: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        what = {"bwrap": "bubblewrap: real /kaggle paths, read-only file system, no network",
+                "namespace": "kkb's namespace launcher: real /kaggle paths, read-only file system, no network",
+                "python": "portable: no /kaggle paths (only $KKB_KAGGLE_ROOT), network cut for Python only"}[self.mode]
+        return what + ("" if not self.skipped else f" (not used: {'; '.join(self.skipped)})")
+
+
+def choose_isolation(requested: Isolation = "auto") -> IsolationChoice:
+    """The strongest isolation this machine allows (``auto``), or the requested one, or an error saying why not.
+
+    ``$KKB_SANDBOX_ISOLATION`` overrides ``auto``, for a machine where a probe passes but kernels
+    still cannot start.
+    """
+    if requested == "auto":
+        override = os.environ.get("KKB_SANDBOX_ISOLATION", "auto")
+        if override not in ("auto", *MODES):
+            raise DryRunError(f"KKB_SANDBOX_ISOLATION={override!r} is not a sandbox isolation",
+                              hint="use bwrap, namespace, python, or unset it")
+        requested = override  # type: ignore[assignment]
+    if requested not in ("auto", *MODES):
+        raise DryRunError(f"unknown sandbox isolation '{requested}'", hint="use auto, bwrap, namespace or python")
+    if requested == "python":
+        return IsolationChoice("python")
+    skipped: list[str] = []
+    for mode in ("bwrap", "namespace"):
+        if requested not in ("auto", mode):
+            continue
+        problem = probe(mode)
+        if problem is None:
+            return IsolationChoice(mode, tuple(skipped))  # type: ignore[arg-type]
+        if requested == mode:
+            raise DryRunError(f"the {mode} sandbox cannot start here: {problem}",
+                              hint="use isolation 'auto' to fall back, or KKB_SANDBOX_ISOLATION=python")
+        skipped.append(f"{mode}: {problem}")
+    return IsolationChoice("python", tuple(skipped))
+
+
+@functools.cache
+def probe(mode: Mode) -> str | None:
+    """None when ``mode`` works on this machine, else why not (one line)."""
+    if not sys.platform.startswith("linux"):
+        return "Linux namespaces only exist on Linux"
+    if mode == "bwrap":
+        bwrap = shutil.which("bwrap")
+        if bwrap is None:
+            return "bwrap is not installed"
+        with tempfile.TemporaryDirectory(prefix="kkb-probe-") as folder:
+            root = Path(folder)
+            for name in ("input", "working", "temp", ".sandbox/tmp"):
+                (root / name).mkdir(parents=True)
+            argv = bwrap_argv(root, [], [], memory_bytes=None) + ["/bin/sh", "-c", "touch /kaggle/working/x && ! touch /kaggle/input/x 2>/dev/null"]
+            return _run_probe(argv)
+    return _run_probe([sys.executable, str(LAUNCH), "--probe-root"])
+
+
+def _run_probe(argv: list[str]) -> str | None:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_SECONDS)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    if out.returncode == 0:
+        return None
+    lines = (out.stderr or out.stdout).strip().splitlines()
+    return (lines[-1] if lines else f"probe exited with {out.returncode}").removeprefix("kkb sandbox probe: ")
+
+
+def launcher_argv(mode: Mode, root: Path, mounts: tuple[tuple[Path, Path], ...], binds: list[Path],
+                  memory_bytes: int | None, readonly: tuple[Path, ...] = ()) -> list[str]:
+    """The argv prefix that starts a command in the sandbox at ``root`` (``mounts``: host source, target under
+    root/input; ``binds``: writable at their own paths; ``readonly``: visible read-only at their own paths)."""
+    readonly = (*readonly, *host_tmp_dependencies())
+    if mode == "bwrap":
+        return bwrap_argv(root, mounts, binds, memory_bytes, readonly)
+    argv = [sys.executable, str(LAUNCH)]
+    if mode == "namespace":
+        argv += ["--kaggle", str(root), "--readonly", str(root / "input"), "--chdir", "/kaggle/working"]
+        for folder in readonly:
+            argv += ["--readonly", str(folder)]
+        for source, target in mounts:
+            argv += ["--mount", f"{source}={target}"]
+        for folder in binds:
+            argv += ["--bind", str(folder)]
+    else:
+        if not memory_bytes:
+            return []
+        argv.append("--no-namespace")
+    if memory_bytes:
+        argv += ["--memory", str(memory_bytes)]
+    return [*argv, "--"]
+
+
+def host_tmp_dependencies() -> tuple[Path, ...]:
+    """Folders under the host's /tmp that the kernel needs (this interpreter's venv, PATH and PYTHONPATH
+    entries): inside the namespaces /tmp is private, so they are bound read-only at their own paths."""
+    tmp = Path("/tmp")
+    candidates = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent,
+                  *(Path(entry) for entry in os.environ.get("PATH", "").split(os.pathsep) if entry),
+                  *(Path(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry)]
+    found: list[Path] = []
+    for path in sorted({candidate.resolve() for candidate in candidates if candidate.is_absolute()}):
+        if path.is_relative_to(tmp) and path != tmp and path.is_dir() and not any(path.is_relative_to(f) for f in found):
+            found.append(path)
+    return tuple(found)
+
+
+def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, Path], ...], binds: list[Path],
+               memory_bytes: int | None, readonly: tuple[Path, ...] = ()) -> list[str]:
+    """bubblewrap arguments for the file system :mod:`builder.rehearse.guest.launch` builds with ``--kaggle``."""
+    bwrap = shutil.which("bwrap") or "bwrap"
+    argv = [bwrap, "--unshare-net", "--die-with-parent"]
+    for entry in sorted(os.listdir("/")):
+        path = Path("/") / entry
+        if entry in SPECIAL:
+            continue
+        if path.is_symlink():
+            argv += ["--symlink", os.readlink(path), str(path)]
+        elif path.exists():
+            argv += ["--ro-bind", str(path), str(path)]
+    argv += ["--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc", "--ro-bind-try", "/sys", "/sys",
+             "--bind", str(root / ".sandbox" / "tmp"), "/tmp"]
+    for folder in [root, *binds]:
+        argv += ["--bind", str(folder), str(folder)]
+    argv += ["--ro-bind", str(root / "input"), str(root / "input")]
+    for folder in readonly:
+        argv += ["--ro-bind", str(folder), str(folder)]
+    for source, target in mounts:
+        argv += ["--ro-bind", str(source), str(target)]
+    argv += ["--bind", str(root / "working"), "/kaggle/working", "--bind", str(root / "temp"), "/kaggle/temp",
+             "--ro-bind", str(root / "input"), "/kaggle/input"]
+    for source, target in mounts:
+        argv += ["--ro-bind", str(source), "/kaggle/input/" + target.relative_to(root / "input").as_posix()]
+    argv += ["--remount-ro", "/", "--chdir", "/kaggle/working"]
+    if memory_bytes:
+        argv += ["--", sys.executable, str(LAUNCH), "--no-namespace", "--memory", str(memory_bytes)]
+    return [*argv, "--"]

@@ -1,0 +1,87 @@
+"""What a dry run found, per scenario: the data behind ``report.json`` and ``report.html``.
+
+Its own module so that the writers of the report (``dryrun``, ``html_report``, the on-Kaggle rehearsal)
+share the types without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from builder.rehearse.verdict import NOT_REHEARSED, Verdict
+
+Scenario = Literal["commit", "rerun"]
+
+
+@dataclass(frozen=True)
+class ScenarioReport:
+    scenario: Scenario
+    verdict: Verdict
+    wall_seconds: float
+    peak_rss_bytes: int
+    peak_gpu_bytes: int | None
+    timed_out: bool
+    failed_cell: int | None
+    failing_step: str | None
+    ename: str | None
+    evalue: str | None
+    traceback_tail: str | None
+    stderr_tail: str | None
+    steps: list[dict[str, Any]]
+    rows: int
+    hidden_rows: int | None
+    projected_seconds: float
+    time_limit_seconds: float
+    ram_limit_bytes: int
+    gpu_limit_bytes: int | None
+    fast_commit: str | None  # the runtime's decision, as it printed it
+    blocked_network: list[str]
+    notebook: Path
+    log: Path
+    submission: Path | None
+    sandbox: Path | None = None
+    evaluation_api: dict[str, Any] | None = None  # builder.rehearse.evalapi.EvalApiReport.to_json(), issue 8
+    data: Path | None = None
+    isolation: str = "python"
+    isolation_note: str = ""
+    memory_limit: str = ""  # how the memory limit was enforced (or that it was not)
+    working_bytes: int = 0
+    working_limit: str = ""
+    projection: dict[str, Any] | None = None  # builder.rehearse.projection.Projection.to_json()
+    warnings: tuple[str, ...] = ()
+    member_outputs: dict[str, str] = field(default_factory=dict)  # step name -> its CSV, kept in the dry-run folder
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok
+
+    @property
+    def rehearsed(self) -> bool:
+        return self.verdict.name != NOT_REHEARSED
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        for key in ("notebook", "log", "submission", "sandbox", "data"):
+            data[key] = str(data[key]) if data[key] is not None else None
+        return data
+
+
+@dataclass(frozen=True)
+class DryRunReport:
+    kernel_name: str
+    kernel_id: str
+    kernel_type: str
+    out_dir: Path
+    report_path: Path
+    scenarios: tuple[ScenarioReport, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return all(scenario.ok for scenario in self.scenarios)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kernel": self.kernel_name, "kernel_id": self.kernel_id, "kernel_type": self.kernel_type,
+                "ok": self.ok, "scenarios": [scenario.to_json() for scenario in self.scenarios]}
