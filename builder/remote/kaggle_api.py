@@ -824,6 +824,19 @@ class KaggleAdapter:
 
         return parse_log(self.call("fetching the kernel log", get, subject=_versioned(kernel, version)))
 
+    def kernel_output(self, kernel: str, version: int | None, dest: Path) -> list[Path]:
+        """Download a run's output files (every page) and its log (``<slug>.log``) into ``dest``."""
+        _split_ref(kernel)
+        dest.mkdir(parents=True, exist_ok=True)
+
+        def download() -> list[str]:
+            files, _ = self.api.kernels_output(f"{kernel}/{version}" if version else kernel, str(dest), force=True,
+                                               quiet=True)
+            return list(files)
+
+        return [Path(path) for path in self.call("downloading the kernel output", download,
+                                                 subject=_versioned(kernel, version))]
+
     # -- competitions -------------------------------------------------------------------------
 
     def download_competition(self, competition: str, folder: Path) -> Path:
