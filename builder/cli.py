@@ -25,6 +25,7 @@ from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.init import InitResult, init_from_competition, init_from_folder
 from builder.rehearse.dryrun import DryRunReport, DryRunSettings
 from builder.rehearse.dryrun import dry_run as run_dry_run
+from builder.rehearse.on_kaggle import report_from_kaggle
 from builder.remote.competition_files import fetch_competition_data
 from builder.remote.push import PushResult, PushSettings
 from builder.remote.push import push as push_kernel
@@ -32,6 +33,7 @@ from builder.remote.queries import QuerySettings
 from builder.remote.queries import history as kernel_history
 from builder.remote.queries import logs as kernel_logs
 from builder.remote.queries import status as kernel_status
+from builder.remote.rehearsal import RehearsalResult, RehearsalSettings, rehearse_on_kaggle
 from builder.remote.session import ProgressEvent
 from builder.remote.submit import SubmitSettings
 from builder.remote.submit import submit as submit_kernel
@@ -279,8 +281,21 @@ def dry_run(
     out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
     owner: str | None = _OWNER_OPT,
     keep_sandbox: bool = typer.Option(False, "--keep-sandbox", help="Leave each sandbox on disk for inspection."),
+    on_kaggle: bool = typer.Option(False, "--on-kaggle", help="Rehearse the scoring rerun on Kaggle's own machines: a "
+                                   "private rehearsal kernel, never submitted."),
+    again: bool = typer.Option(False, "--again", help="--on-kaggle: rehearse even if nothing changed since the last one."),
+    yes: bool = typer.Option(False, "--yes", help="--on-kaggle: spend more than an hour of Kaggle quota."),
 ) -> None:
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
+    if on_kaggle:
+        if scenario not in ("both", "rerun") or data is not None or legacy_layout or keep_sandbox or timeout is not None:
+            raise typer.BadParameter("--on-kaggle rehearses the scoring rerun with Kaggle's own inputs and limits: "
+                                     "--scenario, --data, --timeout, --legacy-layout and --keep-sandbox do not apply")
+        _dry_run_on_kaggle(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale,
+                                             again=again, yes=yes), hidden_rows)
+        return
+    if again or yes:
+        raise typer.BadParameter("--again and --yes go with --on-kaggle")
     report = run_dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=scenario,  # type: ignore[arg-type]
                                         rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
                                         layout="legacy" if legacy_layout else "current", out_dir=out, owner=owner,
@@ -292,7 +307,30 @@ def dry_run(
                            hint=f"read the executed notebooks and {report.report_path}")
 
 
-def _show_dry_run(report: DryRunReport) -> None:
+def _dry_run_on_kaggle(settings: RehearsalSettings, hidden_rows: int | None) -> None:
+    with _ProgressView() as view:
+        result = rehearse_on_kaggle(RehearsalSettings(**{**settings.__dict__, "progress": view}))
+    report = report_from_kaggle(result.report, result.spec, kernel_name=Path(settings.kernel_dir).resolve().name,
+                                kernel_id=result.plan.kernel_id, out_dir=result.out_dir, hidden_rows=hidden_rows)
+    _show_rehearsal(result)
+    _show_dry_run(report, heading=result.heading)
+    if not report.ok:
+        raise KernelFailed(f"rehearsal on Kaggle: the rerun would fail ({report.scenarios[0].verdict.name})",
+                           hint=f"read {result.out_dir} (the kernel's report.json and log); nothing was submitted")
+
+
+def _show_rehearsal(result: RehearsalResult) -> None:
+    version = f" v{result.kernel_version}" if result.kernel_version else ""
+    if result.action == "reused":
+        console.print(f"[dim]nothing changed since the rehearsal of {_escape(result.when)} ({result.plan.rehearsal_id}"
+                      f"{version}): its result; --again rehearses again[/dim]", highlight=False)
+    else:
+        console.print(f"rehearsed {result.plan.rehearsal_id}{version} ({result.status}); never submitted", highlight=False)
+
+
+def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
+    if heading:
+        console.print(f"[bold]{_escape(heading)}[/bold]", highlight=False)
     table = Table(box=None, header_style="bold")
     for name in ("scenario", "verdict", "time", "projected", "limit", "peak RAM", "peak GPU"):
         table.add_column(name)

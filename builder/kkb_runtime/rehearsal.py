@@ -105,7 +105,8 @@ class RehearsalRecorder:
             verdict = {"name": THREW, "reason": failure}
         else:  # Kaggle does not report a notebook's exception: it looks for the file, which is not there
             verdict = {"name": CSV_NOT_FOUND, "reason": f"the notebook stopped before writing {self.submission_file}: {failure}"}
-        verdict["detail"] = "\n".join(tail)
+        # A step's error carries the step's own stderr; the notebook's traceback would only show kkb's runtime.
+        verdict["detail"] = evalue.strip() if len(lines) > 1 else "\n".join(tail)
         self._write(status="done", verdict=verdict, failing_step=step, ename=ename, evalue=evalue,
                     traceback_tail="\n".join(tail))
 

@@ -87,7 +87,7 @@ class RehearsalPlan:
     rehearsal_id: str            # the private rehearsal kernel
     settings_dataset: str        # holds kkb_rehearsal.json
     machine_shape: str           # "NvidiaTeslaT4", or "CPU"
-    image: str                   # "latest", "pinned sha256:…", "captured 2026-11-30"
+    image: str                   # "pinned sha256:…", "as captured 2026-11-30" (kkb image --on-kaggle), "uncaptured"
     projected_seconds: float | None
     projection_basis: str
 
@@ -204,8 +204,7 @@ def image_label(spec: KernelSpec) -> str:
         return "pinned " + (image.split("@", 1)[1][:19] + "…" if "@" in image else image)
     stored = stored_image_path()
     captured = read_object(stored).get("captured") if stored is not None else None
-    pinning = f" ({spec.kernel.docker_image_pinning})" if spec.kernel.docker_image_pinning else ""
-    return (f"captured {captured}" if captured else "latest") + pinning
+    return f"as captured {captured}" if captured else "uncaptured"
 
 
 # -- the rehearsal kernel and its settings dataset ----------------------------------------------
