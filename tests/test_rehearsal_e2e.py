@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from builder import cli
-from builder.errors import EXIT_KERNEL, EXIT_USER, KernelFailed, KkbError
+from builder.errors import EXIT_AUTH, EXIT_KERNEL, KernelFailed, KkbError, RemoteError
 from builder.local_kaggle import LocalKaggle, ServerSettings
 from builder.project.layout import ON_KAGGLE_DIR
 from builder.remote.history import History
@@ -167,8 +167,8 @@ def test_without_credentials_nothing_is_pushed(kernel: Path, monkeypatch: pytest
         monkeypatch.setenv("KKB_KAGGLE_API", local.base_url)
         code = cli.main(["dry-run", str(kernel), "--on-kaggle", "--out", str(tmp_path / "build")])
         err = capsys.readouterr().err
-        assert code in (EXIT_USER, 4), err
-        assert "credentials" in err.lower() or "kaggle.json" in err.lower()
+        assert code == EXIT_AUTH
+        assert "error: no Kaggle credentials found" in err and "hint: set KAGGLE_USERNAME and KAGGLE_KEY" in err
         assert not (local.store.root / "kernels").exists() or not list((local.store.root / "kernels").glob("*/*"))
 
 
@@ -186,3 +186,21 @@ def test_the_rehearsal_title_stays_within_kaggles_limit() -> None:
     assert rehearsal_title("KKB Minimal Inference") == "KKB Minimal Inference Rehearsal"
     long = rehearsal_title("A" * 48)
     assert len(long) == 50 and long.endswith(" Rehearsal")
+
+
+def test_a_machine_shape_kaggle_refuses_is_named_with_the_fix(kernel: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    toml = kernel / "kernel.toml"
+    toml.write_text(toml.read_text().replace('accelerator = "none"', 'accelerator = "gpu"'))
+    settings = ServerSettings(dataset_ready_seconds=0.0, machine_shapes=("NvidiaTeslaP100",))
+    with LocalKaggle(tmp_path / "kaggle", port=0, settings=settings) as local:
+        local.add_user(USER, KEY)
+        local.add_competition(COMPETITION)
+        monkeypatch.setenv("KAGGLE_USERNAME", USER)
+        monkeypatch.setenv("KAGGLE_KEY", KEY)
+        with pytest.raises(RemoteError) as caught:
+            rehearse_on_kaggle(_settings(kernel, local))
+        assert caught.value.message == ("Kaggle refused the kernel push: Machine shape NvidiaTeslaT4 is not available "
+                                        "to this account")
+        assert str(caught.value.hint).startswith("choose another [kernel] accelerator in kernel.toml")
+        assert _kernels(local) == [] and _submissions(local) == []

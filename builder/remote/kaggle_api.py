@@ -947,6 +947,9 @@ def _unwrap_zip(content: bytes, file_name: str) -> bytes:
 
 def _kernel_error_hint(error: str) -> str:
     lowered = error.lower()
+    if "machine shape" in lowered or "accelerator" in lowered:
+        return ("choose another [kernel] accelerator in kernel.toml (gpu = T4 x2, or none): GPU shapes need a "
+                "phone-verified account and weekly quota left, and some shapes only exist in some competitions")
     if "not found" in lowered:
         return "the kernel id in kernel-metadata.json must be owner/slugify(title) and owned by you"
     if "title" in lowered or "slug" in lowered:
