@@ -22,11 +22,14 @@ from builder.build import BuildSettings, build_kernel
 from builder.bundle.wheels import WheelsResult
 from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError
 from builder.local_kaggle.cli import app as local_kaggle_app
+from builder.project.image_store import stored_image_path
 from builder.project.init import InitResult, init_from_competition, init_from_folder
+from builder.project.jsonfile import read_object
 from builder.rehearse.dryrun import DryRunReport, DryRunSettings
 from builder.rehearse.dryrun import dry_run as run_dry_run
 from builder.rehearse.on_kaggle import report_from_kaggle
 from builder.remote.competition_files import fetch_competition_data
+from builder.remote.image import ImageSettings, capture_image
 from builder.remote.push import PushResult, PushSettings
 from builder.remote.push import push as push_kernel
 from builder.remote.queries import QuerySettings
@@ -407,6 +410,31 @@ def _show_wheels(result: WheelsResult) -> None:
                       f"{len(result.check.installed)} packages, {result.check.seconds:.1f}s)", highlight=False)
     for note in result.notes:
         console.print(f"  {note}", highlight=False)
+
+
+@app.command()
+def image(
+    on_kaggle: bool = typer.Option(False, "--on-kaggle", help="Capture Kaggle's image with a tiny private script kernel "
+                                   "(internet off) and store its description."),
+    accelerator: str = typer.Option("gpu", "--accelerator", help="--on-kaggle: gpu (T4 x2), none, or a machine shape."),
+    owner: str | None = typer.Option(None, "--owner", help="Kaggle username (default: the credentials')."),
+) -> None:
+    """The Kaggle image description kkb uses (Python, packages, CUDA); --on-kaggle captures it on Kaggle."""
+    if not on_kaggle:
+        stored = stored_image_path()
+        if stored is None:
+            console.print("no captured image: kkb uses the description shipped with it; kkb image --on-kaggle captures one")
+        else:
+            data = read_object(stored)
+            console.print(f"{_escape(str(stored))}: {_escape(str(data.get('name')))}, Python {_escape(str(data.get('python')))}, "
+                          f"{len(data.get('packages') or {})} packages, captured {_escape(str(data.get('captured')))}",
+                          highlight=False)
+        return
+    with _ProgressView() as view:
+        result = capture_image(ImageSettings(owner=owner, accelerator=accelerator, progress=view))
+    console.print(f"[green]captured[/green] {_escape(result.summary)}", highlight=False)
+    console.print(f"  stored {_escape(str(result.path))} (the dry run and kkb wheels read it; $KKB_KAGGLE_IMAGE overrides)",
+                  highlight=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
