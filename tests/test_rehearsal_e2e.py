@@ -119,8 +119,13 @@ def test_a_failing_rehearsal_brings_back_the_verdict_and_its_reason(kernel: Path
     report = json.loads((kernel.parent / "build" / ON_KAGGLE_DIR / "report.json").read_text())
     assert report["failing_step"] == "linear" and report["verdict"]["name"] == "Submission CSV Not Found"
     assert _submissions(server) == []
-    # The commit run of the same notebook would pass: the failure is the rerun's only.
     assert [row.status for row in History.for_kernel(kernel).rows()] == ["Submission CSV Not Found"]
+    # Nothing changed: the same verdict again, from the history, without a new run.
+    code = cli.main(["dry-run", str(kernel), "--on-kaggle", "--rerun-scale", "2", "--out", str(kernel.parent / "build")])
+    out = capsys.readouterr()
+    assert code == EXIT_KERNEL and "nothing changed since the rehearsal of" in out.out and "--again rehearses again" in out.out
+    assert "MemoryError: the hidden-size test does not fit in memory" in out.out
+    assert _latest_version(server) == 1 and _submissions(server) == []
 
 
 def _indent(code: str) -> str:
@@ -204,3 +209,12 @@ def test_a_machine_shape_kaggle_refuses_is_named_with_the_fix(kernel: Path, tmp_
                                         "to this account")
         assert str(caught.value.hint).startswith("choose another [kernel] accelerator in kernel.toml")
         assert _kernels(local) == [] and _submissions(local) == []
+
+
+def test_an_evaluation_api_kernel_is_rehearsed_locally_only(tmp_path: Path) -> None:
+    kernel = Path(shutil.copytree(KERNELS / "evalapi", tmp_path / "evalapi", ignore=shutil.ignore_patterns(".kkb", "build")))
+    with pytest.raises(KkbError) as caught:
+        rehearse_on_kaggle(RehearsalSettings(kernel_dir=kernel, out_dir=tmp_path / "build"))
+    assert caught.value.message == (f"{kernel / 'kernel.toml'}: submission.kind = \"evaluation-api\": --on-kaggle "
+                                    "rehearses kernels that write a submission file")
+    assert caught.value.hint == f"rehearse it locally: kkb dry-run {kernel}"
