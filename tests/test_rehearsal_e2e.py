@@ -218,3 +218,12 @@ def test_an_evaluation_api_kernel_is_rehearsed_locally_only(tmp_path: Path) -> N
     assert caught.value.message == (f"{kernel / 'kernel.toml'}: submission.kind = \"evaluation-api\": --on-kaggle "
                                     "rehearses kernels that write a submission file")
     assert caught.value.hint == f"rehearse it locally: kkb dry-run {kernel}"
+
+
+def test_a_rehearsal_interrupted_while_waiting_is_adopted_not_pushed_again(kernel: Path, server: LocalKaggle) -> None:
+    impatient = Waits(poll_initial_s=0.01, poll_max_s=0.01, dataset_timeout_s=60, run_timeout_s=1e-6)
+    with pytest.raises(RemoteError, match="timed out after"):
+        rehearse_on_kaggle(_settings(kernel, server, waits=impatient))
+    result = rehearse_on_kaggle(_settings(kernel, server))
+    assert result.action == "rehearsed" and result.ok and result.kernel_version == 1
+    assert _latest_version(server) == 1  # the first run's version, waited for and downloaded

@@ -37,6 +37,7 @@ RUN = "run"
 SUBMISSION_INTENT = "submission-intent"
 SUBMISSION = "submission"
 SCORE = "score"
+REHEARSAL_INTENT = "rehearsal-intent"  # written before the rehearsal kernel is pushed (adopted after an interruption)
 REHEARSAL = "rehearsal"  # kkb dry-run --on-kaggle: a private rehearsal kernel's run, never submitted
 
 

@@ -49,7 +49,7 @@ from builder.project.layout import (
 )
 from builder.project.spec import KernelSpec, load_spec
 from builder.remote.hints import exception_tail
-from builder.remote.history import REHEARSAL
+from builder.remote.history import REHEARSAL, REHEARSAL_INTENT
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.push import DatasetResult, LazySession, build_for_push, sync_bundles, sync_dataset
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits
@@ -258,9 +258,7 @@ def _rehearse(ctx: Session, build: BuildResult, plan: RehearsalPlan, folder: Pat
     _attach_model_sources(Path(build.kernel_dir) / KERNEL_METADATA, rehearsal_meta)
     settings_hash = manifest_for(folder / "settings", plan.settings_dataset).content_hash
     sync_dataset(ctx, "rehearsal", folder / "settings", plan.settings_dataset, settings_hash, notes)
-    ctx.emit("kernel", f"pushing the rehearsal kernel {plan.rehearsal_id} (private, internet off)")
-    pushed = ctx.adapter.push_kernel(folder / "kernel", timeout_seconds=build.spec.kernel.timeout_seconds)
-    version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(plan.rehearsal_id)
+    version, url = _push_or_adopt(ctx, folder / "kernel", plan.rehearsal_id, key, build.spec.kernel.timeout_seconds)
     status = _await_run(ctx, plan.rehearsal_id, version, settings.waits)
     target = out_dir / ON_KAGGLE_DIR
     shutil.rmtree(target, ignore_errors=True)
@@ -268,13 +266,28 @@ def _rehearse(ctx: Session, build: BuildResult, plan: RehearsalPlan, folder: Pat
     report = _read_report(target, files, plan, version, status, ctx)
     record = ctx.history.append(
         REHEARSAL, kernel=plan.rehearsal_id, of=plan.kernel_id, kernel_version=version, key=key,
-        scale=settings.rerun_scale, status=status, verdict=report.get("verdict"), url=pushed.url,
+        scale=settings.rerun_scale, status=status, verdict=report.get("verdict"), url=url,
         code_dataset=code.ref, code_hash=code.content_hash, code_version=code.version,
         weights_dataset=_ref(weights), weights_hash=weights.content_hash if weights else None,
         weights_version=weights.version if weights else None, report=report,
     )
-    return RehearsalResult(plan, build.spec, "rehearsed", version, status, report, target, str(record["time"]),
-                           pushed.url)
+    return RehearsalResult(plan, build.spec, "rehearsed", version, status, report, target, str(record["time"]), url)
+
+
+def _push_or_adopt(ctx: Session, folder: Path, kernel_id: str, key: str, timeout: int | None) -> tuple[int | None, str]:
+    """Push the rehearsal kernel, unless an interrupted run of this very rehearsal already did: GPU hours are
+    not spent twice for one question."""
+    current = ctx.adapter.kernel_version(kernel_id)
+    intent = ctx.history.open_intent(REHEARSAL_INTENT, REHEARSAL, "key", key)
+    before = intent.get("version_before") if intent else None
+    if intent is not None and current is not None and (before is None or current > before):
+        ctx.emit("kernel", f"{kernel_id}: adopting v{current}, pushed by an interrupted rehearsal")
+        return current, ctx.adapter.web_url(f"code/{kernel_id}")
+    ctx.history.append(REHEARSAL_INTENT, kernel=kernel_id, key=key, version_before=current)
+    ctx.emit("kernel", f"pushing the rehearsal kernel {kernel_id} (private, internet off)")
+    pushed = ctx.adapter.push_kernel(folder, timeout_seconds=timeout)
+    version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(kernel_id)
+    return version, pushed.url or ctx.adapter.web_url(f"code/{kernel_id}")
 
 
 def _ref(weights: DatasetResult | None) -> str | None:
