@@ -96,7 +96,10 @@ def test_a_passing_rehearsal_runs_the_rerun_at_scale_and_is_then_reused(kernel: 
     assert other_scale.action == "rehearsed" and other_scale.report["rows"] == 10 and _latest_version(server) == 2
     forced = rehearse_on_kaggle(_settings(kernel, server, rerun_scale=2, again=True))
     assert forced.action == "rehearsed" and _latest_version(server) == 3
-    assert _submissions(server) == []
+    # The build replaced the local dry run's report: the last rehearsal on Kaggle is what projects the time now.
+    with pytest.raises(KkbError, match=r"\(from the last rehearsal on Kaggle: [0-9.]+ s for 10 rows, here 500000 rows\)"):
+        rehearse_on_kaggle(_settings(kernel, server, rerun_scale=100000))
+    assert _latest_version(server) == 3 and _submissions(server) == []
 
 
 def _latest_version(server: LocalKaggle) -> int:

@@ -49,7 +49,7 @@ from builder.project.layout import (
 )
 from builder.project.spec import KernelSpec, load_spec
 from builder.remote.hints import exception_tail
-from builder.remote.history import REHEARSAL, REHEARSAL_INTENT
+from builder.remote.history import REHEARSAL, REHEARSAL_INTENT, History
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.push import DatasetResult, LazySession, build_for_push, sync_bundles, sync_dataset
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits
@@ -127,8 +127,10 @@ def rehearse_on_kaggle(settings: RehearsalSettings) -> RehearsalResult:
                                  adapter=settings.adapter)
     lazy = LazySession(push_settings)
     build = build_for_push(push_settings, lazy)
-    plan = _plan(build, local)
     ctx = lazy.get()
+    if local.seconds is None:
+        local = _kaggle_projection(ctx.history, _rehearsal_id(build), build.spec, kernel_dir, settings.rerun_scale)
+    plan = _plan(build, local)
     ctx.emit("plan", f"rehearsal {plan.rehearsal_id}: machine {plan.machine_shape}, image {plan.image}, "
                      f"projected {_duration(plan.projected_seconds)} ({plan.projection_basis}); never submitted")
     folder = _write_rehearsal(build, plan, settings.rerun_scale)
@@ -150,26 +152,43 @@ def rehearse_on_kaggle(settings: RehearsalSettings) -> RehearsalResult:
 
 
 @dataclass(frozen=True)
-class _LocalRun:
+class _Projection:
     seconds: float | None
     basis: str
 
 
-def _local_projection(report_path: Path, spec: KernelSpec, kernel_dir: Path, scale: int) -> _LocalRun:
-    """The local dry run's rerun time, scaled to this rehearsal's rows (steps scale, the rest does not)."""
+NO_PROJECTION = _Projection(None, "no passing rerun to project from: run kkb dry-run first")
+
+
+def _local_projection(report_path: Path, spec: KernelSpec, kernel_dir: Path, scale: int) -> _Projection:
+    """The local dry run's rerun (``build/NAME/dryrun/report.json``), scaled to this rehearsal's rows."""
     report = read_object(report_path)
     scenarios = [s for s in report.get("scenarios") or [] if isinstance(s, dict)]
     chosen = next((s for s in scenarios if s.get("scenario") == "rerun" and s.get("ok")), None)
     if chosen is None:
-        return _LocalRun(None, "no passing local rerun to project from: run kkb dry-run first")
-    rows_local = int(chosen.get("rows") or 0)
-    rows = _public_rows(spec, kernel_dir) * scale
-    wall = float(chosen.get("wall_seconds") or 0.0)
-    steps = sum(float(step.get("seconds") or 0.0) for step in chosen.get("steps") or [] if isinstance(step, dict))
-    if not rows_local or not rows or steps > wall:
-        return _LocalRun(wall, "the local dry run's rerun, unscaled")
-    projected = (wall - steps) + steps * rows / rows_local
-    return _LocalRun(projected, f"from the local dry run: {wall:.1f} s for {rows_local} rows, here {rows} rows")
+        return NO_PROJECTION
+    return _project(chosen, _public_rows(spec, kernel_dir) * scale, "the local dry run")
+
+
+def _kaggle_projection(history: History, rehearsal_id: str, spec: KernelSpec, kernel_dir: Path, scale: int) -> _Projection:
+    """The last passing rehearsal on Kaggle (any scale), when the build has replaced the local dry run's report."""
+    for record in reversed(history.records()):
+        report = record.get("report")
+        if record.get("event") == REHEARSAL and record.get("kernel") == rehearsal_id and isinstance(report, dict) \
+                and report.get("ok"):
+            return _project(report, _public_rows(spec, kernel_dir) * scale, "the last rehearsal on Kaggle")
+    return NO_PROJECTION
+
+
+def _project(run: Mapping[str, Any], rows: int, source: str) -> _Projection:
+    """Steps scale with the rows, the rest of the run (start, installs, loading) does not."""
+    rows_run = int(run.get("rows") or 0)
+    wall = float(run.get("wall_seconds") or 0.0)
+    steps = sum(float(step.get("seconds") or 0.0) for step in run.get("steps") or [] if isinstance(step, Mapping))
+    if not rows_run or not rows or steps > wall:
+        return _Projection(wall, f"{source}'s rerun, unscaled")
+    projected = (wall - steps) + steps * rows / rows_run
+    return _Projection(projected, f"from {source}: {wall:.1f} s for {rows_run} rows, here {rows} rows")
 
 
 def _public_rows(spec: KernelSpec, kernel_dir: Path) -> int:
@@ -180,16 +199,19 @@ def _public_rows(spec: KernelSpec, kernel_dir: Path) -> int:
     return len(pd.read_csv(sample, usecols=[0]))
 
 
-def _plan(build: BuildResult, local: _LocalRun) -> RehearsalPlan:
+def _plan(build: BuildResult, local: _Projection) -> RehearsalPlan:
     spec = build.spec
-    title = rehearsal_title(spec.kernel.title)
-    slug = kernel_slug(title)
-    rehearsal_id = f"{build.owner}/{slug}"
+    rehearsal_id = _rehearsal_id(build)
     if rehearsal_id == build.kernel_id:  # pragma: no cover - the suffix makes it impossible; the guard says why it matters
         raise KkbError(f"the rehearsal kernel would be the submission kernel {build.kernel_id}")
-    return RehearsalPlan(kernel_id=build.kernel_id, rehearsal_id=rehearsal_id, settings_dataset=f"{build.owner}/{slug}",
+    return RehearsalPlan(kernel_id=build.kernel_id, rehearsal_id=rehearsal_id, settings_dataset=rehearsal_id,
                          machine_shape=spec.kernel.machine_shape or "CPU", image=image_label(spec),
                          projected_seconds=local.seconds, projection_basis=local.basis)
+
+
+def _rehearsal_id(build: BuildResult) -> str:
+    """``<owner>/<slug of "<title> Rehearsal">``: the rehearsal kernel, and its settings dataset (another namespace)."""
+    return f"{build.owner}/{kernel_slug(rehearsal_title(build.spec.kernel.title))}"
 
 
 def rehearsal_title(title: str) -> str:
