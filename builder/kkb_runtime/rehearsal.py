@@ -39,6 +39,7 @@ from . import commit
 from .config import KernelConfig
 from .inputs import Inputs, kaggle_root
 from .scale import scale_competition_data
+from .steps import StepResult
 
 REHEARSAL_FILE = "kkb_rehearsal.json"
 REPORT_FILE = "report.json"
@@ -180,7 +181,7 @@ def recorder(rehearsal: Rehearsal, config: KernelConfig, inputs: Inputs, rows: i
     return found
 
 
-def step_records(results: list[Any]) -> list[dict[str, Any]]:
+def step_records(results: list[StepResult]) -> list[dict[str, Any]]:
     return [asdict(result) for result in results]
 
 
