@@ -16,6 +16,8 @@ from builder import cli
 from builder.errors import KkbError
 from builder.local_kaggle import LocalKaggle, ServerSettings
 from builder.project.image_store import IMAGE_ENV, captured_image_path, check_description, stored_image_path
+from builder.project.spec import load_spec
+from builder.remote.rehearsal import image_label
 from tests.conftest import KERNELS
 
 pytestmark = pytest.mark.slow
@@ -59,6 +61,8 @@ def test_image_on_kaggle_stores_a_description_the_dry_run_and_wheels_read(server
     # Without --on-kaggle: which description is in use.
     assert cli.main(["image"]) == 0
     assert f"{stored}: Kaggle image as captured by kkb-demo/kkb-image-capture v1 (CPU)" in capsys.readouterr().out
+    # A rehearsal's heading names the captured image by its date.
+    assert image_label(load_spec(KERNELS / "minimal")) == f"as captured {data['captured']}"
     # $KKB_KAGGLE_IMAGE still wins (a file the user points at on purpose).
     monkeypatch.setenv(IMAGE_ENV, str(tmp_path / "mine.json"))
     assert stored_image_path() == tmp_path / "mine.json"

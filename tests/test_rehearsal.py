@@ -94,6 +94,20 @@ def test_a_failed_check_is_the_verdict_with_its_problems(kaggle: Path) -> None:
     assert report["ename"] == "SubmissionError" and report["stage"] == "write"
 
 
+def test_a_script_kernels_failure_is_notebook_threw_exception(kaggle: Path) -> None:
+    config = kaggle / "input" / "datasets" / "me" / "my-kernel-code" / "kkb_kernel.json"
+    config.write_text(json.dumps({**CONFIG, "kernel": {"id": KERNEL, "type": "script"}}))
+    _attach(kaggle, scale=1)
+    run = kkb.start(config.parent)
+    run.predictions = run.sample.iloc[:1]
+    with pytest.raises(kkb.SubmissionError):
+        run.check_and_write()
+    verdict = json.loads((kaggle / "working" / "report.json").read_text())["verdict"]
+    assert verdict["name"] == "Notebook Threw Exception"
+    assert verdict["reason"].startswith("SubmissionError in the script: ")
+    assert "row count: expected 2 rows (as the sample submission), got 1" in verdict["reason"]
+
+
 def test_a_rehearsal_file_for_another_kernel_is_ignored(kaggle: Path) -> None:
     _attach(kaggle, kernel="me/another-kernel")
     assert kkb.start(kaggle / "input" / "datasets" / "me" / "my-kernel-code").rehearsal_report is None

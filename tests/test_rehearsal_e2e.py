@@ -6,6 +6,7 @@ submissions) is read from the local Kaggle, not from kkb.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,7 +68,8 @@ def _kernels(server: LocalKaggle) -> list[str]:
     return sorted(f"{path.parent.name}/{path.name}" for path in (server.store.root / "kernels").glob("*/*") if path.is_dir())
 
 
-def test_a_passing_rehearsal_runs_the_rerun_at_scale_and_is_then_reused(kernel: Path, server: LocalKaggle) -> None:
+def test_a_passing_rehearsal_runs_the_rerun_at_scale_and_is_then_reused(kernel: Path, server: LocalKaggle,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     result = rehearse_on_kaggle(_settings(kernel, server, rerun_scale=3))
     assert result.action == "rehearsed" and result.ok and result.status == "complete"
     report = result.report
@@ -91,6 +93,8 @@ def test_a_passing_rehearsal_runs_the_rerun_at_scale_and_is_then_reused(kernel: 
     assert _latest_version(server) == 1  # nothing pushed
     rows = History.for_kernel(kernel).rows()
     assert [(row.kind, row.status, row.score) for row in rows] == [("rehearsal", "OK", "x3")]
+    assert cli.main(["history", str(kernel)]) == 0
+    assert re.search(r"rehearsal +v1 .* OK x3", capsys.readouterr().out)
 
     other_scale = rehearse_on_kaggle(_settings(kernel, server, rerun_scale=2))
     assert other_scale.action == "rehearsed" and other_scale.report["rows"] == 10 and _latest_version(server) == 2
