@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import builder.kkb_runtime as kkb
-from builder.kkb_runtime import commit, rehearsal
+from builder.kkb_runtime import commit, rehearsal, scale
 from builder.kkb_runtime.config import load_config
 from builder.project.spec import load_spec
 from builder.rehearse.on_kaggle import report_from_kaggle
@@ -166,3 +166,23 @@ def test_the_downloaded_report_is_judged_against_kaggles_limits(tmp_path: Path, 
     (scenario,) = report.scenarios
     assert (scenario.verdict.name, scenario.verdict.reason) == (name, reason)
     assert scenario.hidden_rows == 600 and scenario.time_limit_seconds == 3600
+
+
+def test_inside_a_kernel_the_scaled_test_links_to_the_inputs_never_copies_them(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """/kaggle/input and /kaggle/temp are different file systems: no hard links, and no copy of the training data."""
+    source = build_file_tree(tmp_path / "input", {"sample_submission.csv": "id,target\na,0\n", "test.csv": "id,x\na,1\n",
+                                                  "train.csv": "id,x,target\nt,1,2\n", "test/a.png": "png"})
+
+    def cross_device(src: object, dst: object) -> None:
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(scale.os, "link", cross_device)
+    scaled = scale.scale_competition_data(source, tmp_path / "temp" / "scaled", 2, id_column="id", test="test",
+                                          fallback="symlink")
+    train, image, copy = scaled.path / "train.csv", scaled.path / "test" / "a.png", scaled.path / "test" / "a_r1.png"
+    assert train.is_symlink() and train.resolve() == source / "train.csv"
+    assert image.is_symlink() and copy.is_symlink() and copy.read_text() == "png"
+    sample = scaled.path / "sample_submission.csv"
+    assert not sample.is_symlink() and sample.read_text().split() == ["id,target", "a,0", "a_r1,0"]
+    assert (source / "sample_submission.csv").read_text() == "id,target\na,0\n"  # never written through

@@ -168,7 +168,7 @@ def begin(rehearsal: Rehearsal, config: KernelConfig, inputs: Inputs, root: Path
     scaled = scale_competition_data(inputs.competition, dest, rehearsal.scale,
                                     id_column=str(config.submission["id_column"]),
                                     sample_submission=config.sample_submission,
-                                    test=config.raw.get("competition", {}).get("test"))
+                                    test=config.raw.get("competition", {}).get("test"), fallback="symlink")
     print(f"[kkb] scaled the public test to {scaled.rows} rows in {scaled.path}", flush=True)
     return replace(inputs, competition=scaled.path)
 

@@ -12,6 +12,9 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Literal
+
+Fallback = Literal["copy", "symlink"]
 
 
 class ScaleError(ValueError):
@@ -37,7 +40,8 @@ class ScaledData:
 
 
 def scale_competition_data(source: Path, dest: Path, factor: int, *, id_column: str,
-                           sample_submission: str = "sample_submission.csv", test: str | None = None) -> ScaledData:
+                           sample_submission: str = "sample_submission.csv", test: str | None = None,
+                           fallback: Fallback = "copy") -> ScaledData:
     """Copy ``source`` to ``dest`` with every test row and test file repeated ``factor`` times.
 
     Copy 0 keeps the original ids; copy k gets new ones (numeric ids are shifted past the largest,
@@ -45,7 +49,9 @@ def scale_competition_data(source: Path, dest: Path, factor: int, *, id_column: 
     are all sample ids) and in the names of files and folders named by an id (``test/<id>.jpg``).
     ``test`` (``[competition] test``) names the test table or folder; without it kkb looks for them.
     Unchanged files are hard links where the file system allows (never written through: every file
-    kkb rewrites is unlinked first).
+    kkb rewrites is unlinked first); elsewhere ``fallback`` decides: ``copy`` (the dry run: its sandbox
+    may not see the source's path) or ``symlink`` (inside a kernel: ``/kaggle/input`` is another file
+    system, and a copy of the training data would fill ``/kaggle/temp``).
     """
     import pandas as pd
 
@@ -58,7 +64,7 @@ def scale_competition_data(source: Path, dest: Path, factor: int, *, id_column: 
     sample = pd.read_csv(sample_path, dtype={id_column: str})
     if id_column not in sample.columns:
         raise ScaleError(f"{sample_path}: no id column '{id_column}'", "set [submission] id_column")
-    _link_tree(source, dest)
+    _link_tree(source, dest, fallback)
     ids = sample[id_column].tolist()
     new_id = _id_maker(ids)
     mapping = [{old: new_id(old, k) for old in ids} for k in range(factor)]
@@ -69,18 +75,22 @@ def scale_competition_data(source: Path, dest: Path, factor: int, *, id_column: 
         _write_table(_replicate(table, id_column, mapping), dest / relative)
         replicated.append(relative)
     for relative in _test_files(source, test, set(ids)):
-        replicated += _copy_with_new_ids(dest, relative, mapping)
+        replicated += _copy_with_new_ids(dest, relative, mapping, fallback)
     return ScaledData(path=dest, factor=factor, rows=len(sample) * factor, replicated=tuple(replicated))
 
 
-def _link_tree(source: Path, dest: Path) -> None:
-    def link_or_copy(src: str, dst: str) -> None:
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
+def _link_tree(source: Path, dest: Path, fallback: Fallback) -> None:
+    shutil.copytree(source, dest, copy_function=lambda src, dst: _link(src, dst, fallback))
 
-    shutil.copytree(source, dest, copy_function=link_or_copy)
+
+def _link(src: str | Path, dst: str | Path, fallback: Fallback) -> None:
+    try:
+        os.link(src, dst)  # a link to a symlink is a symlink (Linux does not follow it): still no copy
+    except OSError:
+        if fallback == "symlink":
+            os.symlink(os.path.realpath(src), dst)
+        else:
+            shutil.copy2(src, dst)
 
 
 def _id_maker(ids: list[str]):  # type: ignore[no-untyped-def]
@@ -167,7 +177,7 @@ def _test_files(source: Path, test: str | None, ids: set[str]) -> list[str]:
     return found
 
 
-def _copy_with_new_ids(dest: Path, relative: str, mapping: list[dict[str, str]]) -> list[str]:
+def _copy_with_new_ids(dest: Path, relative: str, mapping: list[dict[str, str]], fallback: Fallback) -> list[str]:
     original = dest / relative
     key = original.name if original.name in mapping[0] else original.stem
     added = []
@@ -175,11 +185,8 @@ def _copy_with_new_ids(dest: Path, relative: str, mapping: list[dict[str, str]])
         name = ids[key] + ("" if key == original.name else original.suffix)
         target = original.with_name(name)
         if original.is_dir():
-            _link_tree(original, target)
+            _link_tree(original, target, fallback)
         else:
-            try:
-                os.link(original, target)
-            except OSError:
-                shutil.copy2(original, target)
+            _link(original, target, fallback)
         added.append(target.relative_to(dest).as_posix())
     return added
