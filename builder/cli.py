@@ -24,19 +24,24 @@ from builder.build import BuildSettings, build_kernel
 from builder.bundle.wheels import WheelsResult
 from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError, NotRehearsed
 from builder.local_kaggle.cli import app as local_kaggle_app
+from builder.project.image_store import stored_image_path
 from builder.project.init import InitResult, init_from_competition, init_from_folder
+from builder.project.jsonfile import read_object
 from builder.project.spec import MAX_WAIT_SECONDS
 from builder.rehearse.dryrun import DryRunSettings
 from builder.rehearse.dryrun import dry_run as run_dry_run
 from builder.rehearse.limits import parse_size
+from builder.rehearse.on_kaggle import report_from_kaggle
 from builder.rehearse.report import DryRunReport
 from builder.remote.competition_files import fetch_competition_data
+from builder.remote.image import ImageSettings, capture_image
 from builder.remote.push import PushResult, PushSettings
 from builder.remote.push import push as push_kernel
 from builder.remote.queries import QuerySettings
 from builder.remote.queries import history as kernel_history
 from builder.remote.queries import logs as kernel_logs
 from builder.remote.queries import status as kernel_status
+from builder.remote.rehearsal import RehearsalResult, RehearsalSettings, rehearse_on_kaggle
 from builder.remote.session import ProgressEvent, Waits
 from builder.remote.submit import SubmitSettings
 from builder.remote.submit import submit as submit_kernel
@@ -322,8 +327,24 @@ def dry_run(
                                               "the commit keeps --data."),
     memory: str | None = typer.Option(None, "--memory", help="RAM limit, e.g. 16G (default: the machine shape's)."),
     as_json: bool = typer.Option(False, "--json", help="Print report.json on stdout (for CI scripts), nothing else."),
+    on_kaggle: bool = typer.Option(False, "--on-kaggle", help="Rehearse the scoring rerun on Kaggle's own machines: a "
+                                   "private rehearsal kernel, never submitted."),
+    again: bool = typer.Option(False, "--again", help="--on-kaggle: rehearse even if nothing changed since the last one."),
+    yes: bool = typer.Option(False, "--yes", help="--on-kaggle: spend more than an hour of Kaggle quota."),
 ) -> None:
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
+    if on_kaggle:
+        local_only = (scenario not in ("both", "rerun") or data is not None or legacy_layout or keep_sandbox
+                      or timeout is not None or rerun_data is not None or memory is not None or as_json)
+        if local_only:
+            raise typer.BadParameter("--on-kaggle rehearses the scoring rerun with Kaggle's own inputs and limits: --scenario, "
+                                     "--data, --rerun-data, --memory, --timeout, --legacy-layout, --keep-sandbox and --json "
+                                     "do not apply")
+        _dry_run_on_kaggle(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale,
+                                             again=again, yes=yes), hidden_rows)
+        return
+    if again or yes:
+        raise typer.BadParameter("--again and --yes go with --on-kaggle")
     memory_bytes = parse_size(memory) if memory else None
     with _DryRunProgress(enabled=not as_json) as progress:
         report = run_dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=scenario,  # type: ignore[arg-type]
@@ -372,7 +393,30 @@ class _DryRunProgress:
             self.status.console.print(f"[dim]{elapsed:6.1f} s[/dim] {_escape(line)}", highlight=False)
 
 
-def _show_dry_run(report: DryRunReport) -> None:
+def _dry_run_on_kaggle(settings: RehearsalSettings, hidden_rows: int | None) -> None:
+    with _ProgressView() as view:
+        result = rehearse_on_kaggle(RehearsalSettings(**{**settings.__dict__, "progress": view}))
+    report = report_from_kaggle(result.report, result.spec, kernel_name=Path(settings.kernel_dir).resolve().name,
+                                kernel_id=result.plan.kernel_id, out_dir=result.out_dir, hidden_rows=hidden_rows)
+    _show_rehearsal(result)
+    _show_dry_run(report, heading=result.heading)
+    if not report.ok:
+        raise KernelFailed(f"rehearsal on Kaggle: the rerun would fail ({report.scenarios[0].verdict.name})",
+                           hint=f"read {result.out_dir} (the kernel's report.json and log); nothing was submitted")
+
+
+def _show_rehearsal(result: RehearsalResult) -> None:
+    version = f" v{result.kernel_version}" if result.kernel_version else ""
+    if result.action == "reused":
+        console.print(f"[dim]nothing changed since the rehearsal of {_escape(result.when)} ({result.plan.rehearsal_id}"
+                      f"{version}): its result; --again rehearses again[/dim]", highlight=False)
+    else:
+        console.print(f"rehearsed {result.plan.rehearsal_id}{version} ({result.status}); never submitted", highlight=False)
+
+
+def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
+    if heading:
+        console.print(f"[bold]{_escape(heading)}[/bold]", highlight=False)
     table = Table(box=None, header_style="bold")
     for name in ("scenario", "verdict", "time", "projected", "limit", "peak RAM", "peak GPU"):
         table.add_column(name)
@@ -454,6 +498,31 @@ def _show_wheels(result: WheelsResult) -> None:
                       f"{len(result.check.installed)} packages, {result.check.seconds:.1f}s)", highlight=False)
     for note in result.notes:
         console.print(f"  {note}", highlight=False)
+
+
+@app.command()
+def image(
+    on_kaggle: bool = typer.Option(False, "--on-kaggle", help="Capture Kaggle's image with a tiny private script kernel "
+                                   "(internet off) and store its description."),
+    accelerator: str = typer.Option("gpu", "--accelerator", help="--on-kaggle: gpu (T4 x2), none, or a machine shape."),
+    owner: str | None = typer.Option(None, "--owner", help="Kaggle username (default: the credentials')."),
+) -> None:
+    """The Kaggle image description kkb uses (Python, packages, CUDA); --on-kaggle captures it on Kaggle."""
+    if not on_kaggle:
+        stored = stored_image_path()
+        if stored is None:
+            console.print("no captured image: kkb uses the description shipped with it; kkb image --on-kaggle captures one")
+        else:
+            data = read_object(stored)
+            console.print(f"{_escape(str(stored))}: {_escape(str(data.get('name')))}, Python {_escape(str(data.get('python')))}, "
+                          f"{len(data.get('packages') or {})} packages, captured {_escape(str(data.get('captured')))}",
+                          highlight=False)
+        return
+    with _ProgressView() as view:
+        result = capture_image(ImageSettings(owner=owner, accelerator=accelerator, progress=view))
+    console.print(f"[green]captured[/green] {_escape(result.summary)}", highlight=False)
+    console.print(f"  stored {_escape(str(result.path))} (the dry run and kkb wheels read it; $KKB_KAGGLE_IMAGE overrides)",
+                  highlight=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,14 +7,16 @@ imported inside the functions that need them, so the fast-commit path stays fast
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from . import commit, install, postprocess, submission  # noqa: F401  (install: the notebook calls kkb.install)
+from . import commit, install, postprocess, rehearsal, submission  # noqa: F401  (install: the notebook calls kkb.install)
 from .config import KernelConfig, load_config
 from .inputs import InputNotFound, Inputs, find_input, resolve_inputs
 from .steps import StepFailed, StepResult, record_steps, run_step
@@ -36,6 +38,7 @@ class KernelRun:
     predictions: pd.DataFrame | None = None
     written: Path | None = None
     started: float = field(default_factory=time.perf_counter)
+    rehearsal_report: rehearsal.RehearsalRecorder | None = None  # kkb dry-run --on-kaggle: report.json as the run goes
 
     @property
     def id_column(self) -> str:
@@ -58,6 +61,8 @@ class KernelRun:
         """Decide, and for ``write = "sample"`` write the sample's own (valid) file and finish."""
         self.decision = commit.decide(self.config.fast_commit, len(self.sample))
         print(f"[kkb] {self.decision.reason}", flush=True)
+        if self.rehearsal_report is not None:
+            self.rehearsal_report.fast_commit = self.decision.reason
         if self.decision.fast and self.decision.write == "sample":
             self.predictions = self.sample.copy()
             self.check_and_write()
@@ -69,28 +74,32 @@ class KernelRun:
         out_dir = self.inputs.working / "kkb_steps"
         out_dir.mkdir(parents=True, exist_ok=True)
         limit = self.decision.row_limit if self.decision and self.decision.fast else None
-        for step in self.config.steps:
-            self.steps.append(run_step(step, self.inputs, self.config.path, out_dir, limit))
-            record_steps(self.steps, self.inputs.working)
-            print(f"[kkb] step {step['name']}: {self.steps[-1].seconds:.1f} s", flush=True)
+        with self._stage("steps"):
+            for step in self.config.steps:
+                self.steps.append(run_step(step, self.inputs, self.config.path, out_dir, limit))
+                record_steps(self.steps, self.inputs.working)
+                print(f"[kkb] step {step['name']}: {self.steps[-1].seconds:.1f} s", flush=True)
+                self._stage_done("steps")
         return self.steps
 
     def combine(self) -> pd.DataFrame:
         if self.finished:
             return self.predictions
-        columns = self.prediction_columns
-        frames = [submission.read_predictions(Path(result.output), self.id_column, columns) for result in self.steps]
-        weights = [float(step.get("weight", 1.0)) for step in self.config.steps]
-        self.predictions = submission.combine(frames, self.id_column, columns, self.config.submission["combine"], weights)
-        if not self.config.postprocess:  # with post-processing, the sample's rows are filled in after it
-            self.predictions = self._fill_from_sample(self.predictions)
+        with self._stage("combine"):
+            columns = self.prediction_columns
+            frames = [submission.read_predictions(Path(result.output), self.id_column, columns) for result in self.steps]
+            weights = [float(step.get("weight", 1.0)) for step in self.config.steps]
+            self.predictions = submission.combine(frames, self.id_column, columns, self.config.submission["combine"], weights)
+            if not self.config.postprocess:  # with post-processing, the sample's rows are filled in after it
+                self.predictions = self._fill_from_sample(self.predictions)
         return self.predictions
 
     def postprocess(self) -> pd.DataFrame:
         """The ``[[postprocess]]`` stages on the combined frame: argmax, threshold, clip, your function."""
         if not self.finished:
-            processed = postprocess.apply(self.predictions, self.config.postprocess, self.id_column, self.prediction_columns)
-            self.predictions = self._fill_from_sample(processed)
+            with self._stage("postprocess"):
+                processed = postprocess.apply(self.predictions, self.config.postprocess, self.id_column, self.prediction_columns)
+                self.predictions = self._fill_from_sample(processed)
         return self.predictions
 
     def _fill_from_sample(self, combined: pd.DataFrame) -> pd.DataFrame:
@@ -103,22 +112,44 @@ class KernelRun:
 
     def round(self) -> pd.DataFrame:
         if not self.finished:
-            self.predictions = submission.round_predictions(self.predictions, self.targets, self.config.submission.get("decimals"),
-                                                            self.sample)
+            with self._stage("round"):
+                self.predictions = submission.round_predictions(self.predictions, self.targets,
+                                                                self.config.submission.get("decimals"), self.sample)
         return self.predictions
 
     def check_and_write(self) -> Path:
         if self.finished:
             return self.written
-        frame = submission.align_to_sample(self.predictions, self.sample, self.id_column)
-        frame = submission.cast_like_sample(frame, self.sample, self.targets)
-        problems = submission.check_submission(frame, self.sample, self.id_column, self.targets)
-        if problems:
-            raise SubmissionError(problems, file=self.submission_path.name)
-        self.written = submission.write_submission(frame[list(self.sample.columns)], self.submission_path)
+        with self._stage("write"):
+            frame = submission.align_to_sample(self.predictions, self.sample, self.id_column)
+            frame = submission.cast_like_sample(frame, self.sample, self.targets)
+            problems = submission.check_submission(frame, self.sample, self.id_column, self.targets)
+            if problems:
+                raise SubmissionError(problems, file=self.submission_path.name)
+            self.written = submission.write_submission(frame[list(self.sample.columns)], self.submission_path)
         self.finished = True
         print(f"[kkb] wrote {self.written} ({len(frame)} rows) in {time.perf_counter() - self.started:.1f} s", flush=True)
+        if self.rehearsal_report is not None:
+            self.rehearsal_report.succeeded(len(frame))
         return self.written
+
+    @contextlib.contextmanager
+    def _stage(self, name: str) -> Iterator[None]:
+        """In a rehearsal, a failure here is the verdict: written to report.json before it propagates."""
+        if self.rehearsal_report is None:
+            yield
+            return
+        self.rehearsal_report.update(name)
+        try:
+            yield
+        except Exception as exc:
+            self.rehearsal_report.steps = rehearsal.step_records(self.steps)
+            self.rehearsal_report.failed(exc)
+            raise
+
+    def _stage_done(self, name: str) -> None:
+        if self.rehearsal_report is not None:
+            self.rehearsal_report.update(name, rehearsal.step_records(self.steps))
 
     def summary(self) -> dict[str, Any]:
         return {"submission": str(self.written) if self.written else None,
@@ -127,12 +158,22 @@ class KernelRun:
 
 
 def start(code_dir: Path | str | None = None) -> KernelRun:
-    """Load ``kkb_kernel.json`` from the code dataset and resolve every input."""
+    """Load ``kkb_kernel.json`` from the code dataset and resolve every input.
+
+    With a rehearsal file attached for this kernel (``kkb dry-run --on-kaggle``), the run becomes the
+    rehearsal of the scoring rerun (:mod:`.rehearsal`).
+    """
     config = load_config(code_dir)
     inputs = resolve_inputs(config)
     inputs.working.mkdir(parents=True, exist_ok=True)
+    found = rehearsal.find_rehearsal(config)
+    if found is not None:
+        inputs = rehearsal.begin(found, config, inputs)
     id_column = str(config.submission["id_column"])
     sample = submission.retype_sample(submission.read_sample(inputs.competition / config.sample_submission, id_column),
                                       config.submission.get("column_types"), id_column)
     print(inputs.describe(), flush=True)
-    return KernelRun(config=config, inputs=inputs, sample=sample)
+    run = KernelRun(config=config, inputs=inputs, sample=sample)
+    if found is not None:
+        run.rehearsal_report = rehearsal.recorder(found, config, inputs, len(sample))
+    return run

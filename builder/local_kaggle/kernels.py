@@ -106,6 +106,7 @@ class Kernels:
         with self._store.lock:
             try:
                 record = self._target(call, user)
+                self._check_machine_shape(call)
             except _PushRefused as exc:
                 return {"ref": "", "url": "", "error": str(exc)}
             sources, invalid = self._sources(call, user)
@@ -153,6 +154,11 @@ class Kernels:
             return self._retitle(existing, call)
         return {"id": self._store.next_id("kernel"), "owner": owner, "slug": slug, "title": title,
                 "created": now(), "latestVersion": 0}
+
+    def _check_machine_shape(self, call: Call) -> None:
+        shape, allowed = call.body.get("machineShape"), self._settings.machine_shapes
+        if shape and allowed is not None and shape not in allowed:
+            raise _PushRefused(f"Machine shape {shape} is not available to this account")
 
     def _retitle(self, record: Json, call: Call) -> Json:
         _check_code(call)

@@ -22,6 +22,8 @@ class ServerSettings:
         max_upload_bytes: the largest file a blob upload may announce (and a PUT may carry); uploads
             go through the blob endpoint, so this one is generous.
         request_timeout_seconds: a request whose bytes stop arriving this long is cut (408).
+        machine_shapes: the accelerators this account may use; a push asking for another is refused
+            in the body, as Kaggle refuses a shape the account has no access or quota for. None: any.
     """
 
     dataset_ready_seconds: float = 1.0
@@ -32,3 +34,4 @@ class ServerSettings:
     max_body_bytes: int = 64 << 20
     max_upload_bytes: int = 200 << 30
     request_timeout_seconds: float = 60.0
+    machine_shapes: tuple[str, ...] | None = None

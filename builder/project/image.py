@@ -18,7 +18,6 @@ from __future__ import annotations
 import fnmatch
 import functools
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -29,8 +28,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from builder.errors import SpecError
+from builder.project.image_store import IMAGE_ENV, stored_image_path
 
-IMAGE_ENV = "KKB_KAGGLE_IMAGE"
 IMAGE_RESOURCE = "kaggle-image.json"
 
 
@@ -55,8 +54,9 @@ class KaggleImage:
 
 
 def load_image(path: str | Path | None = None) -> KaggleImage:
-    """The image description: ``path``, else ``$KKB_KAGGLE_IMAGE``, else the one shipped with kkb."""
-    chosen = path or os.environ.get(IMAGE_ENV)
+    """The image description: ``path``, else ``$KKB_KAGGLE_IMAGE``, else the one ``kkb image --on-kaggle``
+    captured (``builder.project.image_store``), else the one shipped with kkb."""
+    chosen = path or stored_image_path()
     return _load(str(chosen) if chosen else "")
 
 

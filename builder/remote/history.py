@@ -37,6 +37,8 @@ RUN = "run"
 SUBMISSION_INTENT = "submission-intent"
 SUBMISSION = "submission"
 SCORE = "score"
+REHEARSAL_INTENT = "rehearsal-intent"  # written before the rehearsal kernel is pushed (adopted after an interruption)
+REHEARSAL = "rehearsal"  # kkb dry-run --on-kaggle: a private rehearsal kernel's run, never submitted
 
 
 def history_path(kernel_dir: Path) -> Path:
@@ -52,7 +54,7 @@ class HistoryRow:
     """One line of ``kkb history``: a push or a submission (with its score when known)."""
 
     when: str
-    kind: str  # "push" | "submission"
+    kind: str  # "push" | "submission" | "rehearsal"
     kernel: str
     kernel_version: int | None
     code_hash: str
@@ -147,6 +149,8 @@ class History:
                 rows.append(_push_row(record))
             elif record.get("event") == SUBMISSION:
                 rows.append(_submission_row(record, scores.get((record.get("server"), record.get("ref")))))
+            elif record.get("event") == REHEARSAL:
+                rows.append(_rehearsal_row(record))
         return rows
 
 
@@ -212,5 +216,24 @@ def _submission_row(record: dict[str, Any], score: dict[str, Any] | None) -> His
         submission_ref=record.get("ref"),
         status=status,
         score=detail,
+        server=str(record.get("server") or DEFAULT_SERVER),
+    )
+
+
+def _rehearsal_row(record: dict[str, Any]) -> HistoryRow:
+    verdict = record.get("verdict") or {}
+    scale = record.get("scale") or 1
+    return HistoryRow(
+        when=str(record.get("time", "")),
+        kind="rehearsal",
+        kernel=str(record.get("kernel", "")),
+        kernel_version=record.get("kernel_version"),
+        code_hash=str(record.get("code_hash") or ""),
+        weights_hash=str(record.get("weights_hash") or ""),
+        code_version=record.get("code_version"),
+        weights_version=record.get("weights_version"),
+        submission_ref=None,
+        status=str(verdict.get("name") or record.get("status") or ""),
+        score=f"x{scale}" if scale != 1 else "",
         server=str(record.get("server") or DEFAULT_SERVER),
     )

@@ -944,6 +944,19 @@ class KaggleAdapter:
 
         return parse_log(self.call("fetching the kernel log", get, subject=_versioned(kernel, version)))
 
+    def kernel_output(self, kernel: str, version: int | None, dest: Path) -> list[Path]:
+        """Download a run's output files (every page) and its log (``<slug>.log``) into ``dest``."""
+        _split_ref(kernel)
+        dest.mkdir(parents=True, exist_ok=True)
+
+        def download() -> list[str]:
+            files, _ = self.api.kernels_output(f"{kernel}/{version}" if version else kernel, str(dest), force=True,
+                                               quiet=True)
+            return list(files)
+
+        return [Path(path) for path in self.call("downloading the kernel output", download,
+                                                 subject=_versioned(kernel, version))]
+
     # -- competitions -------------------------------------------------------------------------
 
     def download_competition(self, competition: str, folder: Path) -> Path:
@@ -1054,6 +1067,9 @@ def _unwrap_zip(content: bytes, file_name: str) -> bytes:
 
 def _kernel_error_hint(error: str) -> str:
     lowered = error.lower()
+    if "machine shape" in lowered or "accelerator" in lowered:
+        return ("choose another [kernel] accelerator in kernel.toml (gpu = T4 x2, or none): GPU shapes need a "
+                "phone-verified account and weekly quota left, and some shapes only exist in some competitions")
     if "not found" in lowered:
         return "the kernel id in kernel-metadata.json must be owner/slugify(title) and owned by you"
     if "title" in lowered or "slug" in lowered:

@@ -103,20 +103,7 @@ def push_built(ctx: Session, build: BuildResult) -> PushResult:
     notes = ctx.settings.message or f"kkb push {build.kernel_id}"
     start_bytes = ctx.adapter.uploaded_bytes
     _check_kernel_metadata(Path(build.kernel_dir), build)  # before any upload: a bad kernel is not worth one
-    _check_competition(ctx, build)
-    check_inputs(ctx, build)  # every [[inputs]] exists and is readable, before any upload
-    with private_tmpdir(Path(ctx.settings.kernel_dir), ctx.adapter.endpoint):
-        weights = None
-        if build.weights_dataset:
-            weights = sync_dataset(ctx, "weights", Path(build.weights_dir), build.weights_dataset, build.weights_hash,
-                                    notes)
-        elif build.weights_model:  # [weights] publish = "model"
-            synced = sync_model_weights(ctx, build, notes)
-            attach_model_weights(Path(build.kernel_dir), synced.instance, synced.version)
-            weights = DatasetResult(synced.instance, str(build.weights_hash), synced.version, synced.action,
-                                    synced.uploaded_bytes)
-        code = sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash, notes)
-        wheels = _sync_wheelhouse(ctx, build, notes)
+    code, weights, wheels = sync_bundles(ctx, build, notes)
     # A new dataset version reaches the kernel only through a new kernel version: every hash counts.
     kernel_hash = _kernel_hash(Path(build.kernel_dir), code.content_hash,
                                (weights.content_hash if weights else "") + (wheels or ""))
@@ -147,6 +134,28 @@ def push_built(ctx: Session, build: BuildResult) -> PushResult:
         uploaded_bytes=uploaded,
         out_dir=Path(build.out_dir),
     )
+
+
+def sync_bundles(ctx: Session, build: BuildResult, notes: str) -> tuple[DatasetResult, DatasetResult | None, str | None]:
+    """Check the competition and the inputs, then bring the weights, code and wheelhouse datasets up to date.
+
+    Returns (code, weights, the wheelhouse's content hash). The rehearsal on Kaggle (``builder.remote.rehearsal``)
+    syncs the very same datasets, so a rehearsal and the real kernel read the same bytes."""
+    _check_competition(ctx, build)
+    check_inputs(ctx, build)  # every [[inputs]] exists and is readable, before any upload
+    with private_tmpdir(Path(ctx.settings.kernel_dir), ctx.adapter.endpoint):
+        weights = None
+        if build.weights_dataset:
+            weights = sync_dataset(ctx, "weights", Path(build.weights_dir), build.weights_dataset, build.weights_hash,
+                                    notes)
+        elif build.weights_model:  # [weights] publish = "model"
+            synced = sync_model_weights(ctx, build, notes)
+            attach_model_weights(Path(build.kernel_dir), synced.instance, synced.version)
+            weights = DatasetResult(synced.instance, str(build.weights_hash), synced.version, synced.action,
+                                    synced.uploaded_bytes)
+        code = sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash, notes)
+        wheels = _sync_wheelhouse(ctx, build, notes)
+    return code, weights, wheels
 
 
 def _check_competition(ctx: Session, build: BuildResult) -> None:

@@ -1,0 +1,83 @@
+"""Where kkb keeps the Kaggle image description captured on Kaggle (``kkb image --on-kaggle``).
+
+One file per user, not per project: the image is Kaggle's, the same for every kernel. Lookup order,
+the one ``builder.project.image.load_image`` follows after the explicit path it is given:
+
+1. ``$KKB_KAGGLE_IMAGE`` (a file a user points at on purpose, e.g. in CI);
+2. ``$XDG_CONFIG_HOME/kkb/kaggle-image.json`` (default ``~/.config/kkb/kaggle-image.json``), written by
+   ``kkb image --on-kaggle``;
+3. the description shipped with kkb (``builder/data/kaggle-image.json``).
+
+The format is the shipped description's (``format: 1``); a captured one adds ``cudnn``, ``gpu`` and
+``verified: true``. :func:`check_description` is the shape check used before a captured file is stored,
+so a broken capture never replaces a good one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from builder.errors import KkbError
+
+IMAGE_ENV = "KKB_KAGGLE_IMAGE"
+IMAGE_FILE = "kaggle-image.json"
+FORMAT = 1
+REQUIRED = {"format": int, "name": str, "captured": str, "python": str, "packages": dict}
+
+
+def config_dir() -> Path:
+    """``$XDG_CONFIG_HOME/kkb``, else ``~/.config/kkb``."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "kkb"
+
+
+def captured_image_path() -> Path:
+    """Where ``kkb image --on-kaggle`` writes (never ``$KKB_KAGGLE_IMAGE``: that file is the user's)."""
+    return config_dir() / IMAGE_FILE
+
+
+def stored_image_path() -> Path | None:
+    """The description to read instead of the shipped one: ``$KKB_KAGGLE_IMAGE``, else a captured one, else None."""
+    chosen = os.environ.get(IMAGE_ENV)
+    if chosen:
+        return Path(chosen)
+    captured = captured_image_path()
+    return captured if captured.is_file() else None
+
+
+def check_description(data: Any, where: str) -> dict[str, Any]:
+    """``data`` if it has the description's shape, else a :class:`KkbError` naming the key."""
+    if not isinstance(data, Mapping):
+        raise KkbError(f"{where}: a Kaggle image description is a JSON object", hint="capture it again")
+    for key, kind in REQUIRED.items():
+        if not isinstance(data.get(key), kind):
+            raise KkbError(f"{where}: '{key}' is missing or not a {kind.__name__}", hint="capture it again")
+    if data["format"] != FORMAT:
+        raise KkbError(f"{where}: format {data['format']} is not {FORMAT}", hint="capture it again with this kkb")
+    bad = [name for name, version in data["packages"].items() if not isinstance(version, str)]
+    if bad:
+        raise KkbError(f"{where}: packages: versions must be strings ({', '.join(sorted(bad)[:3])})",
+                       hint="capture it again")
+    return dict(data)
+
+
+def store_image(data: Mapping[str, Any], where: str) -> Path:
+    """Write a captured description atomically to :func:`captured_image_path` and return the path."""
+    checked = check_description(data, where)
+    target = captured_image_path()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".partial")
+        partial.write_text(json.dumps(checked, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        partial.replace(target)
+    except OSError as exc:
+        raise KkbError(f"cannot write the Kaggle image description {target}: {exc.strerror or exc}",
+                       hint="check the permissions of the folder, or set XDG_CONFIG_HOME") from exc
+    return target
+
+
+__all__ = ["IMAGE_ENV", "captured_image_path", "check_description", "config_dir", "store_image", "stored_image_path"]

@@ -1,0 +1,85 @@
+"""A rehearsal that ran on Kaggle (``kkb dry-run --on-kaggle``), judged and reported like a local dry run.
+
+The kernel judged what only it could see (the exception, the failing step, the submission check:
+``kkb_runtime.rehearsal``) and wrote ``report.json`` in the shape of :class:`ScenarioReport`. Here the
+same limits as the local dry run are applied to what it measured on Kaggle's machine: the peak memory
+against the machine shape, and the time projected to ``[competition] hidden_rows`` against the
+competition's limit (the rehearsal ran at its ``--rerun-scale``, usually still smaller than the hidden
+test). The result is a :class:`DryRunReport`, so the CLI prints the same summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from builder.project.spec import KernelSpec
+from builder.rehearse.dryrun import DryRunReport, ScenarioReport
+from builder.rehearse.execute import ExecutionResult
+from builder.rehearse.verdict import COMPUTE, OK, TIMEOUT, Limits, Verdict, machine_shape, projected_seconds
+
+GB = 1024**3
+
+
+def report_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, *, kernel_name: str, kernel_id: str,
+                       out_dir: Path, hidden_rows: int | None = None) -> DryRunReport:
+    """The kernel's ``report.json`` (downloaded into ``out_dir``) as the dry run's report."""
+    scenario = scenario_from_kaggle(report, spec, out_dir, hidden_rows)
+    return DryRunReport(kernel_name=kernel_name, kernel_id=kernel_id, kernel_type=spec.kernel.kernel_type,
+                        out_dir=out_dir, report_path=out_dir / "report.json", scenarios=(scenario,))
+
+
+def scenario_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, out_dir: Path,
+                         hidden_rows: int | None = None) -> ScenarioReport:
+    shape = machine_shape(spec.kernel.machine_shape)
+    rows = int(report.get("rows") or 0)
+    hidden = hidden_rows or spec.competition.hidden_rows
+    limits = Limits(time_limit_seconds=spec.competition.time_limit_hours * 3600, ram_bytes=shape.ram_bytes,
+                    gpu_bytes=shape.gpu_bytes, rows_run=rows if hidden else None, hidden_rows=hidden)
+    given = report.get("verdict") or {}
+    verdict = Verdict(str(given.get("name") or "unknown"), str(given.get("reason") or ""), given.get("detail"))
+    measured = _measured(report, out_dir, verdict.ok)
+    projected = projected_seconds(measured, limits)
+    if verdict.ok:
+        verdict = _over_limits(measured, limits, projected) or verdict
+    return ScenarioReport(
+        scenario="rerun", verdict=verdict, wall_seconds=measured.wall_seconds, peak_rss_bytes=measured.peak_rss_bytes,
+        peak_gpu_bytes=measured.peak_gpu_bytes, timed_out=False, failed_cell=None,
+        failing_step=report.get("failing_step"), ename=report.get("ename"), evalue=report.get("evalue"),
+        traceback_tail=report.get("traceback_tail"), stderr_tail=None, steps=measured.steps, rows=rows,
+        hidden_rows=limits.hidden_rows, projected_seconds=round(projected, 3),
+        time_limit_seconds=limits.time_limit_seconds or 0.0, ram_limit_bytes=limits.ram_bytes or 0,
+        gpu_limit_bytes=limits.gpu_bytes, fast_commit=report.get("fast_commit"), blocked_network=[],
+        notebook=out_dir / "report.json", log=Path(str(report.get("log") or out_dir / "report.json")),
+        submission=Path(str(report["submission"])) if report.get("submission") else None,
+    )
+
+
+def _measured(report: Mapping[str, Any], out_dir: Path, ok: bool) -> ExecutionResult:
+    steps = [dict(step) for step in report.get("steps") or [] if isinstance(step, Mapping)]
+    return ExecutionResult(
+        root=out_dir, working_dir=out_dir, executed_notebook=out_dir / "report.json", ok=ok, timed_out=False,
+        failed_cell=None, ename=report.get("ename"), evalue=report.get("evalue"),
+        traceback_tail=report.get("traceback_tail"), wall_seconds=float(report.get("wall_seconds") or 0.0),
+        peak_rss_bytes=int(report.get("peak_rss_bytes") or 0),
+        peak_gpu_bytes=int(report["peak_gpu_bytes"]) if report.get("peak_gpu_bytes") else None, log=[], steps=steps,
+    )
+
+
+def _over_limits(measured: ExecutionResult, limits: Limits, projected: float) -> Verdict | None:
+    """What Kaggle's limits say about a run that passed at the rehearsal's size."""
+    if limits.ram_bytes and measured.peak_rss_bytes > limits.ram_bytes:
+        return Verdict(COMPUTE, f"peak memory {measured.peak_rss_bytes / GB:.1f} GiB on Kaggle > "
+                                f"{limits.ram_bytes / GB:.1f} GiB of RAM on the machine shape")
+    if limits.gpu_bytes and measured.peak_gpu_bytes and measured.peak_gpu_bytes > limits.gpu_bytes:
+        return Verdict(COMPUTE, f"peak GPU memory {measured.peak_gpu_bytes / GB:.1f} GiB on Kaggle > "
+                                f"{limits.gpu_bytes / GB:.1f} GiB per GPU on the machine shape")
+    if limits.time_limit_seconds and projected > limits.time_limit_seconds:
+        return Verdict(TIMEOUT, f"projected {projected / 3600:.2f} h for {limits.hidden_rows} hidden rows (measured on "
+                                f"Kaggle: {measured.wall_seconds:.1f} s for {limits.rows_run} rows) > the competition's "
+                                f"limit of {limits.time_limit_seconds / 3600:g} h")
+    return None
+
+
+__all__ = ["OK", "report_from_kaggle", "scenario_from_kaggle"]
