@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from builder.cli import main
-from builder.rehearse.dryrun import DryRunReport, DryRunSettings, dry_run
 from builder.errors import DryRunError
+from builder.rehearse.dryrun import DryRunReport, DryRunSettings, dry_run
 from builder.rehearse.verdict import CSV_NOT_FOUND, OK, SCORING_ERROR, THREW, TIMEOUT
-from tests.conftest import KERNELS, REPO
+from tests.support.files import KERNELS, REPO
 
 FIXTURES = REPO / "tests" / "kernels"
 PUBLIC = FIXTURES / "competition" / "public"
@@ -33,6 +33,7 @@ def _manifest_holds(bundle: Path) -> bool:
                for entry in manifest["files"])
 
 
+@pytest.mark.loopback
 @pytest.mark.slow
 def test_the_minimal_kernel_passes_both_scenarios(tmp_path: Path) -> None:
     project = _tree_hash(KERNELS / "minimal")
@@ -85,6 +86,7 @@ BROKEN = [
 ]
 
 
+@pytest.mark.loopback
 @pytest.mark.slow
 @pytest.mark.parametrize(("kernel", "scenario", "verdict", "reason_has", "detail_has"), BROKEN)
 def test_each_broken_kernel_gets_its_verdict_and_reason(tmp_path: Path, kernel: str, scenario: str, verdict: str,
@@ -101,6 +103,7 @@ def test_each_broken_kernel_gets_its_verdict_and_reason(tmp_path: Path, kernel: 
     assert result.notebook.is_file()  # the evidence survives a failure
 
 
+@pytest.mark.loopback
 def test_the_fast_commit_fixture_passes_its_rerun(tmp_path: Path) -> None:
     """The guard-less kernel is a commit problem only: its rerun is fine (the verdict above is not noise)."""
     report = dry_run(DryRunSettings(kernel_dir=FIXTURES / "no-fast-commit-guard", data_dir=PUBLIC, scenario="rerun",
@@ -140,6 +143,7 @@ def test_cli_maps_options_to_settings(monkeypatch: pytest.MonkeyPatch, tmp_path:
                                    keep_sandbox=True)]
 
 
+@pytest.mark.loopback
 @pytest.mark.slow
 def test_cli_exits_2_and_says_why_when_a_scenario_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["dry-run", str(FIXTURES / "wrong-column"), "--data", str(PUBLIC), "--scenario", "both",

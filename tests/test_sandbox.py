@@ -10,9 +10,21 @@ from pathlib import Path
 import pytest
 
 from builder.errors import DryRunError
-from builder.rehearse.sandbox import (DEAD_PROXY, GUEST_DIR, Mount, SandboxSpec, blocked_network, input_snapshot, input_writes,
-                             isolation_mode, kernel_environment, mount_path, prepare_sandbox, remove_sandbox)
-from tests.conftest import build_file_tree
+from builder.rehearse.sandbox import (
+    DEAD_PROXY,
+    GUEST_DIR,
+    Mount,
+    SandboxSpec,
+    blocked_network,
+    input_snapshot,
+    input_writes,
+    isolation_mode,
+    kernel_environment,
+    mount_path,
+    prepare_sandbox,
+    remove_sandbox,
+)
+from tests.support.files import build_file_tree
 
 NAMESPACES = isolation_mode("auto") == "namespace"
 needs_namespaces = pytest.mark.skipif(not NAMESPACES, reason="no network/mount namespaces on this machine")
