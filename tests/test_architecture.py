@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support.files import REPO
 
 PACKAGE = REPO / "builder"
 # Code that runs elsewhere (inside the kernel, the sandbox or the `kaggle` command): import-linter keeps builder out of it.

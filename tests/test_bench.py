@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # it runs the local Kaggle (a few seconds)
+from tests.support.files import REPO
 
-REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # it runs the local Kaggle (a few seconds)
 
 
 def test_quick_bench_writes_table_and_json(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -12,7 +11,8 @@ import pytest
 
 from builder.build import BuildSettings, build_kernel
 from builder.errors import BundleError, SpecError, TemplateError
-from tests.conftest import KERNELS, build_file_tree
+from tests.support.files import KERNELS, build_file_tree
+from tests.support.golden import normalize_provenance
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -144,11 +144,6 @@ def test_template_override_and_strict_undefined(minimal: Path, tmp_path: Path) -
         _build(minimal, tmp_path / "out2")
 
 
-def _normalized(text: str) -> str:
-    text = re.sub(r"sha256:[0-9a-f]{64}", "sha256:<hash>", text)
-    return re.sub(r"(project commit `|\"git_commit\": \")[^`\"]+", r"\1<commit>", text)
-
-
 def test_golden_notebook(update_golden: bool, tmp_path: Path) -> None:
     result = _build(KERNELS / "minimal", tmp_path / "out")
     nbformat.validate(nbformat.read(result.notebook_path, 4))
@@ -156,7 +151,7 @@ def test_golden_notebook(update_golden: bool, tmp_path: Path) -> None:
     assert notebook["metadata"]["kernelspec"]["name"] == "python3"
     assert [c["id"] for c in notebook["cells"]] == ["kkb-provenance", "kkb-environment", "kkb-inputs", "kkb-install",
                                                    "kkb-fast-commit", "kkb-steps", "kkb-combine", "kkb-round", "kkb-write"]
-    rendered = _normalized(result.notebook_path.read_text())
+    rendered = normalize_provenance(result.notebook_path.read_text())
     golden = GOLDEN / "minimal.ipynb"
     if update_golden:
         golden.write_text(rendered)

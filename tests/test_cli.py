@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-
 from builder import __version__, cli
 from builder.errors import EXIT_AUTH, EXIT_INTERRUPTED, EXIT_KERNEL, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, EXIT_USER
-from tests.conftest import KERNELS, REPO
+from tests.support.files import KERNELS, REPO
 
 
 def test_build_command_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

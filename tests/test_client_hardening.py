@@ -27,8 +27,8 @@ from builder.local_kaggle import LocalKaggle, ServerSettings
 from builder.project.credentials import check_kaggle_json, kaggle_username
 from builder.project.spec import load_spec
 from builder.remote.kaggle_api import KaggleAdapter
-from tests.conftest import KERNELS, REPO
-from tests.local_kaggle_fixtures import GatedRunner, connect_as, make_kernel
+from tests.support.files import KERNELS, REPO
+from tests.support.local_kaggle import GatedRunner, connect_as, make_kernel
 
 # -- Ctrl-C ----------------------------------------------------------------------------------
 
@@ -45,6 +45,7 @@ def test_main_returns_typers_130_and_says_interrupted(monkeypatch: pytest.Monkey
     assert "interrupted" in capsys.readouterr().err
 
 
+@pytest.mark.loopback
 def test_sigint_to_a_kkb_waiting_on_kaggle_exits_130(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A real signal to a real ``kkb submit --version 1`` that is polling a kernel run that never ends."""
     runner = GatedRunner()

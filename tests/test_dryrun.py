@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from builder.cli import main
-from builder.rehearse.dryrun import DryRunReport, DryRunSettings, dry_run
 from builder.errors import DryRunError
+from builder.rehearse.dryrun import DryRunReport, DryRunSettings, dry_run
 from builder.rehearse.isolation import choose_isolation
 from builder.rehearse.verdict import COMPUTE, CSV_NOT_FOUND, NOT_REHEARSED, OK, SCORING_ERROR, THREW, TIMEOUT
-from tests.conftest import KERNELS, REPO
+from tests.support.files import KERNELS, REPO
 
 KAGGLE_PATHS = choose_isolation("auto").mode != "python"
 
@@ -37,6 +37,7 @@ def _manifest_holds(bundle: Path) -> bool:
                for entry in manifest["files"])
 
 
+@pytest.mark.loopback
 @pytest.mark.slow
 def test_the_minimal_kernel_passes_both_scenarios(tmp_path: Path) -> None:
     project = _tree_hash(KERNELS / "minimal")
@@ -100,6 +101,7 @@ BROKEN = [
 ]
 
 
+@pytest.mark.loopback
 @pytest.mark.slow
 @pytest.mark.parametrize(("kernel", "scenario", "verdict", "reason_has", "detail_has"), BROKEN)
 def test_each_broken_kernel_gets_its_verdict_and_reason(tmp_path: Path, kernel: str, scenario: str, verdict: str,
@@ -118,6 +120,7 @@ def test_each_broken_kernel_gets_its_verdict_and_reason(tmp_path: Path, kernel: 
 
 
 @pytest.mark.slow
+@pytest.mark.loopback
 def test_a_commit_without_the_fast_commit_guard_is_accepted_with_a_warning(tmp_path: Path) -> None:
     """Kaggle accepts such a commit: the report warns about the GPU quota it spends, it is no verdict."""
     report = dry_run(DryRunSettings(kernel_dir=FIXTURES / "no-fast-commit-guard", data_dir=PUBLIC, scenario="commit",
@@ -131,6 +134,7 @@ def test_a_commit_without_the_fast_commit_guard_is_accepted_with_a_warning(tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.loopback
 @pytest.mark.skipif(not KAGGLE_PATHS, reason="no namespaces here: the sandbox has no real /kaggle paths")
 def test_correct_code_with_absolute_kaggle_paths_passes_commit_and_rerun_on_a_stand_in(tmp_path: Path) -> None:
     """Absolute /kaggle paths, a cache in /kaggle/working, shuffled rows, CPU only; the rerun on another test."""
@@ -152,6 +156,7 @@ def test_correct_code_with_absolute_kaggle_paths_passes_commit_and_rerun_on_a_st
 
 
 @pytest.mark.slow
+@pytest.mark.loopback
 def test_a_package_the_image_has_and_this_machine_lacks_is_not_rehearsed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import importlib.util
 
@@ -167,6 +172,7 @@ def test_a_package_the_image_has_and_this_machine_lacks_is_not_rehearsed(tmp_pat
         "which is not installed here; install it here to rehearse")
 
 
+@pytest.mark.loopback
 def test_the_fast_commit_fixture_passes_its_rerun(tmp_path: Path) -> None:
     """The guard-less kernel is a commit problem only: its rerun is fine (the verdict above is not noise)."""
     report = dry_run(DryRunSettings(kernel_dir=FIXTURES / "no-fast-commit-guard", data_dir=PUBLIC, scenario="rerun",
@@ -208,6 +214,7 @@ def test_cli_maps_options_to_settings(monkeypatch: pytest.MonkeyPatch, tmp_path:
                        rerun_data_dir=Path("h"), memory_bytes=16 * 2**30)]
 
 
+@pytest.mark.loopback
 @pytest.mark.slow
 def test_cli_exits_2_and_says_why_when_a_scenario_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["dry-run", str(FIXTURES / "wrong-column"), "--data", str(PUBLIC), "--scenario", "both",

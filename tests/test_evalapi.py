@@ -18,14 +18,23 @@ import pytest
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.errors import DryRunError, SpecError
-from builder.rehearse.evalapi import (EvalApiReport, RerunResult, commit_report, free_port, gateway_module, notebook_script,
-                             rehearse_rerun, verdict_name)
-from builder.rehearse.execute import execute_notebook
 from builder.kkb_runtime.evaluation import round_answer
-from builder.rehearse.sandbox import Mount, SandboxSpec, remove_sandbox
 from builder.project.spec import parse_spec
-from tests.conftest import KERNELS
-from tests.test_build import _normalized
+from builder.rehearse.evalapi import (
+    EvalApiReport,
+    RerunResult,
+    commit_report,
+    free_port,
+    gateway_module,
+    notebook_script,
+    rehearse_rerun,
+    verdict_name,
+)
+from builder.rehearse.execute import execute_notebook
+from builder.rehearse.sandbox import Mount, SandboxSpec, remove_sandbox
+from tests.support.files import KERNELS
+from tests.support.golden import normalize_provenance
+from tests.support.kernels import evalapi_variant
 
 GOLDEN = Path(__file__).parent / "golden"
 COMPETITION = KERNELS / "evalapi" / "data" / "competition"
@@ -37,18 +46,6 @@ COMPETITION = KERNELS / "evalapi" / "data" / "competition"
 def kernel(tmp_path: Path) -> Path:
     """A copy of kernels/evalapi that a test may change."""
     return Path(shutil.copytree(KERNELS / "evalapi", tmp_path / "evalapi", ignore=shutil.ignore_patterns("__pycache__")))
-
-
-def _variant(kernel: Path, code: str, *, predict: str = "evalapi_model.faults:predict", **settings: object) -> Path:
-    """The kernel with ``evalapi_model/faults.py`` as its predict and some kernel.toml values replaced."""
-    (kernel / "evalapi_model" / "faults.py").write_text(code)
-    spec = (kernel / "kernel.toml").read_text()
-    spec = re.sub(r'^predict = "[^"]*"', f'predict = "{predict}"', spec, flags=re.MULTILINE)
-    for key, value in settings.items():
-        spec, count = re.subn(rf"^{key} = \S+", f"{key} = {json.dumps(value)}", spec, flags=re.MULTILINE)
-        assert count == 1, key
-    (kernel / "kernel.toml").write_text(spec)
-    return kernel
 
 
 def _build(kernel: Path, tmp_path: Path) -> BuildResult:
@@ -117,6 +114,7 @@ def test_public_and_hidden_ship_the_same_package() -> None:
     assert differences(compared) == [], "copy public/kaggle_evaluation over hidden/kaggle_evaluation"
 
 
+@pytest.mark.loopback
 def test_local_gateway_writes_submission_parquet(stand_in: ModuleType, tmp_path: Path) -> None:
     def predict(batch: pd.DataFrame) -> pd.DataFrame:
         return _good(batch)
@@ -127,6 +125,7 @@ def test_local_gateway_writes_submission_parquet(stand_in: ModuleType, tmp_path:
     assert not (tmp_path / "result.json").exists()  # only the rerun's gateway writes it
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(
     ("predict", "error", "details"),
     [
@@ -147,6 +146,7 @@ def test_local_gateway_raises_the_gateway_error(stand_in: ModuleType, predict, e
     assert (caught.value.error_type.name, caught.value.error_details) == (error, details)
 
 
+@pytest.mark.loopback
 def test_endpoint_is_found_by_name(stand_in: ModuleType) -> None:
     def forecast(batch: pd.DataFrame) -> pd.DataFrame:
         return _good(batch)
@@ -181,7 +181,7 @@ def test_golden_evalapi_notebook(update_golden: bool, tmp_path: Path) -> None:
     code = notebook_script(result.notebook_path)
     # The competition folder is on sys.path before kaggle_evaluation is imported, and nothing calls predict early.
     assert code.index("run = evaluation.start(CODE_DIR)") < code.index("import kaggle_evaluation.kkb_evalapi_inference_server")
-    rendered = _normalized(result.notebook_path.read_text())
+    rendered = normalize_provenance(result.notebook_path.read_text())
     golden = GOLDEN / "evalapi.ipynb"
     if update_golden:
         golden.write_text(rendered)
@@ -201,6 +201,7 @@ def test_round_answer_rounds_what_predict_returns() -> None:
 
 # --- the commit run: run_local_gateway inside the executed notebook --------------------------------
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("layout", ["current", "legacy"])
 def test_commit_runs_the_local_gateway(kernel: Path, tmp_path: Path, sandboxes: list[Path], layout: str) -> None:
     result, report = _commit(_build(kernel, tmp_path), tmp_path, sandboxes, layout)
@@ -214,8 +215,9 @@ def test_commit_runs_the_local_gateway(kernel: Path, tmp_path: Path, sandboxes: 
     assert report.first_predict_seconds is not None and report.slowest_predict_seconds is not None
 
 
+@pytest.mark.loopback
 def test_commit_with_wrong_row_count_fails_visibly(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
-    _variant(kernel, "from evalapi_model.serve import predict as real\n\n\ndef predict(test):\n    return real(test).head(3)\n")
+    evalapi_variant(kernel, "from evalapi_model.serve import predict as real\n\n\ndef predict(test):\n    return real(test).head(3)\n")
     result, report = _commit(_build(kernel, tmp_path), tmp_path, sandboxes)
     assert not result.ok and result.ename == "GatewayRuntimeError"
     assert "INVALID_SUBMISSION: Invalid predictions: expected 4 rows but received 3" in result.evalue
@@ -223,11 +225,12 @@ def test_commit_with_wrong_row_count_fails_visibly(kernel: Path, tmp_path: Path,
     assert verdict_name(report) == "Submission Scoring Error"
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize(("write", "model_batches"), [("sample", 0), ("first_rows", 1)])
 def test_fast_commit_answers_from_the_sample(kernel: Path, tmp_path: Path, sandboxes: list[Path], write: str,
                                              model_batches: int) -> None:
     # write = "first_rows": the model answers the first batches (catching its bugs), the sample the rest.
-    _variant(kernel, "from evalapi_model.serve import predict as real\n\ncalls = []\n\n\ndef predict(test):\n"
+    evalapi_variant(kernel, "from evalapi_model.serve import predict as real\n\ncalls = []\n\n\ndef predict(test):\n"
                      f"    calls.append(1)\n    assert len(calls) <= {model_batches}, 'the model ran in a fast commit'\n"
                      "    return real(test)\n")
     spec = (kernel / "kernel.toml").read_text()
@@ -243,6 +246,7 @@ def test_fast_commit_answers_from_the_sample(kernel: Path, tmp_path: Path, sandb
 
 # --- the scoring rerun: serve() driven by the competition's gateway in another process -------------
 
+@pytest.mark.loopback
 def test_rerun_is_served_to_the_gateway(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
     rerun = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes)
     report = rerun.report
@@ -258,32 +262,36 @@ def test_rerun_is_served_to_the_gateway(kernel: Path, tmp_path: Path, sandboxes:
     assert np.sqrt(((written["target"] - answers["target"]) ** 2).mean()) < 0.2
 
 
+@pytest.mark.loopback
 def test_rerun_with_wrong_row_count(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
-    _variant(kernel, "from evalapi_model.serve import predict as real\n\n\ndef predict(test):\n    return real(test).iloc[1:]\n")
+    evalapi_variant(kernel, "from evalapi_model.serve import predict as real\n\n\ndef predict(test):\n    return real(test).iloc[1:]\n")
     report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
     assert (report.error_type, report.error_details) == ("INVALID_SUBMISSION", "Invalid predictions: expected 4 rows but received 3")
     assert (report.expected_rows, report.received_rows, report.predict_calls) == (4, 3, 1)
     assert report.submission_rows is None and verdict_name(report) == "Submission Scoring Error"
 
 
+@pytest.mark.loopback
 def test_rerun_server_raises(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
-    _variant(kernel, "def predict(test):\n    raise ValueError('weights not found')\n")
+    evalapi_variant(kernel, "def predict(test):\n    raise ValueError('weights not found')\n")
     report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
     assert (report.error_type, report.error_details) == ("SERVER_RAISED_EXCEPTION", "weights not found")
     assert verdict_name(report) == "Notebook Threw Exception"
 
 
+@pytest.mark.loopback
 def test_rerun_notebook_fails_before_serve(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
-    _variant(kernel, "import no_such_package\n")
+    evalapi_variant(kernel, "import no_such_package\n")
     report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
     assert report.error_type == "SERVER_CONNECTION_FAILED" and report.notebook_exit == 1
     assert "No module named 'no_such_package'" in "\n".join(report.notes)
 
 
+@pytest.mark.loopback
 @pytest.mark.slow
 def test_rerun_server_starts_too_late(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
     # A model loaded at import time (before serve()) instead of in the first predict call.
-    _variant(kernel, "import time\n\ntime.sleep(5)\n\nfrom evalapi_model.serve import predict\n", startup_limit_seconds=2)
+    evalapi_variant(kernel, "import time\n\ntime.sleep(5)\n\nfrom evalapi_model.serve import predict\n", startup_limit_seconds=2)
     rerun = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes)
     report = rerun.report
     assert (report.error_type, report.error_details) == ("SERVER_NEVER_STARTED", "Failed to connect to server after waiting 2 seconds")
@@ -293,10 +301,11 @@ def test_rerun_server_starts_too_late(kernel: Path, tmp_path: Path, sandboxes: l
     assert "serve() reached: - after the kernel started (limit 2.00 s)" in "\n".join(report.lines())
 
 
+@pytest.mark.loopback
 @pytest.mark.slow
 def test_rerun_slow_predict_misses_the_deadline(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
     # The first call may be slow (no deadline: the model loads there); the second misses the 1 s deadline.
-    _variant(kernel, "import time\n\nfrom evalapi_model.serve import predict as real\n\ncalls = []\n\n\n"
+    evalapi_variant(kernel, "import time\n\nfrom evalapi_model.serve import predict as real\n\ncalls = []\n\n\n"
                      "def predict(test):\n    calls.append(1)\n    time.sleep(1.5 if len(calls) == 1 else 3.0)\n"
                      "    return real(test)\n", response_timeout_seconds=1)
     report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
@@ -309,11 +318,12 @@ def test_rerun_slow_predict_misses_the_deadline(kernel: Path, tmp_path: Path, sa
 
 # --- kkb dry-run ----------------------------------------------------------------------------------
 
+@pytest.mark.loopback
 @pytest.mark.slow
 def test_dry_run_reports_the_gateway(kernel: Path, tmp_path: Path) -> None:
     from builder.rehearse.dryrun import DryRunSettings, dry_run
 
-    _variant(kernel, "from evalapi_model.serve import predict as real\n\n\ndef predict(test):\n    return real(test).head(3)\n")
+    evalapi_variant(kernel, "from evalapi_model.serve import predict as real\n\n\ndef predict(test):\n    return real(test).head(3)\n")
     report = dry_run(DryRunSettings(kernel_dir=kernel, data_dir=COMPETITION / "hidden", out_dir=tmp_path / "build"))
     commit, rerun = report.scenarios
     for scenario in (commit, rerun):

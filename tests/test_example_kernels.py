@@ -19,10 +19,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("timm")
 
-from builder.rehearse.dryrun import DryRunSettings, dry_run  # noqa: E402
-from builder.local_kaggle.competition import load_competition  # noqa: E402
-from builder.local_kaggle.scoring import ScoringError, score_submission  # noqa: E402
-from tests.conftest import KERNELS  # noqa: E402
+from builder.local_kaggle.competition import load_competition
+from builder.local_kaggle.scoring import ScoringError, score_submission
+from builder.rehearse.dryrun import DryRunSettings, dry_run
+from tests.support.files import KERNELS
 
 pytestmark = pytest.mark.slow
 

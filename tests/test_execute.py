@@ -13,7 +13,7 @@ import pytest
 
 from builder.rehearse.execute import ExecutionResult, execute_notebook
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network
-from tests.conftest import build_file_tree
+from tests.support.files import build_file_tree
 
 
 def _notebook(path: Path, *cells: str) -> Path:
@@ -29,6 +29,7 @@ def _run(tmp_path: Path, *cells: str, **spec: object) -> ExecutionResult:
     return execute_notebook(_notebook(tmp_path / "in.ipynb", *cells), SandboxSpec(**options), tmp_path / "kaggle")  # type: ignore[arg-type]
 
 
+@pytest.mark.loopback
 def test_a_run_is_measured_logged_and_saved(tmp_path: Path) -> None:
     result = _run(
         tmp_path,
@@ -62,6 +63,7 @@ def test_a_run_is_measured_logged_and_saved(tmp_path: Path) -> None:
     assert executed.metadata["kkb_execution"]["ok"] is True
 
 
+@pytest.mark.loopback
 def test_a_failing_cell_is_reported_and_the_notebook_still_written(tmp_path: Path) -> None:
     result = _run(
         tmp_path,
@@ -81,6 +83,7 @@ def test_a_failing_cell_is_reported_and_the_notebook_still_written(tmp_path: Pat
     assert result.log[-1]["stream_name"] == "stderr" and "URLError" in result.log[-1]["data"]
 
 
+@pytest.mark.loopback
 @pytest.mark.slow
 def test_a_hung_run_is_killed_with_its_children(tmp_path: Path) -> None:
     result = _run(
@@ -103,6 +106,7 @@ def test_a_hung_run_is_killed_with_its_children(tmp_path: Path) -> None:
     assert nbformat.read(result.executed_notebook, as_version=4).metadata["kkb_execution"]["timed_out"] is True
 
 
+@pytest.mark.loopback
 @pytest.mark.slow
 def test_the_portable_sandbox_runs_the_same_kernel(tmp_path: Path) -> None:
     result = _run(

@@ -19,9 +19,9 @@ from builder.project.image import load_image, preinstalled_patterns
 from builder.project.image_store import IMAGE_ENV, captured_image_path, check_description, stored_image_path
 from builder.project.spec import load_spec
 from builder.remote.rehearsal import image_label
-from tests.conftest import KERNELS
+from tests.support.files import KERNELS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.loopback]
 
 USER, KEY = "kkb-demo", "local-test-key-0123456789"
 

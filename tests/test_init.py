@@ -14,7 +14,7 @@ from builder.local_kaggle import InstantRunner, LocalKaggle, ServerSettings
 from builder.project.init import init_from_competition, init_from_folder
 from builder.project.spec import load_spec
 from builder.rehearse.dryrun import DryRunSettings, dry_run
-from tests.conftest import KERNELS
+from tests.support.files import KERNELS
 
 PUBLIC = KERNELS / "minimal" / "data" / "competition" / "public"
 USER, KEY = "kkb-demo", "local-test-key-0123456789"
@@ -49,6 +49,7 @@ def test_generated_project_builds_and_dry_runs(tmp_path: Path) -> None:
     assert report.scenarios[1].steps[0]["name"] == "predict"  # the rerun ran predict.py, and its output passed
 
 
+@pytest.mark.loopback
 def test_downloads_the_competition_data_through_the_client(server: LocalKaggle, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     kernel = tmp_path / "kernels" / "new"
@@ -59,6 +60,7 @@ def test_downloads_the_competition_data_through_the_client(server: LocalKaggle, 
     assert "targets target (float64)" in capsys.readouterr().out
 
 
+@pytest.mark.loopback
 def test_unknown_competition_download_names_the_fix(server: LocalKaggle, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["init", str(tmp_path / "k"), "--competition", "no-such-thing"]) == 3

@@ -16,7 +16,7 @@ from builder.kkb_runtime.inputs import InputNotFound, find_input
 from builder.project.spec import parse_spec
 from builder.rehearse.dryrun import DryRunSettings, competition_data, dry_run
 from builder.rehearse.sandbox import mount_path
-from tests.conftest import KERNELS
+from tests.support.files import KERNELS
 
 VALID = {
     "kernel": {"title": "KKB Minimal Inference", "owner": "someone"},

@@ -28,9 +28,9 @@ from builder.remote.push import push
 from builder.remote.queries import QuerySettings, logs
 from builder.remote.session import PushSettings, Waits
 from builder.remote.submit import SubmitSettings, submit
-from tests.conftest import KERNELS
+from tests.support.files import KERNELS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.loopback]
 
 USER, KEY = "kkb-demo", "local-test-key-0123456789"
 BOB, BOB_KEY = "bob", "bobs-local-key-0123456789"

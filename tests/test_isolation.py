@@ -15,7 +15,7 @@ import pytest
 from builder.errors import DryRunError
 from builder.rehearse.isolation import choose_isolation, probe
 from builder.rehearse.sandbox import Mount, SandboxSpec, prepare_sandbox
-from tests.conftest import build_file_tree
+from tests.support.files import build_file_tree
 
 NAMESPACE_MODES = ["bwrap", "namespace"]
 

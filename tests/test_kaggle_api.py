@@ -145,6 +145,7 @@ def test_bad_base_url_is_a_user_error(monkeypatch: pytest.MonkeyPatch) -> None:
         resolve_base_url()
 
 
+@pytest.mark.loopback
 def test_requests_go_to_the_given_host_and_port_with_basic_auth(server: Scripted, creds: None) -> None:
     server.queue("GetDatasetStatus", 200, {"status": "READY"})
     assert _adapter(server).dataset_status("alice/some-weights") == "ready"
@@ -154,6 +155,7 @@ def test_requests_go_to_the_given_host_and_port_with_basic_auth(server: Scripted
     assert request["auth"].startswith("Basic ")
 
 
+@pytest.mark.loopback
 def test_env_var_points_the_client(server: Scripted, creds: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KKB_KAGGLE_API", server.url)
     server.queue("GetDatasetStatus", 200, {})  # READY's enum value 0 is NOT_YET_PERSISTED; absent = default
@@ -161,6 +163,7 @@ def test_env_var_points_the_client(server: Scripted, creds: None, monkeypatch: p
     assert adapter.endpoint == server.url and adapter.dataset_status("alice/some-weights") == "not_yet_persisted"
 
 
+@pytest.mark.loopback
 def test_kaggle_json_is_read_from_the_config_dir_of_this_process(server: Scripted, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "cfg"
@@ -172,6 +175,7 @@ def test_kaggle_json_is_read_from_the_config_dir_of_this_process(server: Scripte
     assert adapter.username == "bob"
 
 
+@pytest.mark.loopback
 def test_access_token_is_introspected_at_the_given_server(server: Scripted, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAGGLE_API_TOKEN", "tok-" + KEY)
     server.queue("IntrospectToken", 200, {"active": True, "username": "carol"})
@@ -186,6 +190,7 @@ def test_access_token_is_introspected_at_the_given_server(server: Scripted, monk
 # -- errors ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.loopback
 def test_401_is_an_auth_error_without_the_key(server: Scripted, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAGGLE_USERNAME", "alice")
     monkeypatch.setenv("KAGGLE_KEY", KEY)
@@ -196,6 +201,7 @@ def test_401_is_an_auth_error_without_the_key(server: Scripted, monkeypatch: pyt
     assert caught.value.exit_code == EXIT_AUTH and "HTTP 401" in text and KEY not in text and "<hidden>" in text
 
 
+@pytest.mark.loopback
 def test_404_is_a_remote_error_naming_the_subject(server: Scripted, creds: None) -> None:
     server.queue("GetKernelSessionStatus", 404, {"code": 404, "message": "Kernel not found"})
     with pytest.raises(RemoteError) as caught:
@@ -205,6 +211,7 @@ def test_404_is_a_remote_error_naming_the_subject(server: Scripted, creds: None)
     assert "Kernel not found" in caught.value.message and "slug" in (caught.value.hint or "")
 
 
+@pytest.mark.loopback
 def test_5xx_and_429_are_retried_with_backoff_and_retry_after(server: Scripted, creds: None) -> None:
     server.queue("GetKernelSessionStatus", 500, {"code": 500, "message": "boom"})
     server.queue("GetKernelSessionStatus", 429, {"code": 429, "message": "slow down"}, Retry_After="3")
@@ -214,6 +221,7 @@ def test_5xx_and_429_are_retried_with_backoff_and_retry_after(server: Scripted, 
     assert len(sleeps) == 2 and 0.25 <= sleeps[0] <= 0.5 and sleeps[1] == 3.0
 
 
+@pytest.mark.loopback
 def test_retries_give_up_with_a_transient_remote_error(server: Scripted, creds: None) -> None:
     for _ in range(3):
         server.queue("GetKernelSessionStatus", 503, {"code": 503, "message": "unavailable"})
@@ -223,6 +231,7 @@ def test_retries_give_up_with_a_transient_remote_error(server: Scripted, creds: 
     assert len(sleeps) == 2 and sleeps[1] > sleeps[0] * 1.0 - 1e-9
 
 
+@pytest.mark.loopback
 def test_dropped_connection_is_retried(server: Scripted, creds: None) -> None:
     server.queue("GetKernelSessionStatus", 200, "DROP")
     server.queue("GetKernelSessionStatus", 200, {"status": "COMPLETE"})
@@ -231,6 +240,7 @@ def test_dropped_connection_is_retried(server: Scripted, creds: None) -> None:
     assert len(sleeps) == 1
 
 
+@pytest.mark.loopback
 def test_refused_connection_is_a_remote_error(creds: None) -> None:
     adapter = KaggleAdapter(api=connect("http://127.0.0.1:9"), endpoint="http://127.0.0.1:9",
                             retry=Backoff(attempts=2), sleep=lambda s: None)
@@ -241,6 +251,7 @@ def test_refused_connection_is_a_remote_error(creds: None) -> None:
     assert caught.value.exit_code == 3
 
 
+@pytest.mark.loopback
 def test_a_creating_call_is_not_blindly_retried_after_a_5xx(server: Scripted, creds: None) -> None:
     server.queue("CreateCodeSubmission", 500, {"code": 500, "message": "boom"})
     sleeps: list[float] = []
@@ -249,6 +260,7 @@ def test_a_creating_call_is_not_blindly_retried_after_a_5xx(server: Scripted, cr
     assert sleeps == [] and len(server.requests) == 1  # the caller checks the server before trying again
 
 
+@pytest.mark.loopback
 def test_errors_in_a_200_body_are_raised(server: Scripted, creds: None, tmp_path: Path) -> None:
     kernel = tmp_path / "kernel"
     kernel.mkdir()
@@ -269,6 +281,7 @@ def test_errors_in_a_200_body_are_raised(server: Scripted, creds: None, tmp_path
     assert body.get("enableInternet", False) is False  # false is a default value: omitted on the wire
 
 
+@pytest.mark.loopback
 def test_dataset_refusal_in_body(server: Scripted, creds: None, tmp_path: Path) -> None:
     folder = tmp_path / "ds"
     folder.mkdir()
@@ -278,6 +291,7 @@ def test_dataset_refusal_in_body(server: Scripted, creds: None, tmp_path: Path) 
         _adapter(server).version_dataset(folder, "notes")
 
 
+@pytest.mark.loopback
 def test_verbose_env_never_prints_the_authorization_header(server: Scripted, creds: None,
                                                           monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:

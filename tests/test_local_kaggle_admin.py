@@ -23,16 +23,13 @@ from builder.errors import LocalKaggleError
 from builder.local_kaggle import LocalKaggle
 from builder.local_kaggle.admin import AdminClient, read_admin_token
 from builder.local_kaggle.fault_schema import validate_document
-from tests.local_kaggle_fixtures import (  # noqa: F401 - pytest fixtures
+from tests.support.local_kaggle import (
     COMPETITION,
     KEY,
     USER,
     admin_client,
-    api,
     make_competition,
     make_kernel,
-    runner,
-    server,
     start_server,
     wait_kernel,
     wait_submission,
@@ -41,6 +38,13 @@ from tests.local_kaggle_fixtures import (  # noqa: F401 - pytest fixtures
 KERNEL = f"{USER}/parity-kernel"
 AUTH = {"Authorization": "Basic " + base64.b64encode(f"{USER}:{KEY}".encode()).decode()}
 EMPTY = {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": []}
+
+pytestmark = pytest.mark.loopback
+
+
+@pytest.fixture
+def server(kaggle_server: LocalKaggle) -> LocalKaggle:
+    return kaggle_server
 
 
 # -- the admin token -------------------------------------------------------------------------

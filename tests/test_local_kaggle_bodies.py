@@ -17,7 +17,9 @@ import pytest
 import requests
 
 from builder.local_kaggle import ServerSettings
-from tests.local_kaggle_fixtures import KEY, USER, start_server
+from tests.support.local_kaggle import KEY, USER, start_server
+
+pytestmark = pytest.mark.loopback  # a local Kaggle over loopback HTTP
 
 AUTH = "Basic " + base64.b64encode(f"{USER}:{KEY}".encode()).decode()
 LIMITS = ServerSettings(dataset_ready_seconds=0.0, max_body_bytes=1000, max_upload_bytes=5000,
@@ -113,7 +115,7 @@ def test_a_put_larger_than_announced_is_refused_unread(server) -> None:
 
 
 def test_an_rpc_body_within_the_limit_still_works_through_the_client(server, tmp_path: Path, monkeypatch) -> None:
-    from tests.local_kaggle_fixtures import connect_as, make_dataset
+    from tests.support.local_kaggle import connect_as, make_dataset
 
     api = connect_as(monkeypatch, server.base_url)
     folder = make_dataset(tmp_path / "ds", files={"n.csv": "n\n1\n"})

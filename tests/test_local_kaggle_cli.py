@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from builder.cli import main
-from tests.local_kaggle_fixtures import (
+from tests.support.local_kaggle import (
     COMPETITION,
     USER,
     connect_as,
@@ -46,6 +46,7 @@ def run(world: Any, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[st
     return kaggle_cli(args, server.base_url, root / "home", **kwargs)
 
 
+@pytest.mark.loopback
 def test_datasets_through_the_kaggle_command(world: Any) -> None:
     _, root = world
     folder = make_dataset(root / "ds", files={"numbers.csv": "n\n1\n", "extra/notes.txt": "notes"})
@@ -70,6 +71,7 @@ def test_datasets_through_the_kaggle_command(world: Any) -> None:
     assert (root / "dl" / "extra" / "notes.txt").read_text() == "notes"
 
 
+@pytest.mark.loopback
 def test_kernels_and_a_submission_through_the_kaggle_command(world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     server, root = world
     folder = make_kernel(root / "kernel")
@@ -96,6 +98,7 @@ def test_kernels_and_a_submission_through_the_kaggle_command(world: Any, monkeyp
     assert "from the kaggle command" in table.stdout and "1.00000" in table.stdout and "COMPLETE" in table.stdout
 
 
+@pytest.mark.loopback
 def test_bad_credentials_and_token_auth(world: Any) -> None:
     denied = run(world, "datasets", "status", DATASET, key="not-the-key")
     assert denied.returncode == 1
@@ -119,6 +122,7 @@ def test_kkb_local_kaggle_registers_competitions_and_users(tmp_path: Path, capsy
     assert "answers.csv is missing" in capsys.readouterr().err
 
 
+@pytest.mark.loopback
 def test_kkb_local_kaggle_serve(tmp_path: Path) -> None:
     folder = make_competition(tmp_path / "competition")
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}

@@ -10,22 +10,21 @@ import pytest
 import requests
 
 from builder.local_kaggle import ServerSettings
-from tests.local_kaggle_fixtures import (  # noqa: F401 - pytest fixtures
+from tests.support.local_kaggle import (
     COMPETITION,
     USER,
     FakeRunner,
-    api,
     connect_as,
     make_competition,
     make_dataset,
     make_kernel,
-    runner,
-    server,
     start_server,
     wait_for,
     wait_kernel,
     wait_submission,
 )
+
+pytestmark = pytest.mark.loopback  # every test talks to a local Kaggle over HTTP
 
 KERNEL = f"{USER}/parity-kernel"
 
@@ -41,9 +40,9 @@ SKIPS_RERUN = "import os\nif 'KAGGLE_IS_COMPETITION_RERUN' not in os.environ:\n 
 
 
 @pytest.fixture
-def competition(server, tmp_path: Path) -> Path:
+def competition(kaggle_server, tmp_path: Path) -> Path:
     folder = make_competition(tmp_path / "competition")
-    server.add_competition(folder)
+    kaggle_server.add_competition(folder)
     return folder
 
 
@@ -57,14 +56,14 @@ def submit(api, version: int, file_name: str = "submission.csv") -> int:
     return api.competition_submit_code(file_name, "test run", COMPETITION, KERNEL, version, quiet=True).ref
 
 
-def test_a_code_submission_is_rerun_on_the_hidden_test_and_scored(api, runner, competition, tmp_path: Path) -> None:
+def test_a_code_submission_is_rerun_on_the_hidden_test_and_scored(api, fake_runner, competition, tmp_path: Path) -> None:
     version = committed(api, tmp_path)
     response = api.competition_submit_code("submission.csv", "first try", COMPETITION, KERNEL, version, quiet=True)
     assert response.message == "Successfully submitted to Tiny Parity"
     scored = wait_submission(api, response.ref)
     assert (scored.status.name, scored.public_score, scored.error_description) == ("COMPLETE", "1.00000", "")
 
-    rerun = runner.calls[-1]
+    rerun = fake_runner.calls[-1]
     assert rerun.rerun is True
     assert [(m.target, m.source.name) for m in rerun.mounts] == [(f"competitions/{COMPETITION}", "hidden")]
     listed = api.competition_submissions(COMPETITION)

@@ -13,29 +13,20 @@ import pytest
 import requests
 
 from builder.local_kaggle import ServerSettings
-from tests.conftest import build_file_tree
-from tests.local_kaggle_fixtures import (  # noqa: F401 - pytest fixtures
-    KEY,
-    OTHER,
-    OTHER_KEY,
-    USER,
-    api,
-    connect_as,
-    make_dataset,
-    runner,
-    server,
-    start_server,
-)
+from tests.support.files import build_file_tree
+from tests.support.local_kaggle import KEY, OTHER, OTHER_KEY, USER, connect_as, make_dataset, start_server
+
+pytestmark = pytest.mark.loopback  # every test talks to a local Kaggle over HTTP
 
 REF = f"{USER}/tiny-numbers"
 
 
-def test_create_status_files_and_download(api, server, tmp_path: Path) -> None:
+def test_create_status_files_and_download(api, kaggle_server, tmp_path: Path) -> None:
     folder = make_dataset(tmp_path / "ds", files={"numbers.csv": "n\n1\n2\n", "fold0/model.bin": b"\x00\x01weights",
                                                   "fold0/deep/cfg.json": "{}"})
     created = api.dataset_create_new(str(folder), dir_mode="zip", quiet=True)
     assert (created.status, created.error) == ("ok", "")
-    assert created.url == f"{server.base_url}/datasets/{REF}"
+    assert created.url == f"{kaggle_server.base_url}/datasets/{REF}"
     assert api.dataset_status(REF) == "ready"
     names = {f.name: f.total_bytes for f in api.dataset_list_files(REF).files}
     # fold0/ went up as fold0.zip and came back as a folder, as on Kaggle
@@ -118,15 +109,15 @@ def test_a_new_version_is_not_ready_at_once(tmp_path: Path, monkeypatch) -> None
         assert [api.dataset_status(REF) for _ in range(3)] == ["blobs_received", "blobs_received", "ready"]
 
 
-def test_private_datasets_are_invisible_to_others(api, server, tmp_path: Path, monkeypatch) -> None:
+def test_private_datasets_are_invisible_to_others(api, kaggle_server, tmp_path: Path, monkeypatch) -> None:
     assert api.dataset_create_new(str(make_dataset(tmp_path / "ds")), quiet=True).status == "ok"
-    bob = connect_as(monkeypatch, server.base_url, OTHER, OTHER_KEY)
+    bob = connect_as(monkeypatch, kaggle_server.base_url, OTHER, OTHER_KEY)
     with pytest.raises(requests.HTTPError, match="not found"):
         bob.dataset_status(REF)
 
 
-def test_errors_have_kaggles_shape_and_bad_credentials_get_401(server) -> None:
-    url = f"{server.base_url}/api/v1/datasets.DatasetApiService/GetDatasetStatus"
+def test_errors_have_kaggles_shape_and_bad_credentials_get_401(kaggle_server) -> None:
+    url = f"{kaggle_server.base_url}/api/v1/datasets.DatasetApiService/GetDatasetStatus"
     good = "Basic " + base64.b64encode(f"{USER}:{KEY}".encode()).decode()
     missing = requests.post(url, json={"ownerSlug": USER, "datasetSlug": "nothing-here"}, headers={"Authorization": good})
     assert missing.status_code == 404
@@ -135,7 +126,7 @@ def test_errors_have_kaggles_shape_and_bad_credentials_get_401(server) -> None:
     wrong = "Basic " + base64.b64encode(f"{USER}:wrong-key".encode()).decode()
     denied = requests.post(url, json={}, headers={"Authorization": wrong})
     assert (denied.status_code, denied.json()) == (401, {"code": 401, "message": "Unauthenticated"})
-    unknown = requests.post(f"{server.base_url}/v1/nope.NopeService/Nothing", json={})
+    unknown = requests.post(f"{kaggle_server.base_url}/v1/nope.NopeService/Nothing", json={})
     assert unknown.status_code == 404 and unknown.json()["code"] == 404
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from builder.local_kaggle import SandboxRunner, ServerSettings
-from tests.local_kaggle_fixtures import (
+from tests.support.local_kaggle import (
     COMPETITION,
     USER,
     connect_as,
@@ -20,7 +20,7 @@ from tests.local_kaggle_fixtures import (
     wait_submission,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.loopback]
 KERNEL = f"{USER}/parity-kernel"
 
 # Reads a dataset and the competition data from the current layout, as a kkb kernel does.

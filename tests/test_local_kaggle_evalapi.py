@@ -11,17 +11,18 @@ import pytest
 
 from builder.errors import KernelFailed
 from builder.local_kaggle import LocalKaggle
-from builder.remote.backoff import Backoff
-from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.submit import SubmitSettings, submit
-from tests.conftest import KERNELS
-from tests.test_evalapi import _variant
-from tests.test_push_e2e import FAST, _serve
+from tests.support.demo_kaggle import LOOPBACK_WAITS, demo_adapter, serve_local_kaggle
+from tests.support.files import KERNELS
+from tests.support.kernels import evalapi_variant
+
+pytestmark = pytest.mark.loopback  # every test talks to a local Kaggle over HTTP
+
 
 
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
-    yield from _serve(tmp_path, monkeypatch, None, KERNELS / "evalapi" / "data" / "competition")
+    yield from serve_local_kaggle(tmp_path, monkeypatch, None, KERNELS / "evalapi" / "data" / "competition")
 
 
 @pytest.fixture
@@ -30,8 +31,7 @@ def kernel(tmp_path: Path) -> Path:
 
 
 def _submit(kernel: Path, server: LocalKaggle):
-    adapter = KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=5, base_seconds=0.02, max_seconds=0.1))
-    return submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=adapter, waits=FAST))
+    return submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=demo_adapter(server), waits=LOOPBACK_WAITS))
 
 
 @pytest.mark.slow
@@ -44,7 +44,7 @@ def test_an_evaluation_api_submission_is_served_to_the_gateway_and_scored(kernel
 @pytest.mark.slow
 def test_a_wrong_row_count_is_the_gateways_invalid_submission(kernel: Path, server: LocalKaggle) -> None:
     # Right in the commit run (the local gateway would stop it there), wrong only in the scoring rerun.
-    _variant(kernel, "import os\nfrom evalapi_model.serve import predict as real\n\n\ndef predict(test):\n"
+    evalapi_variant(kernel, "import os\nfrom evalapi_model.serve import predict as real\n\n\ndef predict(test):\n"
                      "    rerun = 'KAGGLE_IS_COMPETITION_RERUN' in os.environ\n    return real(test).iloc[1:] if rerun else real(test)\n")
     with pytest.raises(KernelFailed) as caught:
         _submit(kernel, server)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.conftest import build_file_tree
-from tests.local_kaggle_fixtures import (
+from tests.support.files import build_file_tree
+from tests.support.local_kaggle import (
     COMPETITION,
     KEY,
     OTHER,
@@ -31,6 +31,8 @@ from tests.local_kaggle_fixtures import (
     wait_kernel,
     wait_submission,
 )
+
+pytestmark = pytest.mark.loopback  # a local Kaggle over loopback HTTP
 
 WRITE_CSV = "open('table.csv', 'w').write('a\\n1\\n')"
 WRITE_PNG = "open('plot.png', 'wb').write(b'\\x89PNG')"
@@ -116,7 +118,7 @@ def test_list_kernels_filters(world: Any, kwargs: dict[str, Any], expected: set[
 
 
 def test_list_kernels_mine_through_the_cli_shows_only_mine(world: Any) -> None:
-    from tests.local_kaggle_fixtures import kaggle_cli
+    from tests.support.local_kaggle import kaggle_cli
 
     server, _, _, root = world
     listed = kaggle_cli(["kernels", "list", "--mine", "--csv"], server.base_url, root / "home")

@@ -9,44 +9,43 @@ from pathlib import Path
 import pytest
 
 from builder.local_kaggle import ServerSettings
-from tests.local_kaggle_fixtures import (  # noqa: F401 - pytest fixtures
+from tests.support.local_kaggle import (
     COMPETITION,
     OTHER,
     OTHER_KEY,
     USER,
     FakeRunner,
     GatedRunner,
-    api,
     connect_as,
     kernel_status,
     make_competition,
     make_dataset,
     make_kernel,
-    runner,
-    server,
     start_server,
     wait_for,
     wait_kernel,
 )
 
+pytestmark = pytest.mark.loopback  # every test talks to a local Kaggle over HTTP
+
 KERNEL = f"{USER}/parity-kernel"
 
 
 @pytest.fixture
-def competition(server, tmp_path: Path) -> Path:
+def competition(kaggle_server, tmp_path: Path) -> Path:
     folder = make_competition(tmp_path / "competition")
-    server.add_competition(folder)
+    kaggle_server.add_competition(folder)
     return folder
 
 
-def test_push_runs_and_serves_output_and_log(api, server, runner, competition, tmp_path: Path) -> None:
+def test_push_runs_and_serves_output_and_log(api, kaggle_server, fake_runner, competition, tmp_path: Path) -> None:
     pushed = api.kernels_push(str(make_kernel(tmp_path / "k")))
     assert (pushed.error, pushed.version_number) == ("", 1)
-    assert pushed.url == f"{server.base_url}/code/{KERNEL}"
+    assert pushed.url == f"{kaggle_server.base_url}/code/{KERNEL}"
 
     status = wait_kernel(api, KERNEL)
     assert (status.status.name, status.failure_message) == ("COMPLETE", "")
-    request = runner.calls[0]
+    request = fake_runner.calls[0]
     assert request.rerun is False
     assert [(m.target, m.source.name) for m in request.mounts] == [(f"competitions/{COMPETITION}", "public")]
 
@@ -111,7 +110,7 @@ def test_a_new_kernels_slug_comes_from_its_title(api, competition, tmp_path: Pat
         api.kernels_status(f"{USER}/foo-kernel")
 
 
-def test_invalid_sources_are_reported_and_not_attached(api, runner, competition, tmp_path: Path) -> None:
+def test_invalid_sources_are_reported_and_not_attached(api, fake_runner, competition, tmp_path: Path) -> None:
     folder = make_kernel(tmp_path / "k", datasets=[f"{USER}/no-such-data", f"{OTHER}/private-data"],
                          competitions=[COMPETITION, "no-such-competition"])
     pushed = api.kernels_push(str(folder))
@@ -119,7 +118,7 @@ def test_invalid_sources_are_reported_and_not_attached(api, runner, competition,
     assert pushed.invalid_dataset_sources == [f"{USER}/no-such-data", f"{OTHER}/private-data"]
     assert pushed.invalid_competition_sources == ["no-such-competition"]
     wait_kernel(api, KERNEL)
-    assert [m.target for m in runner.calls[0].mounts] == [f"competitions/{COMPETITION}"]
+    assert [m.target for m in fake_runner.calls[0].mounts] == [f"competitions/{COMPETITION}"]
 
 
 def test_a_dataset_version_that_is_not_ready_is_not_mounted(tmp_path: Path, monkeypatch) -> None:
@@ -133,14 +132,14 @@ def test_a_dataset_version_that_is_not_ready_is_not_mounted(tmp_path: Path, monk
         assert pushed.invalid_dataset_sources == [f"{USER}/tiny-numbers"]  # no READY version yet
 
 
-def test_the_kernel_mounts_the_newest_ready_dataset_version(api, runner, competition, tmp_path: Path) -> None:
+def test_the_kernel_mounts_the_newest_ready_dataset_version(api, fake_runner, competition, tmp_path: Path) -> None:
     api.dataset_create_new(str(make_dataset(tmp_path / "ds")), quiet=True)
     assert api.dataset_status(f"{USER}/tiny-numbers") == "ready"
     code = ("import os\nroot = os.environ['KKB_KAGGLE_ROOT']\n"
             "print(open(os.path.join(root, 'input/datasets/alice/tiny-numbers/numbers.csv')).read())\n")
     api.kernels_push(str(make_kernel(tmp_path / "k", code=code, datasets=[f"{USER}/tiny-numbers"])))
     assert wait_kernel(api, KERNEL).status.name == "COMPLETE"
-    assert [m.target for m in runner.calls[0].mounts] == [f"datasets/{USER}/tiny-numbers", f"competitions/{COMPETITION}"]
+    assert [m.target for m in fake_runner.calls[0].mounts] == [f"datasets/{USER}/tiny-numbers", f"competitions/{COMPETITION}"]
     assert json.loads(api.kernels_logs(KERNEL))[0]["data"] == "n\n1\n2\n3\n\n"
 
 
@@ -152,20 +151,20 @@ def test_a_failing_kernel_ends_in_error_with_its_traceback(api, competition, tmp
     assert "Traceback" in api.kernels_logs(KERNEL)
 
 
-def test_push_errors_come_back_in_the_body(api, server, competition, tmp_path: Path, monkeypatch) -> None:
+def test_push_errors_come_back_in_the_body(api, kaggle_server, competition, tmp_path: Path, monkeypatch) -> None:
     api.kernels_push(str(make_kernel(tmp_path / "k")))
-    bob = connect_as(monkeypatch, server.base_url, OTHER, OTHER_KEY)
+    bob = connect_as(monkeypatch, kaggle_server.base_url, OTHER, OTHER_KEY)
     stolen = bob.kernels_push(str(make_kernel(tmp_path / "bob", kernel_id=KERNEL)))
     assert stolen.error == "Notebook not found"
     with pytest.raises(ValueError, match="Permission 'kernels.get' was denied"):
         bob.kernels_status(KERNEL)  # private kernel of another user
 
 
-def test_quick_save_makes_a_version_without_a_run(api, runner, competition, tmp_path: Path) -> None:
+def test_quick_save_makes_a_version_without_a_run(api, fake_runner, competition, tmp_path: Path) -> None:
     pushed = api.kernels_push(str(make_kernel(tmp_path / "k")), no_run=True)
     assert pushed.version_number == 1
     assert kernel_status(api, KERNEL) == "NEW_SCRIPT"
-    assert runner.calls == []
+    assert fake_runner.calls == []
 
 
 def test_script_kernels_run_too(api, competition, tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ from builder.local_kaggle import InstantRunner, LocalKaggle, ServerSettings
 from builder.remote.backoff import Backoff
 from builder.remote.kaggle_api import KaggleAdapter
 
+pytestmark = pytest.mark.loopback  # a local Kaggle over loopback HTTP
+
 BOB, BOB_KEY = "bob", "bobs-local-key-0123456789"
 ALICE, ALICE_KEY = "alice", "alices-local-key-0123456789"
 INSTANCE = "bob/tiny-net/pytorch/default"

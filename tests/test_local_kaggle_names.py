@@ -19,7 +19,9 @@ import requests
 
 from builder.local_kaggle import names
 from builder.local_kaggle.wire import ApiError
-from tests.local_kaggle_fixtures import KEY, USER, make_competition, start_server
+from tests.support.local_kaggle import KEY, USER, make_competition, start_server
+
+pytestmark = pytest.mark.loopback  # a local Kaggle over loopback HTTP
 
 AUTH = {"Authorization": "Basic " + base64.b64encode(f"{USER}:{KEY}".encode()).decode()}
 

@@ -18,8 +18,8 @@ from builder.local_kaggle.files import UploadRejected, materialize, tree
 from builder.local_kaggle.scoring import ScoringError, score_submission
 from builder.local_kaggle.store import Store
 from builder.local_kaggle.wire import ApiError
-from tests.conftest import build_file_tree
-from tests.local_kaggle_fixtures import make_competition
+from tests.support.files import build_file_tree
+from tests.support.local_kaggle import make_competition
 
 # -- metrics ---------------------------------------------------------------------------------
 

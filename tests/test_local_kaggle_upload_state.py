@@ -22,13 +22,15 @@ import pytest
 
 from builder.local_kaggle import LocalKaggle
 from builder.remote.session import private_tmpdir
-from tests.local_kaggle_fixtures import FAST, KEY, OTHER, OTHER_KEY, USER, FakeRunner, connect_as, make_dataset
+from tests.support.local_kaggle import INSTANT_DATASETS, KEY, OTHER, OTHER_KEY, USER, FakeRunner, connect_as, make_dataset
+
+pytestmark = pytest.mark.loopback  # a local Kaggle over loopback HTTP
 
 PAYLOAD = os.urandom(200_000)
 
 
 def _server(data: Path, port: int = 0) -> LocalKaggle:
-    server = LocalKaggle(data, port=port, settings=FAST, runner=FakeRunner()).start()
+    server = LocalKaggle(data, port=port, settings=INSTANT_DATASETS, runner=FakeRunner()).start()
     server.add_user(USER, KEY)
     server.add_user(OTHER, OTHER_KEY)
     return server
@@ -125,7 +127,7 @@ def test_private_tmpdir_keeps_upload_state_inside_the_project(tmp_path: Path, mo
 
 
 def test_the_kaggle_cli_helper_keeps_one_tmpdir_per_server(tmp_path: Path) -> None:
-    from tests.local_kaggle_fixtures import kaggle_cli
+    from tests.support.local_kaggle import kaggle_cli
 
     home = tmp_path / "home"
     seen: list[Any] = []

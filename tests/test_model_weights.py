@@ -21,7 +21,9 @@ from builder.remote.backoff import Backoff
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.push import PushResult, push
 from builder.remote.session import PushSettings, Waits
-from tests.conftest import KERNELS
+from tests.support.files import KERNELS
+
+pytestmark = pytest.mark.loopback  # a local Kaggle over loopback HTTP
 
 USER, KEY = "kkb-demo", "local-test-key-0123456789"
 MODEL = "kkb-demo/kkb-minimal-inference-weights/other/default"

@@ -13,12 +13,12 @@ import pytest
 torch = pytest.importorskip("torch")
 timm = pytest.importorskip("timm")
 
+from builder.bundle.models import prepare_models  # noqa: E402
 from builder.errors import ModelError  # noqa: E402
 from builder.kkb_runtime import models as runtime  # noqa: E402
 from builder.kkb_runtime import transforms as pipelines  # noqa: E402
-from builder.bundle.models import prepare_models  # noqa: E402
 from builder.project.spec import KernelSpec, parse_spec  # noqa: E402
-from tests.conftest import build_file_tree  # noqa: E402
+from tests.support.files import build_file_tree  # noqa: E402
 
 ARCH = "test_efficientnet"
 
@@ -458,7 +458,7 @@ def test_folds_from_a_glob_each_checked_and_written(tmp_path: Path) -> None:
         save(tmp_path / "kernel", {"model": fold, "preds": __import__("numpy").ones(3)}, f"weights/net_fold{index}.pth")
     (card,), stage = prepare(tmp_path / "kernel", spec_for(checkpoint="weights/net_fold*.pth", fold_weights=[1, 1, 2]))
     assert [entry["source"] for entry in card["checkpoints"]] == [f"weights/net_fold{i}.pth" for i in range(3)]
-    for entry, fold in zip(card["checkpoints"], folds):
+    for entry, fold in zip(card["checkpoints"], folds, strict=True):
         assert_same_weights(runtime.read_checkpoint(stage / entry["file"]), fold)
     broken = dict(folds[0])
     broken["classifier.bias"] = torch.zeros(5)

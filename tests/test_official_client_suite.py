@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import build_file_tree
-from tests.local_kaggle_fixtures import (
+from tests.support.files import build_file_tree
+from tests.support.local_kaggle import (
     COMPETITION,
     OTHER,
     OTHER_KEY,
@@ -38,7 +38,7 @@ from tests.local_kaggle_fixtures import (
     wait_submission,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.loopback]
 
 KERNEL = f"{USER}/parity-kernel"
 DATASET = f"{USER}/tiny-numbers"

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from builder.errors import BundleError
 from builder.bundle.preflight import check_against_public_data
+from builder.errors import BundleError
 from builder.project.spec import parse_spec
-from tests.conftest import build_file_tree
+from tests.support.files import build_file_tree
 
 
 def kernel(tmp_path: Path, files: dict[str, Any] | None = None) -> Path:

@@ -8,7 +8,11 @@ evidence (blobs received, versions stored) is read from the local Kaggle, not fr
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,47 +20,31 @@ import pytest
 
 from builder import cli
 from builder.errors import EXIT_AUTH, AuthError, KernelFailed, RemoteError
-from builder.local_kaggle import InstantRunner, KernelRunner, LocalKaggle, ServerSettings
-from builder.remote.backoff import Backoff
-from builder.remote.kaggle_api import KaggleAdapter
+from builder.local_kaggle import InstantRunner, LocalKaggle
 from builder.remote.push import PushResult, push
 from builder.remote.queries import QuerySettings, logs
-from builder.remote.session import PushSettings, Waits
+from builder.remote.session import PushSettings
 from builder.remote.submit import SubmitSettings, submit
-from tests.conftest import KERNELS
+from tests.support.demo_kaggle import DEMO_KEY, LOOPBACK_WAITS, demo_adapter, serve_local_kaggle
+from tests.support.files import KERNELS, REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.loopback]
 
-USER, KEY = "kkb-demo", "local-test-key-0123456789"
 KERNEL_ID = "kkb-demo/kkb-minimal-inference"
 WEIGHTS = "kkb-demo/kkb-minimal-inference-weights"
 CODE = "kkb-demo/kkb-minimal-inference-code"
-FAST = Waits(poll_initial_s=0.05, poll_max_s=0.3, dataset_timeout_s=30, run_timeout_s=60, scoring_timeout_s=60)
-
-
-def _serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: KernelRunner | None,
-           competition: Path = KERNELS / "minimal" / "data" / "competition") -> Iterator[LocalKaggle]:
-    """A local Kaggle with the test user signed in (env) and ``competition`` registered."""
-    settings = ServerSettings(dataset_ready_seconds=0.0)
-    with LocalKaggle(tmp_path / "kaggle", port=0, settings=settings, runner=runner) as local:
-        local.add_user(USER, KEY)
-        local.add_competition(competition)
-        monkeypatch.setenv("KAGGLE_USERNAME", USER)
-        monkeypatch.setenv("KAGGLE_KEY", KEY)
-        monkeypatch.setenv("KKB_KAGGLE_API", local.base_url)
-        yield local
 
 
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
     """A local Kaggle whose kernel runs succeed at once: for tests about pushing."""
-    yield from _serve(tmp_path, monkeypatch, InstantRunner())
+    yield from serve_local_kaggle(tmp_path, monkeypatch, InstantRunner())
 
 
 @pytest.fixture
 def sandbox_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
     """A local Kaggle that runs kernels in the real sandbox and scores them."""
-    yield from _serve(tmp_path, monkeypatch, None)
+    yield from serve_local_kaggle(tmp_path, monkeypatch, None)
 
 
 @pytest.fixture
@@ -64,12 +52,8 @@ def kernel(tmp_path: Path) -> Path:
     return Path(shutil.copytree(KERNELS / "minimal", tmp_path / "minimal", ignore=shutil.ignore_patterns(".kkb")))
 
 
-def _adapter(server: LocalKaggle) -> KaggleAdapter:
-    return KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=5, base_seconds=0.02, max_seconds=0.1))
-
-
 def _push(kernel: Path, server: LocalKaggle) -> PushResult:
-    return push(PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=_adapter(server), waits=FAST))
+    return push(PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=demo_adapter(server), waits=LOOPBACK_WAITS))
 
 
 def _received(server: LocalKaggle) -> dict[str, int]:
@@ -82,7 +66,7 @@ def _received(server: LocalKaggle) -> dict[str, int]:
 
 
 def _versions(server: LocalKaggle, ref: str) -> int | None:
-    return _adapter(server).dataset_version(ref)
+    return demo_adapter(server).dataset_version(ref)
 
 
 def test_first_push_then_a_noop_push_uploads_zero_bytes(kernel: Path, server: LocalKaggle) -> None:
@@ -91,7 +75,7 @@ def test_first_push_then_a_noop_push_uploads_zero_bytes(kernel: Path, server: Lo
     received = _received(server)
     assert sum(received.values()) == first.uploaded_bytes > 0
     assert any(name.startswith("weights.tar#") for name in received)  # the subfolder went up as a tar (dir_mode)
-    adapter = _adapter(server)
+    adapter = demo_adapter(server)
     assert adapter.kernel_version(KERNEL_ID) == 1
     # The notebook reads its inputs from these: the tar came back as a folder on the server.
     assert adapter.dataset_file(WEIGHTS, "weights/linear.json") == (kernel / "weights" / "linear.json").read_bytes()
@@ -132,7 +116,7 @@ def test_push_recovers_from_injected_faults(kernel: Path, server: LocalKaggle, i
     assert server.faults.snapshot() == {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": []}
     # Exactly one version of everything, and the content arrived whole.
     assert (result.weights.version, result.code.version, result.kernel_version) == (1, 1, 1)
-    adapter = _adapter(server)
+    adapter = demo_adapter(server)
     assert (_versions(server, WEIGHTS), _versions(server, CODE), adapter.kernel_version(KERNEL_ID)) == (1, 1, 1)
     manifest = json.loads(adapter.dataset_file(WEIGHTS, "manifest.json") or b"{}")
     assert manifest["content_hash"] == result.weights.content_hash
@@ -142,12 +126,12 @@ def test_push_recovers_from_injected_faults(kernel: Path, server: LocalKaggle, i
 def test_kernel_failure_is_shown_with_its_log(kernel: Path, sandbox_server: LocalKaggle) -> None:
     sandbox_server.faults.fail_kernel(KERNEL_ID, phase="commit", message="RuntimeError: the weights are corrupt")
     with pytest.raises(KernelFailed) as caught:
-        submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=_adapter(sandbox_server), waits=FAST))
+        submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=demo_adapter(sandbox_server), waits=LOOPBACK_WAITS))
     text = str(caught.value)
     assert f"kernel run {KERNEL_ID} v1 ended in ERROR" in text and "RuntimeError: the weights are corrupt" in text
     assert caught.value.exit_code == 2 and f"kkb logs {kernel} --version 1" in (caught.value.hint or "")
-    assert _adapter(sandbox_server).submissions("kkb-minimal") == []  # nothing was submitted
-    log = logs(QuerySettings(kernel_dir=kernel, adapter=_adapter(sandbox_server)))
+    assert demo_adapter(sandbox_server).submissions("kkb-minimal") == []  # nothing was submitted
+    log = logs(QuerySettings(kernel_dir=kernel, adapter=demo_adapter(sandbox_server)))
     text = "".join(entry["data"] for entry in log.entries)
     assert log.kernel_version == 1 and "Traceback (most recent call last)" in text and "the weights are corrupt" in text
 
@@ -157,7 +141,7 @@ def test_a_real_exception_in_the_kernel_is_shown_from_the_kaggle_log(kernel: Pat
     (kernel / "kernel.toml").write_text(spec)
     (kernel / "predict.py").write_text('raise ValueError("kkb-e2e: the weights are corrupt")\n')
     with pytest.raises(KernelFailed) as caught:
-        submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=_adapter(sandbox_server), waits=FAST))
+        submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=demo_adapter(sandbox_server), waits=LOOPBACK_WAITS))
     assert "ended in ERROR" in caught.value.message
     assert 'ValueError: kkb-e2e: the weights are corrupt' in caught.value.message
 
@@ -165,7 +149,7 @@ def test_a_real_exception_in_the_kernel_is_shown_from_the_kaggle_log(kernel: Pat
 def test_submission_error_names_kaggles_description(kernel: Path, sandbox_server: LocalKaggle) -> None:
     sandbox_server.faults.fail_kernel(KERNEL_ID, phase="rerun", description="Submission CSV Not Found")
     with pytest.raises(KernelFailed) as caught:
-        submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=_adapter(sandbox_server), waits=FAST))
+        submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=demo_adapter(sandbox_server), waits=LOOPBACK_WAITS))
     assert "submission #1" in caught.value.message and "Submission CSV Not Found" in caught.value.message
     assert "kkb dry-run" in (caught.value.hint or "") and "[submission] file" in (caught.value.hint or "")
 
@@ -179,17 +163,11 @@ def test_bad_credentials(kernel: Path, server: LocalKaggle, monkeypatch: pytest.
     assert cli.main(["push", str(kernel), "--out", str(kernel.parent / "build")]) == EXIT_AUTH
     out, err = capsys.readouterr()
     assert "HTTP 401" in err and "KAGGLE_USERNAME" in err
-    assert wrong not in out + err and KEY not in out + err
+    assert wrong not in out + err and DEMO_KEY not in out + err
 
 
 def test_demo_script_end_to_end_with_the_minimal_kernel(tmp_path: Path) -> None:
     """`make demo` runs this script on kernels/reference (torch, ~40 s); the minimal kernel takes the same path."""
-    import os
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO
-
     history_file = KERNELS / "minimal" / ".kkb" / "history.jsonl"
     before = history_file.read_bytes() if history_file.exists() else None
     done = subprocess.run([sys.executable, "-m", "builder.demo", "--kernel", str(KERNELS / "minimal")],
@@ -206,20 +184,18 @@ def test_demo_script_end_to_end_with_the_minimal_kernel(tmp_path: Path) -> None:
 
 
 def test_access_token_only(kernel: Path, server: LocalKaggle, monkeypatch: pytest.MonkeyPatch) -> None:
-    token = server.add_user("kkb-demo", KEY)
+    token = server.add_user("kkb-demo", DEMO_KEY)
     monkeypatch.delenv("KAGGLE_USERNAME")
     monkeypatch.delenv("KAGGLE_KEY")
     monkeypatch.setenv("KAGGLE_API_TOKEN", token)
     result = _push(kernel, server)
-    assert result.kernel_version == 1 and _adapter(server).username == "kkb-demo"
+    assert result.kernel_version == 1 and demo_adapter(server).username == "kkb-demo"
     monkeypatch.setenv("KAGGLE_API_TOKEN", "not-a-valid-token")
     with pytest.raises(AuthError, match="no Kaggle credentials found"):  # the client drops a token Kaggle rejects
-        _adapter(server)
+        demo_adapter(server)
 
 
 def test_upload_state_stays_in_the_projects_private_folder(kernel: Path, server: LocalKaggle) -> None:
-    import tempfile
-
     server.faults.break_upload(times=1, fraction=0.5)
     _push(kernel, server)
     private = kernel / ".kkb" / "tmp"

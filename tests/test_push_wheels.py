@@ -8,41 +8,45 @@ from pathlib import Path
 
 import pytest
 
+from builder.bundle.wheels import HELPER_RECORD, wheelhouse_source, wheelhouse_to_push
 from builder.errors import RemoteError, WheelhouseError
 from builder.local_kaggle import InstantRunner, LocalKaggle
+from builder.project.layout import HELPER_DIR
+from builder.project.spec import load_spec
 from builder.remote.push import push
 from builder.remote.session import PushSettings
-from builder.project.spec import load_spec
-from builder.bundle.wheels import HELPER_RECORD, wheelhouse_source, wheelhouse_to_push
-from builder.project.layout import HELPER_DIR
 from builder.remote.wheels import WheelsSettings, build_wheels
-from tests.test_push_e2e import FAST, _adapter, _serve
-from tests.test_wheels import HERE, _hermetic_pip, index, index_args, kernel_with  # noqa: F401  (fixtures)
+from tests.support.demo_kaggle import LOOPBACK_WAITS, demo_adapter, serve_local_kaggle
+from tests.support.kernels import kernel_with
+from tests.support.wheels import PYTHON_HERE, index_args
+
+pytestmark = pytest.mark.usefixtures("hermetic_pip")
 
 WHEELHOUSE_ID = "kkb-demo/kkb-minimal-inference-wheels"
 
 
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
-    yield from _serve(tmp_path, monkeypatch, InstantRunner())
+    yield from serve_local_kaggle(tmp_path, monkeypatch, InstantRunner())
 
 
 def _push(kernel: Path, server: LocalKaggle):
-    return push(PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=_adapter(server), waits=FAST))
+    return push(PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=demo_adapter(server), waits=LOOPBACK_WAITS))
 
 
+@pytest.mark.loopback
 @pytest.mark.slow
 def test_push_uploads_the_wheelhouse_once_and_refuses_a_stale_one(tmp_path: Path, index: Path, server: LocalKaggle) -> None:
-    kernel = kernel_with(tmp_path, f'[install]\nrequirements = ["beta"]\npython_version = "{HERE}"\n')
+    kernel = kernel_with(tmp_path, f'[install]\nrequirements = ["beta"]\npython_version = "{PYTHON_HERE}"\n')
     with pytest.raises(WheelhouseError, match=r"needs the wheelhouse dataset kkb-demo/kkb-minimal-inference-wheels, "
                                               r"which has not been built"):
         _push(kernel, server)
     with pytest.raises(RemoteError, match="not found"):  # refused before anything was uploaded
-        _adapter(server).dataset_version(WHEELHOUSE_ID)
+        demo_adapter(server).dataset_version(WHEELHOUSE_ID)
 
     build_wheels(WheelsSettings(kernel_dir=kernel, out_dir=tmp_path / "build", index_args=index_args(index), check=False))
     first = _push(kernel, server)
-    assert _adapter(server).dataset_version(WHEELHOUSE_ID) == 1
+    assert demo_adapter(server).dataset_version(WHEELHOUSE_ID) == 1
     again = _push(kernel, server)
     assert again.uploaded_bytes == 0 and again.kernel_action == "unchanged"
 
@@ -52,7 +56,7 @@ def test_push_uploads_the_wheelhouse_once_and_refuses_a_stale_one(tmp_path: Path
         _push(kernel, server)
     build_wheels(WheelsSettings(kernel_dir=kernel, out_dir=tmp_path / "build", index_args=index_args(index), check=False))
     third = _push(kernel, server)
-    assert _adapter(server).dataset_version(WHEELHOUSE_ID) == 2 and third.kernel_version == first.kernel_version + 1
+    assert demo_adapter(server).dataset_version(WHEELHOUSE_ID) == 2 and third.kernel_version == first.kernel_version + 1
 
 
 def test_push_refuses_an_on_kaggle_wheelhouse_whose_helper_has_not_run(tmp_path: Path) -> None:

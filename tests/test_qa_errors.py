@@ -12,13 +12,13 @@ import pytest
 
 from builder import cli
 from builder.errors import RemoteError, SpecError
+from builder.project.spec import TTA_NAMES, parse_spec
 from builder.remote.history import KERNEL_REFUSED, History
 from builder.remote.kaggle_api import KaggleAdapter, KernelPushed
 from builder.remote.push import push
 from builder.remote.session import PushSettings
-from builder.project.spec import TTA_NAMES, parse_spec
-from tests.conftest import KERNELS
-from tests.test_push import FAST, FakeKaggle
+from tests.support.fake_kaggle import FAKE_WAITS, FakeKaggle
+from tests.support.files import KERNELS
 
 
 @pytest.fixture
@@ -231,7 +231,7 @@ class _RefusingKaggle(FakeKaggle):
 
 def test_a_refused_kernel_push_is_pushed_again_not_adopted(kernel: Path) -> None:
     fake = _RefusingKaggle()
-    settings = PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=fake, waits=FAST)  # type: ignore[arg-type]
+    settings = PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=fake, waits=FAKE_WAITS)  # type: ignore[arg-type]
     with pytest.raises(RemoteError):
         push(settings)
     assert History.for_kernel(kernel).last(KERNEL_REFUSED) is not None

@@ -21,8 +21,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("timm")
 
-from builder.build import BuildResult, BuildSettings, build_kernel  # noqa: E402
-from tests.conftest import KERNELS  # noqa: E402
+from builder.build import BuildResult, BuildSettings, build_kernel
+from tests.support.files import KERNELS
 
 REFERENCE = KERNELS / "reference"
 COMPETITION = REFERENCE / "data" / "competition"

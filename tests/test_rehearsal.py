@@ -15,7 +15,7 @@ from builder.kkb_runtime.config import load_config
 from builder.project.spec import load_spec
 from builder.rehearse.on_kaggle import report_from_kaggle
 from builder.rehearse.verdict import COMPUTE, OK, TIMEOUT
-from tests.conftest import build_file_tree
+from tests.support.files import build_file_tree
 
 KERNEL = "me/my-kernel"
 CONFIG = {

@@ -22,9 +22,9 @@ from builder.remote.history import History
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.rehearsal import RehearsalSettings, rehearsal_title, rehearse_on_kaggle
 from builder.remote.session import Waits
-from tests.conftest import KERNELS
+from tests.support.files import KERNELS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.loopback]
 
 USER, KEY = "kkb-demo", "local-test-key-0123456789"
 KERNEL_ID = "kkb-demo/kkb-minimal-inference"

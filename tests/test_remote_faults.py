@@ -31,9 +31,9 @@ from builder.remote.push import push
 from builder.remote.queries import QuerySettings, status
 from builder.remote.session import PushSettings, Waits
 from builder.remote.submit import SubmitSettings, submit
-from tests.conftest import KERNELS
+from tests.support.files import KERNELS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.loopback]
 
 USER, KEY = "kkb-demo", "local-test-key-0123456789"
 KERNEL_ID = "kkb-demo/kkb-minimal-inference"

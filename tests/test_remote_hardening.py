@@ -22,19 +22,18 @@ import pytest
 from builder import cli
 from builder.build import BuildSettings, build_kernel
 from builder.bundle import files as bundle_files
-from builder.errors import EXIT_USAGE, BundleError, KkbError, RemoteError, SpecError
+from builder.errors import EXIT_USAGE, BundleError, KkbError, LockedError, RemoteError, SpecError
 from builder.project.credentials import Secret, secret_values
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import load_spec
 from builder.remote.backoff import Backoff
 from builder.remote.history import History
 from builder.remote.kaggle_api import KaggleAdapter, TransientRemoteError
-from builder.errors import LockedError
 from builder.remote.lock import kernel_lock
 from builder.remote.push import push
 from builder.remote.session import ProgressEvent, PushSettings, Session, Waits, private_tmpdir, upload_state_key
 from builder.remote.submit import SubmitSettings, submit
-from tests.conftest import KERNELS, REPO
+from tests.support.files import KERNELS, REPO
 
 KEY = "0123456789abcdef0123456789abcdef"
 TOKEN = "KGAT_a1b2c3d4e5f60718293a4b5c6d7e8f90"

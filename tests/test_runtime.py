@@ -250,7 +250,8 @@ def test_threshold_clip_and_a_user_function(tmp_path: Path, monkeypatch: pytest.
     out = postprocess.apply(_probs(), stages, "id", ["p0", "p1", "p2"])
     assert out["p0"].tolist() == pytest.approx([0.2, 1.0])
     assert out["p1"].tolist() == [1, 0]
-    with pytest.raises(postprocess.PostprocessError, match=r"postprocess\[0\] \(function\): userpost:broken returned ndarray, not a pandas DataFrame"):
+    broken = r"postprocess\[0\] \(function\): userpost:broken returned ndarray, not a pandas DataFrame"
+    with pytest.raises(postprocess.PostprocessError, match=broken):
         postprocess.apply(_probs(), [{"kind": "function", "function": "userpost:broken"}], "id", ["p0"])
 
 

@@ -22,7 +22,7 @@ from builder.kkb_runtime import device as devices  # noqa: E402
 from builder.kkb_runtime import models as runtime  # noqa: E402
 from builder.kkb_runtime import predict, tta  # noqa: E402
 from builder.kkb_runtime import transforms as pipelines  # noqa: E402
-from tests.conftest import REPO, build_file_tree  # noqa: E402
+from tests.support.files import REPO, build_file_tree  # noqa: E402
 
 A = pipelines.albumentations()
 

@@ -10,9 +10,21 @@ from pathlib import Path
 import pytest
 
 from builder.errors import DryRunError
-from builder.rehearse.sandbox import (DEAD_PROXY, GUEST_DIR, Mount, SandboxSpec, blocked_network, input_snapshot, input_writes,
-                             isolation_mode, kernel_environment, mount_path, prepare_sandbox, remove_sandbox)
-from tests.conftest import build_file_tree
+from builder.rehearse.sandbox import (
+    DEAD_PROXY,
+    GUEST_DIR,
+    Mount,
+    SandboxSpec,
+    blocked_network,
+    input_snapshot,
+    input_writes,
+    isolation_mode,
+    kernel_environment,
+    mount_path,
+    prepare_sandbox,
+    remove_sandbox,
+)
+from tests.support.files import build_file_tree
 
 NAMESPACES = isolation_mode("auto") != "python"
 needs_namespaces = pytest.mark.skipif(not NAMESPACES, reason="no network/mount namespaces on this machine")
@@ -76,7 +88,8 @@ def test_a_missing_source_or_a_used_root_is_an_error(tmp_path: Path, sources: di
 def test_environment_is_a_kaggle_batch_run_without_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in {"KAGGLE_USERNAME": "me", "KAGGLE_KEY": "k" * 32, "KAGGLE_API_TOKEN": "t", "HF_TOKEN": "hf",
                         "GITHUB_TOKEN": "gh", "AWS_SECRET_ACCESS_KEY": "a", "OPENAI_API_KEY": "o", "KKB_OTHER": "x",
-                        "PYTHONPATH": "/somewhere/else", "HTTPS_PROXY": "http://corp:3128", "LANG": "C.UTF-8"}.items():
+                        "PYTHONPATH": "/somewhere/else", "HTTPS_PROXY": "http://corp:3128", "LANG": "C.UTF-8",
+                        "HF_HUB_OFFLINE": "1"}.items():  # a host shell's (or kkb's own build's) offline switch
         monkeypatch.setenv(name, value)
     root = tmp_path / "root"
     commit = kernel_environment(root, rerun=False, proxies=False)

@@ -9,7 +9,7 @@ import pytest
 
 from builder.errors import DryRunError
 from builder.rehearse.sandbox import scale_competition_data
-from tests.conftest import build_file_tree
+from tests.support.files import build_file_tree
 
 
 def _csv(path: Path) -> pd.DataFrame:

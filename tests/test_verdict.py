@@ -10,9 +10,22 @@ import pandas as pd
 import pytest
 
 from builder.rehearse.execute import ExecutionResult
-from builder.rehearse.verdict import (COMPUTE, CSV_NOT_FOUND, GB, NOT_REHEARSED, OK, SCORING_ERROR, THREW, TIMEOUT, Limits, failing_step,
-                             judge,
-                             machine_shape, projected_seconds, submission_problems)
+from builder.rehearse.verdict import (
+    COMPUTE,
+    CSV_NOT_FOUND,
+    GB,
+    NOT_REHEARSED,
+    OK,
+    SCORING_ERROR,
+    THREW,
+    TIMEOUT,
+    Limits,
+    failing_step,
+    judge,
+    machine_shape,
+    projected_seconds,
+    submission_problems,
+)
 
 SAMPLE = pd.DataFrame({"id": ["a", "b", "c"], "target": [0.0, 0.0, 0.0]})
 

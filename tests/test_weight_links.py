@@ -10,7 +10,7 @@ import pytest
 
 from builder.build import BuildSettings, build_kernel
 from builder.errors import BundleError
-from tests.conftest import KERNELS
+from tests.support.files import KERNELS
 
 
 @pytest.fixture

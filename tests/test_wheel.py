@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KERNELS, REPO
+from tests.support.files import KERNELS, REPO
 
 pytestmark = pytest.mark.slow
 

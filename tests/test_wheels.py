@@ -1,25 +1,16 @@
 """kkb wheels (issue 7): wheelhouse resolution, exclusions, the install cell, the offline check, the helper kernel.
 
-No internet: the packages are tiny projects built here (``pip wheel``) and served from a folder
-(``--no-index --find-links``); pip's own configuration is switched off so the machine's mirrors are not
-consulted either. The one C extension (``tinyext``) stands in for NVIDIA apex: its setup.py compiles
-``tinyext._speed`` only when given ``--cpp_ext``, as apex does.
+No internet: the packages are tiny projects built here and served from a folder by the session's
+``index`` fixture, pip reads nothing else (``hermetic_pip``); both live in tests/support/wheels.py.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import io
 import json
-import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import textwrap
-import zipfile
-from importlib import metadata
 from pathlib import Path
 
 import nbformat
@@ -27,168 +18,34 @@ import pytest
 
 from builder import cli
 from builder.build import BuildSettings, build_kernel
-from builder.errors import BundleError, DryRunError, KernelFailed, SpecError, WheelhouseError
-from builder.project.image import preinstalled_patterns
-from builder.kkb_runtime import inputs
 from builder.bundle.wheels import WheelTarget, check_offline_install, incompatible_wheels, kernel_requirements, stand_in
+from builder.errors import BundleError, DryRunError, KernelFailed, SpecError, WheelhouseError
+from builder.kkb_runtime import inputs
+from builder.project.image import preinstalled_patterns
 from builder.project.layout import HELPER_DIR, WHEELS_DIR
+from builder.project.spec import load_spec
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 from builder.remote.wheels import WheelsSettings, build_wheels, helper_kernel
-from builder.project.spec import load_spec
-from tests.conftest import KERNELS
+from tests.support.files import KERNELS
+from tests.support.kernels import kernel_with
+from tests.support.wheels import PYTHON_HERE, index_args, pip_env, write_tinyext
 
-HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
+pytestmark = pytest.mark.usefixtures("hermetic_pip")
+
 RUNTIME = Path(__file__).resolve().parent.parent / "builder" / "kkb_runtime"
 OWNER = "kkb-demo"
 WHEELHOUSE_ID = "kkb-demo/kkb-minimal-inference-wheels"  # default id: <owner>/<kernel-slug>-wheels
-NO_PIP_CONFIG = {"PIP_CONFIG_FILE": os.devnull}
-
-
-def _pip_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("PIP_")}
-    return {**env, **NO_PIP_CONFIG}
-
-
-@pytest.fixture(autouse=True)
-def _hermetic_pip(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This machine's pip.conf adds mirrors and find-links: a test sees only its own folder."""
-    for name in list(os.environ):
-        if name.upper().startswith("PIP_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-
-
-# --------------------------------------------------------------------------------------------
-# The local package index: tiny projects, built once per session
-# --------------------------------------------------------------------------------------------
-
-PROJECTS = {
-    # a -> b chain, plus a package the image has (numpy, never on this index) and one excluded by the kernel
-    "alpha": ("1.0", ["beta>=1", "numpy>=1", "gamma"]),
-    "beta": ("1.2", []),
-    "gamma": ("2.0", []),
-    "delta": ("1.0", ["beta", "epsilon; python_version < '3.0'"]),  # epsilon exists nowhere: its marker is false
-    "einops": ("0.1", []),  # an image package (kkb's list) a kernel may ask for by name
-}
-
-SETUP_TINYEXT = '''\
-import sys
-from setuptools import Extension, setup
-
-# Like NVIDIA apex: the C extension is compiled only when --cpp_ext reaches setup.py.
-ext_modules = []
-if "--cpp_ext" in sys.argv:
-    sys.argv.remove("--cpp_ext")
-    ext_modules = [Extension("tinyext._speed", ["tinyext/_speed.c"])]
-setup(name="tinyext", version="0.1", packages=["tinyext"], ext_modules=ext_modules)
-'''
-SPEED_C = '''\
-#include <Python.h>
-static PyObject *answer(PyObject *self, PyObject *args) { return PyLong_FromLong(42); }
-static PyMethodDef methods[] = {{"answer", answer, METH_NOARGS, "42"}, {NULL, NULL, 0, NULL}};
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speed", NULL, -1, methods};
-PyMODINIT_FUNC PyInit__speed(void) { return PyModule_Create(&module); }
-'''
-TINYEXT_INIT = '''\
-def compiled():
-    try:
-        from . import _speed
-    except ImportError:
-        return False
-    return _speed.answer() == 42
-'''
-PYPROJECT_SETUPTOOLS = '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
-
-
-def write_project(root: Path, name: str, version: str, dependencies: list[str]) -> Path:
-    folder = root / name
-    (folder / name).mkdir(parents=True)
-    (folder / name / "__init__.py").write_text(f"VERSION = {version!r}\n")
-    deps = ", ".join(json.dumps(d) for d in dependencies)
-    (folder / "pyproject.toml").write_text(
-        PYPROJECT_SETUPTOOLS + f'[project]\nname = "{name}"\nversion = "{version}"\ndependencies = [{deps}]\n')
-    return folder
-
-
-def write_tinyext(folder: Path) -> Path:
-    (folder / "tinyext").mkdir(parents=True)
-    (folder / "setup.py").write_text(SETUP_TINYEXT)
-    (folder / "pyproject.toml").write_text(PYPROJECT_SETUPTOOLS)
-    (folder / "tinyext" / "__init__.py").write_text(TINYEXT_INIT)
-    (folder / "tinyext" / "_speed.c").write_text(SPEED_C)
-    return folder
-
-
-def repack_installed(name: str, dest: Path) -> Path:
-    """A wheel of an installed distribution (setuptools), so tests need no index to get one."""
-    dist = metadata.distribution(name)
-    wheel_file = next(f for f in dist.files or [] if f.name == "WHEEL" and f.parent.name.endswith(".dist-info"))
-    tag = next(line.split(": ", 1)[1] for line in (dist.read_text("WHEEL") or "").splitlines() if line.startswith("Tag:"))
-    wheel = dest / f"{dist.metadata['Name'].replace('-', '_')}-{dist.version}-{tag}.whl"
-    record = []
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for item in dist.files or []:
-            path = Path(str(dist.locate_file(item)))
-            if item.name == "RECORD" or "__pycache__" in item.parts or ".." in item.parts or not path.is_file():
-                continue
-            data = path.read_bytes()
-            archive.writestr(str(item), data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            record.append(f"{item},sha256={digest},{len(data)}")
-        record_path = f"{wheel_file.parent}/RECORD"
-        archive.writestr(record_path, "\n".join([*record, f"{record_path},,"]) + "\n")
-    return wheel
-
-
-def write_sdist(dest: Path, name: str, version: str, files: dict[str, str]) -> Path:
-    sdist = dest / f"{name}-{version}.tar.gz"
-    with tarfile.open(sdist, "w:gz") as archive:
-        for rel, text in {**files, "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"}.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"{name}-{version}/{rel}")
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return sdist
-
-
-@pytest.fixture(scope="session")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder of wheels and sdists pip reads with ``--no-index --find-links``."""
-    root = tmp_path_factory.mktemp("projects")
-    folders = [write_project(root, name, version, deps) for name, (version, deps) in PROJECTS.items()]
-    wheels = tmp_path_factory.mktemp("index")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-                    "-w", str(wheels), *map(str, folders)], check=True, env=_pip_env())
-    repack_installed("setuptools", wheels)  # the sdists' isolated builds take setuptools from here
-    pyproject = PYPROJECT_SETUPTOOLS + '[project]\nname = "tinysdist"\nversion = "0.1"\ndependencies = ["beta"]\n'
-    write_sdist(wheels, "tinysdist", "0.1", {"pyproject.toml": pyproject, "tinysdist/__init__.py": ""})
-    cext_setup = ('from setuptools import Extension, setup\nsetup(name="cext", version="0.1", packages=["cext"], '
-                  'ext_modules=[Extension("cext._speed", ["cext/_speed.c"])])\n')
-    write_sdist(wheels, "cext", "0.1", {"pyproject.toml": PYPROJECT_SETUPTOOLS, "setup.py": cext_setup,
-                                        "cext/__init__.py": "", "cext/_speed.c": SPEED_C})
-    return wheels
-
-
-def index_args(index: Path) -> tuple[str, ...]:
-    return ("--no-index", "--find-links", str(index))
 
 
 @pytest.fixture(scope="session")
 def plain_venv(tmp_path_factory: pytest.TempPathFactory, index: Path) -> Path:
     """One fresh venv (pip and setuptools, as in the Kaggle image) shared by the install-cell tests."""
     venv = tmp_path_factory.mktemp("venv") / "kernel"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=_pip_env())
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=pip_env())
     python = venv / "bin" / "python"
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--upgrade", "--no-index", "--find-links", str(index),
-                    "setuptools"], check=True, env=_pip_env())
+                    "setuptools"], check=True, env=pip_env())
     return python
-
-
-def kernel_with(tmp_path: Path, install: str, name: str = "minimal") -> Path:
-    kernel = Path(shutil.copytree(KERNELS / "minimal", tmp_path / name, ignore=shutil.ignore_patterns(".kkb")))
-    with (kernel / "kernel.toml").open("a") as spec:
-        spec.write("\n" + textwrap.dedent(install))
-    return kernel
 
 
 def install_cell(notebook: Path) -> str:
@@ -214,7 +71,7 @@ def run_cell_in_venv(python: Path, cell: str, code_dir: Path, kaggle_root: Path,
         exec(compile(Path({str(tmp_path / 'cell.py')!r}).read_text(), "install-cell", "exec"))
         """))
     (tmp_path / "cell.py").write_text(cell)
-    env = {**_pip_env(), "KKB_KAGGLE_ROOT": str(kaggle_root)}
+    env = {**pip_env(), "KKB_KAGGLE_ROOT": str(kaggle_root)}
     env.pop("KKB_SANDBOX_NETLOG", None)
     return subprocess.run([str(python), str(driver)], capture_output=True, text=True, env=env, cwd=tmp_path)
 
@@ -263,7 +120,7 @@ def test_requirements_file_and_spec_validation(tmp_path: Path) -> None:
 
 def test_wheelhouse_resolves_the_chain_and_leaves_out_the_image(tmp_path: Path, index: Path) -> None:
     kernel = kernel_with(tmp_path, f'[install]\nrequirements = ["alpha", "delta", "einops"]\nexclude = ["gamma"]\n'
-                                   f'python_version = "{HERE}"\n')
+                                   f'python_version = "{PYTHON_HERE}"\n')
     out = tmp_path / "build"
     result = build_wheels(WheelsSettings(kernel_dir=kernel, out_dir=out, index_args=index_args(index)))
     folder = out / WHEELS_DIR
@@ -280,7 +137,7 @@ def test_wheelhouse_resolves_the_chain_and_leaves_out_the_image(tmp_path: Path, 
     assert json.loads((folder / "dataset-metadata.json").read_text())["id"] == WHEELHOUSE_ID
     record = json.loads((folder / "kkb_wheelhouse.json").read_text())
     assert record["id"] == WHEELHOUSE_ID and record["image"]["gamma"] == "2.0"
-    assert result.check is not None and result.check.exact and result.check.python.startswith(HERE)
+    assert result.check is not None and result.check.exact and result.check.python.startswith(PYTHON_HERE)
     assert {"alpha-1.0", "beta-1.2", "delta-1.0"} <= set(result.check.installed)
 
     # Unchanged requirements: no pip resolution, no new files, the same content hash (nothing to upload).
@@ -317,7 +174,7 @@ def test_cli_wheels_reports_errors_with_a_hint(tmp_path: Path, capsys: pytest.Ca
 
 @pytest.mark.slow
 def test_sdist_only_packages_are_built_or_shipped_and_flagged(tmp_path: Path, index: Path) -> None:
-    kernel = kernel_with(tmp_path, f'[install]\nrequirements = ["tinysdist", "cext"]\npython_version = "{HERE}"\n')
+    kernel = kernel_with(tmp_path, f'[install]\nrequirements = ["tinysdist", "cext"]\npython_version = "{PYTHON_HERE}"\n')
     result = build_wheels(WheelsSettings(kernel_dir=kernel, out_dir=tmp_path / "build", index_args=index_args(index)))
     # tinysdist is pure Python: built here into a wheel. cext compiles: its sdist ships and compiles in the kernel.
     assert result.built_from_sdist == ("tinysdist-0.1-py3-none-any.whl",)
@@ -336,10 +193,10 @@ def test_offline_check_names_a_missing_dependency(tmp_path: Path, index: Path) -
     wheelhouse.mkdir()
     shutil.copy(index / "alpha-1.0-py3-none-any.whl", wheelhouse)  # beta is not there
     with pytest.raises(WheelhouseError, match=r"missing from the wheelhouse: beta>=1") as caught:
-        check_offline_install(wheelhouse, ["alpha"], target=WheelTarget(HERE), image={"numpy": "2.0", "gamma": "2.0"})
+        check_offline_install(wheelhouse, ["alpha"], target=WheelTarget(PYTHON_HERE), image={"numpy": "2.0", "gamma": "2.0"})
     assert "kkb wheels" in (caught.value.hint or "")
     shutil.copy(index / "beta-1.2-py3-none-any.whl", wheelhouse)
-    check = check_offline_install(wheelhouse, ["alpha"], target=WheelTarget(HERE), image={"numpy": "2.0", "gamma": "2.0"})
+    check = check_offline_install(wheelhouse, ["alpha"], target=WheelTarget(PYTHON_HERE), image={"numpy": "2.0", "gamma": "2.0"})
     assert check.exact and "alpha-1.0" in check.installed and "numpy==2.0" in check.stand_ins
 
 
@@ -353,7 +210,7 @@ def test_offline_check_refuses_a_wheel_for_another_python(tmp_path: Path) -> Non
 
 
 def test_dry_run_check_reports_a_stale_or_missing_wheelhouse_as_a_kernel_failure(tmp_path: Path, index: Path) -> None:
-    kernel = kernel_with(tmp_path, f'[install]\nrequirements = ["beta"]\npython_version = "{HERE}"\n')
+    kernel = kernel_with(tmp_path, f'[install]\nrequirements = ["beta"]\npython_version = "{PYTHON_HERE}"\n')
     out = tmp_path / "build"
     with pytest.raises(KernelFailed, match="no wheelhouse was built") as caught:
         dry_run_check(kernel, out)
@@ -375,7 +232,7 @@ def test_dry_run_check_reports_a_stale_or_missing_wheelhouse_as_a_kernel_failure
 @pytest.mark.slow
 def test_install_cell_installs_the_wheelhouse_offline_and_names_what_is_missing(tmp_path: Path, index: Path,
                                                                                 plain_venv: Path) -> None:
-    kernel = kernel_with(tmp_path, f'[install]\nrequirements = ["alpha"]\nexclude = ["gamma"]\npython_version = "{HERE}"\n')
+    kernel = kernel_with(tmp_path, f'[install]\nrequirements = ["alpha"]\nexclude = ["gamma"]\npython_version = "{PYTHON_HERE}"\n')
     out = tmp_path / "build"
     wheels = build_wheels(WheelsSettings(kernel_dir=kernel, out_dir=out, index_args=index_args(index), check=False))
     build = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=out))
@@ -387,7 +244,7 @@ def test_install_cell_installs_the_wheelhouse_offline_and_names_what_is_missing(
     for entry in wheels.left_to_image:
         stand_in(image, *entry.split("=="))
     subprocess.run([str(plain_venv), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(image),
-                    "numpy", "gamma"], check=True, env=_pip_env())
+                    "numpy", "gamma"], check=True, env=pip_env())
     root = tmp_path / "kaggle"
     mount = root / "input" / "datasets" / WHEELHOUSE_ID
     mount.parent.mkdir(parents=True)

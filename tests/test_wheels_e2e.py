@@ -21,16 +21,15 @@ import pytest
 from builder.bundle.wheels import HELPER_RECORD
 from builder.local_kaggle import LocalKaggle
 from builder.project.layout import HELPER_DIR
-from builder.remote.backoff import Backoff
-from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.session import Waits
 from builder.remote.submit import SubmitSettings, submit
 from builder.remote.wheels import WheelsSettings, build_wheels
-from tests.test_push_e2e import USER, _serve
-from tests.test_wheels import _hermetic_pip, index, kernel_with, write_tinyext  # noqa: F401 - fixtures
+from tests.support.demo_kaggle import DEMO_USER, demo_adapter, serve_local_kaggle
+from tests.support.kernels import kernel_with
+from tests.support.wheels import write_tinyext
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
-                                                   reason="needs a C compiler")]
+pytestmark = [pytest.mark.slow, pytest.mark.loopback, pytest.mark.usefixtures("hermetic_pip"),
+              pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="needs a C compiler")]
 
 HELPER = "kkb-demo/kkb-minimal-inference-wheels"
 CODE = "kkb-demo/kkb-minimal-inference-code"
@@ -56,23 +55,20 @@ assert delta.VERSION == "1.0" and tinyext.compiled(), "kkb e2e: the helper's whe
 
 
 @pytest.fixture
-def local_kaggle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
-    yield from _serve(tmp_path, monkeypatch, None)
-
-
-def _adapter(server: LocalKaggle) -> KaggleAdapter:
-    return KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=5, base_seconds=0.02, max_seconds=0.1))
+def local_kaggle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, index: Path) -> Iterator[LocalKaggle]:
+    # The helper kernel has internet on: here its "internet" is the local package index, and nothing else.
+    yield from serve_local_kaggle(tmp_path, monkeypatch, None, internet=(index,))
 
 
 def test_helper_kernel_builds_wheels_on_kaggle_and_the_inference_kernel_uses_them(
-        tmp_path: Path, index: Path, local_kaggle: LocalKaggle) -> None:  # noqa: F811 - fixture
+        tmp_path: Path, index: Path, local_kaggle: LocalKaggle) -> None:
     kernel = kernel_with(tmp_path, SPEC)
     write_tinyext(kernel / "vendor" / "tinyext")
     predict = kernel / "predict.py"
     predict.write_text(predict.read_text().replace("from __future__ import annotations\n",
                                                    "from __future__ import annotations\n\n" + PREDICT_PRELUDE, 1))
     out = tmp_path / "build"
-    settings = WheelsSettings(kernel_dir=kernel, out_dir=out, on_kaggle=True, adapter=_adapter(local_kaggle),
+    settings = WheelsSettings(kernel_dir=kernel, out_dir=out, on_kaggle=True, adapter=demo_adapter(local_kaggle),
                               helper_pip_args=("--no-index", "--find-links", str(index)), waits=FAST, run_timeout_s=120)
 
     result = build_wheels(replace(settings, wait=False))  # push and return: kkb wheels --on-kaggle --no-wait
@@ -82,7 +78,7 @@ def test_helper_kernel_builds_wheels_on_kaggle_and_the_inference_kernel_uses_the
     assert (settled.action, settled.kernel_version, settled.key) == ("unchanged", 1, result.key)
 
     # Server-side: what the helper was pushed as (internet on, a script, not a competition kernel) ...
-    version = local_kaggle.kernels.version("kkb-demo", "kkb-minimal-inference-wheels", None, USER)
+    version = local_kaggle.kernels.version("kkb-demo", "kkb-minimal-inference-wheels", None, DEMO_USER)
     meta = version.meta
     assert meta["enableInternet"] is True and meta["kernelType"] == "script" and meta["language"] == "python"
     assert meta["competitionSources"] == [] and meta["datasetSources"] == [CODE]  # the source tree rides in the code
@@ -101,11 +97,11 @@ def test_helper_kernel_builds_wheels_on_kaggle_and_the_inference_kernel_uses_the
     assert json.loads((out / HELPER_DIR / HELPER_RECORD).read_text())["status"] == "complete"
 
     # The inference kernel attaches the helper's output and installs from it in the commit run and the rerun.
-    submitted = submit(SubmitSettings(kernel_dir=kernel, out_dir=out, adapter=_adapter(local_kaggle), waits=FAST))
+    submitted = submit(SubmitSettings(kernel_dir=kernel, out_dir=out, adapter=demo_adapter(local_kaggle), waits=FAST))
     assert submitted.public_score
     pushed = json.loads((out / "kernel" / "kernel-metadata.json").read_text())
     assert pushed["kernel_sources"] == [HELPER] and pushed["enable_internet"] is False
-    inference = local_kaggle.kernels.version("kkb-demo", "kkb-minimal-inference", None, USER)
+    inference = local_kaggle.kernels.version("kkb-demo", "kkb-minimal-inference", None, DEMO_USER)
     assert inference.meta["kernelSources"] == [HELPER]
     assert (out / HELPER_DIR / "kernel-metadata.json").is_file()  # kkb build (inside submit) kept the helper folder
     # The sandbox installed into its own layered venv: kkb's environment (this process's) never got delta.

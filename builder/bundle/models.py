@@ -134,10 +134,33 @@ def _read_hint(message: str, card: ModelCard) -> str:
     return "save the checkpoint with torch.save(model.state_dict(), path) or safetensors"
 
 
+# What runtime.offline() sets. The build sets them only while it builds a model: a dry run that follows in the
+# same process must hand its sandbox the environment Kaggle gives, and Kaggle sets none of them (issue 13).
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "NO_ALBUMENTATIONS_UPDATE")
+
+
+@contextlib.contextmanager
+def _offline() -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in OFFLINE_VARIABLES}
+    runtime.offline()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def build_model(card: ModelCard) -> Any:
+    with _offline():
+        return _build_model(card)
+
+
+def _build_model(card: ModelCard) -> Any:
     import timm
 
-    runtime.offline()
     if card.factory:
         return _build_with_factory(card)
     if not timm.is_model(card.arch):

@@ -338,7 +338,8 @@ class Kernels:
         try:
             request = RunRequest(notebook=self.notebook(folder, meta, root), mounts=self.mounts(meta),
                                  rerun=False, timeout_seconds=meta.get("timeoutSeconds") or self._settings.commit_timeout_seconds,
-                                 root=root / "sandbox", kernel_type=meta["kernelType"])
+                                 root=root / "sandbox", kernel_type=meta["kernelType"],
+                                 visible=self._settings.internet_folders if meta.get("enableInternet") else ())
             result = self._runner.run(request)
             if self._jobs.closed:  # the server stopped meanwhile: the next one runs this version again
                 return

@@ -26,6 +26,7 @@ class RunRequest:
     timeout_seconds: float | None
     root: Path                            # the sandbox root; the kernel's working dir is root/"working"
     kernel_type: str = "notebook"
+    visible: tuple[Path, ...] = ()        # host folders the kernel reads at their own paths (internet-on kernels)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class SandboxRunner:
             mounts=request.mounts,
             rerun=request.rerun,
             timeout_seconds=request.timeout_seconds,
+            visible=request.visible,
         )
         result = execute_notebook(request.notebook, spec, request.root)
         return RunResult(

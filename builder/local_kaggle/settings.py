@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,9 @@ class ServerSettings:
         request_timeout_seconds: a request whose bytes stop arriving this long is cut (408).
         machine_shapes: the accelerators this account may use; a push asking for another is refused
             in the body, as Kaggle refuses a shape the account has no access or quota for. None: any.
+        internet_folders: what "the internet" is for a kernel pushed with internet on: host folders it
+            may read at their own paths (a local package index, say). Other kernels never see them, and no
+            kernel reaches the network: the sandbox has none.
     """
 
     dataset_ready_seconds: float = 1.0
@@ -35,3 +39,4 @@ class ServerSettings:
     max_upload_bytes: int = 200 << 30
     request_timeout_seconds: float = 60.0
     machine_shapes: tuple[str, ...] | None = None
+    internet_folders: tuple[Path, ...] = ()

@@ -203,6 +203,10 @@ def remove_sandbox(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
+# Offline switches a host shell (or kkb's own build) may have set and Kaggle never does.
+OFFLINE_SWITCHES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
 def kernel_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str] = {},
                        proxies: bool = True) -> dict[str, str]:
     """The kernel's environment: ours minus secrets, plus what a Kaggle batch run with internet off has.
@@ -234,6 +238,8 @@ def kernel_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str] 
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "FTP_PROXY", "NO_PROXY"):
         env.pop(name, None)
         env.pop(name.lower(), None)
+    for name in OFFLINE_SWITCHES:  # Kaggle sets none: a download is attempted there, and blocked here, by host
+        env.pop(name, None)
     if proxies:
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "FTP_PROXY"):
             env[name] = env[name.lower()] = DEAD_PROXY

@@ -1,9 +1,13 @@
-"""Helpers for the local Kaggle's tests: a fast fake runner, tiny competitions and notebooks, clients.
+"""The local Kaggle server's own tests: a fast fake runner, tiny competitions and notebooks, clients.
 
 ``FakeRunner`` stands in at the server's ``KernelRunner`` seam: it lays out ``input/`` with symlinks,
 runs the notebook's code cells as one plain ``python`` process (no Jupyter, ~50 ms) with
 ``KKB_KAGGLE_ROOT`` and, for a rerun, ``KAGGLE_IS_COMPETITION_RERUN`` set, and judges like Kaggle on
 the few points the tests need. The real sandbox is exercised in ``test_local_kaggle_e2e.py``.
+
+Fixtures: ``fake_runner``, ``kaggle_server`` (a server on a free loopback port with the users alice and
+bob, whose kernels ``fake_runner`` runs) and ``api`` (the real ``KaggleApi`` signed in as alice).
+Tests that use them talk over loopback and carry the ``loopback`` marker.
 """
 
 from __future__ import annotations
@@ -16,22 +20,25 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
+from slugify import slugify
 
 from builder.local_kaggle import Judgement, LocalKaggle, RunRequest, RunResult, ServerSettings, shim_dir
 from builder.local_kaggle.admin import AdminClient
-from tests.conftest import build_file_tree
+from builder.remote.kaggle_api import connect
+from tests.support.files import build_file_tree
 
 USER, KEY = "alice", "alice-key-0123"
 OTHER, OTHER_KEY = "bob", "bob-key-4567"
 COMPETITION = "tiny-parity"
-FAST = ServerSettings(dataset_ready_seconds=0.0, dataset_ready_polls=0)
+#: A new dataset version is ready at once: tests that want it not ready yet pass their own settings.
+INSTANT_DATASETS = ServerSettings(dataset_ready_seconds=0.0, dataset_ready_polls=0)
 
 
 # -- the fake runner -------------------------------------------------------------------------
@@ -39,6 +46,8 @@ FAST = ServerSettings(dataset_ready_seconds=0.0, dataset_ready_polls=0)
 
 @dataclass
 class FakeRunner:
+    """Runs a notebook's code cells as one plain ``python`` process and records every request it got."""
+
     calls: list[RunRequest] = field(default_factory=list)
     crash: bool = False   # raise a BaseException: the worker dies mid-run, as in a server crash
 
@@ -94,7 +103,8 @@ class ServerCrash(BaseException):
 # -- servers and clients ---------------------------------------------------------------------
 
 
-def start_server(data_dir: Path, runner: Any = None, settings: ServerSettings = FAST, users: bool = True) -> LocalKaggle:
+def start_server(data_dir: Path, runner: Any = None, settings: ServerSettings = INSTANT_DATASETS, users: bool = True) -> LocalKaggle:
+    """A started local Kaggle on a free loopback port (a ``FakeRunner`` unless told), with alice and bob unless ``users`` is off."""
     server = LocalKaggle(data_dir, port=0, settings=settings, runner=runner or FakeRunner()).start()
     if users:
         server.add_user(USER, KEY, token="alice-token-0001")
@@ -109,14 +119,13 @@ def admin_client(server: LocalKaggle) -> AdminClient:
 
 def connect_as(monkeypatch: Any, base_url: str, user: str = USER, key: str = KEY) -> Any:
     """The real in-process ``KaggleApi`` (through kkb's adapter module) authenticated as ``user``."""
-    from builder.remote.kaggle_api import connect
-
     monkeypatch.setenv("KAGGLE_USERNAME", user)
     monkeypatch.setenv("KAGGLE_KEY", key)
     return connect(base_url)
 
 
 def wait_for(predicate: Any, timeout: float = 20.0, interval: float = 0.02) -> Any:
+    """Poll ``predicate`` until it returns something truthy and return that; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -128,15 +137,18 @@ def wait_for(predicate: Any, timeout: float = 20.0, interval: float = 0.02) -> A
 
 
 def kernel_status(api: Any, kernel: str) -> str:
+    """The status name (QUEUED, RUNNING, COMPLETE, ERROR ...) of ``kernel``'s latest version."""
     return api.kernels_status(kernel).status.name
 
 
 def wait_kernel(api: Any, kernel: str, timeout: float = 30.0) -> Any:
+    """The status response of ``kernel`` once its run has ended (COMPLETE or ERROR)."""
     return wait_for(lambda: api.kernels_status(kernel) if kernel_status(api, kernel) in ("COMPLETE", "ERROR") else None,
                     timeout)
 
 
 def wait_submission(api: Any, ref: int, timeout: float = 30.0) -> Any:
+    """Submission ``ref`` once it is no longer PENDING."""
     return wait_for(lambda: (s := api.get_submission(ref)) and s.status.name != "PENDING" and s, timeout)
 
 
@@ -162,6 +174,7 @@ def kaggle_cli(args: Sequence[str], base_url: str, home: Path, user: str = USER,
 
 # -- tiny competitions, datasets and kernels -------------------------------------------------
 
+#: The notebook of the tiny-parity competition: predicts ``x % 2`` for every row of the public (or, in a rerun, hidden) test.
 PARITY_NOTEBOOK = """
 import csv, os
 root = os.environ.get("KKB_KAGGLE_ROOT", "/kaggle")
@@ -199,6 +212,7 @@ def make_competition(root: Path, slug: str = COMPETITION, metric: str = "accurac
 
 
 def notebook_json(*sources: str) -> str:
+    """An .ipynb text with one code cell per source and the python3 kernelspec."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -208,8 +222,7 @@ def notebook_json(*sources: str) -> str:
 def make_kernel(folder: Path, title: str = "Parity Kernel", kernel_id: str | None = None, code: str = PARITY_NOTEBOOK,
                 competitions: Sequence[str] = (COMPETITION,), datasets: Sequence[str] = (),
                 internet: bool = False, owner: str = USER) -> Path:
-    from slugify import slugify
-
+    """A kernel folder (kernel-metadata.json and kernel.ipynb) ready for ``kernels_push``; the id comes from the title."""
     metadata = {
         "id": kernel_id or f"{owner}/{slugify(title)}", "title": title, "code_file": "kernel.ipynb",
         "language": "python", "kernel_type": "notebook", "is_private": True, "enable_gpu": False,
@@ -221,6 +234,7 @@ def make_kernel(folder: Path, title: str = "Parity Kernel", kernel_id: str | Non
 
 def make_dataset(folder: Path, slug: str = "tiny-numbers", title: str = "Tiny Numbers", files: dict[str, str | bytes] | None = None,
                  owner: str = USER) -> Path:
+    """A dataset folder (dataset-metadata.json and ``files``, a small CSV by default) ready for ``dataset_create_new``."""
     metadata = {"id": f"{owner}/{slug}", "title": title, "licenses": [{"name": "CC0-1.0"}]}
     return build_file_tree(folder, {"dataset-metadata.json": json.dumps(metadata),
                                     **(files or {"numbers.csv": "n\n1\n2\n3\n"})})
@@ -239,20 +253,23 @@ class GatedRunner(FakeRunner):
         return super().run(request)
 
 
-# -- pytest fixtures (imported by name into the test modules) --------------------------------
+# -- fixtures (registered by tests/conftest.py) ---------------------------------------------
 
 
 @pytest.fixture
-def runner() -> FakeRunner:
+def fake_runner() -> FakeRunner:
+    """The runner of ``kaggle_server``: a test reads ``fake_runner.calls`` to see what the server asked it to run."""
     return FakeRunner()
 
 
 @pytest.fixture
-def server(tmp_path: Path, runner: FakeRunner) -> Any:
-    with start_server(tmp_path / "kaggle-data", runner=runner) as srv:
+def kaggle_server(tmp_path: Path, fake_runner: FakeRunner) -> Iterator[LocalKaggle]:
+    """A local Kaggle on a free loopback port, users alice and bob, kernels run by ``fake_runner``."""
+    with start_server(tmp_path / "kaggle-data", runner=fake_runner) as srv:
         yield srv
 
 
 @pytest.fixture
-def api(server: LocalKaggle, monkeypatch: Any) -> Any:
-    return connect_as(monkeypatch, server.base_url)
+def api(kaggle_server: LocalKaggle, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The real ``KaggleApi`` signed in as alice against ``kaggle_server``."""
+    return connect_as(monkeypatch, kaggle_server.base_url)
