@@ -299,7 +299,8 @@ def test_backend_datasets(world: Any) -> None:
 
 @pytest.mark.parametrize(
     "reason",
-    ["models (list, create, update, instances, versions): the local Kaggle has no model hub",
+    ["models (list, create, update, instances, versions): the local Kaggle serves only what kkb push uses (create "
+     "model, instance and version; get; files; download), tested in test_local_kaggle_models.py",
      "forums and forum topics: the local Kaggle has no forums",
      "competition discussion topics and their messages: the local Kaggle has no discussions",
      "inbox file uploads (files_upload): the local Kaggle has no inbox",
