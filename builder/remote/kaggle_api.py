@@ -591,6 +591,17 @@ class KaggleAdapter:
     def _client(self) -> Any:
         return self.api.build_kaggle_client()
 
+    def _unless_absent(self, fetch: Callable[[Any], T]) -> T | None:
+        """``fetch(client)``, or None when Kaggle says the thing is not there: 404, or 403, which Kaggle
+        answers for a slug that is not yours (and for a private one of someone else's)."""
+        with self._client() as kaggle:
+            try:
+                return fetch(kaggle)
+            except Exception as exc:
+                if _status_of(exc) in (403, 404):
+                    return None
+                raise
+
     # -- datasets -----------------------------------------------------------------------------
 
     def dataset_status(self, ref: str) -> str | None:
@@ -602,13 +613,7 @@ class KaggleAdapter:
         def get() -> str | None:
             request = ApiGetDatasetStatusRequest()
             request.owner_slug, request.dataset_slug = owner, slug
-            with self._client() as kaggle:
-                try:
-                    return kaggle.datasets.dataset_api_client.get_dataset_status(request).status.name.lower()
-                except Exception as exc:
-                    if _status_of(exc) in (403, 404):  # Kaggle answers 403 for a slug that is not yours
-                        return None
-                    raise
+            return self._unless_absent(lambda kaggle: kaggle.datasets.dataset_api_client.get_dataset_status(request).status.name.lower())
 
         return self.call("reading the dataset status", get, subject=ref)
 
@@ -636,14 +641,8 @@ class KaggleAdapter:
         def get() -> bytes | None:
             request = ApiDownloadDatasetRequest()
             request.owner_slug, request.dataset_slug, request.file_name = owner, slug, file_name
-            with self._client() as kaggle:
-                try:
-                    response = kaggle.datasets.dataset_api_client.download_dataset(request)
-                except Exception as exc:
-                    if _status_of(exc) in (403, 404):
-                        return None
-                    raise
-                return _unwrap_zip(response.content, file_name)
+            content = self._unless_absent(lambda kaggle: kaggle.datasets.dataset_api_client.download_dataset(request).content)
+            return None if content is None else _unwrap_zip(content, file_name)
 
         return self.call("downloading a dataset file", get, subject=f"{ref}/{file_name}")
 
@@ -689,14 +688,8 @@ class KaggleAdapter:
             request.owner_slug, request.dataset_slug, request.page_size = owner, slug, 1
             if version:
                 request.dataset_version_number = int(version[0])
-            with self._client() as kaggle:
-                try:
-                    response = kaggle.datasets.dataset_api_client.list_dataset_files(request)
-                except Exception as exc:
-                    if _status_of(exc) in (403, 404):
-                        return False
-                    raise
-            return not getattr(response, "error_message", "")
+            response = self._unless_absent(lambda kaggle: kaggle.datasets.dataset_api_client.list_dataset_files(request))
+            return response is not None and not getattr(response, "error_message", "")
 
         return self.call("looking up a dataset input", get, subject=ref)
 
@@ -733,14 +726,7 @@ class KaggleAdapter:
             request.user_name, request.kernel_slug = owner, slug
             if version:
                 request.version_label = f"v{version[0]}"
-            with self._client() as kaggle:
-                try:
-                    kaggle.kernels.kernels_api_client.get_kernel(request)
-                except Exception as exc:
-                    if _status_of(exc) in (403, 404):
-                        return False
-                    raise
-            return True
+            return self._unless_absent(lambda kaggle: kaggle.kernels.kernels_api_client.get_kernel(request)) is not None
 
         return self.call("looking up a notebook input", get, subject=ref)
 
@@ -755,14 +741,7 @@ class KaggleAdapter:
         def get() -> bool:
             request = ApiGetModelRequest()
             request.owner_slug, request.model_slug = owner, slug
-            with self._client() as kaggle:
-                try:
-                    kaggle.models.model_api_client.get_model(request)
-                except Exception as exc:
-                    if _status_of(exc) in (403, 404):
-                        return False
-                    raise
-            return True
+            return self._unless_absent(lambda kaggle: kaggle.models.model_api_client.get_model(request)) is not None
 
         return self.call("reading the model", get, subject=model)
 
@@ -777,14 +756,8 @@ class KaggleAdapter:
             request = ApiGetModelInstanceRequest()
             request.owner_slug, request.model_slug, request.instance_slug = owner, model, variation
             request.framework = self._framework(framework)
-            with self._client() as kaggle:
-                try:
-                    number = kaggle.models.model_api_client.get_model_instance(request).version_number
-                except Exception as exc:
-                    if _status_of(exc) in (403, 404):
-                        return None
-                    raise
-            return int(number or 0)
+            instance = self._unless_absent(lambda kaggle: kaggle.models.model_api_client.get_model_instance(request))
+            return None if instance is None else int(instance.version_number or 0)
 
         return self.call("reading the model variation", get, subject=instance)
 
@@ -798,14 +771,8 @@ class KaggleAdapter:
             request = ApiDownloadModelInstanceVersionRequest()
             request.owner_slug, request.model_slug, request.instance_slug = owner, model, variation
             request.framework, request.version_number, request.path = self._framework(framework), version, file_name
-            with self._client() as kaggle:
-                try:
-                    response = kaggle.models.model_api_client.download_model_instance_version(request)
-                except Exception as exc:
-                    if _status_of(exc) in (403, 404):
-                        return None
-                    raise
-                return _unwrap_zip(response.content, file_name)
+            content = self._unless_absent(lambda kaggle: kaggle.models.model_api_client.download_model_instance_version(request).content)
+            return None if content is None else _unwrap_zip(content, file_name)
 
         return self.call("downloading a model file", get, subject=f"{instance}/{version}/{file_name}")
 
@@ -855,13 +822,9 @@ class KaggleAdapter:
         def get() -> int | None:
             request = ApiGetKernelRequest()
             request.user_name, request.kernel_slug = owner, slug
-            with self._client() as kaggle:
-                try:
-                    metadata = kaggle.kernels.kernels_api_client.get_kernel(request).metadata
-                except Exception as exc:
-                    if _status_of(exc) in (403, 404):
-                        return None
-                    raise
+            metadata = self._unless_absent(lambda kaggle: kaggle.kernels.kernels_api_client.get_kernel(request).metadata)
+            if metadata is None:
+                return None
             number = getattr(metadata, "current_version_number", None)
             return int(number) if number else None
 
