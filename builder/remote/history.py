@@ -184,56 +184,35 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _push_row(record: dict[str, Any]) -> HistoryRow:
+def _row(record: dict[str, Any], kind: str, status: str, score: str = "", submission_ref: int | None = None) -> HistoryRow:
+    """The columns every kind of record shares: when, which kernel version, which code and weights."""
     return HistoryRow(
         when=str(record.get("time", "")),
-        kind="push",
+        kind=kind,
         kernel=str(record.get("kernel", "")),
         kernel_version=record.get("kernel_version"),
         code_hash=str(record.get("code_hash") or ""),
         weights_hash=str(record.get("weights_hash") or ""),
         code_version=record.get("code_version"),
         weights_version=record.get("weights_version"),
-        submission_ref=None,
-        status="pushed" if record.get("kernel_pushed") else "unchanged",
-        score="",
+        submission_ref=submission_ref,
+        status=status,
+        score=score,
         server=str(record.get("server") or DEFAULT_SERVER),
     )
+
+
+def _push_row(record: dict[str, Any]) -> HistoryRow:
+    return _row(record, "push", "pushed" if record.get("kernel_pushed") else "unchanged")
 
 
 def _submission_row(record: dict[str, Any], score: dict[str, Any] | None) -> HistoryRow:
     status = str(score.get("status", "")) if score else "pending"
     detail = str(score.get("public_score") or score.get("error_description") or "") if score else ""
-    return HistoryRow(
-        when=str(record.get("time", "")),
-        kind="submission",
-        kernel=str(record.get("kernel", "")),
-        kernel_version=record.get("kernel_version"),
-        code_hash=str(record.get("code_hash") or ""),
-        weights_hash=str(record.get("weights_hash") or ""),
-        code_version=record.get("code_version"),
-        weights_version=record.get("weights_version"),
-        submission_ref=record.get("ref"),
-        status=status,
-        score=detail,
-        server=str(record.get("server") or DEFAULT_SERVER),
-    )
+    return _row(record, "submission", status, detail, submission_ref=record.get("ref"))
 
 
 def _rehearsal_row(record: dict[str, Any]) -> HistoryRow:
     verdict = record.get("verdict") or {}
     scale = record.get("scale") or 1
-    return HistoryRow(
-        when=str(record.get("time", "")),
-        kind="rehearsal",
-        kernel=str(record.get("kernel", "")),
-        kernel_version=record.get("kernel_version"),
-        code_hash=str(record.get("code_hash") or ""),
-        weights_hash=str(record.get("weights_hash") or ""),
-        code_version=record.get("code_version"),
-        weights_version=record.get("weights_version"),
-        submission_ref=None,
-        status=str(verdict.get("name") or record.get("status") or ""),
-        score=f"x{scale}" if scale != 1 else "",
-        server=str(record.get("server") or DEFAULT_SERVER),
-    )
+    return _row(record, "rehearsal", str(verdict.get("name") or record.get("status") or ""), f"x{scale}" if scale != 1 else "")
