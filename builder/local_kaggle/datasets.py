@@ -17,7 +17,7 @@ from builder.local_kaggle import names
 from builder.local_kaggle.blobs import Blob, Blobs
 from builder.local_kaggle.dataset_metadata import apply_settings, dataset_info
 from builder.local_kaggle.faults import Faults
-from builder.local_kaggle.files import UploadRejected, materialize, storage_url, tree, uploaded_files, zip_tree
+from builder.local_kaggle.files import UploadRejected, storage_url, store_version, tree, uploaded_files, zip_tree
 from builder.local_kaggle.listing import DatasetRow, list_datasets
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.store import OwnedRecords, Store
@@ -133,16 +133,7 @@ class Datasets:
         if not uploads:
             raise UploadRejected("A dataset version needs at least one file")
         number = 1 + max((v["number"] for v in record["versions"]), default=0)
-        folder = self._records.dir(record["owner"], record["slug"]) / "versions" / str(number)
-        staging = folder.with_name(f".{number}.staging")
-        shutil.rmtree(staging, ignore_errors=True)
-        try:
-            materialize(uploads, staging / "files")
-        except UploadRejected:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        shutil.rmtree(folder, ignore_errors=True)
-        staging.rename(folder)
+        store_version(uploads, self._records.dir(record["owner"], record["slug"]) / "versions" / str(number))
         created = now()
         ref = f"{record['owner']}/{record['slug']}"
         record["versions"].append({

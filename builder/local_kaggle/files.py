@@ -51,6 +51,20 @@ def uploaded_files(blobs: Blobs, user: str, body: Json, kind: str) -> list[tuple
     return pairs
 
 
+def store_version(uploads: list[tuple[str, Blob]], folder: Path) -> None:
+    """The uploads as the version folder ``folder`` (its ``files/``): laid out in a staging folder and renamed
+    into place, so a rejected upload leaves nothing behind and a reader never sees half a version."""
+    staging = folder.with_name(f".{folder.name}.staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        materialize(uploads, staging / "files")
+    except UploadRejected:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(folder, ignore_errors=True)
+    staging.rename(folder)
+
+
 def materialize(blobs: Iterable[tuple[str, Blob]], dest: Path) -> None:
     """Lay out uploads under ``dest``: ``(folder prefix, blob)`` pairs; archives are unpacked into a folder
     named after them (``fold0.zip`` → ``fold0/``), as Kaggle does for ``--dir-mode zip|tar`` uploads.

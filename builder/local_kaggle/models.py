@@ -21,13 +21,12 @@ Frameworks travel as kagglesdk enum names (``MODEL_FRAMEWORK_PY_TORCH``) and app
 from __future__ import annotations
 
 import re
-import shutil
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from builder.local_kaggle.blobs import Blob, Blobs
-from builder.local_kaggle.files import UploadRejected, materialize, storage_url, tree, uploaded_files
+from builder.local_kaggle.files import UploadRejected, storage_url, store_version, tree, uploaded_files
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.store import SLUG, OwnedRecords, Store
 from builder.local_kaggle.wire import Call, Handler, Json, Redirect, bad_request, compact, iso, not_found, now, paginate
@@ -147,16 +146,7 @@ class Models:
         if not uploads:
             raise UploadRejected("A model version needs at least one file")
         number = 1 + max((v["number"] for v in instance["versions"]), default=0)
-        folder = self._version_dir(record, instance, number)
-        staging = folder.with_name(f".{number}.staging")
-        shutil.rmtree(staging, ignore_errors=True)
-        try:
-            materialize(uploads, staging / "files")
-        except UploadRejected:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        shutil.rmtree(folder, ignore_errors=True)
-        staging.rename(folder)
+        store_version(uploads, self._version_dir(record, instance, number))
         created = now()
         instance["versions"].append({"number": number, "notes": notes, "created": created, "creator": user,
                                      "readyAt": created + self._settings.dataset_ready_seconds,
