@@ -147,9 +147,11 @@ def launcher_argv(mode: Mode, root: Path, mounts: tuple[tuple[Path, Path], ...],
 
 def host_tmp_dependencies() -> tuple[Path, ...]:
     """Folders under the host's /tmp that the kernel needs (this interpreter's venv, PATH and PYTHONPATH
-    entries): inside the namespaces /tmp is private, so they are bound read-only at their own paths."""
+    entries, and kkb's guest scripts, which the launcher and the evaluation-API supervisor run by path):
+    inside the namespaces /tmp is private, so they are bound read-only at their own paths. A checkout or a
+    CI clone under /tmp must work like any other."""
     tmp = Path("/tmp")
-    candidates = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent,
+    candidates = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent, GUEST_DIR,
                   *(Path(entry) for entry in os.environ.get("PATH", "").split(os.pathsep) if entry),
                   *(Path(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry)]
     found: list[Path] = []
