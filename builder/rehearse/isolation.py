@@ -124,7 +124,8 @@ def launcher_argv(mode: Mode, root: Path, mounts: tuple[tuple[Path, Path], ...],
                   memory_bytes: int | None, readonly: tuple[Path, ...] = ()) -> list[str]:
     """The argv prefix that starts a command in the sandbox at ``root`` (``mounts``: host source, target under
     root/input; ``binds``: writable at their own paths; ``readonly``: visible read-only at their own paths)."""
-    readonly = (*readonly, *host_tmp_dependencies())
+    # A folder that holds the sandbox root must not be bound read-only over it (the root stays writable).
+    readonly = (*readonly, *(folder for folder in host_tmp_dependencies() if not Path(root).resolve().is_relative_to(folder)))
     if mode == "bwrap":
         return bwrap_argv(root, mounts, binds, memory_bytes, readonly)
     argv = [sys.executable, str(LAUNCH)]
@@ -146,12 +147,14 @@ def launcher_argv(mode: Mode, root: Path, mounts: tuple[tuple[Path, Path], ...],
 
 
 def host_tmp_dependencies() -> tuple[Path, ...]:
-    """Folders under the host's /tmp that the kernel needs (this interpreter's venv, PATH and PYTHONPATH
-    entries, and kkb's guest scripts, which the launcher and the evaluation-API supervisor run by path):
+    """Folders under the host's /tmp that the kernel needs (this interpreter's venv and import path, PATH and
+    PYTHONPATH entries, and kkb's guest scripts, which the launcher and the evaluation-API supervisor run by path):
     inside the namespaces /tmp is private, so they are bound read-only at their own paths. A checkout or a
     CI clone under /tmp must work like any other."""
     tmp = Path("/tmp")
     candidates = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent, GUEST_DIR,
+                  # the interpreter's own import path: site-packages, and what .pth files add to it
+                  *(Path(entry) for entry in sys.path if entry),
                   *(Path(entry) for entry in os.environ.get("PATH", "").split(os.pathsep) if entry),
                   *(Path(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry)]
     found: list[Path] = []
