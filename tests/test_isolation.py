@@ -6,6 +6,7 @@ skipped with the probe's reason, and ``auto`` falls back to the next and says wh
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import DryRunError
+from builder.rehearse import isolation
 from builder.rehearse.isolation import choose_isolation, probe
 from builder.rehearse.sandbox import Mount, SandboxSpec, prepare_sandbox
 from tests.support.files import build_file_tree
@@ -115,3 +117,21 @@ def test_auto_falls_back_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "not used: bwrap: bwrap is broken here; namespace: namespace is broken here" in choice.describe()
     with pytest.raises(DryRunError, match="the namespace sandbox cannot start here: namespace is broken here"):
         choose_isolation("namespace")
+
+
+def test_kkb_under_tmp_stays_visible_inside_the_namespaces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout, a CI clone or a venv under /tmp: inside the namespaces /tmp is private, so the guest scripts
+    and the import path there are bound read-only at their own paths, never over the sandbox root."""
+    guest = build_file_tree(Path("/tmp") / tmp_path.name / "checkout" / "guest", {"launch.py": ""})
+    site = build_file_tree(Path("/tmp") / tmp_path.name / "venv" / "site-packages", {"x.pth": ""})
+    monkeypatch.setattr(isolation, "GUEST_DIR", guest)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
+    try:
+        found = isolation.host_tmp_dependencies()
+        assert guest.resolve() in found and site.resolve() in found
+        argv = isolation.launcher_argv("namespace", guest.parent / "sandbox-root", (), [], None)
+        assert str(guest.resolve()) in argv
+        holder = isolation.launcher_argv("namespace", guest / "root-inside", (), [], None)
+        assert str(guest.resolve()) not in holder  # it holds the sandbox root: never bound read-only over it
+    finally:
+        shutil.rmtree(Path("/tmp") / tmp_path.name, ignore_errors=True)
