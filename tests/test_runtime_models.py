@@ -393,3 +393,14 @@ def test_ids_with_extensions_nested_folders_and_a_listing_csv(tmp_path: Path) ->
         tmp_path / "test/d1/d2/xyz.png", tmp_path / "test/abc.jpg"]
     with pytest.raises(predict.PredictError, match=r"1 of 1 ids have no image"):
         predict.image_paths(["9.9"], tmp_path / "test.csv", "StudyInstanceUID")
+
+
+@pytest.mark.parametrize(("kind", "cpus", "threads", "wanted", "workers"), [
+    ("cpu", 2, 2, 2, 0),    # the forward pass uses both cores: decoding in workers would only compete with it
+    ("cpu", 8, 4, 2, 2),    # cores left over: the card's workers decode while the model computes
+    ("cpu", 8, 4, 6, 4),
+    ("cuda", 2, 2, 2, 2),   # on an accelerator the cores are free for decoding
+])
+def test_loader_workers_only_where_cores_are_left(kind: str, cpus: int, threads: int, wanted: int, workers: int) -> None:
+    choice = devices.DeviceChoice(kind=kind, reason="test")
+    assert predict.loader_workers({"num_workers": wanted}, choice, cpus=cpus, torch_threads=threads) == workers
