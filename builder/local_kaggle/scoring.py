@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata, spearmanr
 
 from builder.kkb_runtime.submission import check_submission
 
@@ -135,6 +134,8 @@ def _accuracy(solution: pd.DataFrame, submission: pd.DataFrame, targets: list[st
 
 
 def _auc(solution: pd.DataFrame, submission: pd.DataFrame, targets: list[str]) -> float:
+    from scipy.stats import rankdata  # scipy.stats costs 0.6 s to import: only when a submission is scored
+
     truth, scores = _numbers(solution, targets), _numbers(submission, targets)
     values = []
     for j in range(len(targets)):
@@ -163,6 +164,8 @@ def _rmse(solution: pd.DataFrame, submission: pd.DataFrame, targets: list[str]) 
 
 
 def _spearman(solution: pd.DataFrame, submission: pd.DataFrame, targets: list[str]) -> float:
+    from scipy.stats import spearmanr
+
     truth, guess = _numbers(solution, targets), _numbers(submission, targets)
     values = [spearmanr(truth[:, j], guess[:, j]).statistic for j in range(len(targets))]
     if any(not np.isfinite(v) for v in values):
