@@ -39,7 +39,7 @@ def dataset_info(record: Json, files: Sequence[tuple[str, int]]) -> Json:
     })
 
 
-def apply_settings(record: Json, settings: Any, file_names: set[str], is_user: Callable[[str], bool],
+def apply_settings(record: Json, settings: object, file_names: set[str], is_user: Callable[[str], bool],
                    licenses: frozenset[str]) -> list[str]:
     """Validate ``DatasetSettings`` and, when all is well, apply it to ``record``; the problems otherwise."""
     if not isinstance(settings, dict):
