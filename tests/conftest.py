@@ -5,6 +5,7 @@ sockets unless it carries the ``loopback`` marker (``network``).
 """
 
 pytest_plugins = [
+    "tests.support.assets",
     "tests.support.isolation",
     "tests.support.golden",
     "tests.support.network",
