@@ -63,3 +63,14 @@ def test_both_scenarios_are_ok_and_the_hidden_rerun_scores(example: Path, tmp_pa
         with pytest.raises(ScoringError, match=r"float values in column 'ETT - Abnormal', where the sample submission holds integers"):
             score_submission(rerun.submission, competition / "answers.csv", config.metric, config.id_column,
                              config.target_columns, competition)
+
+
+@pytest.mark.loopback
+def test_submitted_to_the_local_kaggle_the_hidden_rerun_scores(example: Path) -> None:
+    """The whole path a user takes: kkb submit through the real client, the local Kaggle's scoring rerun on the
+    hidden test, the competition's metric (the demo script, on a scratch copy of the example)."""
+    done = subprocess.run([sys.executable, "-m", "builder.demo", "--kernel", str(example)], capture_output=True, text=True,
+                          cwd=KERNELS.parent, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    score = float(done.stdout.rsplit("demo: public score ", 1)[1].split()[0])
+    assert score >= EXAMPLES[example.name], done.stdout
