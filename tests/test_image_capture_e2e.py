@@ -14,11 +14,12 @@ import pytest
 
 from builder import cli
 from builder.errors import KkbError
-from builder.local_kaggle import LocalKaggle, ServerSettings
+from builder.local_kaggle import LocalKaggle
 from builder.project.image import load_image, preinstalled_patterns
 from builder.project.image_store import IMAGE_ENV, captured_image_path, check_description, stored_image_path
 from builder.project.spec import load_spec
 from builder.remote.rehearsal import image_label
+from tests.support.demo_kaggle import serve_local_kaggle
 from tests.support.files import KERNELS
 
 pytestmark = [pytest.mark.slow, pytest.mark.loopback]
@@ -28,15 +29,9 @@ USER, KEY = "kkb-demo", "local-test-key-0123456789"
 
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
-    with LocalKaggle(tmp_path / "kaggle", port=0, settings=ServerSettings(dataset_ready_seconds=0.0)) as local:
-        local.add_user(USER, KEY)
-        local.add_competition(KERNELS / "minimal" / "data" / "competition")
-        monkeypatch.setenv("KAGGLE_USERNAME", USER)
-        monkeypatch.setenv("KAGGLE_KEY", KEY)
-        monkeypatch.setenv("KKB_KAGGLE_API", local.base_url)
-        monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-        monkeypatch.delenv(IMAGE_ENV, raising=False)
-        yield local
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv(IMAGE_ENV, raising=False)
+    yield from serve_local_kaggle(tmp_path, monkeypatch, None)
 
 
 def test_image_on_kaggle_stores_a_description_the_dry_run_and_wheels_read(server: LocalKaggle, tmp_path: Path,

@@ -10,10 +10,11 @@ import pytest
 
 from builder import cli
 from builder.errors import SpecError
-from builder.local_kaggle import InstantRunner, LocalKaggle, ServerSettings
+from builder.local_kaggle import InstantRunner, LocalKaggle
 from builder.project.init import init_from_competition, init_from_folder
 from builder.project.spec import load_spec
 from builder.rehearse.dryrun import DryRunSettings, dry_run
+from tests.support.demo_kaggle import serve_local_kaggle
 from tests.support.files import KERNELS
 
 PUBLIC = KERNELS / "minimal" / "data" / "competition" / "public"
@@ -22,14 +23,7 @@ USER, KEY = "kkb-demo", "local-test-key-0123456789"
 
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
-    with LocalKaggle(tmp_path / "kaggle", port=0, settings=ServerSettings(dataset_ready_seconds=0.0),
-                     runner=InstantRunner()) as local:
-        local.add_user(USER, KEY)
-        local.add_competition(KERNELS / "minimal" / "data" / "competition")
-        monkeypatch.setenv("KAGGLE_USERNAME", USER)
-        monkeypatch.setenv("KAGGLE_KEY", KEY)
-        monkeypatch.setenv("KKB_KAGGLE_API", local.base_url)
-        yield local
+    yield from serve_local_kaggle(tmp_path, monkeypatch, InstantRunner())
 
 
 def test_generated_project_builds_and_dry_runs(tmp_path: Path) -> None:

@@ -22,12 +22,12 @@ from builder.errors import RemoteError
 from builder.local_kaggle import InstantRunner, KernelRunner, LocalKaggle, ServerSettings
 from builder.project.spec import load_spec
 from builder.rehearse.dryrun import DryRunSettings, dry_run
-from builder.remote.backoff import Backoff
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.push import push
 from builder.remote.queries import QuerySettings, logs
 from builder.remote.session import PushSettings, Waits
 from builder.remote.submit import SubmitSettings, submit
+from tests.support.demo_kaggle import demo_adapter
 from tests.support.files import KERNELS
 
 pytestmark = [pytest.mark.slow, pytest.mark.loopback]
@@ -61,7 +61,7 @@ def _sign_in(monkeypatch: pytest.MonkeyPatch, user: str, key: str) -> None:
 
 
 def _adapter(server: LocalKaggle) -> KaggleAdapter:
-    return KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=5, base_seconds=0.02, max_seconds=0.1))
+    return demo_adapter(server)  # signed in as whoever the environment names (the test or bob)
 
 
 def _publish_as_bob(server: LocalKaggle, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, private: bool = False) -> None:

@@ -14,13 +14,12 @@ from builder.build import BuildSettings, build_kernel
 from builder.errors import SpecError
 from builder.kkb_runtime.config import load_config
 from builder.kkb_runtime.inputs import resolve_inputs
-from builder.local_kaggle import InstantRunner, LocalKaggle, ServerSettings
+from builder.local_kaggle import InstantRunner, LocalKaggle
 from builder.project.spec import parse_spec
 from builder.rehearse.dryrun import DryRunSettings, dry_run
-from builder.remote.backoff import Backoff
-from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.push import PushResult, push
 from builder.remote.session import PushSettings, Waits
+from tests.support.demo_kaggle import demo_adapter, serve_local_kaggle
 from tests.support.files import KERNELS
 
 pytestmark = pytest.mark.loopback  # a local Kaggle over loopback HTTP
@@ -42,22 +41,11 @@ def kernel(tmp_path: Path) -> Path:
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
     # Versions become ready only after two status polls: the push must wait for them.
-    settings = ServerSettings(dataset_ready_seconds=0.0, dataset_ready_polls=2)
-    with LocalKaggle(tmp_path / "kaggle", port=0, settings=settings, runner=InstantRunner()) as local:
-        local.add_user(USER, KEY)
-        local.add_competition(KERNELS / "minimal" / "data" / "competition")
-        monkeypatch.setenv("KAGGLE_USERNAME", USER)
-        monkeypatch.setenv("KAGGLE_KEY", KEY)
-        monkeypatch.setenv("KKB_KAGGLE_API", local.base_url)
-        yield local
-
-
-def _adapter(server: LocalKaggle) -> KaggleAdapter:
-    return KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=5, base_seconds=0.02, max_seconds=0.1))
+    yield from serve_local_kaggle(tmp_path, monkeypatch, InstantRunner(), ready_polls=2)
 
 
 def _push(kernel: Path, server: LocalKaggle) -> PushResult:
-    return push(PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=_adapter(server), waits=FAST))
+    return push(PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=demo_adapter(server), waits=FAST))
 
 
 def _model_sources(kernel: Path) -> list[str]:
@@ -91,7 +79,7 @@ def test_push_creates_versions_only_when_the_weights_change(kernel: Path, server
     first = _push(kernel, server)
     assert (first.weights.ref, first.weights.version, first.weights.action) == (MODEL, 1, "created")
     assert first.weights.uploaded_bytes > 0 and _model_sources(kernel) == [f"{MODEL}/1"]
-    adapter = _adapter(server)
+    adapter = demo_adapter(server)
     assert adapter.model_file(MODEL, 1, "weights/linear.json") == (kernel / "weights" / "linear.json").read_bytes()
 
     again = _push(kernel, server)

@@ -17,11 +17,11 @@ from builder import cli
 from builder.errors import EXIT_AUTH, EXIT_KERNEL, KernelFailed, KkbError, RemoteError
 from builder.local_kaggle import LocalKaggle, ServerSettings
 from builder.project.layout import ON_KAGGLE_DIR
-from builder.remote.backoff import Backoff
 from builder.remote.history import History
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.rehearsal import RehearsalSettings, rehearsal_title, rehearse_on_kaggle
 from builder.remote.session import Waits
+from tests.support.demo_kaggle import demo_adapter, serve_local_kaggle
 from tests.support.files import KERNELS
 
 pytestmark = [pytest.mark.slow, pytest.mark.loopback]
@@ -41,13 +41,7 @@ if "KAGGLE_IS_COMPETITION_RERUN" in os.environ and len(pd.read_csv(Path(os.envir
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
     """A local Kaggle running kernels in the real sandbox, the test user signed in through the environment."""
-    with LocalKaggle(tmp_path / "kaggle", port=0, settings=ServerSettings(dataset_ready_seconds=0.0)) as local:
-        local.add_user(USER, KEY)
-        local.add_competition(COMPETITION)
-        monkeypatch.setenv("KAGGLE_USERNAME", USER)
-        monkeypatch.setenv("KAGGLE_KEY", KEY)
-        monkeypatch.setenv("KKB_KAGGLE_API", local.base_url)
-        yield local
+    yield from serve_local_kaggle(tmp_path, monkeypatch, None, COMPETITION)
 
 
 @pytest.fixture
@@ -56,7 +50,7 @@ def kernel(tmp_path: Path) -> Path:
 
 
 def _settings(kernel: Path, server: LocalKaggle, **changes: object) -> RehearsalSettings:
-    adapter = KaggleAdapter.connect(server.base_url, retry=Backoff(attempts=5, base_seconds=0.02, max_seconds=0.1))
+    adapter = demo_adapter(server)
     return RehearsalSettings(**{"kernel_dir": kernel, "out_dir": kernel.parent / "build", "adapter": adapter,
                                 "waits": FAST, **changes})  # type: ignore[arg-type]
 
