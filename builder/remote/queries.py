@@ -44,11 +44,7 @@ class QuerySettings:
 
 def status(settings: QuerySettings) -> StatusResult:
     """The latest push, the state of its kernel run, and the latest submission's state on Kaggle."""
-    spec = load_spec(Path(settings.kernel_dir))
-    ctx = query_session(settings.kernel_dir, settings.base_url, settings.adapter)
-    kernel_id = kernel_id_of(ctx, spec, settings.owner)
-    last_push = ctx.history.last(PUSH, kernel=kernel_id)
-    version = settings.version or (last_push or {}).get("kernel_version") or ctx.adapter.kernel_version(kernel_id)
+    ctx, kernel_id, last_push, version = _kernel_version(settings)
     run_status, failure = None, ""
     if version is not None:
         with contextlib.suppress(NotFoundError):  # a version Kaggle does not know; no answer is an error
@@ -63,6 +59,17 @@ def status(settings: QuerySettings) -> StatusResult:
     return StatusResult(kernel_id, version, run_status, failure, last_push, submission)
 
 
+def _kernel_version(settings: QuerySettings) -> tuple[Session, str, dict[str, Any] | None, int | None]:
+    """The session, the kernel's id, its last push, and the version asked about: --version, else the last
+    pushed one, else Kaggle's current one."""
+    spec = load_spec(Path(settings.kernel_dir))
+    ctx = query_session(settings.kernel_dir, settings.base_url, settings.adapter)
+    kernel_id = kernel_id_of(ctx, spec, settings.owner)
+    last_push = ctx.history.last(PUSH, kernel=kernel_id)
+    version = settings.version or (last_push or {}).get("kernel_version") or ctx.adapter.kernel_version(kernel_id)
+    return ctx, kernel_id, last_push, version
+
+
 def record_score_once(ctx: Session, item: Submission) -> None:
     last = ctx.history.last(SCORE, ref=item.ref)
     if last is None or last.get("status") != item.status:
@@ -72,11 +79,7 @@ def record_score_once(ctx: Session, item: Submission) -> None:
 
 def logs(settings: QuerySettings) -> LogsResult:
     """The log of a kernel run (default: the latest pushed version)."""
-    spec = load_spec(Path(settings.kernel_dir))
-    ctx = query_session(settings.kernel_dir, settings.base_url, settings.adapter)
-    kernel_id = kernel_id_of(ctx, spec, settings.owner)
-    last_push = ctx.history.last(PUSH, kernel=kernel_id)
-    version = settings.version or (last_push or {}).get("kernel_version") or ctx.adapter.kernel_version(kernel_id)
+    ctx, kernel_id, _, version = _kernel_version(settings)
     if version is None:
         raise RemoteError(f"{kernel_id} has no version on Kaggle yet", hint=f"kkb push {settings.kernel_dir} first")
     return LogsResult(kernel_id, version, ctx.adapter.kernel_log(kernel_id, version))
