@@ -20,13 +20,16 @@ a model's width against the sample before anything runs.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-KINDS = ("argmax", "threshold", "clip", "function")
+from .vocabulary import PostprocessKind
+
+KINDS = PostprocessKind.values()
 
 
 class PostprocessError(ValueError):
@@ -45,26 +48,39 @@ def apply(frame: pd.DataFrame, stages: Sequence[Mapping[str, Any]], id_column: s
 def _apply_one(frame: pd.DataFrame, stage: Mapping[str, Any], id_column: str, predictions: list[str],
                where: str) -> pd.DataFrame:
     kind = str(stage["kind"])
-    if kind == "function":
-        return _call_user(frame, str(stage["function"]), where)
-    columns = list(stage.get("columns") or (predictions if kind == "argmax" else
+    if kind not in STAGES:
+        raise PostprocessError(f"{where}: unknown kind '{kind}' (use {', '.join(KINDS)})")
+    handler = STAGES[PostprocessKind(kind)]
+    if handler.default_columns is None:  # a stage that names no columns (a user function sees the whole frame)
+        return handler.run(frame, stage, [], where)
+    columns = list(stage.get("columns") or (predictions if handler.default_columns == "predictions" else
                                             [c for c in frame.columns if c != id_column]))
     missing = [column for column in columns if column not in frame.columns]
     if missing:
         raise PostprocessError(f"{where}: the frame has no column(s) {', '.join(missing)} "
                                f"(it has: {', '.join(map(str, frame.columns))})")
-    if kind == "argmax":
-        return argmax(frame, columns, str(stage.get("into") or "label"), stage.get("labels"))
-    if kind == "threshold":
-        out = frame.copy()
-        for column in columns:
-            out[column] = (frame[column].astype(float) >= float(stage.get("value", 0.5))).astype(np.int64)
-        return out
-    if kind == "clip":
-        out = frame.copy()
-        out[columns] = frame[columns].astype(float).clip(lower=stage.get("min"), upper=stage.get("max"))
-        return out
-    raise PostprocessError(f"{where}: unknown kind '{kind}' (use {', '.join(KINDS)})")
+    return handler.run(frame, stage, columns, where)
+
+
+def _argmax_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str) -> pd.DataFrame:
+    return argmax(frame, columns, str(stage.get("into") or "label"), stage.get("labels"))
+
+
+def _threshold_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str) -> pd.DataFrame:
+    out = frame.copy()
+    for column in columns:
+        out[column] = (frame[column].astype(float) >= float(stage.get("value", 0.5))).astype(np.int64)
+    return out
+
+
+def _clip_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str) -> pd.DataFrame:
+    out = frame.copy()
+    out[columns] = frame[columns].astype(float).clip(lower=stage.get("min"), upper=stage.get("max"))
+    return out
+
+
+def _function_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str) -> pd.DataFrame:
+    return _call_user(frame, str(stage["function"]), where)
 
 
 def argmax(frame: pd.DataFrame, columns: Sequence[str], into: str, labels: Sequence[Any] | None = None) -> pd.DataFrame:
@@ -106,16 +122,71 @@ def output_columns(stages: Sequence[Mapping[str, Any]], prediction_columns: Sequ
     """The target columns after the stages, from the prediction columns; None after a user function (unknowable)."""
     columns = list(prediction_columns)
     for stage in stages:
-        kind = str(stage["kind"])
-        if kind == "function":
+        after = STAGES[PostprocessKind(str(stage["kind"]))].outputs(columns, stage, prediction_columns)
+        if after is None:
             return None
-        if kind == "argmax":
-            used = list(stage.get("columns") or prediction_columns)
-            into = str(stage.get("into") or "label")
-            columns = [column for column in columns if column not in used]
-            if into not in columns:
-                columns.append(into)
+        columns = after
     return columns
 
 
-__all__ = ["KINDS", "PostprocessError", "apply", "argmax", "load_function", "output_columns"]
+def _argmax_outputs(columns: list[str], stage: Mapping[str, Any], predictions: Sequence[str]) -> list[str]:
+    used = list(stage.get("columns") or predictions)
+    into = str(stage.get("into") or "label")
+    kept = [column for column in columns if column not in used]
+    return kept if into in kept else [*kept, into]
+
+
+def _same_columns(columns: list[str], stage: Mapping[str, Any], predictions: Sequence[str]) -> list[str]:
+    return columns
+
+
+def _unknowable(columns: list[str], stage: Mapping[str, Any], predictions: Sequence[str]) -> None:
+    return None
+
+
+def _argmax_lacks(stage: Mapping[str, Any]) -> str | None:
+    labels, columns = stage.get("labels"), stage.get("columns")
+    if labels is not None and columns and len(labels) != len(columns):
+        return f"argmax has {len(labels)} labels for {len(columns)} columns"
+    return None
+
+
+def _clip_lacks(stage: Mapping[str, Any]) -> str | None:
+    return "kind = 'clip' needs min, max or both" if stage.get("min") is None and stage.get("max") is None else None
+
+
+def _function_lacks(stage: Mapping[str, Any]) -> str | None:
+    if not stage.get("function"):
+        return "kind = 'function' needs function = 'package.module:function' (DataFrame in, DataFrame out)"
+    return None
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One post-processing kind: what ``kernel.toml`` may give it, how it runs, what it leaves.
+
+    ``keys`` are the ``[[postprocess]]`` keys it takes besides ``kind`` (the spec refuses the others);
+    ``lacks`` says what a stage of this kind is missing (None: complete); ``default_columns`` the
+    columns it works on when ``columns`` is not given ("predictions", "all" but the id, or None: it
+    takes no columns); ``run`` applies it; ``outputs`` maps the column names (None: unknowable).
+    """
+
+    keys: frozenset[str]
+    lacks: Callable[[Mapping[str, Any]], str | None]
+    default_columns: str | None
+    run: Callable[[pd.DataFrame, Mapping[str, Any], list[str], str], pd.DataFrame]
+    outputs: Callable[[list[str], Mapping[str, Any], Sequence[str]], list[str] | None]
+
+
+# The one table of post-processing kinds: the spec's key check, the build's column check and the kernel's run.
+STAGES: dict[PostprocessKind, Stage] = {
+    PostprocessKind.ARGMAX: Stage(frozenset({"columns", "into", "labels"}), _argmax_lacks, "predictions",
+                                  _argmax_stage, _argmax_outputs),
+    PostprocessKind.THRESHOLD: Stage(frozenset({"columns", "value"}), lambda stage: None, "all",
+                                     _threshold_stage, _same_columns),
+    PostprocessKind.CLIP: Stage(frozenset({"columns", "min", "max"}), _clip_lacks, "all", _clip_stage, _same_columns),
+    PostprocessKind.FUNCTION: Stage(frozenset({"function"}), _function_lacks, None, _function_stage, _unknowable),
+}
+
+
+__all__ = ["KINDS", "STAGES", "PostprocessError", "Stage", "apply", "argmax", "load_function", "output_columns"]

@@ -40,15 +40,16 @@ from .config import KernelConfig
 from .inputs import Inputs, kaggle_root
 from .scale import scale_competition_data
 from .steps import StepResult
+from .vocabulary import Verdict
 
 REHEARSAL_FILE = "kkb_rehearsal.json"
 REPORT_FILE = "report.json"
 FORMAT = 1
 SCENARIOS = ("rerun",)
-# Kaggle's verdict names (builder.rehearse.verdict has the same; the runtime imports nothing of builder).
-OK = "OK"
-CSV_NOT_FOUND = "Submission CSV Not Found"
-THREW = "Notebook Threw Exception"
+# Kaggle's verdict names, from the one vocabulary the dry run's judge uses too.
+OK = Verdict.OK
+CSV_NOT_FOUND = Verdict.CSV_NOT_FOUND
+THREW = Verdict.THREW
 TRACEBACK_LINES = 20
 
 

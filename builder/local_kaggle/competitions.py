@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from builder.kkb_runtime.vocabulary import Verdict
 from builder.local_kaggle import names
 from builder.local_kaggle.blobs import Blobs
 from builder.local_kaggle.competition import CompetitionConfig, load_competition
@@ -50,8 +51,8 @@ from builder.rehearse.sandbox import Mount
 
 SERVICE = "competitions.CompetitionApiService"
 PENDING, ERROR = "PENDING", "ERROR"
-KAGGLE_ERROR = "Kaggle Error"
-SCORING_ERROR = "Submission Scoring Error"
+KAGGLE_ERROR = Verdict.KAGGLE_ERROR.value
+SCORING_ERROR = Verdict.SCORING_ERROR.value
 
 
 class Competitions:
@@ -263,7 +264,7 @@ class Competitions:
         fault = self._faults.take_kernel_failure(version.ref, "rerun")
         if fault is not None:
             message = str(fault.get("message") or "RuntimeError: injected failure (local Kaggle fault)")
-            self._finish(ref, error=fault.get("description") or "Notebook Threw Exception",
+            self._finish(ref, error=fault.get("description") or Verdict.THREW.value,
                          log=[{"stream_name": "stderr", "time": 0.0, "data": message + "\n"}])
             return
         root = self._store.path("runs", f"score-{ref}-{uuid.uuid4().hex[:8]}")
@@ -291,7 +292,7 @@ class Competitions:
                                      sample_submission=competition_dir / "hidden" / "sample_submission.csv",
                                      id_column=config.id_column, target_columns=config.target_columns,
                                      machine_shape=version.meta.get("machineShape"), column_types=config.column_types)
-        if verdict.name != "OK":
+        if verdict.name != Verdict.OK:
             self._finish(ref, error=verdict.name, log=result.log, reason=verdict.reason)
             return
         self._score(ref, config, competition_dir, submission_file, result.log, submission_file.stat().st_size)
@@ -319,8 +320,8 @@ class Competitions:
         log = [{"stream_name": stream, "time": 0.0, "data": text}
                for stream, text in (("stdout", result.notebook_stdout), ("stderr", result.notebook_stderr)) if text]
         verdict = verdict_name(result.report)
-        if verdict != "OK" or result.submission is None:
-            self._finish(ref, error=verdict if verdict != "OK" else SCORING_ERROR, log=log,
+        if verdict != Verdict.OK or result.submission is None:
+            self._finish(ref, error=verdict if verdict != Verdict.OK else SCORING_ERROR, log=log,
                          reason=verdict_reason(result.report))
             return
         scored = root / "submission.csv"  # the scorer reads CSV; the gateway wrote parquet

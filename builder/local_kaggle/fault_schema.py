@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from builder.errors import LocalKaggleError
+from builder.kkb_runtime.vocabulary import Verdict
 
 KINDS = ("rpc", "datasetNotReady", "uploadBreak", "kernelFail")
 REASONS = {400: "Bad request", 401: "Unauthenticated", 403: "Permission denied", 404: "Not found",
@@ -27,8 +28,8 @@ REASONS = {400: "Bad request", 401: "Unauthenticated", 403: "Permission denied",
            503: "Service unavailable", 504: "Gateway timeout"}
 DEFAULT_KERNEL_MESSAGE = "RuntimeError: injected failure (local Kaggle fault)"
 # Kaggle's error descriptions of a failed code submission (its public vocabulary).
-DESCRIPTIONS = ("Notebook Threw Exception", "Notebook Timeout", "Notebook Exceeded Allowed Compute",
-                "Submission CSV Not Found", "Submission Scoring Error", "Kaggle Error")
+DESCRIPTIONS = tuple(verdict.value for verdict in (Verdict.THREW, Verdict.TIMEOUT, Verdict.COMPUTE, Verdict.CSV_NOT_FOUND,
+                                                  Verdict.SCORING_ERROR, Verdict.KAGGLE_ERROR))
 
 
 class _Entry(BaseModel):
@@ -68,7 +69,7 @@ class KernelFailFault(_Entry):
     kernel: str = Field("*", min_length=1, description="'owner/slug' or '*'")
     phase: Literal["commit", "rerun", "any"] = "commit"
     message: str = DEFAULT_KERNEL_MESSAGE
-    description: Literal[DESCRIPTIONS] = "Notebook Threw Exception"  # type: ignore[valid-type]
+    description: Literal[DESCRIPTIONS] = Verdict.THREW.value  # type: ignore[valid-type]
 
     def complete(self) -> dict[str, Any]:
         entry = self.model_dump()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from builder.kkb_runtime.vocabulary import Verdict
 from builder.rehearse.execute import ExecutionResult, execute_notebook
 from builder.rehearse.sandbox import Mount, SandboxSpec
 from builder.rehearse.verdict import Limits, judge
@@ -70,7 +71,7 @@ class InstantRunner:
         return RunResult(ok=True, timed_out=False, working_dir=working, log=[])
 
     def judge(self, result: RunResult, **kwargs: Any) -> Judgement:
-        return Judgement("OK")
+        return Judgement(Verdict.OK.value)
 
 
 class SandboxRunner:
@@ -104,7 +105,7 @@ class SandboxRunner:
 
 def _failure_line(result: ExecutionResult) -> str:
     if result.timed_out:
-        return "Notebook Timeout: the run exceeded its time limit"
+        return f"{Verdict.TIMEOUT.value}: the run exceeded its time limit"
     if result.ename:
         where = f" (cell {result.failed_cell})" if result.failed_cell is not None else ""
         return f"{result.ename}: {result.evalue}{where}"

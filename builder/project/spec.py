@@ -7,69 +7,48 @@ that names the file, the key, what was wrong, and how to fix it; unknown keys ge
 
 from __future__ import annotations
 
-import difflib
 import re
 import shlex
-import string
-import sys
-from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from builder.errors import SpecError
+from builder.kkb_runtime.postprocess import STAGES as POSTPROCESS_STAGES
+from builder.kkb_runtime.vocabulary import CombineKind, PostprocessKind, SubmissionKind
 from builder.project.ids import kernel_slug
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-SPEC_FILE = "kernel.toml"
-
-# Kaggle's accelerator names as of 2026 (kaggle-cli docs/kernels.md). The server passes the
-# string through unvalidated, so a typo here would silently give a CPU session: check it.
-MACHINE_SHAPES = (
-    "NvidiaTeslaT4",
-    "NvidiaTeslaT4Highmem",
-    "NvidiaTeslaP100",
-    "NvidiaTeslaA100",
-    "NvidiaL4",
-    "NvidiaL4X1",
-    "NvidiaH100",
-    "NvidiaRtxPro6000",
-    "TpuV38",
-    "Tpu1VmV38",
-    "TpuV5E8",
-    "TpuV6E8",
+from builder.project.spec_errors import SPEC_FILE, read_spec_toml, spec_error_of
+from builder.project.spec_values import (
+    ACCELERATOR_SHAPES,
+    CUDA_ARCH,
+    DEFAULT_GPU_SHAPE,
+    INPUT_KINDS,
+    INPUT_SOURCES,
+    MACHINE_SHAPES,
+    MAX_WAIT_SECONDS,
+    TTA_NAMES,
+    SpecErrorType,
+    check_accelerator,
+    check_competition_paths,
+    check_competition_slug,
+    check_env_names,
+    check_framework,
+    check_id,
+    check_input_kind,
+    check_requirements,
+    check_run_string,
+    check_slug_of_title,
+    check_title_slug,
+    check_tta_names,
+    check_unique,
+    check_username,
+    did_you_mean,
+    parse_input_ref,
+    spec_error,
 )
-# `enable_gpu` alone gives a P100, which the current image's torch no longer supports (sm_60).
-DEFAULT_GPU_SHAPE = "NvidiaTeslaT4"
-DEFAULT_TPU_SHAPE = "TpuV5E8"
-# Compile only for the GPU the kernel will get: a full TORCH_CUDA_ARCH_LIST multiplies apex's build time.
-CUDA_ARCH = {"NvidiaTeslaT4": "7.5", "NvidiaTeslaT4Highmem": "7.5", "NvidiaTeslaP100": "6.0",
-             "NvidiaTeslaA100": "8.0", "NvidiaL4": "8.9", "NvidiaL4X1": "8.9", "NvidiaH100": "9.0",
-             "NvidiaRtxPro6000": "12.0"}
-RETIRED_SHAPES = ("NvidiaTeslaP100", "TpuV38")
-
-_SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_OWNER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
-# What kkb_runtime.steps fills in a step's `run` string.
-STEP_PLACEHOLDERS = ("out", "code", "weights", "data", "python")
-# kkb_runtime.tta.BUILTIN_NAMES (not imported: the runtime package imports pandas).
-TTA_NAMES = ("hflip", "vflip", "hvflip", "transpose", "rot90", "rot180", "rot270")
-_TTA_FUNCTION_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
-
-
-def _relative_path(value: str) -> str:
-    """A path or glob inside the kernel folder: relative, POSIX, and never climbing out."""
-    path = PurePosixPath(value)
-    if not value or path.is_absolute() or ".." in path.parts or "\\" in value:
-        raise ValueError(f"'{value}' must be a relative path inside the kernel folder (no '..', no absolute path)")
-    return value
-
-
-RelativePath = Annotated[str, Field(min_length=1)]
+from builder.project.spec_values import REFERENCE_RE as _REFERENCE_RE
+from builder.project.spec_values import relative_path as _relative_path
 
 
 class _Strict(BaseModel):
@@ -91,35 +70,21 @@ class KernelSection(_Strict):
     @field_validator("title")
     @classmethod
     def _title_gives_a_slug(cls, value: str) -> str:
-        derived = kernel_slug(value)
-        if len(derived) < 5:  # the kaggle client refuses kernel slugs under five characters
-            raise ValueError(f"'{value}' gives the kernel slug '{derived}'; Kaggle needs a slug of at least 5 characters")
-        return value
+        return check_title_slug(value)
 
     @field_validator("owner")
     @classmethod
     def _owner_shape(cls, value: str | None) -> str | None:
-        if value is not None and not _OWNER_RE.match(value):
-            raise ValueError(f"'{value}' is not a Kaggle username")
-        return value
+        return check_username(value)
 
     @field_validator("accelerator")
     @classmethod
     def _known_accelerator(cls, value: str) -> str:
-        if value in ("gpu", "tpu", "none") or value in MACHINE_SHAPES:
-            return value
-        close = difflib.get_close_matches(value, [*MACHINE_SHAPES, "gpu", "tpu", "none"], n=1, cutoff=0.6)
-        guess = f" (did you mean '{close[0]}'?)" if close else ""
-        raise ValueError(f"unknown accelerator '{value}'{guess}; use gpu, tpu, none or one of: {', '.join(MACHINE_SHAPES)}")
+        return check_accelerator(value)
 
     @model_validator(mode="after")
     def _slug_matches_title(self) -> KernelSection:
-        derived = kernel_slug(self.title)
-        if self.slug is not None and self.slug != derived:
-            raise ValueError(
-                f"slug '{self.slug}' does not match the title: Kaggle derives the slug from the title, "
-                f"and '{self.title}' gives '{derived}'"
-            )
+        check_slug_of_title(self.slug, self.title)
         return self
 
     @property
@@ -128,13 +93,7 @@ class KernelSection(_Strict):
 
     @property
     def machine_shape(self) -> str | None:
-        if self.accelerator == "gpu":
-            return DEFAULT_GPU_SHAPE
-        if self.accelerator == "tpu":
-            return DEFAULT_TPU_SHAPE
-        if self.accelerator == "none":
-            return None
-        return self.accelerator
+        return ACCELERATOR_SHAPES[self.accelerator] if self.accelerator in ACCELERATOR_SHAPES else self.accelerator
 
     @property
     def uses_gpu(self) -> bool:
@@ -160,9 +119,7 @@ class CompetitionSection(_Strict):
     @field_validator("slug")
     @classmethod
     def _slug_shape(cls, value: str) -> str:
-        if not _SLUG_RE.match(value):
-            raise ValueError(f"'{value}' is not a competition slug (lowercase letters, digits and '-', no 'c/' prefix)")
-        return value
+        return check_competition_slug(value)
 
     @field_validator("sample_submission", "test")
     @classmethod
@@ -196,25 +153,7 @@ class FileSelection(_Strict):
     @field_validator("dataset")
     @classmethod
     def _dataset_id(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        owner, _, slug = value.partition("/")
-        if not owner or not slug or not _SLUG_RE.match(slug) or not 6 <= len(slug) <= 50:
-            raise ValueError(f"'{value}' is not a dataset id: write 'owner/slug', slug of 6-50 lowercase letters, digits and '-'")
-        return value
-
-
-INPUT_KINDS = ("dataset", "model", "notebook")
-# kernel-metadata.json's list for each kind, and the form of a reference in it.
-INPUT_SOURCES = {"dataset": "dataset_sources", "model": "model_sources", "notebook": "kernel_sources"}
-INPUT_FORMS = {"dataset": "owner/slug or owner/slug/VERSION",
-               "model": "owner/model/framework/variation/VERSION",
-               "notebook": "owner/kernel-slug or owner/kernel-slug/VERSION"}
-# Kaggle's model frameworks as they appear in model_sources and mount paths (kagglesdk ModelFramework, lower-case).
-MODEL_FRAMEWORKS = ("tensorflow1", "tensorflow2", "tflite", "tfjs", "pytorch", "jax", "flax", "pax", "maxtext",
-                    "gemmacpp", "ggml", "gguf", "coral", "scikitlearn", "mxnet", "onnx", "keras", "transformers",
-                    "api", "other", "tensorrtllm", "triton", "vllm")
-_REF_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+        return check_id(value, "a dataset id", shortest=6, strict_owner=False)
 
 
 class WeightsSelection(FileSelection):
@@ -234,19 +173,12 @@ class WeightsSelection(FileSelection):
     @field_validator("model")
     @classmethod
     def _model_id(cls, value: str | None) -> str | None:
-        owner, _, slug = (value or "").partition("/")
-        if value is not None and (not _OWNER_RE.match(owner) or not _SLUG_RE.match(slug) or not 3 <= len(slug) <= 50):
-            raise ValueError(f"'{value}' is not a model id: write 'owner/model-slug', slug of 3-50 lowercase letters, digits and '-'")
-        return value
+        return check_id(value, "a model id", shortest=3, slug_name="model-slug")
 
     @field_validator("framework")
     @classmethod
     def _known_framework(cls, value: str) -> str:
-        if value in MODEL_FRAMEWORKS:
-            return value
-        close = difflib.get_close_matches(value.lower(), MODEL_FRAMEWORKS, n=1, cutoff=0.6)
-        guess = f" (did you mean '{close[0]}'?)" if close else ""
-        raise ValueError(f"unknown framework '{value}'{guess}; Kaggle's are: {', '.join(MODEL_FRAMEWORKS)}")
+        return check_framework(value)
 
     @model_validator(mode="after")
     def _model_keys_need_model(self) -> WeightsSelection:
@@ -255,10 +187,6 @@ class WeightsSelection(FileSelection):
         if self.publish == "model" and self.dataset is not None:
             raise ValueError("dataset is set but publish = 'model': name the Model with model = 'owner/slug' instead")
         return self
-
-
-_REFERENCE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
-TTA_WEIGHT_NAMES = ("identity", "random", *TTA_NAMES)
 
 
 class RandomTta(_Strict):
@@ -350,12 +278,7 @@ class ModelCard(_Strict):
     @field_validator("tta")
     @classmethod
     def _known_tta(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if name not in TTA_NAMES and not _TTA_FUNCTION_RE.match(name):
-                close = difflib.get_close_matches(name, TTA_NAMES, n=1, cutoff=0.6)
-                guess = f" (did you mean '{close[0]}'?)" if close else ""
-                raise ValueError(f"unknown TTA '{name}'{guess}; use {', '.join(TTA_NAMES)} or 'package.module:function'")
-        return value
+        return check_tta_names(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelCard:
@@ -437,29 +360,16 @@ class InstallSection(_Strict):
     @field_validator("requirements")
     @classmethod
     def _pip_requirements(cls, values: list[str]) -> list[str]:
-        from packaging.requirements import InvalidRequirement, Requirement
-
-        for value in values:
-            try:
-                Requirement(value)
-            except InvalidRequirement as exc:
-                raise ValueError(f"'{value}' is not a pip requirement: {exc}") from None
-        return values
+        return check_requirements(values)
 
     @field_validator("wheelhouse")
     @classmethod
     def _wheelhouse_id(cls, value: str | None) -> str | None:
-        owner, _, slug = (value or "").partition("/")
-        if value is not None and (not _OWNER_RE.match(owner) or not _SLUG_RE.match(slug) or not 6 <= len(slug) <= 50):
-            raise ValueError(f"'{value}' is not a dataset or kernel id: write 'owner/slug', slug of 6-50 lowercase letters, digits and '-'")
-        return value
+        return check_id(value, "a dataset or kernel id", shortest=6)
 
     @model_validator(mode="after")
     def _unique_sources(self) -> InstallSection:
-        names = [package.name for package in self.source_packages]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        if duplicates:
-            raise ValueError(f"[[install.source_packages]] names must be unique; repeated: {', '.join(duplicates)}")
+        check_unique([package.name for package in self.source_packages], "[[install.source_packages]] names")
         return self
 
 
@@ -474,33 +384,12 @@ class Step(_Strict):
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
-                raise ValueError(f"'{name}' is not an environment variable name (letters, digits and '_')")
-            if name.startswith("KKB_") or name in ("PYTHONPATH", "KAGGLE_IS_COMPETITION_RERUN"):
-                raise ValueError(f"'{name}' is set by kkb for every step; a step cannot override it")
-        return value
+        return check_env_names(value)
 
     @field_validator("run")
     @classmethod
     def _runnable(cls, value: str) -> str:
-        # The same parsing as kkb_runtime.steps.step_command, so a mistake shows here and not in the kernel.
-        try:
-            parts = shlex.split(value)
-        except ValueError as exc:
-            raise ValueError(f"cannot split {value!r} into a command line: {exc}") from None
-        known = ", ".join("{" + name + "}" for name in STEP_PLACEHOLDERS)
-        for part in parts:
-            try:
-                fields = [field for _, field, _, _ in string.Formatter().parse(part) if field is not None]
-            except ValueError as exc:
-                raise ValueError(f"{part!r}: {exc}; write {{{{ and }}}} for a literal brace") from None
-            for field in fields:
-                if field not in STEP_PLACEHOLDERS:
-                    close = difflib.get_close_matches(field, STEP_PLACEHOLDERS, n=1, cutoff=0.6)
-                    guess = f" (did you mean '{{{close[0]}}}'?)" if close else ""
-                    raise ValueError(f"unknown placeholder '{{{field}}}'{guess}; the placeholders are {known}")
-        return value
+        return check_run_string(value)
 
     @property
     def predict_model(self) -> str | None:
@@ -527,8 +416,8 @@ class SubmissionSection(_Strict):
     # (integer 0s in a sample of a competition scored on probabilities).
     column_types: dict[str, Literal["int", "float", "str"]] = Field(default_factory=dict)
     decimals: int | None = Field(default=6, ge=0, le=15)
-    combine: Literal["mean", "weighted_mean", "rank_mean"] = "mean"
-    kind: Literal["csv", "evaluation-api"] = "csv"
+    combine: CombineKind = CombineKind.MEAN
+    kind: SubmissionKind = SubmissionKind.CSV
 
     @field_validator("file")
     @classmethod
@@ -547,13 +436,10 @@ class SubmissionSection(_Strict):
         return values
 
 
-POSTPROCESS_KINDS = ("argmax", "threshold", "clip", "function")  # kkb_runtime.postprocess.KINDS
-
-
 class PostprocessStage(_Strict):
     """One ``[[postprocess]]`` stage after combine (see ``kkb_runtime.postprocess``)."""
 
-    kind: Literal["argmax", "threshold", "clip", "function"]
+    kind: PostprocessKind
     columns: list[str] = Field(default_factory=list)
     into: str | None = None
     labels: list[int] | list[str] | None = None
@@ -564,17 +450,14 @@ class PostprocessStage(_Strict):
 
     @model_validator(mode="after")
     def _keys_for_kind(self) -> PostprocessStage:
-        used = {"argmax": {"columns", "into", "labels"}, "threshold": {"columns", "value"},
-                "clip": {"columns", "min", "max"}, "function": {"function"}}[self.kind]
-        stray = sorted(key for key in self.model_fields_set - {"kind"} if key not in used)
+        # The runtime's table says which keys each kind takes and what it needs (kkb_runtime.postprocess.STAGES).
+        stage = POSTPROCESS_STAGES[self.kind]
+        stray = sorted(key for key in self.model_fields_set - {"kind"} if key not in stage.keys)
         if stray:
-            raise ValueError(f"kind = '{self.kind}' takes {', '.join(sorted(used))}, not {', '.join(stray)}")
-        if self.kind == "function" and not self.function:
-            raise ValueError("kind = 'function' needs function = 'package.module:function' (DataFrame in, DataFrame out)")
-        if self.kind == "clip" and self.min is None and self.max is None:
-            raise ValueError("kind = 'clip' needs min, max or both")
-        if self.kind == "argmax" and self.labels is not None and self.columns and len(self.labels) != len(self.columns):
-            raise ValueError(f"argmax has {len(self.labels)} labels for {len(self.columns)} columns")
+            raise ValueError(f"kind = '{self.kind}' takes {', '.join(sorted(stage.keys))}, not {', '.join(stray)}")
+        lacking = stage.lacks(dict(self))
+        if lacking:
+            raise ValueError(lacking)
         return self
 
 
@@ -605,34 +488,7 @@ class EvaluationApiSection(_Strict):
     @field_validator("gateway_paths")
     @classmethod
     def _paths_inside(cls, values: list[str]) -> list[str]:
-        for value in values:
-            if not value or PurePosixPath(value).is_absolute() or ".." in PurePosixPath(value).parts:
-                raise ValueError(f"'{value}' must be a path relative to the competition folder, e.g. 'test.csv'")
-        return values
-
-
-
-
-def parse_input_ref(kind: str, ref: str) -> tuple[str, ...]:
-    """The parts of an input reference (``ValueError`` naming the form expected when malformed)."""
-    parts = tuple(ref.split("/"))
-    form = INPUT_FORMS[kind]
-    bad = f"'{ref}' is not a {kind} reference: write {form}"
-    if any(not _REF_PART.match(part) for part in parts):
-        raise ValueError(bad)
-    if kind == "model":
-        if len(parts) == 4:
-            raise ValueError(f"model '{ref}' has no version: write {form} (Kaggle attaches one model version)")
-        if len(parts) != 5 or not parts[4].isdigit():
-            raise ValueError(bad)
-        if parts[2] not in MODEL_FRAMEWORKS:
-            close = difflib.get_close_matches(parts[2].lower(), MODEL_FRAMEWORKS, n=1, cutoff=0.6)
-            guess = f" (did you mean '{close[0]}'?)" if close else ""
-            raise ValueError(f"model '{ref}': unknown framework '{parts[2]}'{guess}; Kaggle's are: {', '.join(MODEL_FRAMEWORKS)}")
-        return parts
-    if len(parts) not in (2, 3) or (len(parts) == 3 and not parts[2].isdigit()):
-        raise ValueError(bad)
-    return parts
+        return check_competition_paths(values)
 
 
 class InputSection(_Strict):
@@ -652,14 +508,7 @@ class InputSection(_Strict):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, value: str) -> str:
-        if value in INPUT_KINDS:
-            return value
-        aliases = {"kernel": "notebook", "datasets": "dataset", "models": "model", "notebooks": "notebook",
-                   "competition": None}
-        guess = aliases.get(value) or next(iter(difflib.get_close_matches(value, INPUT_KINDS, n=1, cutoff=0.6)), None)
-        hint = f" (did you mean '{guess}'?)" if guess else ""
-        extra = "; the competition's data comes from [competition]" if value == "competition" else ""
-        raise ValueError(f"unknown input kind '{value}'{hint}; use {', '.join(INPUT_KINDS)}{extra}")
+        return check_input_kind(value)
 
     @field_validator("ref")
     @classmethod
@@ -689,9 +538,6 @@ class InputSection(_Strict):
         if self.kind == "model":
             return "models/" + "/".join(parts)
         return f"{'datasets' if self.kind == 'dataset' else 'notebooks'}/{parts[0]}/{parts[1]}"
-
-
-MAX_WAIT_SECONDS = 48 * 3600  # no wait of push/submit is unbounded: a 12 h run plus a day of queueing at most
 
 
 class PushSection(_Strict):
@@ -724,54 +570,36 @@ class KernelSpec(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> KernelSpec:
         if self.kernel.internet:
-            raise ValueError(
-                "[kernel] internet = true: a kernel submitted to a code competition must run with internet off"
-            )
+            raise spec_error(SpecErrorType.INTERNET_ON,
+                             "[kernel] internet = true: a kernel submitted to a code competition must run with internet off")
         names = [model.name for model in self.models]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        if duplicates:
-            raise ValueError(f"[[models]] names must be unique; repeated: {', '.join(duplicates)}")
-        steps = [step.name for step in self.steps]
-        duplicates = sorted({name for name in steps if steps.count(name) > 1})
-        if duplicates:
-            raise ValueError(f"[[steps]] names must be unique; repeated: {', '.join(duplicates)}")
-        _unique_inputs(self.inputs)
-        if self.submission.kind == "evaluation-api" and self.evaluation_api is None:
-            raise ValueError("[submission] kind = 'evaluation-api' needs an [evaluation_api] table")
-        if self.submission.kind == "csv" and not self.steps:
-            raise ValueError("[[steps]] is empty: add at least one inference step")
+        check_unique(names, "[[models]] names")
+        check_unique([step.name for step in self.steps], "[[steps]] names")
+        check_unique([item.input_name for item in self.inputs], "[[inputs]] names", SpecErrorType.INPUTS_NOT_UNIQUE)
+        check_unique([item.mount_target for item in self.inputs], "[[inputs]] mount paths", SpecErrorType.INPUTS_NOT_UNIQUE)
+        missing = _KIND_NEEDS[self.submission.kind](self)
+        if missing:
+            raise ValueError(missing)
         for step in self.steps:
             model = step.predict_model
             if model is not None and model not in names:
-                close = difflib.get_close_matches(model, names, n=1, cutoff=0.6)
-                guess = f" (did you mean '{close[0]}'?)" if close else ""
-                raise ValueError(f"[[steps]] '{step.name}' predicts with --model '{model}', which is no [[models]] name"
-                                 f"{guess}; the cards are: {', '.join(names) or 'none'}")
+                raise spec_error(SpecErrorType.UNKNOWN_MODEL,
+                                 f"[[steps]] '{step.name}' predicts with --model '{model}', which is no [[models]] name"
+                                 f"{did_you_mean(model, names)}; the cards are: {', '.join(names) or 'none'}")
         return self
 
 
-def _unique_inputs(inputs: list[InputSection]) -> None:
-    for attribute, what in (("input_name", "names"), ("mount_target", "mount paths")):
-        values = [getattr(item, attribute) for item in inputs]
-        duplicates = sorted({value for value in values if values.count(value) > 1})
-        if duplicates:
-            raise ValueError(f"[[inputs]] {what} must be unique; repeated: {', '.join(duplicates)}")
+# What each submission kind needs of the rest of kernel.toml: None, or what is missing.
+_KIND_NEEDS: dict[SubmissionKind, Callable[[KernelSpec], str | None]] = {
+    SubmissionKind.CSV: lambda spec: None if spec.steps else "[[steps]] is empty: add at least one inference step",
+    SubmissionKind.EVALUATION_API: lambda spec: None if spec.evaluation_api is not None else
+    "[submission] kind = 'evaluation-api' needs an [evaluation_api] table",
+}
 
 
 def load_spec(kernel_dir: Path) -> KernelSpec:
     """Read and validate ``kernel_dir/kernel.toml``."""
-    path = kernel_dir / SPEC_FILE
-    if not kernel_dir.is_dir():
-        raise SpecError(f"{kernel_dir}: no such kernel folder", hint="pass the folder that holds kernel.toml, e.g. kernels/minimal")
-    if not path.is_file():
-        raise SpecError(f"{path}: file not found", hint="every kernel project needs a kernel.toml; see kernels/minimal/kernel.toml")
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
-                        hint="save kernel.toml with UTF-8 encoding") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML: {exc}", hint="fix the TOML syntax at the line shown") from None
+    path, raw = read_spec_toml(kernel_dir)
     return parse_spec(raw, source=path)
 
 
@@ -779,104 +607,11 @@ def parse_spec(raw: dict[str, Any], source: Path | str = SPEC_FILE) -> KernelSpe
     try:
         return KernelSpec.model_validate(raw)
     except ValidationError as exc:
-        raise _spec_error(exc, source) from None
+        raise spec_error_of(exc, source, KernelSpec) from None
 
 
-def _spec_error(exc: ValidationError, source: Path | str) -> SpecError:
-    lines: list[str] = []
-    hints: list[str] = []
-    for error in exc.errors():
-        key = _dotted(error["loc"])
-        if error["type"] == "extra_forbidden":
-            known = _known_keys(error["loc"][:-1])
-            unknown = str(error["loc"][-1])
-            lines.append(f"{source}: {key}: unknown key")
-            close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)
-            hints.append(f"did you mean '{_dotted((*error['loc'][:-1], close[0]))}'?" if close else f"known keys here: {', '.join(known)}")
-        elif error["type"] == "missing":
-            lines.append(f"{source}: {key}: required key is missing")
-            hints.append(f"add {key} to {Path(str(source)).name}")
-        else:
-            message = str(error["msg"]).removeprefix("Value error, ")
-            lines.append(f"{source}: {key}: {message}" if key else f"{source}: {message}")
-            hints.append(_hint_for(error))
-    unique_hints = [hint for index, hint in enumerate(hints) if hint and hint not in hints[:index]]
-    return SpecError("\n".join(lines), hint="; ".join(unique_hints) or None)
-
-
-def _hint_for(error: Any) -> str:
-    loc = tuple(str(part) for part in error["loc"])
-    if "does not match the title" in str(error["msg"]):
-        return "remove [kernel] slug (kkb derives it from the title) or change the title"
-    if loc[:1] == ("kernel",) and loc[-1:] == ("title",):
-        if "gives the kernel slug" in str(error["msg"]):
-            return "use a title with at least 5 letters or digits; Kaggle derives the kernel slug from it"
-        return "use a title of 5 to 50 characters; Kaggle derives the kernel slug from it"
-    if loc[:1] == ("steps",) and loc[-1:] == ("run",) and "cannot split" in str(error["msg"]):
-        return "close the quote, or escape it with a backslash; the run string is split like a shell command line"
-    if loc[:1] == ("steps",) and loc[-1:] == ("run",):
-        return "placeholders are filled in each argument: {out} {code} {weights} {data} {python}; see kernels/minimal/kernel.toml"
-    if "is no [[models]] name" in str(error["msg"]):
-        return "make --model NAME match a [[models]] name = ... in kernel.toml"
-    if loc[:1] == ("models",) and loc[-1:] == ("tta",):
-        return "a TTA function of your own goes in the code dataset and is named 'package.module:function'"
-    if "internet" in str(error["msg"]):
-        return "set [kernel] internet = false; ship packages as wheels instead (kkb wheels)"
-    if loc[:1] == ("inputs",) or "[[inputs]]" in str(error["msg"]):
-        return _input_hint(error)
-    if loc[:1] == ("push",):
-        return f"a wait is a number of seconds, more than 0 and at most {MAX_WAIT_SECONDS} (48 h), e.g. 3600"
-    if loc[:1] == ("evaluation_api",):
-        return ("see kernels/evalapi/kernel.toml: predict = 'module:function' in your code, "
-                "module = 'kaggle_evaluation.<comp>_inference_server'")
-    return "see kernels/minimal/kernel.toml for a valid example"
-
-
-def _input_hint(error: Any) -> str:
-    message = str(error["msg"])
-    if "unknown input kind" in message:
-        return "kind is dataset (dataset_sources), model (model_sources) or notebook (kernel_sources)"
-    if "has no version" in message:
-        return "add the version number, as on the model's page: owner/model/framework/variation/VERSION"
-    if "unknown framework" in message:
-        return "use the framework segment of the model's Kaggle path, e.g. pytorch or transformers"
-    if "must be unique" in message:
-        return "give each [[inputs]] its own name = ..., and attach each source once"
-    if "reference" in message:
-        return "copy the reference from the input's Kaggle URL or from kernel-metadata.json"
-    return "see the README section 'Attaching inputs'"
-
-
-def _dotted(loc: tuple[Any, ...]) -> str:
-    """('models', 0, 'arch') -> 'models[0].arch'; the first part is the TOML table."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _known_keys(loc: tuple[Any, ...]) -> list[str]:
-    model: Any = KernelSpec
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(str(part)) if hasattr(model, "model_fields") else None
-        if field is None:
-            return []
-        model = _model_of(field.annotation)
-        if model is None:
-            return []
-    return sorted(model.model_fields) if hasattr(model, "model_fields") else []
-
-
-def _model_of(annotation: Any) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_of(arg)
-        if found is not None:
-            return found
-    return None
+__all__ = [
+    "CUDA_ARCH", "DEFAULT_GPU_SHAPE", "INPUT_KINDS", "INPUT_SOURCES", "MACHINE_SHAPES", "MAX_WAIT_SECONDS", "SPEC_FILE",
+    "TTA_NAMES", "EvaluationApiSection", "InputSection", "KernelSpec", "ModelCard", "load_spec", "parse_input_ref",
+    "parse_spec",
+]

@@ -28,19 +28,22 @@ from typing import Literal
 
 import pandas as pd
 
+from builder.kkb_runtime import vocabulary
 from builder.kkb_runtime.submission import check_submission
 from builder.rehearse.diagnose import disk_overflow, layout_mismatch, not_rehearsed, out_of_memory
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.sandbox import blocked_network
 
-OK = "OK"
-CSV_NOT_FOUND = "Submission CSV Not Found"
-THREW = "Notebook Threw Exception"
-SCORING_ERROR = "Submission Scoring Error"
-TIMEOUT = "Notebook Timeout"
-COMPUTE = "Notebook Exceeded Allowed Compute"
-NOT_REHEARSED = "Not Rehearsed"  # kkb's: the run failed for a reason that says nothing about Kaggle
-VERDICTS = (OK, CSV_NOT_FOUND, THREW, SCORING_ERROR, TIMEOUT, COMPUTE, NOT_REHEARSED)
+# The names are vocabulary.Verdict's (the one home of Kaggle's words); kept here because many modules import them.
+OK = vocabulary.Verdict.OK
+CSV_NOT_FOUND = vocabulary.Verdict.CSV_NOT_FOUND
+THREW = vocabulary.Verdict.THREW
+SCORING_ERROR = vocabulary.Verdict.SCORING_ERROR
+TIMEOUT = vocabulary.Verdict.TIMEOUT
+COMPUTE = vocabulary.Verdict.COMPUTE
+NOT_REHEARSED = vocabulary.Verdict.NOT_REHEARSED  # kkb's: the run failed for a reason that says nothing about Kaggle
+# What a dry run can say: every verdict but Kaggle's own infrastructure failure.
+VERDICTS = tuple(name for name in vocabulary.Verdict if name is not vocabulary.Verdict.KAGGLE_ERROR)
 
 GB = 1024**3
 # Memory of Kaggle's machine shapes. Approximate, and Kaggle changes them: RAM is what a session

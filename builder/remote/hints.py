@@ -5,29 +5,33 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-# Kaggle's error descriptions for code submissions → what the local rehearsal checks for each.
-DRY_RUN_CHECKS = {
-    "notebook timeout": "the dry run times the scoring rerun on hidden-size test data against "
-    "[competition] time_limit_hours and reports 'Notebook Timeout'",
-    "notebook threw exception": "the dry run runs the scoring rerun (KAGGLE_IS_COMPETITION_RERUN set, hidden "
-    "test data, internet off) and shows the exception with its traceback",
-    "submission csv not found": "the dry run checks that the rerun writes [submission] file into "
-    "/kaggle/working under exactly that name",
-    "submission scoring error": "the dry run checks the CSV against sample_submission.csv: same ids in any order, "
-    "the same columns, one row per id, no NaN or infinite values",
-    "notebook exceeded allowed compute": "the dry run reports peak RAM and GPU memory and the wall time "
-    "against Kaggle's limits",
+from builder.kkb_runtime.vocabulary import Verdict
+
+# What to do about each of Kaggle's verdicts, as a hint ({kernel_dir}: the kernel folder); None where
+# Kaggle never reports it as a submission error.
+DRY_RUN_HINTS: dict[Verdict, str | None] = {
+    Verdict.OK: None,
+    Verdict.TIMEOUT: "the dry run times the scoring rerun on hidden-size test data against "
+    "[competition] time_limit_hours and reports 'Notebook Timeout': kkb dry-run {kernel_dir}",
+    Verdict.THREW: "the dry run runs the scoring rerun (KAGGLE_IS_COMPETITION_RERUN set, hidden "
+    "test data, internet off) and shows the exception with its traceback: kkb dry-run {kernel_dir}",
+    Verdict.CSV_NOT_FOUND: "the dry run checks that the rerun writes [submission] file into "
+    "/kaggle/working under exactly that name: kkb dry-run {kernel_dir}",
+    Verdict.SCORING_ERROR: "the dry run checks the CSV against sample_submission.csv: same ids in any order, "
+    "the same columns, one row per id, no NaN or infinite values: kkb dry-run {kernel_dir}",
+    Verdict.COMPUTE: "the dry run reports peak RAM and GPU memory and the wall time "
+    "against Kaggle's limits: kkb dry-run {kernel_dir}",
+    Verdict.NOT_REHEARSED: None,  # kkb's own verdict: Kaggle never says it
+    Verdict.KAGGLE_ERROR: "a Kaggle-side failure: submit the same version again with kkb submit --version N --resubmit",
 }
 
 
 def dry_run_hint(error_description: str, kernel_dir: Path | str) -> str:
     """What ``kkb dry-run`` would check for Kaggle's ``error_description``."""
     key = (error_description or "").strip().lower()
-    for name, check in DRY_RUN_CHECKS.items():
-        if name in key:
-            return f"{check}: kkb dry-run {kernel_dir}"
-    if "kaggle error" in key:
-        return "a Kaggle-side failure: submit the same version again with kkb submit --version N --resubmit"
+    for verdict, hint in DRY_RUN_HINTS.items():
+        if hint is not None and verdict.value.lower() in key:
+            return hint.format(kernel_dir=kernel_dir)
     return f"kkb dry-run {kernel_dir} rehearses the scoring rerun locally"
 
 

@@ -36,6 +36,7 @@ from builder import __version__
 from builder.build import BuildResult
 from builder.bundle.files import manifest_for, write_metadata
 from builder.errors import KernelFailed, KkbError
+from builder.kkb_runtime.vocabulary import SubmissionKind, Verdict
 from builder.project.ids import kernel_slug
 from builder.project.image_store import stored_image_path
 from builder.project.jsonfile import read_object
@@ -55,6 +56,12 @@ from builder.remote.push import DatasetResult, LazySession, build_for_push, sync
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits
 
 REHEARSAL_FILE = "kkb_rehearsal.json"  # kkb_runtime.rehearsal.REHEARSAL_FILE (the runtime imports nothing of builder)
+# What --on-kaggle rehearses, per submission kind: None, or why not (the rehearsal kernel replays the
+# notebook's steps at scale, which an evaluation-API kernel, driven by the competition's gateway, has none of).
+ON_KAGGLE_REFUSALS: dict[SubmissionKind, str | None] = {
+    SubmissionKind.CSV: None,
+    SubmissionKind.EVALUATION_API: "--on-kaggle rehearses kernels that write a submission file",
+}
 FORMAT = 1
 SUFFIX = " Rehearsal"
 MAX_TITLE = 50
@@ -106,7 +113,7 @@ class RehearsalResult:
 
     @property
     def ok(self) -> bool:
-        return bool((self.report.get("verdict") or {}).get("name") == "OK")
+        return bool((self.report.get("verdict") or {}).get("name") == Verdict.OK)
 
     @property
     def heading(self) -> str:
@@ -117,9 +124,10 @@ def rehearse_on_kaggle(settings: RehearsalSettings) -> RehearsalResult:
     """Push the rehearsal kernel (or reuse the last result), wait, download, and return its report."""
     kernel_dir = Path(settings.kernel_dir)
     spec = load_spec(kernel_dir)
-    if spec.submission.kind != "csv":
-        raise KkbError(f"{kernel_dir / 'kernel.toml'}: submission.kind = \"{spec.submission.kind}\": --on-kaggle rehearses "
-                       "kernels that write a submission file", hint=f"rehearse it locally: kkb dry-run {kernel_dir}")
+    not_rehearsable = ON_KAGGLE_REFUSALS[spec.submission.kind]
+    if not_rehearsable is not None:
+        raise KkbError(f"{kernel_dir / 'kernel.toml'}: submission.kind = \"{spec.submission.kind}\": {not_rehearsable}",
+                       hint=f"rehearse it locally: kkb dry-run {kernel_dir}")
     out_dir = out_dir_of(kernel_dir, settings.out_dir)
     local = _local_projection(out_dir / DRYRUN_DIR / REPORT_FILE, spec, kernel_dir, settings.rerun_scale)
     push_settings = PushSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=settings.owner,
