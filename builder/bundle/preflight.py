@@ -15,6 +15,7 @@ runs everything). Factories are imported when the models are prepared (``builder
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -23,11 +24,16 @@ from builder.errors import BundleError
 from builder.kkb_runtime import postprocess
 from builder.kkb_runtime import predict as runtime_predict
 from builder.kkb_runtime.submission import read_sample, target_columns
+from builder.kkb_runtime.vocabulary import SubmissionKind
 from builder.project.spec import SPEC_FILE, KernelSpec
 
 
 def check_against_public_data(spec: KernelSpec, kernel_dir: Path) -> None:
-    if spec.competition.data is None or spec.submission.kind != "csv":
+    PREFLIGHTS[spec.submission.kind](spec, kernel_dir)
+
+
+def _check_csv_kernel(spec: KernelSpec, kernel_dir: Path) -> None:
+    if spec.competition.data is None:
         return
     data = kernel_dir / spec.competition.data
     sample_path = data / spec.competition.sample_submission
@@ -79,6 +85,17 @@ def _check_ids_resolve(spec: KernelSpec, kernel_dir: Path, data: Path, ids: list
         raise BundleError(f"{kernel_dir / SPEC_FILE}: the public test's ids do not resolve to images: {exc}",
                           hint="set [competition] test to the folder of test images or to a CSV with the id column "
                                "and a column of image paths") from None
+
+
+def _nothing_to_check(spec: KernelSpec, kernel_dir: Path) -> None:
+    """An evaluation-API kernel writes no file the build could compare with the sample: its dry run checks it."""
+
+
+# The build-time checks of each submission kind.
+PREFLIGHTS: dict[SubmissionKind, Callable[[KernelSpec, Path], None]] = {
+    SubmissionKind.CSV: _check_csv_kernel,
+    SubmissionKind.EVALUATION_API: _nothing_to_check,
+}
 
 
 __all__ = ["check_against_public_data"]

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from .vocabulary import CombineKind
 
 
 class SubmissionError(ValueError):
@@ -41,12 +44,29 @@ def read_predictions(path: Path, id_column: str, targets: Sequence[str]) -> pd.D
     return frame[[id_column, *targets]]
 
 
+@dataclass(frozen=True)
+class Combiner:
+    """One ``[submission] combine`` kind: whether the steps' weights count, and what each block becomes first."""
+
+    weighted: bool
+    prepare: Callable[[pd.DataFrame], pd.DataFrame]
+
+
+# Ranks scaled to (0, 1]: for rank metrics (AUC, Spearman) where the models' scales differ.
+COMBINERS: dict[CombineKind, Combiner] = {
+    CombineKind.MEAN: Combiner(weighted=False, prepare=lambda block: block),
+    CombineKind.WEIGHTED_MEAN: Combiner(weighted=True, prepare=lambda block: block),
+    CombineKind.RANK_MEAN: Combiner(weighted=False, prepare=lambda block: block.rank(method="average", pct=True)),
+}
+
+
 def combine(frames: Sequence[pd.DataFrame], id_column: str, targets: Sequence[str], method: str = "mean",
             weights: Sequence[float] | None = None) -> pd.DataFrame:
     """Ensemble step outputs row-aligned by id: ``mean``, ``weighted_mean`` or ``rank_mean``."""
     if not frames:
         raise ValueError("no step outputs to combine")
-    weights = list(weights) if weights is not None and method == "weighted_mean" else [1.0] * len(frames)
+    combiner = COMBINERS[CombineKind(method)]
+    weights = list(weights) if weights is not None and combiner.weighted else [1.0] * len(frames)
     if len(weights) != len(frames):
         raise ValueError(f"{len(weights)} weights for {len(frames)} step outputs")
     ids = frames[0][id_column]
@@ -55,11 +75,7 @@ def combine(frames: Sequence[pd.DataFrame], id_column: str, targets: Sequence[st
         indexed = frame.set_index(id_column)
         if set(indexed.index) != set(ids):
             raise ValueError("step outputs cover different ids; every step must predict the same rows")
-        block = indexed.loc[ids, list(targets)].astype(float)
-        if method == "rank_mean":
-            # Ranks scaled to (0, 1]: for rank metrics (AUC, Spearman) where the models' scales differ.
-            block = block.rank(method="average", pct=True)
-        aligned.append(block.to_numpy())
+        aligned.append(combiner.prepare(indexed.loc[ids, list(targets)].astype(float)).to_numpy())
     stacked = np.average(np.stack(aligned), axis=0, weights=np.asarray(weights, dtype=float))
     out = pd.DataFrame(stacked, columns=list(targets))
     out.insert(0, id_column, ids.to_numpy())

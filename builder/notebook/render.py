@@ -20,6 +20,7 @@ import nbformat
 from nbformat import v4
 
 from builder.errors import TemplateError
+from builder.kkb_runtime.vocabulary import SubmissionKind
 
 # The repository's templates/ folder, installed as the package builder.templates (a wheel ships it too).
 TEMPLATES = Path(str(importlib.resources.files("builder.templates")))
@@ -59,9 +60,16 @@ EVALUATION_API_CELLS = (
 )
 
 
-def cells_for(kind: str) -> tuple[CellTemplate, ...]:
+# The notebook's cells for each submission kind.
+CELLS: dict[SubmissionKind, tuple[CellTemplate, ...]] = {
+    SubmissionKind.CSV: CSV_CELLS,
+    SubmissionKind.EVALUATION_API: EVALUATION_API_CELLS,
+}
+
+
+def cells_for(kind: SubmissionKind) -> tuple[CellTemplate, ...]:
     """The notebook's cells for a ``[submission] kind``."""
-    return EVALUATION_API_CELLS if kind == "evaluation-api" else CSV_CELLS
+    return CELLS[kind]
 
 
 def _py(value: Any) -> str:

@@ -3,19 +3,19 @@
 Everything the rest of kkb knows about a kernel project comes from :func:`load_spec`, which returns
 frozen pydantic models (``extra="forbid"``). Any problem becomes a :class:`~builder.errors.SpecError`
 that names the file, the key, what was wrong, and how to fix it; unknown keys get a "did you mean".
+The models are here; what their values may be is :mod:`~builder.project.spec_values`, how an error is
+shown (and its hint found by its type) :mod:`~builder.project.spec_errors`.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from builder.kkb_runtime.postprocess import STAGES as POSTPROCESS_STAGES
 from builder.kkb_runtime.vocabulary import CombineKind, PostprocessKind, SubmissionKind
 from builder.project.ids import kernel_slug
 from builder.project.spec_errors import SPEC_FILE, read_spec_toml, spec_error_of
@@ -33,18 +33,23 @@ from builder.project.spec_values import (
     check_competition_paths,
     check_competition_slug,
     check_env_names,
+    check_file_name,
+    check_folder,
     check_framework,
     check_id,
     check_input_kind,
     check_requirements,
     check_run_string,
     check_slug_of_title,
+    check_some_columns,
+    check_stage_keys,
     check_title_slug,
     check_tta_names,
     check_unique,
     check_username,
     did_you_mean,
     parse_input_ref,
+    predict_model_of,
     spec_error,
 )
 from builder.project.spec_values import REFERENCE_RE as _REFERENCE_RE
@@ -129,10 +134,7 @@ class CompetitionSection(_Strict):
     @field_validator("data")
     @classmethod
     def _anywhere(cls, value: str | None) -> str | None:
-        # Where `kaggle competitions download` unpacked it: relative to the kernel folder, absolute, or ~/...
-        if value is not None and not value.strip():
-            raise ValueError("must name a folder (relative to the kernel folder, absolute, or ~/...)")
-        return value
+        return check_folder(value)
 
     def data_dir(self, kernel_dir: Path) -> Path | None:
         """``data`` resolved: ``~`` expanded, a relative path taken from the kernel folder."""
@@ -394,15 +396,7 @@ class Step(_Strict):
     @property
     def predict_model(self) -> str | None:
         """The card a ``python -m kkb_runtime predict --model NAME`` step runs, else None."""
-        parts = shlex.split(self.run)
-        if "kkb_runtime" not in parts or "predict" not in parts:
-            return None
-        for index, part in enumerate(parts):
-            if part == "--model":
-                return parts[index + 1] if index + 1 < len(parts) else ""
-            if part.startswith("--model="):
-                return part.partition("=")[2]
-        return None
+        return predict_model_of(self.run)
 
 
 class SubmissionSection(_Strict):
@@ -422,18 +416,12 @@ class SubmissionSection(_Strict):
     @field_validator("file")
     @classmethod
     def _plain_name(cls, value: str) -> str:
-        if "/" in value or "\\" in value or not value:
-            raise ValueError(f"'{value}' must be a file name; Kaggle reads it from /kaggle/working")
-        return value
+        return check_file_name(value)
 
     @field_validator("target_columns")
     @classmethod
     def _some_columns(cls, values: list[str]) -> list[str]:
-        # Only a value written in kernel.toml gets here (leaving the key out keeps the default).
-        if not values:
-            raise ValueError("an empty list names no column to predict; list them, e.g. [\"target\"], "
-                             "or leave target_columns out")
-        return values
+        return check_some_columns(values)
 
 
 class PostprocessStage(_Strict):
@@ -450,14 +438,7 @@ class PostprocessStage(_Strict):
 
     @model_validator(mode="after")
     def _keys_for_kind(self) -> PostprocessStage:
-        # The runtime's table says which keys each kind takes and what it needs (kkb_runtime.postprocess.STAGES).
-        stage = POSTPROCESS_STAGES[self.kind]
-        stray = sorted(key for key in self.model_fields_set - {"kind"} if key not in stage.keys)
-        if stray:
-            raise ValueError(f"kind = '{self.kind}' takes {', '.join(sorted(stage.keys))}, not {', '.join(stray)}")
-        lacking = stage.lacks(dict(self))
-        if lacking:
-            raise ValueError(lacking)
+        check_stage_keys(self.kind, self.model_fields_set - {"kind"}, dict(self))
         return self
 
 
@@ -577,7 +558,7 @@ class KernelSpec(_Strict):
         check_unique([step.name for step in self.steps], "[[steps]] names")
         check_unique([item.input_name for item in self.inputs], "[[inputs]] names", SpecErrorType.INPUTS_NOT_UNIQUE)
         check_unique([item.mount_target for item in self.inputs], "[[inputs]] mount paths", SpecErrorType.INPUTS_NOT_UNIQUE)
-        missing = _KIND_NEEDS[self.submission.kind](self)
+        missing = SUBMISSION_KIND_NEEDS[self.submission.kind](self)
         if missing:
             raise ValueError(missing)
         for step in self.steps:
@@ -590,7 +571,7 @@ class KernelSpec(_Strict):
 
 
 # What each submission kind needs of the rest of kernel.toml: None, or what is missing.
-_KIND_NEEDS: dict[SubmissionKind, Callable[[KernelSpec], str | None]] = {
+SUBMISSION_KIND_NEEDS: dict[SubmissionKind, Callable[[KernelSpec], str | None]] = {
     SubmissionKind.CSV: lambda spec: None if spec.steps else "[[steps]] is empty: add at least one inference step",
     SubmissionKind.EVALUATION_API: lambda spec: None if spec.evaluation_api is not None else
     "[submission] kind = 'evaluation-api' needs an [evaluation_api] table",

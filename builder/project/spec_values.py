@@ -12,12 +12,13 @@ import difflib
 import re
 import shlex
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
 from pydantic_core import PydanticCustomError
 
-from builder.kkb_runtime.vocabulary import StrEnum
+from builder.kkb_runtime.postprocess import STAGES as POSTPROCESS_STAGES
+from builder.kkb_runtime.vocabulary import PostprocessKind, StrEnum
 from builder.project.ids import kernel_slug
 
 
@@ -162,6 +163,26 @@ def check_competition_paths(values: list[str]) -> list[str]:
     return values
 
 
+def check_folder(value: str | None) -> str | None:
+    # Where `kaggle competitions download` unpacked it: relative to the kernel folder, absolute, or ~/...
+    if value is not None and not value.strip():
+        raise ValueError("must name a folder (relative to the kernel folder, absolute, or ~/...)")
+    return value
+
+
+def check_file_name(value: str) -> str:
+    if "/" in value or "\\" in value or not value:
+        raise ValueError(f"'{value}' must be a file name; Kaggle reads it from /kaggle/working")
+    return value
+
+
+def check_some_columns(values: list[str]) -> list[str]:
+    # Only a value written in kernel.toml gets here (leaving the key out keeps the default).
+    if not values:
+        raise ValueError("an empty list names no column to predict; list them, e.g. [\"target\"], or leave target_columns out")
+    return values
+
+
 def check_accelerator(value: str) -> str:
     if value in ACCELERATORS or value in MACHINE_SHAPES:
         return value
@@ -247,6 +268,31 @@ def check_unique(values: Sequence[str], what: str, kind: SpecErrorType | None = 
         raise spec_error(kind, message) if kind is not None else ValueError(message)
 
 
+def predict_model_of(run: str) -> str | None:
+    """The card a ``python -m kkb_runtime predict --model NAME`` run string runs, else None."""
+    parts = shlex.split(run)
+    if "kkb_runtime" not in parts or "predict" not in parts:
+        return None
+    for index, part in enumerate(parts):
+        if part == "--model":
+            return parts[index + 1] if index + 1 < len(parts) else ""
+        if part.startswith("--model="):
+            return part.partition("=")[2]
+    return None
+
+
+def check_stage_keys(kind: PostprocessKind, given: set[str], values: Mapping[str, object]) -> None:
+    """A ``[[postprocess]]`` stage gives only the keys its kind takes, and what it needs: the runtime's table says which
+    (``kkb_runtime.postprocess.STAGES``), so the spec and the kernel cannot disagree."""
+    stage = POSTPROCESS_STAGES[kind]
+    stray = sorted(key for key in given if key not in stage.keys)
+    if stray:
+        raise ValueError(f"kind = '{kind}' takes {', '.join(sorted(stage.keys))}, not {', '.join(stray)}")
+    lacking = stage.lacks(values)
+    if lacking:
+        raise ValueError(lacking)
+
+
 def parse_input_ref(kind: str, ref: str) -> tuple[str, ...]:
     """The parts of an input reference (a ``ValueError``, typed for its hint, naming the form expected)."""
     parts = tuple(ref.split("/"))
@@ -274,8 +320,8 @@ __all__ = [
     "ACCELERATORS", "ACCELERATOR_SHAPES", "CUDA_ARCH", "DEFAULT_GPU_SHAPE", "DEFAULT_TPU_SHAPE", "INPUT_FORMS", "INPUT_KINDS",
     "INPUT_SOURCES", "MACHINE_SHAPES", "MAX_WAIT_SECONDS", "MODEL_FRAMEWORKS", "OWNER_RE", "REFERENCE_RE", "RETIRED_SHAPES",
     "SLUG_RE", "STEP_PLACEHOLDERS", "TTA_NAMES", "TTA_WEIGHT_NAMES", "SpecErrorType", "check_accelerator",
-    "check_competition_paths", "check_competition_slug", "check_env_names", "check_framework", "check_id",
-    "check_input_kind", "check_requirements", "check_run_string", "check_slug_of_title", "check_title_slug",
+    "check_competition_paths", "check_competition_slug", "check_env_names", "check_file_name", "check_folder", "check_framework", "check_id",
+    "check_input_kind", "check_requirements", "check_run_string", "check_slug_of_title", "check_some_columns", "check_stage_keys", "check_title_slug",
     "check_tta_names", "check_unique", "check_username", "close_match", "did_you_mean", "parse_input_ref",
-    "relative_path", "spec_error",
+    "predict_model_of", "relative_path", "spec_error",
 ]

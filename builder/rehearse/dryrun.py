@@ -43,6 +43,7 @@ from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.bundle.model_weights import DRY_RUN_VERSION, model_source
 from builder.errors import DryRunError, SpecError
 from builder.kkb_runtime.submission import align_to_sample, read_sample
+from builder.kkb_runtime.vocabulary import SubmissionKind
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
@@ -145,7 +146,7 @@ def competition_data(settings: DryRunSettings, spec: KernelSpec) -> Path:
     if not sample.is_file():
         raise DryRunError(f"{sample}: the competition data has no sample submission",
                           hint="point --data (or [competition] data) at the folder with the public test files")
-    if spec.submission.kind == "csv":
+    if REHEARSALS[spec.submission.kind].checks_columns:
         _check_columns(Path(settings.kernel_dir) / SPEC_FILE, spec, sample)
     return data
 
@@ -172,7 +173,7 @@ def _run_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
             data = scale_competition_data(data, work / "scaled", settings.rerun_scale, id_column=spec.submission.id_column,
                                           sample_submission=spec.competition.sample_submission,
                                           test=spec.competition.test).path
-        return SCENARIO_RUNNERS[spec.submission.kind](scenario, settings, build, data, source, out, work)
+        return REHEARSALS[spec.submission.kind].run(scenario, settings, build, data, source, out, work)
     finally:
         if not settings.keep_sandbox:
             remove_sandbox(work)
@@ -207,7 +208,7 @@ def _fit_runs(scenario: Scenario, settings: DryRunSettings, build: BuildResult, 
     factor = fit_factor(rows)
     if scenario != "rerun" or not settings.fit or not hidden or hidden <= rows or factor == 1 or not result.ok:
         return tuple(runs)
-    if spec.submission.kind != "csv" or _card_steps_only(result):
+    if not REHEARSALS[spec.submission.kind].fits_second_size or _card_steps_only(result):
         return tuple(runs)  # card steps time themselves; the gateway drives evaluation-API kernels
     try:
         scaled = scale_competition_data(source, work / "fit-data", factor * settings.rerun_scale, id_column=spec.submission.id_column,
@@ -296,7 +297,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
     rows = len(pd.read_csv(sample, dtype={spec.submission.id_column: str}))
     limits = _limits(scenario, settings, spec, rows)
     projection = _projection(limits, fit_runs or (RunTimes(rows, result.wall_seconds, tuple(result.steps)),))
-    expected = spec.competition.submission_file if spec.submission.kind == "csv" else spec.submission.file
+    expected = REHEARSALS[spec.submission.kind].scored_file(spec)
     verdict = judge(result, kernel_type=spec.kernel.kernel_type, submission_file=expected,
                     sample_submission=sample, id_column=spec.submission.id_column,
                     target_columns=spec.submission.target_columns, limits=limits,
@@ -491,10 +492,25 @@ def _write_rerun_notebook(notebook: Path, target: Path) -> None:
     nbformat.write(nb, target)
 
 
-# Each submission kind's way to run a scenario ([submission] kind).
-SCENARIO_RUNNERS: dict[str, Callable[[Scenario, DryRunSettings, BuildResult, Path, Path, Path, Path], ScenarioReport]] = {
-    "csv": _csv_scenario,
-    "evaluation-api": _evaluation_api_scenario,
+ScenarioRunner = Callable[[Scenario, DryRunSettings, BuildResult, Path, Path, Path, Path], ScenarioReport]
+
+
+@dataclass(frozen=True)
+class KindRehearsal:
+    """How the dry run rehearses one ``[submission] kind``."""
+
+    run: ScenarioRunner  # one scenario in its sandbox, judged
+    checks_columns: bool  # [submission] names the sample's columns (the kernel writes them): checked before any run
+    fits_second_size: bool  # the time fit may run a second, larger test (the gateway drives an evaluation-API rerun)
+    scored_file: Callable[[KernelSpec], str]  # the file Kaggle scores in /kaggle/working
+
+
+REHEARSALS: dict[SubmissionKind, KindRehearsal] = {
+    SubmissionKind.CSV: KindRehearsal(_csv_scenario, checks_columns=True, fits_second_size=True,
+                                      scored_file=lambda spec: spec.competition.submission_file),
+    # The gateway writes the file the kernel names ([submission] file, submission.parquet).
+    SubmissionKind.EVALUATION_API: KindRehearsal(_evaluation_api_scenario, checks_columns=False, fits_second_size=False,
+                                                 scored_file=lambda spec: spec.submission.file),
 }
 
 __all__ = ["OK", "DryRunReport", "DryRunSettings", "ScenarioReport", "check_fast_commit", "competition_data", "dry_run",

@@ -40,6 +40,7 @@ from typing import Any, Literal
 import psutil
 
 from builder.errors import DryRunError
+from builder.kkb_runtime.vocabulary import SubmissionKind
 from builder.project.jsonfile import read_object
 from builder.project.spec import EvaluationApiSection, KernelSpec
 from builder.rehearse.isolation import Isolation
@@ -147,7 +148,7 @@ def free_port() -> int:
 
 
 def evaluation_section(spec: KernelSpec) -> EvaluationApiSection:
-    if spec.submission.kind != "evaluation-api" or spec.evaluation_api is None:
+    if spec.submission.kind is not SubmissionKind.EVALUATION_API or spec.evaluation_api is None:
         raise DryRunError("not an evaluation-API kernel", hint="set [submission] kind = 'evaluation-api' and [evaluation_api]")
     return spec.evaluation_api
 

@@ -21,7 +21,7 @@ gets to write its file; a notebook that raised is judged by the file it left beh
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -137,7 +137,7 @@ def judge(result: ExecutionResult, *, kernel_type: Literal["notebook", "script"]
     """
     limits = limits or Limits()
     failure = _failure(result, kernel_type)
-    checks = (
+    checks: tuple[Callable[[], Verdict | None], ...] = (
         lambda: _timed_out(result),
         lambda: _compute(result, limits),
         lambda: _not_rehearsed(result, limits),
