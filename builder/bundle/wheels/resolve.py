@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,7 +135,7 @@ def _from_sdist(requirement: Requirement, target: WheelTarget, index_args: Seque
 
 
 def select_packages(report: Mapping[str, Any], requirements: Sequence[str], target: WheelTarget, excluded: Sequence[str],
-            explicit: set[str]) -> _Selection:
+            explicit: AbstractSet[str]) -> _Selection:
     """Walk the dependency graph from the requirements, stopping at packages the image provides.
 
     What only an excluded package needs (torch's nvidia-* libraries) is never reached, so it is left

@@ -36,8 +36,7 @@ from builder.remote.kaggle_api.translate import CREDENTIALS_HINT, ENV_BASE_URL, 
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; importing kaggle at runtime authenticates
     from kaggle.api.kaggle_api_extended import KaggleApi
-
-    _ClientApi = KaggleApi
+    from kaggle.api.kaggle_api_extended import KaggleApi as _ClientApi
 else:
     _ClientApi = object  # at run time the client's class joins in _api_class(), once it may be imported
 

@@ -99,5 +99,5 @@ def _submission(item: Any) -> Submission:
         private_score=str(getattr(item, "private_score", "") or ""),
         error_description=str(getattr(item, "error_description", "") or ""),
         description=str(getattr(item, "description", "") or ""),
-        date=date.isoformat() if hasattr(date, "isoformat") else str(date or ""),
+        date=date.isoformat() if date is not None and hasattr(date, "isoformat") else str(date or ""),
     )
