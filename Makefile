@@ -30,4 +30,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf build .pytest_cache
+	rm -rf build .pytest_cache .mypy_cache
