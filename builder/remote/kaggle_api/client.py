@@ -22,7 +22,6 @@ import contextlib
 import functools
 import importlib.metadata
 import importlib.util
-import logging
 import os
 import sys
 import types
@@ -32,7 +31,7 @@ from urllib.parse import urlsplit
 
 from builder.errors import AuthError, KkbError
 from builder.project.credentials import check_kaggle_json
-from builder.remote.kaggle_api.translate import CREDENTIALS_HINT, ENV_BASE_URL, client_output, translate_error
+from builder.remote.kaggle_api.translate import CREDENTIALS_HINT, ENV_BASE_URL, client_output, logger, translate_error
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; importing kaggle at runtime authenticates
     from kaggle.api.kaggle_api_extended import KaggleApi
@@ -41,8 +40,6 @@ else:
     _ClientApi = object  # at run time the client's class joins in _api_class(), once it may be imported
 
 PROD_ENDPOINT = "https://api.kaggle.com"
-
-logger = logging.getLogger("kkb.kaggle")
 
 T = TypeVar("T")
 
