@@ -17,9 +17,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m builder.demo
 
-# The architecture's contracts (docs/ARCHITECTURE.md) and the lint rules run before the tests.
+# The architecture's contracts (docs/ARCHITECTURE.md), the lint rules and the types run before the tests.
 lint: $(STAMP)
 	$(BIN)/ruff check builder bench kernels tests
+	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 test: lint
@@ -29,4 +30,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf build .pytest_cache
+	rm -rf build .pytest_cache .mypy_cache

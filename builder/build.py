@@ -313,7 +313,7 @@ def _models_key(spec: KernelSpec, kernel_dir: Path, cache: HashCache, code_files
                             card.tta_random.transforms if card.tta_random else None) if path}
     sources.update(code_files)  # custom transforms live in the user's code
     inputs["files"] = {rel: _cached_sha256(path, cache) for rel, path in sorted(sources.items()) if path.is_file()}
-    versions = {}
+    versions: dict[str, str | None] = {}
     for package in ("torch", "timm", "albumentations", "safetensors"):
         try:
             versions[package] = metadata.version(package)

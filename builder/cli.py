@@ -35,14 +35,14 @@ from builder.rehearse.on_kaggle import report_from_kaggle
 from builder.rehearse.report import DryRunReport
 from builder.remote.competition_files import fetch_competition_data
 from builder.remote.image import ImageSettings, capture_image
-from builder.remote.push import PushResult, PushSettings
+from builder.remote.push import PushResult
 from builder.remote.push import push as push_kernel
 from builder.remote.queries import QuerySettings
 from builder.remote.queries import history as kernel_history
 from builder.remote.queries import logs as kernel_logs
 from builder.remote.queries import status as kernel_status
 from builder.remote.rehearsal import RehearsalResult, RehearsalSettings, rehearse_on_kaggle
-from builder.remote.session import ProgressEvent, Waits
+from builder.remote.session import ProgressEvent, PushSettings, Waits
 from builder.remote.submit import SubmitSettings
 from builder.remote.submit import submit as submit_kernel
 from builder.remote.wheels import WheelsSettings, build_wheels
@@ -483,7 +483,7 @@ def _show_wheels(result: WheelsResult) -> None:
     else:
         console.print(f"[green]{result.action}[/green] wheelhouse {result.ref} → {result.out_dir} "
                       f"({len(result.files)} files, {result.total_bytes:,} bytes)", highlight=False)
-        console.print(f"  key {result.key[:19]}…  content {result.content_hash[:19]}…", highlight=False)
+        console.print(f"  key {(result.key or '')[:19]}…  content {(result.content_hash or '')[:19]}…", highlight=False)
         if result.left_to_image:
             console.print(f"  left to the Kaggle image: {', '.join(result.left_to_image)}", highlight=False)
         for name in result.replaces_image:
@@ -561,10 +561,11 @@ def _unexpected(exc: Exception) -> int:
     if type(exc).__name__ == "Abort":
         err_console.print("[red]interrupted[/red]")
         return EXIT_INTERRUPTED
-    if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
-        exc.show()
+    show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+    if callable(show) and isinstance(exit_code, int):
+        show()
         # click says 2 for a usage error, which is kkb's "the kernel failed": scripts must tell them apart.
-        return EXIT_USAGE if int(exc.exit_code) == 2 else int(exc.exit_code)
+        return EXIT_USAGE if exit_code == 2 else exit_code
     if _state["verbose"]:
         err_console.print_exception()
     err_console.print(f"[bold red]internal error:[/bold red] {type(exc).__name__}: {_escape(str(exc))}")

@@ -18,7 +18,7 @@ from builder.local_kaggle import InstantRunner, LocalKaggle
 from builder.project.spec import parse_spec
 from builder.rehearse.dryrun import DryRunSettings, dry_run
 from builder.remote.push import PushResult, push
-from builder.remote.session import PushSettings, Waits
+from builder.remote.session import ProgressEvent, PushSettings, Waits
 from tests.support.demo_kaggle import demo_adapter, serve_local_kaggle
 from tests.support.files import KERNELS
 
@@ -92,6 +92,32 @@ def test_push_creates_versions_only_when_the_weights_change(kernel: Path, server
     assert changed.code.action == "unchanged" and _model_sources(kernel) == [f"{MODEL}/2"]
     version = server.kernels.version("kkb-demo", "kkb-minimal-inference", 2, USER)
     assert [pinned["target"] for pinned in version.meta["mounts"]["models"]] == [f"models/{MODEL}/2"]
+
+
+@pytest.mark.slow
+def test_push_with_no_wait_options_publishes_the_model_once(kernel: Path, server: LocalKaggle) -> None:
+    # No Waits given: the defaults (and kernel.toml's [push], which sets none here) bound every wait.
+    settings = PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=demo_adapter(server))
+    first = push(settings)
+    assert (first.weights.ref, first.weights.version, first.weights.action) == (MODEL, 1, "created")
+    assert first.uploaded_bytes > 0 and _model_sources(kernel) == [f"{MODEL}/1"]
+
+    again = push(settings)
+    assert again.uploaded_bytes == 0 and (again.weights.version, again.weights.action) == (1, "unchanged")
+    assert demo_adapter(server).model_instance_version(MODEL) == 1 and again.kernel_action == "unchanged"
+
+
+@pytest.mark.slow
+def test_a_failed_model_version_call_is_tried_again_after_a_look_at_kaggle(kernel: Path, server: LocalKaggle) -> None:
+    _push(kernel, server)
+    (kernel / "weights" / "ridge.json").write_text((kernel / "weights" / "ridge.json").read_text() + "\n")
+    server.faults.fail_rpc("CreateModelInstanceVersion", status=500, times=1)  # not retried by the adapter: not idempotent
+    events: list[ProgressEvent] = []
+    changed = push(PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=demo_adapter(server),
+                                waits=FAST, progress=events.append))
+    assert (changed.weights.version, changed.weights.action) == (2, "versioned")
+    assert demo_adapter(server).model_instance_version(MODEL) == 2  # one new version, not two
+    assert any(event.stage == "retry" and "versioning model" in event.message for event in events)
 
 
 def test_dry_run_mounts_model_weights_where_kaggle_does(kernel: Path, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from builder.errors import BundleError
 from builder.project.credentials import Secret
@@ -77,7 +78,7 @@ class Manifest:
         return sum(entry.size for entry in self.files)
 
     def to_json(self) -> str:
-        data = {"dataset": self.dataset, "content_hash": self.content_hash, "files": [vars(entry) for entry in self.files]}
+        data: dict[str, Any] = {"dataset": self.dataset, "content_hash": self.content_hash, "files": [vars(entry) for entry in self.files]}
         if self.links:
             data["links"] = dict(self.links)
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
@@ -207,7 +208,7 @@ class HashCache:
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self.entries: dict[str, list] = {}
+        self.entries: dict[str, list[Any]] = {}  # [size, mtime_ns, sha256]
         if path is not None and path.is_file():
             try:
                 self.entries = json.loads(path.read_text())
@@ -257,7 +258,7 @@ def stage_files(files: dict[str, Path], stage: Path, cache: HashCache, previous:
     for relative, source in files.items():
         target = stage / relative
         known = cache.lookup(source)
-        if known is not None and previous_hashes.get(relative) == known and _link(previous / relative, target):
+        if known is not None and previous is not None and previous_hashes.get(relative) == known and _link(previous / relative, target):
             continue
         cache.store(source, copy_and_hash(source, target))
 

@@ -163,11 +163,12 @@ def _build_model(card: ModelCard) -> Any:
 
     if card.factory:
         return _build_with_factory(card)
-    if not timm.is_model(card.arch):
-        close = difflib.get_close_matches(card.arch, timm.list_models(), n=3, cutoff=0.6)
+    arch = str(card.arch)  # the spec requires arch where there is no factory
+    if not timm.is_model(arch):
+        close = difflib.get_close_matches(arch, timm.list_models(), n=3, cutoff=0.6)
         guess = f"did you mean {' or '.join(repr(name) for name in close)}? " if close else ""
         raise ModelError(f"[[models]] '{card.name}': timm {timm.__version__} has no architecture '{card.arch}'",
-                         hint=f"{guess}list them with timm.list_models('{card.arch.split('_')[0]}*')")
+                         hint=f"{guess}list them with timm.list_models('{arch.split('_')[0]}*')")
     try:
         return runtime.create_model(_card_dict(card))
     except (TypeError, ValueError, RuntimeError, AssertionError) as exc:
@@ -347,11 +348,11 @@ def resolve_normalisation(card: ModelCard, model: Any) -> dict[str, Any]:
 
 
 def _per_channel(card: ModelCard, field: str, values: Any, from_card: bool) -> list[float]:
-    values = [float(value) for value in values]
-    if len(values) == card.in_chans:
-        return values
-    if len(values) == 1:
-        return values * card.in_chans
+    numbers = [float(value) for value in values]
+    if len(numbers) == card.in_chans:
+        return numbers
+    if len(numbers) == 1:
+        return numbers * card.in_chans
     if not from_card and card.in_chans == 1:
         return [float(np.mean(values))]  # a grayscale model fine-tuned from an RGB config
     raise ModelError(f"[[models]] '{card.name}': {field} has {len(values)} values for in_chans = {card.in_chans}",

@@ -118,7 +118,7 @@ class KernelRun:
         return self.predictions
 
     def check_and_write(self) -> Path:
-        if self.finished:
+        if self.finished and self.written is not None:
             return self.written
         with self._stage("write"):
             frame = submission.align_to_sample(self.predictions, self.sample, self.id_column)

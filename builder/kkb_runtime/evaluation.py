@@ -125,7 +125,7 @@ class EvaluationRun:
             self._write_state()
             started = time.perf_counter()
             try:
-                answer = round_answer((fast if use_fast else user)(*args, **kwargs), decimals, self.targets)
+                answer = round_answer((fast if use_fast and fast is not None else user)(*args, **kwargs), decimals, self.targets)
                 self._check_finite(answer)
                 return answer
             except BaseException as exc:

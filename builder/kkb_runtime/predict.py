@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -217,10 +217,11 @@ def loader_workers(card: Mapping[str, Any], choice: devices.DeviceChoice, cpus: 
 
 
 def data_loader(dataset: ImageDataset, card: Mapping[str, Any], choice: devices.DeviceChoice) -> Any:
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, Dataset
 
     workers = loader_workers(card, choice)
-    return DataLoader(dataset, batch_size=int(card.get("batch_size", 32)), shuffle=False, num_workers=workers,
+    # DataLoader takes any map-style object; ImageDataset is one without importing torch at module level.
+    return DataLoader(cast("Dataset[Any]", dataset), batch_size=int(card.get("batch_size", 32)), shuffle=False, num_workers=workers,
                       pin_memory=choice.kind == "cuda", persistent_workers=False,
                       prefetch_factor=2 if workers else None)
 
@@ -356,6 +357,8 @@ def run_model(job: Job, choice: devices.DeviceChoice, timings: dict[str, Any] | 
         if len(entries) > 1:
             print(f"[kkb] {job.card['name']}: fold {index + 1}/{len(entries)} ({entry['file']}) "
                   f"in {time.perf_counter() - started:.1f} s", flush=True)
+    if total is None:  # checkpoint_entries always names one at least
+        raise PredictError(f"{job.card['name']}: the card names no checkpoint")
     return total / sum(float(entry["weight"]) for entry in entries)
 
 

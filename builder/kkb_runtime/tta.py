@@ -70,7 +70,7 @@ def averaged(forward: Callable[[Any], Any], batch: Any, ttas: Sequence[tuple[str
     weights = weights or {}
     stacked = batch.ndim == 5
     plain = batch[:, 0] if stacked else batch
-    parts = [(float(weights.get(name, 1.0)), tta, plain) for name, tta in ttas]
+    parts: list[tuple[float, Callable[[Any], Any] | None, Any]] = [(float(weights.get(name, 1.0)), tta, plain) for name, tta in ttas]
     if stacked:
         parts += [(float(weights.get("random", 1.0)), None, batch[:, k]) for k in range(1, batch.shape[1])]
     total, weight_sum = None, 0.0

@@ -18,8 +18,8 @@ import secrets
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from io import BufferedIOBase
 from pathlib import Path
-from typing import BinaryIO
 
 from builder.local_kaggle import names
 from builder.local_kaggle.bodies import BodyError, check_length, iter_body
@@ -80,7 +80,7 @@ class Blobs:
 
     # -- the PUT URL -------------------------------------------------------------------------
 
-    def put(self, token: str, headers: Callable[[str], str | None], body: BinaryIO) -> PutResult:
+    def put(self, token: str, headers: Callable[[str], str | None], body: BufferedIOBase) -> PutResult:
         """One PUT to the upload URL; raises :class:`BodyError` for a body it will not read."""
         length = check_length(headers, self._max_upload_bytes)
         meta = self._meta(token)
@@ -158,7 +158,7 @@ class Blobs:
         return max(0, int(size * fraction) - start)
 
 
-def _refuse(status: int, body: BinaryIO, headers: Callable[[str], str | None], length: int | None,
+def _refuse(status: int, body: BufferedIOBase, headers: Callable[[str], str | None], length: int | None,
             answer_headers: dict[str, str] | None = None) -> PutResult:
     """Answer ``status`` without using the body: a small plain one is read and dropped, anything larger
     (or chunked) closes the connection instead."""
@@ -172,13 +172,13 @@ def _chunked(headers: Callable[[str], str | None]) -> bool:
     return (headers("Transfer-Encoding") or "").strip().lower() == "chunked"
 
 
-def _drain(body: BinaryIO, headers: Callable[[str], str | None]) -> None:
+def _drain(body: BufferedIOBase, headers: Callable[[str], str | None]) -> None:
     """Read and drop a probe's (or a tiny refused) body; never more than the drain limit."""
     for _ in iter_body(body, headers, _DRAIN_LIMIT):
         pass
 
 
-def _write_from(path: Path, start: int, body: BinaryIO, headers: Callable[[str], str | None], keep: int | None,
+def _write_from(path: Path, start: int, body: BufferedIOBase, headers: Callable[[str], str | None], keep: int | None,
                 limit: int) -> int:
     """Write the body at ``start`` (at most ``limit`` bytes); keep only ``keep`` bytes (the rest is read and
     dropped, like a cut transfer)."""

@@ -19,7 +19,7 @@ admin bodies) and ``max_upload_bytes`` (the blob PUT endpoint, bounded also by t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from io import BufferedIOBase
 
 PIECE = 1 << 16
 Headers = Callable[[str], "str | None"]
@@ -59,7 +59,7 @@ def check_length(headers: Headers, limit: int) -> int | None:
     return length
 
 
-def iter_body(body: BinaryIO, headers: Headers, limit: int) -> Iterator[bytes]:
+def iter_body(body: BufferedIOBase, headers: Headers, limit: int) -> Iterator[bytes]:
     """The body in pieces (plain or chunked), never more than ``limit`` bytes in all."""
     length = check_length(headers, limit)
     try:
@@ -77,11 +77,11 @@ def iter_body(body: BinaryIO, headers: Headers, limit: int) -> Iterator[bytes]:
         raise BodyError(408, "The request body stopped arriving (timed out)") from None
 
 
-def read_body(body: BinaryIO, headers: Headers, limit: int) -> bytes:
+def read_body(body: BufferedIOBase, headers: Headers, limit: int) -> bytes:
     return b"".join(iter_body(body, headers, limit))
 
 
-def _chunked(body: BinaryIO, limit: int) -> Iterator[bytes]:
+def _chunked(body: BufferedIOBase, limit: int) -> Iterator[bytes]:
     total = 0
     while True:
         line = body.readline(1024).strip()

@@ -67,7 +67,7 @@ class Competitions:
         self._jobs = jobs
 
     def routes(self) -> dict[str, Handler]:
-        return {f"{SERVICE}/{name}": handler for name, handler in {
+        handlers: dict[str, Handler] = {
             "ListCompetitions": self.list_competitions,
             "GetCompetition": self.get_competition,
             "ListDataFiles": self.list_data_files,
@@ -81,7 +81,8 @@ class Competitions:
             "GetSubmissionLimits": self.get_submission_limits,
             "GetLeaderboard": self.get_leaderboard,
             "DownloadLeaderboard": self.download_leaderboard,
-        }.items()}
+        }
+        return {f"{SERVICE}/{name}": handler for name, handler in handlers.items()}
 
     # -- registration ------------------------------------------------------------------------
 
@@ -313,7 +314,8 @@ class Competitions:
                        timeout: float) -> None:
         """An evaluation-API competition: the notebook runs as serve() and the competition's gateway drives
         it from another process over the hidden data; the gateway's submission.parquet is what is scored."""
-        gateway = Gateway(**{**config.evaluation_api, "gateway_paths": tuple(config.evaluation_api["gateway_paths"])})
+        api = dict(config.evaluation_api or {})  # set: only an evaluation-API competition comes here
+        gateway = Gateway(**{**api, "gateway_paths": tuple(api["gateway_paths"])})
         result = rehearse_gateway_rerun(self._kernels.notebook(version.folder, version.meta, root), gateway, config.slug,
                                         tuple(mounts), root / "sandbox",
                                         timeout_seconds=timeout)

@@ -54,7 +54,7 @@ class Datasets:
         self._settings = settings
 
     def routes(self) -> dict[str, Handler]:
-        return {f"{SERVICE}/{name}": handler for name, handler in {
+        handlers: dict[str, Handler] = {
             "CreateDataset": self.create_dataset,
             "CreateDatasetVersion": self.create_dataset_version,
             "CreateDatasetVersionById": self.create_dataset_version_by_id,
@@ -66,7 +66,8 @@ class Datasets:
             "ListDatasets": self.list_datasets,
             "DeleteDataset": self.delete_dataset,
             "UpdateDatasetMetadata": self.update_dataset_metadata,
-        }.items()}
+        }
+        return {f"{SERVICE}/{name}": handler for name, handler in handlers.items()}
 
     # -- create ------------------------------------------------------------------------------
 

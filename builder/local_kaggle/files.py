@@ -198,11 +198,11 @@ def _extract(blob: Blob, members: list[tuple[str, str]], dest: Path) -> None:
     wanted = dict((member, rel) for rel, member in members)
     with tarfile.open(blob.path) as tf:
         for info in tf:
-            rel = wanted.get(info.name)
-            if rel is None or not info.isfile():
+            wanted_as = wanted.get(info.name)
+            if wanted_as is None or not info.isfile():
                 continue
-            src = tf.extractfile(info)
-            if src is None:
+            extracted = tf.extractfile(info)
+            if extracted is None:
                 raise UploadRejected(f"Archive {blob.name}: {info.name} is not a regular file")
-            with src, target(rel).open("wb") as out:
-                shutil.copyfileobj(src, out)
+            with extracted, target(wanted_as).open("wb") as out:
+                shutil.copyfileobj(extracted, out)

@@ -227,7 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
         app = self.server_app
         try:
             user = app.users.authenticate(self.headers.get("Authorization"))
-            number = version_number((query.get("versionLabel") or [None])[0])
+            number = version_number(next(iter(query.get("versionLabel") or []), None))
             version = app.kernels.version(owner, slug, number, user)
         except ApiError as exc:
             self._error(exc)

@@ -175,7 +175,8 @@ class Kernels:
                 bad_datasets.append(source)
             else:
                 datasets.append({"ref": source, "owner": mounted.owner, "slug": mounted.slug, "version": mounted.version})
-        competitions, bad_competitions = [], []
+        competitions: list[str] = []
+        bad_competitions: list[str] = []
         for slug in call.strings("competitionDataSources"):
             (competitions if self.competition_data(slug) is not None else bad_competitions).append(slug)
         kernels, bad_kernels = [], []

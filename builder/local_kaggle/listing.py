@@ -87,12 +87,17 @@ def _output_type(row: KernelRow, wanted: str) -> bool:
     raise bad_request(f"Invalid outputType {wanted!r}: use all, visualization or data")
 
 
+def _last_run(row: KernelRow) -> float:
+    """When the kernel last ran: its last push, else its creation."""
+    return float(row.record.get("lastPushed") or row.record.get("created") or 0)
+
+
 def _sort_kernels(rows: list[KernelRow], sort: str, search: str) -> list[KernelRow]:
     by_id = sorted(rows, key=lambda r: r.record["id"])
     if sort in ("DATE_CREATED",):
         return sorted(by_id, key=lambda r: r.record.get("created", 0), reverse=True)
     if sort in ("", "HOTNESS", "DATE_RUN"):  # hotness: the most recently run first
-        return sorted(by_id, key=lambda r: r.record.get("lastPushed", r.record.get("created", 0)), reverse=True)
+        return sorted(by_id, key=_last_run, reverse=True)
     if sort == "RELEVANCE":
         if not search:
             raise bad_request("Cannot sort by relevance without a search term.")

@@ -65,7 +65,7 @@ class Models:
         self._settings = settings
 
     def routes(self) -> dict[str, Handler]:
-        return {f"{SERVICE}/{name}": handler for name, handler in {
+        handlers: dict[str, Handler] = {
             "CreateModel": self.create_model,
             "CreateModelInstance": self.create_model_instance,
             "CreateModelInstanceVersion": self.create_model_instance_version,
@@ -73,7 +73,8 @@ class Models:
             "GetModelInstance": self.get_model_instance,
             "ListModelInstanceVersionFiles": self.list_model_instance_version_files,
             "DownloadModelInstanceVersion": self.download_model_instance_version,
-        }.items()}
+        }
+        return {f"{SERVICE}/{name}": handler for name, handler in handlers.items()}
 
     # -- create ------------------------------------------------------------------------------
 

@@ -113,7 +113,7 @@ def render_cell(env: jinja2.Environment, template: str, context: Mapping[str, An
 def render_notebook(cells: tuple[CellTemplate, ...], context: Mapping[str, Any], provenance: Mapping[str, Any],
                     override_dir: Path | None = None) -> nbformat.NotebookNode:
     env = make_environment(override_dir)
-    notebook = v4.new_notebook()
+    notebook: nbformat.NotebookNode = v4.new_notebook()
     for cell in cells:
         source = render_cell(env, cell.template, context).rstrip("\n")
         metadata = {"tags": [f"kkb-{cell.name}"]}
@@ -128,7 +128,8 @@ def render_notebook(cells: tuple[CellTemplate, ...], context: Mapping[str, Any],
 
 
 def notebook_text(notebook: nbformat.NotebookNode) -> str:
-    return nbformat.writes(notebook, version=4) + "\n"
+    text: str = nbformat.writes(notebook, version=4)
+    return text + "\n"
 
 
 def script_text(notebook: nbformat.NotebookNode) -> str:

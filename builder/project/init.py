@@ -219,6 +219,7 @@ def init_from_folder(kernel_dir: Path, source_dir: Path, *, competition: str | N
     unmapped += [f"{code_path.name}: '{line}' (shell or magic: commented out in {NOTEBOOK_SCRIPT})" for line in shell]
     reads = tuple(_map_read(path, chosen, inputs) for path in _reads(code))
     unmapped += [f"{code_path.name} reads {read.path}: no attached input matches it" for read in reads if read.input is None]
+    targets: list[Column]
     id_column, targets = ("id", [])
     sample_name = "sample_submission.csv"
     if data_dir is not None:

@@ -119,7 +119,7 @@ def _seconds(value: float | None) -> str:
 
 # --- settings ----------------------------------------------------------------------------------
 
-def gateway_module(section: EvaluationApiSection) -> str:
+def gateway_module(section: EvaluationApiSection | Gateway) -> str:
     """``[evaluation_api] gateway_module``, else Kaggle's naming: ``<comp>_inference_server`` → ``<comp>_gateway``."""
     if section.gateway_module:
         return section.gateway_module
@@ -129,7 +129,7 @@ def gateway_module(section: EvaluationApiSection) -> str:
                       hint="set [evaluation_api] gateway_module, e.g. 'kaggle_evaluation.<comp>_gateway'")
 
 
-def sandbox_env(section: EvaluationApiSection, port: int | None = None) -> dict[str, str]:
+def sandbox_env(section: EvaluationApiSection | Gateway, port: int | None = None) -> dict[str, str]:
     """Variables kkb's stand-in competition reads (a real competition's package ignores them)."""
     env = {"KKB_EVALAPI_STARTUP_LIMIT_SECONDS": str(section.startup_limit_seconds)}
     if section.response_timeout_seconds:
@@ -313,7 +313,8 @@ def _notebook_rss(record: Path) -> int:
         return 0
 
 
-def _rerun_result(root: Path, working: Path, gateway_dir: Path, guest: Path, section: EvaluationApiSection, wall: float,
+def _rerun_result(root: Path, working: Path, gateway_dir: Path, guest: Path, section: EvaluationApiSection | Gateway,
+                  wall: float,
                   timed_out: bool, peak: int, timeout: float) -> RerunResult:
     supervisor = read_object(guest / "supervisor.json")
     gateway = read_object(guest / "gateway.json")
@@ -329,7 +330,7 @@ def _rerun_result(root: Path, working: Path, gateway_dir: Path, guest: Path, sec
                        notebook_stderr=texts["notebook.stderr"], gateway_log=texts["gateway.log"])
 
 
-def rerun_report(section: EvaluationApiSection, supervisor: dict[str, Any], gateway: dict[str, Any],
+def rerun_report(section: EvaluationApiSection | Gateway, supervisor: dict[str, Any], gateway: dict[str, Any],
                  result: dict[str, Any], state: dict[str, Any], texts: dict[str, str], timed_out: bool, timeout: float,
                  submission: Path | None) -> EvalApiReport:
     """Put the records together: the gateway's ``result.json`` decides; the rest explains."""

@@ -120,6 +120,7 @@ class History:
 
     def last(self, event: str, **match: Any) -> dict[str, Any] | None:
         """The newest record of ``event`` whose fields equal ``match``."""
+        record: dict[str, Any]  # declared: mypy's narrowing on ``==`` with Any would make it Any
         for record in reversed(self.records()):
             if record.get("event") == event and all(record.get(k) == v for k, v in match.items()):
                 return record
@@ -127,6 +128,7 @@ class History:
 
     def open_intent(self, intent: str, done: str, key: str, value: Any) -> dict[str, Any] | None:
         """The newest ``intent`` record for ``key == value`` not followed by a ``done`` record for it."""
+        record: dict[str, Any]
         for record in reversed(self.records()):
             if record.get(key) != value:
                 continue

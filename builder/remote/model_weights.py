@@ -16,7 +16,6 @@ from pathlib import Path
 
 from builder.build import BuildResult
 from builder.bundle.model_weights import model_source
-from builder.errors import RemoteError
 from builder.project.layout import KERNEL_METADATA, MANIFEST_FILE
 from builder.remote.kaggle_api import TransientRemoteError
 from builder.remote.session import Session
@@ -36,7 +35,8 @@ HINT = "Kaggle is still processing the model version; run the same command again
 def sync_model_weights(ctx: Session, build: BuildResult, notes: str) -> ModelSynced:
     """Make the variation's newest ready version hold ``build.weights_hash``, uploading only when it does not."""
     instance, folder, content_hash = str(build.weights_model), Path(build.weights_dir), str(build.weights_hash)
-    for round_ in range(ctx.settings.waits.rounds):
+    rounds = ctx.rounds()
+    while True:
         current = ctx.adapter.model_instance_version(instance)
         if current == 0:  # a first version still processing (an interrupted push): wait for it, then look again
             current = _await_version(ctx, instance, 0, None)
@@ -47,13 +47,10 @@ def sync_model_weights(ctx: Session, build: BuildResult, notes: str) -> ModelSyn
         try:
             action = _upload(ctx, instance, folder, current, notes)
         except TransientRemoteError as exc:
-            if round_ + 1 >= ctx.settings.waits.rounds:
-                raise
-            ctx.backoff(round_, f"uploading model {instance}", exc)
+            ctx.retry_round(rounds, f"{'versioning' if current is not None else 'creating'} model {instance}", exc)
             continue  # the next round looks at Kaggle first: the call may have gone through
         version = _await_version(ctx, instance, current or 0, content_hash)
         return ModelSynced(instance, version, action, ctx.adapter.uploaded_bytes - bytes_before)
-    raise RemoteError(f"could not create a version of model {instance}")  # pragma: no cover
 
 
 def _upload(ctx: Session, instance: str, folder: Path, current: int | None, notes: str) -> str:
@@ -80,7 +77,7 @@ def _await_version(ctx: Session, instance: str, before: int, content_hash: str |
             return f"ready (v{version} is not the new content yet)", False
         return f"v{version} ready", True
 
-    ctx.wait("weights", f"model {instance}", probe, ctx.settings.waits.dataset_timeout_s, hint=HINT)
+    ctx.wait("weights", f"model {instance}", probe, ctx.settings.waits.dataset_s, hint=HINT)
     return int(ctx.adapter.model_instance_version(instance) or 0)
 
 

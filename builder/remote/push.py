@@ -146,7 +146,7 @@ def sync_bundles(ctx: Session, build: BuildResult, notes: str) -> tuple[DatasetR
     with private_tmpdir(Path(ctx.settings.kernel_dir), ctx.adapter.endpoint):
         weights = None
         if build.weights_dataset:
-            weights = sync_dataset(ctx, "weights", Path(build.weights_dir), build.weights_dataset, build.weights_hash,
+            weights = sync_dataset(ctx, "weights", Path(build.weights_dir), build.weights_dataset, str(build.weights_hash),
                                     notes)
         elif build.weights_model:  # [weights] publish = "model"
             synced = sync_model_weights(ctx, build, notes)
@@ -176,7 +176,8 @@ def _sync_wheelhouse(ctx: Session, build: BuildResult, notes: str) -> str | None
     if found is None:
         return None
     ref, folder, content_hash = found
-    if wheelhouse_source(build.spec, build.owner).kind == "kernel":
+    source = wheelhouse_source(build.spec, build.owner)  # not None: it named what was found
+    if source is not None and source.kind == "kernel":
         return content_hash
     return sync_dataset(ctx, "wheels", folder, ref, content_hash, notes).content_hash
 

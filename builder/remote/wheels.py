@@ -186,9 +186,8 @@ def _push_helper(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, o
     write_helper_kernel(helper, folder)
     record = read_object(folder / HELPER_RECORD)
     # push's session: the same adapter, retries, progress events and polling as kkb push (issue 5).
-    waits = {"waits": settings.waits} if settings.waits is not None else {}
     ctx = open_session(PushSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner, base_url=settings.base_url,
-                                progress=settings.progress, adapter=settings.adapter, **waits))
+                                progress=settings.progress, adapter=settings.adapter, waits=settings.waits or Waits()))
     name = kernel_dir.resolve().name
     current = ctx.adapter.kernel_version(helper.kernel_id)
     if not settings.force and record.get("key") == helper.key and current is not None and record.get("version") == current:

@@ -125,6 +125,29 @@ def new_root(root: str, mounts: list[tuple[str, str]], readonly: list[str], bind
     staging = os.path.join(root, ".sandbox", "newroot")
     os.makedirs(staging, exist_ok=True)
     _check(_libc.mount(b"tmpfs", staging.encode(), b"tmpfs", 0, b"mode=0755"), "tmpfs for the new root")
+    _mirror_host_root(staging)
+    _bind_system(staging)
+    _bind_writable(os.path.join(root, ".sandbox", "tmp"), os.path.join(staging, "tmp"))
+    for folder in [root, *binds]:  # writable at their own paths: the sandbox root, the kernel's ipc folder
+        _bind_writable(folder, staging + folder)
+    for folder in readonly:
+        try:
+            os.makedirs(staging + folder, exist_ok=True)  # a folder in the private /tmp needs its mount point
+        except OSError:
+            pass
+        bind_readonly(folder, staging + folder)
+    for source, target in mounts:
+        bind_readonly(source, staging + target)
+    _bind_kaggle(staging, root)
+    _check(_libc.mount(b"none", staging.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None), "make / read-only")
+    os.chdir(staging)
+    _check(_libc.syscall(SYS_PIVOT_ROOT[os.uname().machine], b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")
+    os.chdir("/")
+
+
+def _mirror_host_root(staging: str) -> None:
+    """Every top-level entry of the host's / (but SPECIAL) in the new root: links as links, the rest bound read-only."""
     for name in sorted(os.listdir("/")):
         source, target = "/" + name, os.path.join(staging, name)
         if name in SPECIAL:
@@ -137,6 +160,10 @@ def new_root(root: str, mounts: list[tuple[str, str]], readonly: list[str], bind
         elif os.path.isfile(source):
             open(target, "w").close()
             bind_readonly(source, target)
+
+
+def _bind_system(staging: str) -> None:
+    """/dev and /proc bound, a private /dev/shm, /sys read-only."""
     for name in ("dev", "proc"):
         os.mkdir(os.path.join(staging, name))
         _check(_libc.mount(f"/{name}".encode(), os.path.join(staging, name).encode(), None, MS_BIND | MS_REC, None), f"bind /{name}")
@@ -146,28 +173,16 @@ def new_root(root: str, mounts: list[tuple[str, str]], readonly: list[str], bind
     if os.path.isdir("/sys"):
         os.mkdir(os.path.join(staging, "sys"))
         bind_tree_readonly("/sys", os.path.join(staging, "sys"))
-    _bind_writable(os.path.join(root, ".sandbox", "tmp"), os.path.join(staging, "tmp"))
-    for folder in [root, *binds]:  # writable at their own paths: the sandbox root, the kernel's ipc folder
-        _bind_writable(folder, staging + folder)
-    for folder in readonly:
-        try:
-            os.makedirs(staging + folder, exist_ok=True)  # a folder in the private /tmp needs its mount point
-        except OSError:
-            pass
-        bind_readonly(folder, staging + folder)
-    for source, target in mounts:
-        bind_readonly(source, staging + target)
+
+
+def _bind_kaggle(staging: str, root: str) -> None:
+    """/kaggle/input, working and temp: the sandbox root's folders, the input read-only all the way down."""
     kaggle = os.path.join(staging, "kaggle")
     for name in ("input", "working", "temp"):
         os.makedirs(os.path.join(kaggle, name))
         _check(_libc.mount((staging + os.path.join(root, name)).encode(), os.path.join(kaggle, name).encode(), None,
                            MS_BIND | MS_REC, None), f"bind /kaggle/{name}")
     _readonly_below(os.path.join(kaggle, "input"))
-    _check(_libc.mount(b"none", staging.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None), "make / read-only")
-    os.chdir(staging)
-    _check(_libc.syscall(SYS_PIVOT_ROOT[os.uname().machine], b".", b"."), "pivot_root")
-    _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")
-    os.chdir("/")
 
 
 def _bind_writable(source: str, target: str) -> None:
@@ -214,49 +229,68 @@ def set_memory_limit(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
 
 
+class LaunchOptions:
+    """What the launcher was asked for (``--mount SOURCE=TARGET``, ``--readonly``, ``--bind``, ``--kaggle ROOT``,
+    ``--chdir``, ``--memory BYTES``, ``--no-namespace``)."""
+
+    def __init__(self) -> None:
+        self.mounts: list[tuple[str, str]] = []
+        self.readonly: list[str] = []
+        self.binds: list[str] = []
+        self.kaggle: str | None = None
+        self.chdir: str | None = None
+        self.memory = 0
+        self.namespace = True
+
+
+def parse_options(options: list[str]) -> LaunchOptions:
+    parsed = LaunchOptions()
+    parsed.namespace = "--no-namespace" not in options
+    options = [option for option in options if option != "--no-namespace"]
+    for flag, value in zip(options[::2], options[1::2], strict=False):
+        if flag == "--mount":
+            source, _, target = value.partition("=")
+            parsed.mounts.append((source, target))
+        elif flag == "--readonly":
+            parsed.readonly.append(value)
+        elif flag == "--bind":
+            parsed.binds.append(value)
+        elif flag == "--kaggle":
+            parsed.kaggle = value
+        elif flag == "--chdir":
+            parsed.chdir = value
+        elif flag == "--memory":
+            parsed.memory = int(value)
+        else:
+            raise SystemExit(f"kkb sandbox launcher: unknown option {flag}")
+    return parsed
+
+
+def enter_sandbox(options: LaunchOptions) -> None:
+    """The namespaces, then the new root (``--kaggle``) or the read-only binds in place."""
+    enter_namespaces()
+    if options.kaggle:
+        new_root(options.kaggle, options.mounts, options.readonly, options.binds)
+        return
+    for folder in options.readonly:  # the input root first: the datasets are then mounted inside it
+        bind_readonly(folder, folder)
+    for source, target in options.mounts:
+        bind_readonly(source, target)
+
+
 def main(argv: list[str]) -> int:
     if argv == ["--probe"]:
         return probe()
     if argv == ["--probe-root"]:
         return probe_root()
     split = argv.index("--")
-    options, command = argv[:split], argv[split + 1:]
-    mounts: list[tuple[str, str]] = []
-    readonly: list[str] = []
-    binds: list[str] = []
-    kaggle = chdir = None
-    memory = 0
-    namespace = "--no-namespace" not in options
-    options = [option for option in options if option != "--no-namespace"]
-    for flag, value in zip(options[::2], options[1::2], strict=False):
-        if flag == "--mount":
-            source, _, target = value.partition("=")
-            mounts.append((source, target))
-        elif flag == "--readonly":
-            readonly.append(value)
-        elif flag == "--bind":
-            binds.append(value)
-        elif flag == "--kaggle":
-            kaggle = value
-        elif flag == "--chdir":
-            chdir = value
-        elif flag == "--memory":
-            memory = int(value)
-        else:
-            raise SystemExit(f"kkb sandbox launcher: unknown option {flag}")
-    if namespace:
-        enter_namespaces()
-        if kaggle:
-            new_root(kaggle, mounts, readonly, binds)
-        else:
-            for folder in readonly:  # the input root first: the datasets are then mounted inside it
-                bind_readonly(folder, folder)
-            for source, target in mounts:
-                bind_readonly(source, target)
-    if chdir:
-        os.chdir(chdir)
-    if memory:
-        set_memory_limit(memory)
+    options, command = parse_options(argv[:split]), argv[split + 1:]
+    if options.namespace:
+        enter_sandbox(options)
+    if options.chdir:
+        os.chdir(options.chdir)
+    if options.memory:
+        set_memory_limit(options.memory)
     os.execv(command[0], command)
     return 127  # pragma: no cover - execv does not return
 

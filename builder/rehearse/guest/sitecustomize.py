@@ -50,7 +50,7 @@ def _own() -> set[str]:
     global _own_addresses
     if _own_addresses is None:
         try:
-            _own_addresses = {info[4][0] for info in _real_getaddrinfo(_hostname(), None)}
+            _own_addresses = {str(info[4][0]) for info in _real_getaddrinfo(_hostname(), None)}
         except OSError:
             _own_addresses = set()
     return _own_addresses
