@@ -109,6 +109,7 @@ def init_project(settings: InitSettings, download: Download | None = None) -> In
                                   data_dir=settings.data_dir, owner=settings.owner)
     elif settings.competition is not None:
         _refuse_existing(kernel_dir, (SPEC_FILE, STEP_SCRIPT))
+        _owner(settings.owner)  # before a download, not after it
         data = settings.data_dir or _downloaded(kernel_dir, settings.competition, download)
         result = init_from_competition(kernel_dir, settings.competition, data, owner=settings.owner)
     else:
@@ -151,7 +152,7 @@ def init_from_competition(kernel_dir: Path, competition: str, data_dir: Path, *,
     sample = find_sample(data_dir)
     id_column, targets = sample_columns(sample)
     floats = probability_placeholders(sample, targets)
-    project = Scaffold(title=title or _title_for(kernel_dir), owner=owner or kaggle_username(), competition=competition,
+    project = Scaffold(title=title or _title_for(kernel_dir), owner=_owner(owner), competition=competition,
                        data=_data_key(data_dir, kernel_dir), sample_submission=sample.relative_to(data_dir).as_posix(),
                        test=_test_name(data_dir), id_column=id_column, targets=targets, float_columns=floats,
                        weights_include=_existing_weights(kernel_dir))
@@ -235,7 +236,7 @@ def init_from_folder(kernel_dir: Path, source_dir: Path, *, competition: str | N
     _refuse_existing(kernel_dir, (SPEC_FILE, NOTEBOOK_SCRIPT))
     code_path = pulled.code_file(source_dir, meta)
     owner_id, title = _identity(meta, kernel_dir, notes)
-    owner = owner or owner_id or kaggle_username()
+    owner = _owner(owner or owner_id)
     inputs, own = pulled.split_sources(meta, meta_path, owner, unmapped, notes)
     notes += [f"{dataset.ref} is your own {dataset.role} dataset: kkb builds it as [{dataset.role}] dataset (not an "
               f"input); {' '.join(dataset.todo)}" for dataset in own.values()]
@@ -288,7 +289,7 @@ def _identity(meta: dict[str, object], kernel_dir: Path, notes: list[str]) -> tu
     return owner_id or None, title
 
 
-def _folder_scaffold(meta: dict[str, object], title: str, owner: str | None, competition: str, kernel_dir: Path,
+def _folder_scaffold(meta: dict[str, object], title: str, owner: str, competition: str, kernel_dir: Path,
                      data_dir: Path | None, inputs: list[InputEntry], own: dict[str, OwnDataset],
                      unmapped: list[str]) -> Scaffold:
     project = Scaffold(
@@ -362,6 +363,15 @@ def _existing_weights(kernel_dir: Path) -> list[str]:
     """``["weights/**"]`` when the kernel folder already holds weight files, else nothing (a pattern must match)."""
     folder = kernel_dir / "weights"
     return ["weights/**"] if folder.is_dir() and any(path.is_file() for path in folder.rglob("*")) else []
+
+
+def _owner(given: str | None) -> str:
+    """The kernel's owner: kkb build needs one, so init refuses rather than write a project that does not build."""
+    owner = given or kaggle_username()
+    if not owner:
+        raise SpecError("--owner: not given, and no Kaggle username in KAGGLE_USERNAME or kaggle.json",
+                        hint="pass --owner YOUR_KAGGLE_USERNAME (it becomes [kernel] owner, which kkb build needs)")
+    return owner
 
 
 def check_competition_slug(slug: str) -> None:

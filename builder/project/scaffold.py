@@ -79,7 +79,7 @@ class Scaffold:
     """What goes into kernel.toml; rendered by :func:`kernel_toml`."""
 
     title: str
-    owner: str | None
+    owner: str
     competition: str
     data: str | None = None
     data_note: str | None = None  # why data names a folder that is not there yet
