@@ -24,8 +24,8 @@ from builder.build import BuildSettings, build_kernel
 from builder.bundle.wheels import WheelsResult
 from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError, NotRehearsed
 from builder.local_kaggle.cli import app as local_kaggle_app
-from builder.project.image_store import stored_image_path
 from builder.project.ci import CiProvider
+from builder.project.image_store import stored_image_path
 from builder.project.init import InitResult, InitSettings, init_project
 from builder.project.jsonfile import read_object
 from builder.project.spec import MAX_WAIT_SECONDS

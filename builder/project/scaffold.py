@@ -107,6 +107,8 @@ def kernel_toml(project: Scaffold, origin: str) -> str:
     text = render_scaffold("kernel.toml.j2", _toml_context(project))
     try:
         parse_spec(tomllib.loads(text), source=f"the {SPEC_FILE} made from {origin}")
+    except SpecError as exc:  # a value from the user's files that kernel.toml does not accept: say where it came from
+        raise SpecError(exc.message, hint=f"{exc.hint}; kkb init took the value from {origin}") from None
     except tomllib.TOMLDecodeError as exc:  # a kkb bug: the template wrote invalid TOML
         raise SpecError(f"the {SPEC_FILE} made from {origin} is not valid TOML: {exc}",
                         hint="report this: kkb init's template wrote it") from None
