@@ -246,6 +246,10 @@ def init_from_folder(kernel_dir: Path, source_dir: Path, *, competition: str | N
     unmapped += [f"{code_path.name}: '{line}' (shell or magic: commented out in {NOTEBOOK_SCRIPT})" for line in shell]
     reads = tuple(InputRead(path, pulled.map_read(path, chosen, inputs, own)) for path in pulled.reads(code))
     unmapped += [f"{code_path.name} reads {read.path}: no attached input matches it" for read in reads if read.input is None]
+    if reads:
+        notes.append(f"{NOTEBOOK_SCRIPT} reads {len(reads)} hard-coded /kaggle/input path(s) (listed at the end of {SPEC_FILE}): "
+                     "Kaggle mounts inputs in two layouts, so replace them with kkb_runtime.find_input(NAME); kkb dry-run "
+                     "rehearses the current layout, --legacy-layout the old one")
     cards = pulled.suggested_cards(code, [read.path for read in reads])
     notes += [f"[[models]] '{card.name}' suggested for timm '{card.arch}' (commented out in {SPEC_FILE}: set its "
               "checkpoint and num_classes, then run it with a kkb_runtime predict step)" for card in cards]
