@@ -113,7 +113,7 @@ def init(
                                          "at the repository root): build and dry-run on every push, submit on a tag v*. "
                                          "Alone, it adds the workflow to an existing project."),
 ) -> None:
-    """Start a kernel project: from a competition's sample submission, or from an existing Kaggle kernel folder."""
+    """Start a kernel project: from a competition's sample submission, or from an existing Kaggle kernel folder; --ci adds a CI workflow."""
     if source is None and competition is None and ci is None:
         raise typer.BadParameter("pass --competition SLUG, or --from DIR (a `kaggle kernels pull -m` folder), or --ci github")
 

@@ -201,6 +201,21 @@ def test_a_bad_slug_is_refused_before_anything_touches_the_disk(tmp_path: Path, 
     assert calls == [] and list(tmp_path.iterdir()) == []
 
 
+def test_the_command_refuses_an_escaping_slug_before_it_downloads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["init", "kernels/new", "--competition", "../../escape-me", "--owner", USER]) == 1
+    assert "'../../escape-me' is not a competition slug" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == [] and not (tmp_path.parent / "escape-me").exists()
+
+
+def test_without_data_or_a_download_the_library_names_the_flag(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        init_project(InitSettings(kernel_dir=tmp_path / "new", competition="kkb-minimal", owner=USER))
+    assert (caught.value.message, caught.value.hint) == (
+        "--competition kkb-minimal: no --data, and this caller cannot download", "pass --data DIR (the unpacked competition data)")
+
+
 @pytest.mark.parametrize(
     ("setup", "message", "hint"),
     [

@@ -56,7 +56,7 @@ def test_a_new_project_gets_a_workflow_that_builds_dry_runs_and_submits(repo: Pa
     assert submit["if"] == "startsWith(github.ref, 'refs/tags/v') || github.event_name == 'workflow_dispatch'"
     assert submit["env"] == {"KAGGLE_USERNAME": "${{ secrets.KAGGLE_USERNAME }}", "KAGGLE_KEY": "${{ secrets.KAGGLE_KEY }}"}
     caches = [step["with"]["path"].split() for step in dry["steps"] if step.get("uses") == "actions/cache@v4"]
-    assert caches == [["kernels/mine/.kkb", "build/mine"], ["kernels/mine/data/kkb-minimal"]]
+    assert caches == [["kernels/mine/.kkb", "!kernels/mine/.kkb/tmp", "build/mine"], ["kernels/mine/data/kkb-minimal"]]
     assert KEY not in text and USER not in text  # the credentials in the environment never enter the file
     expressions = set(re.findall(r"\$\{\{\s*([^}]*?)\s*\}\}", text))
     assert expressions == {"runner.os", "github.sha", "secrets.KAGGLE_USERNAME", "secrets.KAGGLE_KEY"}

@@ -51,6 +51,7 @@ def _edit(source: Path, name: str, content: str | bytes) -> None:
                      id="cell-string"),
         pytest.param(NOTEBOOK, '{"cells": [{"cell_type": "code", "source": 3}]}',
                      "{file}: cells[0].source is neither text nor a list of lines", PULL, id="source-number"),
+        pytest.param(NOTEBOOK, b"\x89PNG", "{file}: not UTF-8 text (byte 0x89 at offset 0)", PULL, id="notebook-bytes"),
         pytest.param(NOTEBOOK, "{not json", "{file}: not a valid notebook: Expecting property name enclosed in double "
                      "quotes: line 1 column 2 (char 1)", PULL, id="notebook-not-json"),
     ],

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -121,9 +121,9 @@ def init_project(settings: InitSettings, download: Download | None = None) -> In
     if workflow is None or settings.ci is None:
         return result
     path = write_workflow(settings.ci, workflow, kernel_dir)
-    return InitResult(**{**result.__dict__, "written": (*result.written, path),
-                         "next_steps": (*result.next_steps, f"set the repository secrets KAGGLE_USERNAME and KAGGLE_KEY, "
-                                        f"then commit {path.name} (a tag v* or 'Run workflow' submits)")})
+    return replace(result, written=(*result.written, path),
+                   next_steps=(*result.next_steps, f"set the repository secrets KAGGLE_USERNAME and KAGGLE_KEY, then commit "
+                               f"{path} (a tag v* or 'Run workflow' submits)"))
 
 
 def _downloaded(kernel_dir: Path, competition: str, download: Download | None) -> Path:
