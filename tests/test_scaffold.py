@@ -81,6 +81,14 @@ def test_every_key_of_the_scaffold_and_its_optional_lines_is_a_spec_key(name: st
     assert {"models", "inputs", "postprocess", "push", "evaluation_api"} <= set(data)
 
 
+def test_column_names_with_newlines_stay_inside_their_comments() -> None:
+    project = Scaffold(title="new inference", owner="me", competition="c", targets=[Column("a\nb = 1", "int64"),
+                                                                                     Column("c\x00", "int64")],
+                       float_columns=["a\nb = 1", "c\x00"])
+    data = tomllib.loads(kernel_toml(project, "a test"))
+    assert data["submission"]["column_types"] == {"a\nb = 1": "float", "c\x00": "float"}
+
+
 def test_the_checker_finds_a_key_the_spec_does_not_have() -> None:
     data = tomllib.loads('[kernel]\ntitel = "x"\n[[models]]\nname = "m"\narchitecture = "r"\n')
     assert unknown_keys(KernelSpec, data) == ["kernel.titel", "models.architecture"]
@@ -103,6 +111,6 @@ def test_every_key_in_the_readmes_toml_blocks_is_a_spec_key() -> None:
 def test_one_strict_environment_renders_the_scaffold_and_the_notebook() -> None:
     for env in (scaffold_environment(), make_environment(None), strict_environment(jinja2.DictLoader({}))):
         assert env.undefined is jinja2.StrictUndefined and env.autoescape is False
-        assert {"py", "toml", "yaml"} <= set(env.filters)
+        assert {"py", "toml", "yaml", "comment"} <= set(env.filters)
     assert sorted(path.name for path in SCAFFOLD_TEMPLATES.glob("*.j2")) == [
         "github-workflow.yml.j2", "kernel.toml.j2", "notebook.py.j2", "predict.py.j2"]

@@ -21,7 +21,7 @@ KERNEL_METADATA = "kernel-metadata.json"
 PULL_HINT = "pull the kernel again: kaggle kernels pull OWNER/SLUG -p DIR -m"
 SOURCE_KINDS = {"dataset_sources": "dataset", "model_sources": "model", "kernel_sources": "notebook"}
 OWN_SUFFIXES = {"-weights": "weights", "-code": "code"}
-_INPUT_READ = re.compile(r"(?:/kaggle/input|\.\./input)(?:/[^\s'\"()\[\]{},;]*)?")
+_INPUT_READ = re.compile(r"(?:/kaggle/input|\.\./input)(?:/[^\s'\"()\[\]{},;\x00-\x1f]*)?")
 _TIMM_ARCH = re.compile(r"timm\.create_model\(\s*['\"]([A-Za-z0-9_.]+)['\"]")
 _NUM_CLASSES = re.compile(r"num_classes\s*=\s*(\d+)")
 _CHECKPOINT_SUFFIXES = (".pth", ".pt", ".bin", ".safetensors", ".ckpt")

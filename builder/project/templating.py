@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+import re
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -47,6 +48,11 @@ def _yaml(value: object) -> str:
     return json.dumps(str(value))
 
 
+def _comment(value: object) -> str:
+    """Text for a one-line comment (TOML, YAML, Python): control characters, newlines among them, become spaces."""
+    return re.sub(r"[\x00-\x1f\x7f]+", " ", str(value))
+
+
 def strict_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
     """The environment every kkb template renders in: strict, no autoescape, blocks as written."""
     env = jinja2.Environment(
@@ -60,6 +66,7 @@ def strict_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
     env.filters["py"] = _py
     env.filters["toml"] = _toml
     env.filters["yaml"] = _yaml
+    env.filters["comment"] = _comment
     return env
 
 
