@@ -24,8 +24,9 @@ from builder.build import BuildSettings, build_kernel
 from builder.bundle.wheels import WheelsResult
 from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError, NotRehearsed
 from builder.local_kaggle.cli import app as local_kaggle_app
+from builder.project.ci import CiProvider
 from builder.project.image_store import stored_image_path
-from builder.project.init import InitResult, init_from_competition, init_from_folder
+from builder.project.init import InitResult, InitSettings, init_project
 from builder.project.jsonfile import read_object
 from builder.project.spec import MAX_WAIT_SECONDS
 from builder.rehearse.dryrun import DryRunSettings
@@ -108,25 +109,29 @@ def init(
     source: Path | None = typer.Option(None, "--from", help="A folder written by `kaggle kernels pull OWNER/SLUG -p DIR "
                                        "-m` (kernel-metadata.json and its notebook or script)."),
     owner: str | None = typer.Option(None, "--owner", help="Kaggle username (default: the metadata's, then credentials)."),
+    ci: CiProvider | None = typer.Option(None, "--ci", help="Also write a CI workflow (github: .github/workflows/kkb.yml "
+                                         "at the repository root): build and dry-run on every push, submit on a tag v*. "
+                                         "Alone, it adds the workflow to an existing project."),
 ) -> None:
-    """Start a kernel project: from a competition's sample submission, or from an existing Kaggle kernel folder."""
-    if source is not None:
-        result = init_from_folder(kernel_dir, source, competition=competition, data_dir=data, owner=owner)
-    elif competition is not None:
-        if data is None:
-            console.print(f"downloading the data of {_escape(competition)} …")
-            data = fetch_competition_data(kernel_dir, competition)
-        result = init_from_competition(kernel_dir, competition, data, owner=owner)
-    else:
-        raise typer.BadParameter("pass --competition SLUG, or --from DIR (a `kaggle kernels pull -m` folder)")
+    """Start a kernel project: from a competition's sample submission, or from an existing Kaggle kernel folder; --ci adds a CI workflow."""
+    if source is None and competition is None and ci is None:
+        raise typer.BadParameter("pass --competition SLUG, or --from DIR (a `kaggle kernels pull -m` folder), or --ci github")
+
+    def download(folder: Path, slug: str) -> Path:
+        console.print(f"downloading the data of {_escape(slug)} …")
+        return fetch_competition_data(folder, slug)
+
+    result = init_project(InitSettings(kernel_dir=kernel_dir, competition=competition, data_dir=data, source_dir=source,
+                                       owner=owner, ci=ci), download=download)
     _show_init(result)
 
 
 def _show_init(result: InitResult) -> None:
     console.print(f"[green]created[/green] {_escape(str(result.kernel_dir))}: "
-                  + ", ".join(_escape(path.name) for path in result.written))
+                  + ", ".join(_escape(_shown_path(path, result.kernel_dir)) for path in result.written))
     if result.targets:
-        columns = ", ".join(f"{c.name} ({c.dtype})" for c in result.targets)
+        columns = ", ".join(f"{c.name} ({c.dtype}{' -> float' if c.name in result.float_columns else ''})"
+                            for c in result.targets)
         console.print(f"  submission: id column {_escape(str(result.id_column))}, targets {_escape(columns)}")
     if result.reads:
         console.print("  reads under /kaggle/input:")
@@ -137,7 +142,12 @@ def _show_init(result: InitResult) -> None:
         console.print(f"  [yellow]not mapped:[/yellow] {_escape(line)}", highlight=False)
     for note in result.notes:
         console.print(f"  [dim]note:[/dim] {_escape(note)}", highlight=False)
-    console.print(f"next: kkb dry-run {_escape(str(result.kernel_dir))}")
+    for index, step in enumerate(result.next_steps):
+        console.print(f"{'next:' if index == 0 else '     '} {_escape(step)}", highlight=False)
+
+
+def _shown_path(path: Path, kernel_dir: Path) -> str:
+    return path.name if path.parent == kernel_dir else str(path)
 
 
 # -- push / submit / status / logs / history (issue 5) ------------------------------------------

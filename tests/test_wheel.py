@@ -51,6 +51,7 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(installed: Path, tm
     package, templates = where.stdout.split()
     assert Path(package).is_relative_to(installed.parent) and Path(templates).is_relative_to(installed.parent), where.stdout
     assert (Path(templates) / "notebook" / "00_provenance.md.j2").is_file()
+    assert (Path(templates) / "scaffold" / "kernel.toml.j2").is_file()  # kkb init's templates ship too
 
 
 def test_kkb_build_and_dry_run_from_the_wheel(installed: Path, tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ can ``{% extends "kkb/<name>" %}`` and override ``{% block body %}``.
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,9 +20,8 @@ from nbformat import v4
 
 from builder.errors import TemplateError
 from builder.kkb_runtime.vocabulary import SubmissionKind
+from builder.project.templating import TEMPLATES, strict_environment
 
-# The repository's templates/ folder, installed as the package builder.templates (a wheel ships it too).
-TEMPLATES = Path(str(importlib.resources.files("builder.templates")))
 NOTEBOOK_TEMPLATES = TEMPLATES / "notebook"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 LANGUAGE_INFO = {"name": "python", "pygments_lexer": "ipython3", "file_extension": ".py", "mimetype": "text/x-python"}
@@ -72,29 +70,15 @@ def cells_for(kind: SubmissionKind) -> tuple[CellTemplate, ...]:
     return CELLS[kind]
 
 
-def _py(value: Any) -> str:
-    """A Python literal for the value (the output is code, not HTML or JSON)."""
-    return repr(value)
-
-
 @lru_cache(maxsize=16)
 def make_environment(override_dir: Path | None = None) -> jinja2.Environment:
-    """The one Jinja environment: strict, no autoescape, the kernel's overrides first."""
+    """The one strict Jinja environment (builder.project.templating) over the cells, the kernel's overrides first."""
     base = jinja2.FileSystemLoader(str(NOTEBOOK_TEMPLATES))
     loaders: list[jinja2.BaseLoader] = []
     if override_dir is not None and override_dir.is_dir():
         loaders.append(jinja2.FileSystemLoader(str(override_dir)))
     loaders += [jinja2.PrefixLoader({"kkb": base}), base]
-    env = jinja2.Environment(
-        loader=jinja2.ChoiceLoader(loaders),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=False,
-        autoescape=False,
-        trim_blocks=False,
-        lstrip_blocks=False,
-    )
-    env.filters["py"] = _py
-    return env
+    return strict_environment(jinja2.ChoiceLoader(loaders))
 
 
 def render_cell(env: jinja2.Environment, template: str, context: Mapping[str, Any]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.errors import RemoteError
+from builder.project.init import check_competition_slug
 from builder.remote.kaggle_api import KaggleAdapter
 
 DATA_DIR = "data"
@@ -21,6 +22,7 @@ def competition_data_dir(kernel_dir: Path, competition: str) -> Path:
 def fetch_competition_data(kernel_dir: Path, competition: str, adapter: KaggleAdapter | None = None,
                            base_url: str | None = None) -> Path:
     """Download and unpack the competition's files; returns the folder they are in."""
+    check_competition_slug(competition)  # it names a folder: '../x' or '/x' would land outside the project
     folder = competition_data_dir(kernel_dir, competition)
     if folder.is_dir() and any(folder.iterdir()):
         return folder  # already downloaded (a second kkb init after a refused first one)
