@@ -5,9 +5,11 @@ Each function reads an :class:`~builder.rehearse.execute.ExecutionResult` (its e
 returns a sentence, or None when the pattern does not apply. :mod:`builder.rehearse.verdict` decides the
 verdict; this module only recognises what happened.
 
-- **Out of memory**: ``MemoryError`` (the sandbox's ``RLIMIT_DATA`` turns an allocation past the
-  machine's RAM into one), numpy's "Unable to allocate", ``std::bad_alloc``, CUDA's out-of-memory, or
-  a step killed by SIGKILL (the OOM killer's signal) — on Kaggle all of these end the session.
+- **Out of memory**: the run ended by the sandbox's memory limit (its cgroup's OOM killer, or kkb's
+  PSS watch: :mod:`builder.rehearse.memory`), ``MemoryError``, numpy's "Unable to allocate",
+  ``std::bad_alloc``, CUDA's out-of-memory, a step killed by SIGKILL (the OOM killer's signal), or a
+  crash (SIGSEGV, SIGABRT, a dead kernel) while the run's memory was near the limit — on Kaggle all of
+  these end the session.
 - **Input layout**: a ``No such file or directory`` for a path under ``input/`` whose counterpart in
   the other layout (``competitions/<slug>`` vs ``<slug>``) exists: the reason names both paths.
 - **Not rehearsed**: a ``No module named X`` where Kaggle's image has X and this environment lacks
@@ -27,10 +29,12 @@ from pathlib import Path, PurePosixPath
 from builder.project.image import image_package_for_module, load_image
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.limits import size_text
+from builder.rehearse.memory import near_limit
 
 _MEMORY = re.compile(r"\bMemoryError\b|Unable to allocate|Cannot allocate memory|std::bad_alloc|"
                      r"CUDA out of memory|OutOfMemoryError")
 _KILLED = re.compile(r"failed with exit code -9\b|exit code 137\b")
+_CRASHED = re.compile(r"failed with exit code -(?:6|7|11)\b|exit code 13[49]\b|DeadKernelError|Kernel died")
 _STEP_PEAK = re.compile(r"\[kkb\] step '([^']+)' peak memory: (\d+) bytes")
 _MISSING_PATH = re.compile(r"No such file or directory: '([^']+)'|FileNotFoundError: \[Errno 2\][^\n]*?'([^']+)'")
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
@@ -51,11 +55,19 @@ def out_of_memory(result: ExecutionResult) -> tuple[str, int] | None:
     if result.ok or result.timed_out:
         return None
     text = failure_text(result)
+    if result.memory_exceeded:
+        where = f"step '{result.memory_step}'" if result.memory_step else (
+            f"cell {result.failed_cell}" if result.failed_cell is not None else "the notebook")
+        limit = f" > {size_text(result.memory_limit_bytes)}" if result.memory_limit_bytes else ""
+        return f"{where} was ended by the memory limit ({result.memory_accounting}: {size_text(result.peak_rss_bytes)}{limit})", \
+            result.peak_rss_bytes
     match = _MEMORY.search(text)
-    if match is None and not _KILLED.search(text):
+    crashed = _CRASHED.search(text) is not None and near_limit(result.peak_rss_bytes, result.memory_limit_bytes)
+    if match is None and not _KILLED.search(text) and not crashed:
         return None
     if match is None:
-        cause = "killed by SIGKILL, the out-of-memory killer's signal"
+        cause = ("killed by SIGKILL, the out-of-memory killer's signal" if _KILLED.search(text) else
+                 f"crashed at {size_text(result.peak_rss_bytes)}, near the limit")
     else:
         cause = "MemoryError" if match.group(0) in ("Unable to allocate", "Cannot allocate memory") else match.group(0)
     peaks = _STEP_PEAK.findall(text)

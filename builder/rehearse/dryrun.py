@@ -324,7 +324,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         gpu_limit_bytes=limits.gpu_bytes, fast_commit=decision, blocked_network=blocked_network(result.root),
         notebook=notebook, log=log, submission=submission, sandbox=sandbox, data=data,
         isolation=result.isolation, isolation_note=result.isolation_note,
-        memory_limit=memory_enforcement(result.memory_limit_bytes).how, working_bytes=result.working_bytes,
+        memory_limit=memory_enforcement(result.memory_limit_bytes, result.memory_accounting).how, working_bytes=result.working_bytes,
         working_limit=working_enforcement(result.working_limit_bytes).how,
         projection=projection.to_json() if projection else None, warnings=tuple(warnings),
         member_outputs=_save_member_outputs(scenario, result, out),

@@ -47,6 +47,7 @@ from builder.errors import DryRunError
 from builder.kkb_runtime import scale as runtime_scale
 from builder.kkb_runtime.scale import ScaledData
 from builder.rehearse.isolation import GUEST_DIR, Isolation, IsolationChoice, Mode, choose_isolation, launcher_argv
+from builder.rehearse.overlay import RootChoice, choose_root_filesystem, recorded
 
 Layout = Literal["current", "legacy"]
 
@@ -81,7 +82,7 @@ class SandboxSpec:
     layout: Layout = "current"
     extra_env: Mapping[str, str] = field(default_factory=dict)
     isolation: Isolation = "auto"  # kkb addition: "python" forces the portable mode (tests, debugging)
-    memory_bytes: int | None = None  # RLIMIT_DATA of every process of the run (the machine shape's RAM)
+    memory_bytes: int | None = None  # the whole run's memory limit (the machine shape's RAM; builder.rehearse.memory)
     working_limit_bytes: int | None = None  # /kaggle/working larger than this stops the run (what Kaggle keeps)
     visible: tuple[Path, ...] = ()  # host folders the kernel reads at their own paths (kkb's script wrapper)
 
@@ -101,6 +102,12 @@ class Sandbox:
     memory_bytes: int | None = None
     isolation_note: str = ""  # what ran, and why stronger isolations were not used
     visible: tuple[Path, ...] = ()
+    root_choice: RootChoice = RootChoice(None)  # how the container's file system is writable (builder.rehearse.overlay)
+
+    @property
+    def root_filesystem(self) -> str:
+        """What the run's root really was, in words (the launcher's record, once it ran)."""
+        return recorded(self.private_dir, self.root_choice)
 
     @property
     def kaggle_paths(self) -> bool:
@@ -120,7 +127,8 @@ class Sandbox:
 
         ``binds``: host folders the command must be able to write at their own paths (the kernel's ipc sockets).
         """
-        return launcher_argv(self.isolation, self.root, self.mounts, list(binds), self.memory_bytes, self.visible)
+        return launcher_argv(self.isolation, self.root, self.mounts, list(binds), self.memory_bytes, self.visible,
+                             self.root_choice.kind)
 
 
 def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
@@ -130,6 +138,7 @@ def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
         raise DryRunError(f"sandbox root {root} is not empty", hint="pass a new or empty folder for each run")
     choice = choose_isolation(spec.isolation)
     isolation = choice.mode
+    root_choice = choose_root_filesystem(isolation)
     mounts = _resolve_mounts(spec.mounts, root / "input", spec.layout)
     for folder in ("input", "working", "temp", f"{PRIVATE}/home/.kaggle", f"{PRIVATE}/tmp", f"{PRIVATE}/site"):
         (root / folder).mkdir(parents=True, exist_ok=True)
@@ -145,7 +154,7 @@ def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
     return Sandbox(root=root, input_dir=root / "input", working_dir=root / "working", temp_dir=root / "temp",
                    private_dir=root / PRIVATE, env=env, isolation=isolation, mounts=mounts,
                    memory_bytes=spec.memory_bytes, isolation_note=choice.describe(),
-                   visible=tuple(Path(folder).resolve() for folder in spec.visible))
+                   visible=tuple(Path(folder).resolve() for folder in spec.visible), root_choice=root_choice)
 
 
 def mount_path(target: str, layout: Layout) -> PurePosixPath:
