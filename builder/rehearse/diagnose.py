@@ -58,9 +58,7 @@ def out_of_memory(result: ExecutionResult) -> tuple[str, int] | None:
     if result.memory_exceeded:
         where = f"step '{result.memory_step}'" if result.memory_step else (
             f"cell {result.failed_cell}" if result.failed_cell is not None else "the notebook")
-        limit = f" > {size_text(result.memory_limit_bytes)}" if result.memory_limit_bytes else ""
-        return f"{where} was ended by the memory limit ({result.memory_accounting}: {size_text(result.peak_rss_bytes)}{limit})", \
-            result.peak_rss_bytes
+        return f"{where} was ended by the memory limit ({result.memory_accounting})", result.peak_rss_bytes
     match = _MEMORY.search(text)
     crashed = _CRASHED.search(text) is not None and near_limit(result.peak_rss_bytes, result.memory_limit_bytes)
     if match is None and not _KILLED.search(text) and not crashed:

@@ -310,8 +310,8 @@ class _Client(NotebookClient):
     def _log(self, stream: str, text: str) -> None:
         self.entries.append({"stream_name": stream, "time": round(time.monotonic() - self.started, 3), "data": text})
         for line in text.splitlines():
-            if line.startswith("[kkb] step "):
-                self.current_step = line[len("[kkb] step "):].partition(": ")[0].strip("'")
+            if line.startswith("[kkb] step ") and not line.startswith("[kkb] step '"):  # not "step 'x' peak memory"
+                self.current_step = line[len("[kkb] step "):].partition(": ")[0]
         if self.progress is not None:
             for line in text.splitlines():
                 if line.startswith("[kkb] step "):  # "step NAME: argv" when it starts, "step NAME: 1.2 s" when done
