@@ -24,9 +24,9 @@ from builder.build import BuildSettings, build_kernel
 from builder.bundle.wheels import WheelsResult
 from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError, NotRehearsed
 from builder.local_kaggle.cli import app as local_kaggle_app
+from builder.project.image import image_summary, package_lines
 from builder.project.image_store import stored_image_path
 from builder.project.init import InitResult, init_from_competition, init_from_folder
-from builder.project.jsonfile import read_object
 from builder.project.spec import MAX_WAIT_SECONDS
 from builder.rehearse.dryrun import DryRunSettings
 from builder.rehearse.dryrun import dry_run as run_dry_run
@@ -506,17 +506,14 @@ def image(
                                    "(internet off) and store its description."),
     accelerator: str = typer.Option("gpu", "--accelerator", help="--on-kaggle: gpu (T4 x2), none, or a machine shape."),
     owner: str | None = typer.Option(None, "--owner", help="Kaggle username (default: the credentials')."),
+    packages: bool = typer.Option(False, "--packages", help="List every package of the image with its version."),
 ) -> None:
     """The Kaggle image description kkb uses (Python, packages, CUDA); --on-kaggle captures it on Kaggle."""
     if not on_kaggle:
-        stored = stored_image_path()
-        if stored is None:
+        if stored_image_path() is None:
             console.print("no captured image: kkb uses the description shipped with it; kkb image --on-kaggle captures one")
-        else:
-            data = read_object(stored)
-            console.print(f"{_escape(str(stored))}: {_escape(str(data.get('name')))}, Python {_escape(str(data.get('python')))}, "
-                          f"{len(data.get('packages') or {})} packages, captured {_escape(str(data.get('captured')))}",
-                          highlight=False)
+        for line in package_lines() if packages else image_summary():
+            console.print(_escape(line), highlight=False, soft_wrap=True)
         return
     with _ProgressView() as view:
         result = capture_image(ImageSettings(owner=owner, accelerator=accelerator, progress=view))
