@@ -48,6 +48,7 @@ from builder.kkb_runtime import scale as runtime_scale
 from builder.kkb_runtime.scale import ScaledData
 from builder.rehearse.isolation import GUEST_DIR, Isolation, IsolationChoice, Mode, choose_isolation, launcher_argv
 from builder.rehearse.overlay import RootChoice, choose_root_filesystem, recorded
+from builder.rehearse.pip_shim import install_pip_shim
 
 Layout = Literal["current", "legacy"]
 
@@ -143,6 +144,7 @@ def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
     for folder in ("input", "working", "temp", f"{PRIVATE}/home/.kaggle", f"{PRIVATE}/tmp", f"{PRIVATE}/site"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     shutil.copyfile(GUEST_DIR / "sitecustomize.py", root / PRIVATE / "site" / "sitecustomize.py")
+    install_pip_shim(root / PRIVATE)  # `pip install X` is a no-op where Kaggle's image has X, as there
     if isolation != "python":
         for _, target in mounts:
             target.mkdir(parents=True, exist_ok=True)  # empty mount points; filled inside the namespace
@@ -241,8 +243,10 @@ def kernel_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str] 
         JUPYTER_RUNTIME_DIR=str(private / "home" / ".jupyter-runtime"),
         PYTHONPATH=str(private / "site"),
         KKB_SANDBOX_NETLOG=str(private / NETWORK_LOG),
-        # The kernel's `python` and `pip` are this interpreter's, as on Kaggle they are the image's.
-        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)]),
+        # The kernel's `python` and `pip` are this interpreter's, as on Kaggle they are the image's; `pip` through
+        # kkb's shim, which knows what the image already has (builder.rehearse.pip_shim).
+        PATH=os.pathsep.join([str(private / "bin"), str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)]),
+        KKB_IMAGE_PACKAGES=str(private / "image-packages.json"),
     )
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "FTP_PROXY", "NO_PROXY"):
         env.pop(name, None)
