@@ -63,7 +63,7 @@ from builder.rehearse.projection import Projection, RunTimes, fit_factor, projec
 from builder.rehearse.report import DryRunReport, Scenario, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
 from builder.rehearse.stand_ins import input_mounts
-from builder.rehearse.verdict import OK, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
+from builder.rehearse.verdict import COMPUTE, OK, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 
 SCENARIOS: dict[str, tuple[Scenario, ...]] = {"commit": ("commit",), "rerun": ("rerun",), "both": ("commit", "rerun")}
@@ -423,7 +423,7 @@ def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build
     else:
         rerun = rehearse_rerun(notebook, build.spec, sandbox.mounts, work / "kaggle",
                                timeout_seconds=float(sandbox.timeout_seconds or 0) or 9 * 3600, layout=sandbox.layout,
-                               isolation=sandbox.isolation)
+                               isolation=sandbox.isolation, memory_bytes=sandbox.memory_bytes)
         result, report = _as_execution(rerun, notebook), rerun.report
         (out / "rerun.gateway.log").write_text(rerun.gateway_log)
     _in_sample_order(result.working_dir / build.spec.submission.file, data / build.spec.competition.sample_submission,
@@ -452,7 +452,7 @@ def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
 def _verdict(report: EvalApiReport, judged: Verdict) -> Verdict:
     """The gateway's error decides when there is one; otherwise the dry run's own judgement stands
     (it checks submission.parquet against the sample, the projected time and the memory)."""
-    if report.succeeded or report.error_type is None:
+    if report.succeeded or report.error_type is None or judged.name == COMPUTE:  # the memory limit ended the run first
         return judged
     return Verdict(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
 
@@ -477,6 +477,9 @@ def _as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:
              for name, text in (("stdout", rerun.notebook_stdout), ("stderr", rerun.notebook_stderr)) if text],
         # predict is the part that grows with the hidden test: the dry run projects it like a step.
         steps=[{"name": "predict", "seconds": rerun.report.predict_seconds_total, "peak_rss_bytes": rerun.peak_rss_bytes}],
+        isolation=rerun.isolation, isolation_note=rerun.isolation_note, memory_limit_bytes=rerun.memory_limit_bytes,
+        memory_accounting=rerun.memory_accounting, memory_exceeded=rerun.memory_exceeded,
+        memory_step="predict" if rerun.memory_exceeded else None,
     )
 
 
