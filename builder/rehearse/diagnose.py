@@ -30,6 +30,7 @@ from builder.project.image import image_package_for_module, load_image
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.limits import size_text
 from builder.rehearse.memory import near_limit
+from builder.rehearse.skew import skew_in_failure
 
 _MEMORY = re.compile(r"\bMemoryError\b|Unable to allocate|Cannot allocate memory|std::bad_alloc|"
                      r"CUDA out of memory|OutOfMemoryError")
@@ -140,6 +141,9 @@ def not_rehearsed(result: ExecutionResult, shape_has_gpu: bool) -> str | None:
     text = failure_text(result)
     where = f"step '{_step_name(text)}'" if _step_name(text) else (
         f"cell {result.failed_cell}" if result.failed_cell is not None else "the notebook")
+    skewed = _skewed(result, text, where)
+    if skewed is not None:
+        return skewed
     for module in _NO_MODULE.findall(text):
         found = image_package_for_module(module)
         if found is not None and not _importable(module):
@@ -156,6 +160,18 @@ def not_rehearsed(result: ExecutionResult, shape_has_gpu: bool) -> str | None:
         return (f"not rehearsed here: {where} needs CUDA and this machine has no GPU; the machine shape has one: "
                 f"rehearse it on Kaggle's machines (kkb push, then kkb status)")
     return None
+
+
+def _skewed(result: ExecutionResult, text: str, where: str) -> str | None:
+    """A failure raised inside a package whose local version differs from the image's (a missing file is no skew)."""
+    if _MISSING_PATH.search(text) or _MEMORY.search(text):
+        return None
+    skew = skew_in_failure(text, result.version_skew)
+    if skew is None:
+        return None
+    return (f"not rehearsed: {where} failed inside {skew.distribution}, which is {skew.local} here and {skew.image} on "
+            f"Kaggle's image ({load_image().captured}); rehearse it with the image's versions (kkb env, then kkb dry-run "
+            f"--image-env)")
 
 
 def _absolute_kaggle_read(result: ExecutionResult, text: str) -> str | None:

@@ -62,6 +62,7 @@ from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, wor
 from builder.rehearse.projection import Projection, RunTimes, fit_factor, project
 from builder.rehearse.report import DryRunReport, Scenario, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
+from builder.rehearse.skew import skew_warnings
 from builder.rehearse.stand_ins import input_mounts
 from builder.rehearse.verdict import COMPUTE, OK, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
@@ -311,6 +312,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         warnings.append(f"the projected rerun may pass the limit: {projection.summary()}")
     if result.isolation == "python":
         warnings.append(f"weaker sandbox: {result.isolation_note}")
+    warnings += skew_warnings(result.version_skew)
     notebook, log, submission = _save_outputs(scenario, result, expected if (result.working_dir / expected).is_file()
                                               else spec.submission.file, out)
     return ScenarioReport(

@@ -36,6 +36,7 @@ from builder.errors import DryRunError
 from builder.kkb_runtime.vocabulary import MemoryAccounting
 from builder.rehearse.memory import MemoryWatch
 from builder.rehearse.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
+from builder.rehearse.skew import Skew, recorded_imports, version_skews
 
 EXECUTED_NOTEBOOK = "__notebook__.ipynb"  # the name Kaggle gives the executed notebook in a run's output
 STEPS_RECORD = "kkb_steps.json"  # written by kkb_runtime.steps in the working dir
@@ -78,6 +79,7 @@ class ExecutionResult:
     memory_exceeded: bool = False  # the run was ended by the memory limit (killed, as Kaggle's OOM killer ends it)
     memory_step: str | None = None  # the kkb step running when the limit ended the run
     root_filesystem: str = ""  # how the container's file system was made writable (builder.rehearse.overlay)
+    version_skew: tuple[Skew, ...] = ()  # imported packages whose version differs from the image's (builder.rehearse.skew)
 
 
 def execute_notebook(notebook: Path, sandbox: SandboxSpec, root: Path,
@@ -477,7 +479,7 @@ class _Run:
             working_limit_bytes=self.working_limit, disk_exceeded=self.disk_exceeded,
             mounts=self.box.mounts, memory_accounting=accounting, memory_exceeded=self.memory_exceeded,
             memory_step=self.memory_step or (self.client.current_step if self.memory_exceeded else None),
-            root_filesystem=self.box.root_filesystem,
+            root_filesystem=self.box.root_filesystem, version_skew=version_skews(recorded_imports(self.box.private_dir)),
         )
 
 

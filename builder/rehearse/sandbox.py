@@ -141,7 +141,8 @@ def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
     isolation = choice.mode
     root_choice = choose_root_filesystem(isolation)
     mounts = _resolve_mounts(spec.mounts, root / "input", spec.layout)
-    for folder in ("input", "working", "temp", f"{PRIVATE}/home/.kaggle", f"{PRIVATE}/tmp", f"{PRIVATE}/site"):
+    for folder in ("input", "working", "temp", f"{PRIVATE}/home/.kaggle", f"{PRIVATE}/tmp", f"{PRIVATE}/site",
+                   f"{PRIVATE}/imports"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     shutil.copyfile(GUEST_DIR / "sitecustomize.py", root / PRIVATE / "site" / "sitecustomize.py")
     install_pip_shim(root / PRIVATE)  # `pip install X` is a no-op where Kaggle's image has X, as there
@@ -247,6 +248,7 @@ def kernel_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str] 
         # kkb's shim, which knows what the image already has (builder.rehearse.pip_shim).
         PATH=os.pathsep.join([str(private / "bin"), str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)]),
         KKB_IMAGE_PACKAGES=str(private / "image-packages.json"),
+        KKB_SANDBOX_IMPORTS=str(private / "imports"),  # what each process imported (builder.rehearse.skew)
     )
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "FTP_PROXY", "NO_PROXY"):
         env.pop(name, None)
