@@ -25,6 +25,7 @@ from builder.bundle.wheels import WheelsResult
 from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError, NotRehearsed
 from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.image import image_summary, package_lines
+from builder.rehearse.image_env import build_image_env
 from builder.project.image_store import stored_image_path
 from builder.project.init import InitResult, init_from_competition, init_from_folder
 from builder.project.spec import MAX_WAIT_SECONDS
@@ -331,6 +332,8 @@ def dry_run(
                                    "private rehearsal kernel, never submitted."),
     again: bool = typer.Option(False, "--again", help="--on-kaggle: rehearse even if nothing changed since the last one."),
     yes: bool = typer.Option(False, "--yes", help="--on-kaggle: spend more than an hour of Kaggle quota."),
+    image_env: bool = typer.Option(False, "--image-env", help="Run the kernel in kkb env's environment: Kaggle's image's "
+                                   "versions of what it imports (built once, then cached)."),
 ) -> None:
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
     if on_kaggle:
@@ -351,7 +354,7 @@ def dry_run(
                                             rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
                                             layout="legacy" if legacy_layout else "current", out_dir=out, owner=owner,
                                             keep_sandbox=keep_sandbox, rerun_data_dir=rerun_data, memory_bytes=memory_bytes,
-                                            progress=progress))
+                                            image_env=image_env, progress=progress))
     if as_json:
         print(json.dumps(report.to_json(), indent=1))
     else:
@@ -498,6 +501,17 @@ def _show_wheels(result: WheelsResult) -> None:
                       f"{len(result.check.installed)} packages, {result.check.seconds:.1f}s)", highlight=False)
     for note in result.notes:
         console.print(f"  {note}", highlight=False)
+
+
+@app.command("env")
+def env(
+    kernel_dir: Path = _KERNEL_ARG,
+    find_links: Path | None = typer.Option(None, "--find-links", help="Install the image's versions from this folder of "
+                                           "wheels, offline (default: PyPI)."),
+) -> None:
+    """Build (once, then cached) an environment with Kaggle's image's versions of what the kernel imports."""
+    for line in build_image_env(kernel_dir, find_links=find_links).lines():
+        console.print(_escape(line), highlight=False, soft_wrap=True)
 
 
 @app.command()

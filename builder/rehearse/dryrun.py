@@ -62,6 +62,7 @@ from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, wor
 from builder.rehearse.projection import Projection, RunTimes, fit_factor, project
 from builder.rehearse.report import DryRunReport, Scenario, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
+from builder.rehearse.image_env import build_image_env
 from builder.rehearse.skew import skew_warnings
 from builder.rehearse.stand_ins import input_mounts
 from builder.rehearse.verdict import COMPUTE, OK, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
@@ -88,6 +89,7 @@ class DryRunSettings:
     keep_sandbox: bool = False  # leave each sandbox on disk (its path is in the report)
     rerun_data_dir: Path | None = None  # the rerun's data (a hidden stand-in); the commit keeps data_dir
     memory_bytes: int | None = None  # default: the machine shape's RAM
+    image_env: bool = False  # run the kernel in kkb env's environment: the image's versions (builder.rehearse.image_env)
     fit: bool = True  # a second, replicated rerun when the test is too small to fit fixed + per-row time
     progress: Callable[[str], None] | None = None  # one line per event (builder.cli shows it with rich); never printed here
 
@@ -266,9 +268,11 @@ def scenario_sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildR
     mounts += [Mount(folder, target) for folder, target in dry_run_mounts(build.spec, build.owner, build.out_dir)]
     mounts += input_mounts(build.spec, Path(settings.kernel_dir))
     mounts.append(Mount(data, f"competitions/{build.spec.competition.slug}"))
+    python = build_image_env(Path(settings.kernel_dir)).python if settings.image_env else None  # built once, then cached
     return SandboxSpec(mounts=tuple(mounts), rerun=scenario == "rerun", timeout_seconds=_timeout(settings, build.spec),
                        layout=settings.layout, memory_bytes=_memory(settings, build.spec),
-                       working_limit_bytes=WORKING_LIMIT_BYTES)
+                       working_limit_bytes=WORKING_LIMIT_BYTES, python=python,
+                       visible=(python.parent.parent,) if python else ())
 
 
 def _memory(settings: DryRunSettings, spec: KernelSpec) -> int:

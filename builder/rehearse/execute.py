@@ -36,7 +36,7 @@ from builder.errors import DryRunError
 from builder.kkb_runtime.vocabulary import MemoryAccounting
 from builder.rehearse.memory import MemoryWatch
 from builder.rehearse.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
-from builder.rehearse.skew import Skew, recorded_imports, version_skews
+from builder.rehearse.skew import Skew, interpreter_versions, recorded_imports, version_skews
 
 EXECUTED_NOTEBOOK = "__notebook__.ipynb"  # the name Kaggle gives the executed notebook in a run's output
 STEPS_RECORD = "kkb_steps.json"  # written by kkb_runtime.steps in the working dir
@@ -125,7 +125,7 @@ def _kernel_manager(box: Sandbox, short_dir: Path) -> AsyncKernelManager:
             ipc, binds = short_dir / "k", (short_dir,)  # outside the root: the kernel must see it at its path
         ipc.parent.mkdir(parents=True, exist_ok=True)
         options = {"transport": "ipc", "ip": str(ipc)}
-    _write_kernelspec(spec_dir / KERNEL_NAME, box.launcher(binds) + [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"])
+    _write_kernelspec(spec_dir / KERNEL_NAME, box.launcher(binds) + [str(box.python), "-m", "ipykernel_launcher", "-f", "{connection_file}"])
     return AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec_dir)]),
                               connection_file=str(box.private_dir / "connection.json"), **options)
 
@@ -479,7 +479,8 @@ class _Run:
             working_limit_bytes=self.working_limit, disk_exceeded=self.disk_exceeded,
             mounts=self.box.mounts, memory_accounting=accounting, memory_exceeded=self.memory_exceeded,
             memory_step=self.memory_step or (self.client.current_step if self.memory_exceeded else None),
-            root_filesystem=self.box.root_filesystem, version_skew=version_skews(recorded_imports(self.box.private_dir)),
+            root_filesystem=self.box.root_filesystem, version_skew=version_skews(
+                recorded_imports(self.box.private_dir), versions=interpreter_versions(self.box.python)),
         )
 
 

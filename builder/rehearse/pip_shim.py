@@ -23,14 +23,16 @@ PACKAGES = "image-packages.json"
 COMMANDS = ("pip", "pip3")
 
 
-def install_pip_shim(private_dir: Path) -> Path:
-    """Write the shim into ``private_dir/bin`` and the image's packages into ``private_dir``; the bin folder."""
+def install_pip_shim(private_dir: Path, python: Path | None = None) -> Path:
+    """Write the shim into ``private_dir/bin`` and the image's packages into ``private_dir``; the bin folder.
+    ``python``: the kernel's interpreter (default: this one)."""
     folder = Path(private_dir) / BIN
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(SHIM, folder / SHIM.name)
     (Path(private_dir) / PACKAGES).write_text(json.dumps(load_image().packages, sort_keys=True), encoding="utf-8")
     for name in COMMANDS:
         command = folder / name
-        command.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(folder / SHIM.name))} \"$@\"\n")
+        interpreter = str(python or sys.executable)
+        command.write_text(f"#!/bin/sh\nexec {shlex.quote(interpreter)} {shlex.quote(str(folder / SHIM.name))} \"$@\"\n")
         command.chmod(command.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return folder

@@ -17,7 +17,10 @@ is "Not Rehearsed" naming both versions (:func:`skew_in_failure`), never a Kaggl
 from __future__ import annotations
 
 import functools
+import json
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -60,11 +63,11 @@ def recorded_imports(private_dir: Path) -> set[str]:
 
 
 @functools.cache
-def _module_distributions() -> dict[str, tuple[str, ...]]:
+def module_distributions() -> dict[str, tuple[str, ...]]:
     return {module: tuple(dists) for module, dists in metadata.packages_distributions().items()}
 
 
-def _local_version(distribution: str) -> str | None:
+def local_version(distribution: str) -> str | None:
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
@@ -81,16 +84,32 @@ def differs(local: str, image: str, distribution: str) -> bool:
     return tuple(here[:depth]) != tuple(there[:depth])
 
 
-def version_skews(modules: set[str], image: KaggleImage | None = None) -> tuple[Skew, ...]:
-    """The skews among the distributions that provide ``modules`` (sorted by distribution)."""
+def interpreter_versions(python: str | Path) -> dict[str, str] | None:
+    """Every distribution's version as another interpreter sees it (``kkb env``'s), None for this one or on failure."""
+    if Path(python) == Path(sys.executable):
+        return None
+    script = ("import json, importlib.metadata as m; "
+              "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions() if d.metadata['Name']}))")
+    try:
+        out = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=60)
+        return {canonicalize_name(name): version for name, version in json.loads(out.stdout).items()}
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+def version_skews(modules: set[str], image: KaggleImage | None = None,
+                  versions: dict[str, str] | None = None) -> tuple[Skew, ...]:
+    """The skews among the distributions that provide ``modules`` (sorted by distribution); ``versions``: the
+    kernel interpreter's, when it is not this one (:func:`interpreter_versions`)."""
     image = image or load_image()
     by_distribution: dict[str, set[str]] = {}
     for module in modules:
-        for dist in _module_distributions().get(module, ()):
+        for dist in module_distributions().get(module, ()):
             by_distribution.setdefault(canonicalize_name(dist), set()).add(module)
     skews = []
     for dist, provided in sorted(by_distribution.items()):
-        local, there = _local_version(dist), image.packages.get(dist)
+        local = versions.get(dist) if versions is not None else local_version(dist)
+        there = image.packages.get(dist)
         if local and there and differs(local, there, dist):
             skews.append(Skew(dist, local, there, tuple(sorted(provided))))
     return tuple(skews)
