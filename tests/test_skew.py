@@ -93,3 +93,11 @@ def test_a_failure_inside_a_skewed_package_is_not_rehearsed_naming_both_versions
                             (skew,)), kernel_type="notebook", submission_file="submission.csv",
                     sample_submission=tmp_path / "sample.csv", id_column="id", target_columns=["target"], limits=Limits())
     assert plain.name == CSV_NOT_FOUND and missing.name == CSV_NOT_FOUND
+
+
+def test_pandas_copy_on_write_read_only_arrays_are_the_skew_not_the_kernel() -> None:
+    """pandas 3 hands out read-only arrays; the write fails in the kernel's own frame (no pandas frame in the traceback)."""
+    skew = Skew("pandas", "3.1.1", "2.3.3", ("pandas",))
+    text = 'File "/kaggle/input/datasets/me/code/predict.py", line 9\n    ids[0] = 1\nValueError: assignment destination is read-only'
+    assert skew_in_failure(text, (skew,)) == skew
+    assert skew_in_failure(text, (Skew("numpy", "2.4.6", "2.2.0", ("numpy",)),)) is None

@@ -33,6 +33,11 @@ from builder.project.image import KaggleImage, load_image
 IMPORTS_DIR = "imports"
 # Packages whose minor releases change behaviour that inference code meets (defaults, dtypes, removed APIs).
 MINOR_BREAKING = frozenset({"pandas", "numpy", "transformers", "scikit-learn"})
+# Failures a skewed package causes outside its own frames: pandas 3's copy-on-write hands out read-only arrays, and
+# the write fails in the caller's code.
+SIGNATURES: dict[str, re.Pattern[str]] = {
+    "pandas": re.compile(r"assignment destination is read-only|ChainedAssignmentError|SettingWithCopy"),
+}
 _FRAME = re.compile(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -121,6 +126,9 @@ def skew_in_failure(text: str, skews: tuple[Skew, ...]) -> Skew | None:
     found = None
     for match in _FRAME.finditer(text):
         found = by_module.get(match.group(1), found)
+    if found is None:
+        found = next((skew for skew in skews if skew.distribution in SIGNATURES
+                      and SIGNATURES[skew.distribution].search(text)), None)
     return found
 
 
