@@ -17,6 +17,7 @@ from packaging.version import Version
 from builder.project.image import load_image
 from builder.rehearse import image_env
 from builder.rehearse.image_env import build_image_env, image_pins, kernel_modules
+from builder.rehearse.skew import interpreter_versions
 from tests.support.files import build_file_tree
 
 pytestmark = [pytest.mark.usefixtures("hermetic_pip"), pytest.mark.slow]
@@ -66,6 +67,7 @@ def test_the_environment_is_built_once_and_reused(kernel: Path, tmp_path: Path, 
     out = subprocess.run([str(first.python), "-c", "import importlib.metadata as m, pandas; print(m.version('tqdm'))"],
                          capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == IMAGE_TQDM, out.stderr  # the image's tqdm; pandas still found in kkb's environment
+    assert interpreter_versions(first.python)["tqdm"] == IMAGE_TQDM  # the skew check sees the environment's versions
 
     (wheels / f"tqdm-{IMAGE_TQDM}-py3-none-any.whl").unlink()  # a second build would fail now: nothing is installed
     second = build_image_env(kernel, find_links=wheels, image=image)

@@ -93,11 +93,14 @@ def interpreter_versions(python: str | Path) -> dict[str, str] | None:
     """Every distribution's version as another interpreter sees it (``kkb env``'s), None for this one or on failure."""
     if Path(python) == Path(sys.executable):
         return None
-    script = ("import json, importlib.metadata as m; "
-              "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions() if d.metadata['Name']}))")
+    # The first of each name on sys.path is the one imported (kkb env's own before kkb's environment behind it).
+    script = ("import json, importlib.metadata as m; v = {}\n"
+              "for d in m.distributions():\n"
+              "    v.setdefault(d.metadata['Name'], d.version)\n"
+              "print(json.dumps(v))")
     try:
         out = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=60)
-        return {canonicalize_name(name): version for name, version in json.loads(out.stdout).items()}
+        return {canonicalize_name(name): version for name, version in json.loads(out.stdout).items() if name}
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
 
