@@ -80,6 +80,7 @@ def run(repeat: int = 3, reference: bool = True) -> list[Row]:
             ensure_assets()
             kernel = copy_reference(Path(tmp) / "reference")
             _reference_seconds(kernel, Path(tmp) / "build", {})  # the build, once, outside the timings
+        empty_notebook_seconds(rerun=True)  # warm-up: the first kernel start pays for cold caches
         for _ in range(repeat):
             for name, variables in VARIANTS.items():  # interleaved: a machine's drift hits every variant alike
                 with _variant(variables):

@@ -25,12 +25,12 @@ from builder.bundle.wheels import WheelsResult
 from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError, NotRehearsed
 from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.image import image_summary, package_lines
-from builder.rehearse.image_env import build_image_env
 from builder.project.image_store import stored_image_path
 from builder.project.init import InitResult, init_from_competition, init_from_folder
 from builder.project.spec import MAX_WAIT_SECONDS
 from builder.rehearse.dryrun import DryRunSettings
 from builder.rehearse.dryrun import dry_run as run_dry_run
+from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import parse_size
 from builder.rehearse.on_kaggle import report_from_kaggle
 from builder.rehearse.report import DryRunReport

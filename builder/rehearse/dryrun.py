@@ -58,11 +58,11 @@ from builder.rehearse.evalapi import (
 )
 from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
 from builder.rehearse.html_report import write_html_report
+from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.projection import Projection, RunTimes, fit_factor, project
 from builder.rehearse.report import DryRunReport, Scenario, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
-from builder.rehearse.image_env import build_image_env
 from builder.rehearse.skew import skew_warnings
 from builder.rehearse.stand_ins import input_mounts
 from builder.rehearse.verdict import COMPUTE, OK, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds

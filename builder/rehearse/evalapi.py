@@ -41,9 +41,9 @@ from typing import Any, Literal
 import psutil
 
 from builder.errors import DryRunError
+from builder.kkb_runtime.vocabulary import MemoryAccounting
 from builder.project.jsonfile import read_object
 from builder.project.spec import EvaluationApiSection, KernelSpec
-from builder.kkb_runtime.vocabulary import MemoryAccounting
 from builder.rehearse.isolation import Isolation
 from builder.rehearse.memory import MemoryWatch
 from builder.rehearse.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox

@@ -15,7 +15,6 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time

@@ -31,7 +31,7 @@ from packaging.utils import canonicalize_name
 
 from builder.errors import DryRunError
 from builder.project.image import KaggleImage, load_image
-from builder.rehearse.skew import local_version, module_distributions, differs
+from builder.rehearse.skew import differs, local_version, module_distributions
 
 CACHE_ENV = "KKB_IMAGE_ENV_CACHE"
 STAMP = "kkb-image-env.json"
@@ -85,7 +85,7 @@ def _requires(distribution: str) -> set[str]:
         texts = metadata.requires(distribution) or []
     except metadata.PackageNotFoundError:
         return set()
-    names = set()
+    names: set[str] = set()
     for text in texts:
         try:
             requirement = Requirement(text)
