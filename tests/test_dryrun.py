@@ -168,7 +168,7 @@ def test_a_package_the_image_has_and_this_machine_lacks_is_not_rehearsed(tmp_pat
     assert code == 5 and json.loads(capsys.readouterr().out) == report  # --json: the report, and nothing else, on stdout
     assert report["scenarios"][0]["verdict"]["name"] == NOT_REHEARSED
     assert report["scenarios"][0]["verdict"]["reason"].startswith(
-        "not rehearsed: Kaggle's image has scikit-learn 1.6.1 (2026-08-12); step 'predict' imports 'sklearn', "
+        "not rehearsed: Kaggle's image has scikit-learn 1.6.1 (2026-06-17); step 'predict' imports 'sklearn', "
         "which is not installed here; install it here to rehearse")
 
 
