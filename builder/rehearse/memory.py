@@ -12,7 +12,8 @@ never counted (a torch process reserves twice what it uses). Three accountants, 
     ``memory.current`` is sampled for the peak; ``memory.events`` says whether the killer ran.
 ``pss``
     Everywhere ``/proc/<pid>/smaps_rollup`` can be read (Linux ≥ 4.14): the sum of proportional set
-    sizes over the kernel's process tree, sampled every 0.1 s. A page shared by n processes counts
+    sizes over the kernel's process tree, sampled every 0.1 s (less often far below the limit, and never more
+    than 5 % of a core). A page shared by n processes counts
     1/n in each, so the sum counts it once. Past the limit the whole tree is killed with SIGKILL.
 ``none``
     Where neither works (macOS, a locked /proc): the summed RSS is sampled for the report only and
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +41,10 @@ from builder.kkb_runtime.vocabulary import MemoryAccounting
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 SAMPLE_SECONDS = 0.1
+DUTY = 20  # wait at least 20x what a sample cost (under 5 % of one core)
+FAR_BELOW = 0.5  # under half the limit ...
+RELAXED = 4  # ... sample 4x less often (a run's memory grows by at most a few GB/s)
+MAX_INTERVAL = 1.0
 # A crash (SIGSEGV, SIGABRT) while the run's memory was this close to the limit is read as memory:
 # allocators that cannot get pages fail in many ways, and the OOM killer may have picked a helper.
 NEAR_LIMIT = 0.9
@@ -268,7 +274,7 @@ ACCOUNTANTS: dict[MemoryAccounting, Callable[[int | None], Accountant]] = {
 }
 DESCRIPTIONS: dict[MemoryAccounting, str] = {
     MemoryAccounting.CGROUP: "cgroup v2 memory.max on the whole run (the kernel's OOM killer ends it, as on Kaggle)",
-    MemoryAccounting.PSS: "the run's summed PSS (shared pages once), sampled every 0.1 s; the whole run is killed past it",
+    MemoryAccounting.PSS: "the run's summed PSS (shared pages once), sampled every 0.1-1 s; the whole run is killed past it",
     MemoryAccounting.NONE: "not enforced while the run goes: the summed RSS is judged afterwards",
 }
 
@@ -312,8 +318,17 @@ class MemoryWatch:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.sample()
-            self._stop.wait(self.sample_seconds)
+            started = time.monotonic()
+            total = self.sample()
+            self._stop.wait(self.interval(total, time.monotonic() - started))
+
+    def interval(self, total: int, cost: float) -> float:
+        """The wait before the next sample: reading smaps_rollup of a large torch process takes milliseconds, so the
+        sampler keeps to a few percent of a core, and samples less often while the run is far below its limit."""
+        wait = max(self.sample_seconds, cost * DUTY)
+        if self.limit and total < self.limit * FAR_BELOW:
+            wait = min(max(wait, self.sample_seconds * RELAXED), MAX_INTERVAL)
+        return wait
 
     def tree(self) -> list[psutil.Process]:
         """The root (while it runs) and every process below it; remembers each one seen, to kill it later."""
