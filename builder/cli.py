@@ -25,12 +25,13 @@ from builder.bundle.wheels import WheelsResult
 from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError, NotRehearsed
 from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.ci import CiProvider
+from builder.project.image import image_summary, package_lines
 from builder.project.image_store import stored_image_path
 from builder.project.init import InitResult, InitSettings, init_project
-from builder.project.jsonfile import read_object
 from builder.project.spec import MAX_WAIT_SECONDS
 from builder.rehearse.dryrun import DryRunSettings
 from builder.rehearse.dryrun import dry_run as run_dry_run
+from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import parse_size
 from builder.rehearse.on_kaggle import report_from_kaggle
 from builder.rehearse.report import DryRunReport
@@ -341,6 +342,8 @@ def dry_run(
                                    "private rehearsal kernel, never submitted."),
     again: bool = typer.Option(False, "--again", help="--on-kaggle: rehearse even if nothing changed since the last one."),
     yes: bool = typer.Option(False, "--yes", help="--on-kaggle: spend more than an hour of Kaggle quota."),
+    image_env: bool = typer.Option(False, "--image-env", help="Run the kernel in kkb env's environment: Kaggle's image's "
+                                   "versions of what it imports (built once, then cached)."),
 ) -> None:
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
     if on_kaggle:
@@ -361,7 +364,7 @@ def dry_run(
                                             rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
                                             layout="legacy" if legacy_layout else "current", out_dir=out, owner=owner,
                                             keep_sandbox=keep_sandbox, rerun_data_dir=rerun_data, memory_bytes=memory_bytes,
-                                            progress=progress))
+                                            image_env=image_env, progress=progress))
     if as_json:
         print(json.dumps(report.to_json(), indent=1))
     else:
@@ -510,23 +513,31 @@ def _show_wheels(result: WheelsResult) -> None:
         console.print(f"  {note}", highlight=False)
 
 
+@app.command("env")
+def env(
+    kernel_dir: Path = _KERNEL_ARG,
+    find_links: Path | None = typer.Option(None, "--find-links", help="Install the image's versions from this folder of "
+                                           "wheels, offline (default: PyPI)."),
+) -> None:
+    """Build (once, then cached) an environment with Kaggle's image's versions of what the kernel imports."""
+    for line in build_image_env(kernel_dir, find_links=find_links).lines():
+        console.print(_escape(line), highlight=False, soft_wrap=True)
+
+
 @app.command()
 def image(
     on_kaggle: bool = typer.Option(False, "--on-kaggle", help="Capture Kaggle's image with a tiny private script kernel "
                                    "(internet off) and store its description."),
     accelerator: str = typer.Option("gpu", "--accelerator", help="--on-kaggle: gpu (T4 x2), none, or a machine shape."),
     owner: str | None = typer.Option(None, "--owner", help="Kaggle username (default: the credentials')."),
+    packages: bool = typer.Option(False, "--packages", help="List every package of the image with its version."),
 ) -> None:
     """The Kaggle image description kkb uses (Python, packages, CUDA); --on-kaggle captures it on Kaggle."""
     if not on_kaggle:
-        stored = stored_image_path()
-        if stored is None:
+        if stored_image_path() is None:
             console.print("no captured image: kkb uses the description shipped with it; kkb image --on-kaggle captures one")
-        else:
-            data = read_object(stored)
-            console.print(f"{_escape(str(stored))}: {_escape(str(data.get('name')))}, Python {_escape(str(data.get('python')))}, "
-                          f"{len(data.get('packages') or {})} packages, captured {_escape(str(data.get('captured')))}",
-                          highlight=False)
+        for line in package_lines() if packages else image_summary():
+            console.print(_escape(line), highlight=False, soft_wrap=True)
         return
     with _ProgressView() as view:
         result = capture_image(ImageSettings(owner=owner, accelerator=accelerator, progress=view))

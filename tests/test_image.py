@@ -15,7 +15,9 @@ from builder.rehearse.limits import parse_size
 def test_the_shipped_image_is_dated_and_says_where_its_versions_come_from(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KKB_KAGGLE_IMAGE", raising=False)
     image = load_image()
-    assert image.python == "3.12" and image.captured == "2026-08-12" and not image.verified and image.sources
+    assert image.python == "3.12" and image.captured == "2026-06-17" and image.verified
+    assert image.sources[0].startswith("Kaggle/docker-python list_packages 1ebea3c (2026-06-17): installed_cpu_packages.txt")
+    assert len(image.packages) > 800 and image.packages["pandas"] == "2.3.3" and image.has("ipywidgets")
     assert image.has("scikit-learn") and image.has("nvidia-cudnn-cu12") and image.has("nvidia-anything") and not image.has("kkb")
     assert {"torch", "timm", "albumentations", "numpy", "nvidia-*"} <= set(preinstalled_patterns(image))
     assert image_package_for_module("sklearn.linear_model", image) == ("scikit-learn", "1.6.1")

@@ -193,13 +193,14 @@ def test_blocked_network_and_the_old_input_layout_are_explained(tmp_path: Path) 
 NOTEBOOK_FAILED = {"ok": False, "failed_cell": 5}
 MEMORY = {**NOTEBOOK_FAILED, "ename": "StepFailed",
           "evalue": "step 'big' failed with exit code 1\n--- stderr (last 2 lines) ---\n    x = bytearray(n)\nMemoryError\n"
-                    "\n[kkb] step 'big' peak memory: 3221225472 bytes", "memory_limit_bytes": 29 * GB}
+                    "\n[kkb] step 'big' peak memory: 3221225472 bytes", "memory_limit_bytes": 29 * GB,
+          "memory_accounting": "pss"}
 
 
 @pytest.mark.parametrize(("changes", "limits", "verdict", "reason"), [
     pytest.param(MEMORY, Limits(ram_bytes=29 * GB), COMPUTE,
                  "step 'big' ran out of memory (MemoryError) at a peak of 3.0 GiB; the machine shape has 29.0 GiB of RAM "
-                 "(enforced here per process: 29.0 GiB)", id="step-memory-error"),
+                 "(enforced here on the whole run: 29.0 GiB, pss)", id="step-memory-error"),
     pytest.param({**NOTEBOOK_FAILED, "ename": "MemoryError", "evalue": "Unable to allocate 64.0 GiB for an array",
                   "peak_rss_bytes": GB}, Limits(ram_bytes=29 * GB), COMPUTE,
                  "cell 5 ran out of memory (MemoryError) at a peak of 1.0 GiB; the machine shape has 29.0 GiB of RAM "
@@ -273,7 +274,7 @@ def test_the_submission_name_comes_from_the_competition(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("evalue", "gpu_shape", "cuda", "verdict", "reason"), [
     pytest.param("step 'fit' failed with exit code 1\nModuleNotFoundError: No module named 'sklearn'", False, False,
-                 NOT_REHEARSED, "not rehearsed: Kaggle's image has scikit-learn 1.6.1 (2026-08-12); step 'fit' imports "
+                 NOT_REHEARSED, "not rehearsed: Kaggle's image has scikit-learn 1.6.1 (2026-06-17); step 'fit' imports "
                  "'sklearn', which is not installed here; install it here to rehearse", id="image-package-missing-here"),
     pytest.param("step 'fit' failed with exit code 1\nModuleNotFoundError: No module named 'kkb_nowhere'", False, False,
                  CSV_NOT_FOUND, None, id="package-kaggle-lacks-too"),

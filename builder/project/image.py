@@ -119,3 +119,19 @@ def image_package_for_module(module: str, image: KaggleImage | None = None) -> t
         if dist in image.packages:
             return dist, image.packages[dist]
     return None
+
+
+def image_summary(image: KaggleImage | None = None) -> list[str]:
+    """What ``kkb image`` prints: the description in use, where it comes from, and its sources."""
+    image = image or load_image()
+    lines = [f"{image.path}: {image.describe()}: {len(image.packages)} packages" + (
+        f" (and {', '.join(image.patterns)} by pattern)" if image.patterns else "")]
+    lines += [f"  source: {source}" for source in image.sources]
+    return lines
+
+
+def package_lines(image: KaggleImage | None = None) -> list[str]:
+    """``name==version`` per package of the image, sorted, as ``kkb image --packages`` lists them."""
+    image = image or load_image()
+    return [f"{name}=={version}" for name, version in sorted(image.packages.items())]
+

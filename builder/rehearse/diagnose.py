@@ -5,9 +5,11 @@ Each function reads an :class:`~builder.rehearse.execute.ExecutionResult` (its e
 returns a sentence, or None when the pattern does not apply. :mod:`builder.rehearse.verdict` decides the
 verdict; this module only recognises what happened.
 
-- **Out of memory**: ``MemoryError`` (the sandbox's ``RLIMIT_DATA`` turns an allocation past the
-  machine's RAM into one), numpy's "Unable to allocate", ``std::bad_alloc``, CUDA's out-of-memory, or
-  a step killed by SIGKILL (the OOM killer's signal) — on Kaggle all of these end the session.
+- **Out of memory**: the run ended by the sandbox's memory limit (its cgroup's OOM killer, or kkb's
+  PSS watch: :mod:`builder.rehearse.memory`), ``MemoryError``, numpy's "Unable to allocate",
+  ``std::bad_alloc``, CUDA's out-of-memory, a step killed by SIGKILL (the OOM killer's signal), or a
+  crash (SIGSEGV, SIGABRT, a dead kernel) while the run's memory was near the limit — on Kaggle all of
+  these end the session.
 - **Input layout**: a ``No such file or directory`` for a path under ``input/`` whose counterpart in
   the other layout (``competitions/<slug>`` vs ``<slug>``) exists: the reason names both paths.
 - **Not rehearsed**: a ``No module named X`` where Kaggle's image has X and this environment lacks
@@ -27,10 +29,13 @@ from pathlib import Path, PurePosixPath
 from builder.project.image import image_package_for_module, load_image
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.limits import size_text
+from builder.rehearse.memory import near_limit
+from builder.rehearse.skew import skew_in_failure
 
 _MEMORY = re.compile(r"\bMemoryError\b|Unable to allocate|Cannot allocate memory|std::bad_alloc|"
                      r"CUDA out of memory|OutOfMemoryError")
 _KILLED = re.compile(r"failed with exit code -9\b|exit code 137\b")
+_CRASHED = re.compile(r"failed with exit code -(?:6|7|11)\b|exit code 13[49]\b|DeadKernelError|Kernel died")
 _STEP_PEAK = re.compile(r"\[kkb\] step '([^']+)' peak memory: (\d+) bytes")
 _MISSING_PATH = re.compile(r"No such file or directory: '([^']+)'|FileNotFoundError: \[Errno 2\][^\n]*?'([^']+)'")
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
@@ -51,11 +56,17 @@ def out_of_memory(result: ExecutionResult) -> tuple[str, int] | None:
     if result.ok or result.timed_out:
         return None
     text = failure_text(result)
+    if result.memory_exceeded:
+        where = f"step '{result.memory_step}'" if result.memory_step else (
+            f"cell {result.failed_cell}" if result.failed_cell is not None else "the notebook")
+        return f"{where} was ended by the memory limit ({result.memory_accounting})", result.peak_rss_bytes
     match = _MEMORY.search(text)
-    if match is None and not _KILLED.search(text):
+    crashed = _CRASHED.search(text) is not None and near_limit(result.peak_rss_bytes, result.memory_limit_bytes)
+    if match is None and not _KILLED.search(text) and not crashed:
         return None
     if match is None:
-        cause = "killed by SIGKILL, the out-of-memory killer's signal"
+        cause = ("killed by SIGKILL, the out-of-memory killer's signal" if _KILLED.search(text) else
+                 f"crashed at {size_text(result.peak_rss_bytes)}, near the limit")
     else:
         cause = "MemoryError" if match.group(0) in ("Unable to allocate", "Cannot allocate memory") else match.group(0)
     peaks = _STEP_PEAK.findall(text)
@@ -130,6 +141,9 @@ def not_rehearsed(result: ExecutionResult, shape_has_gpu: bool) -> str | None:
     text = failure_text(result)
     where = f"step '{_step_name(text)}'" if _step_name(text) else (
         f"cell {result.failed_cell}" if result.failed_cell is not None else "the notebook")
+    skewed = _skewed(result, text, where)
+    if skewed is not None:
+        return skewed
     for module in _NO_MODULE.findall(text):
         found = image_package_for_module(module)
         if found is not None and not _importable(module):
@@ -146,6 +160,18 @@ def not_rehearsed(result: ExecutionResult, shape_has_gpu: bool) -> str | None:
         return (f"not rehearsed here: {where} needs CUDA and this machine has no GPU; the machine shape has one: "
                 f"rehearse it on Kaggle's machines (kkb push, then kkb status)")
     return None
+
+
+def _skewed(result: ExecutionResult, text: str, where: str) -> str | None:
+    """A failure raised inside a package whose local version differs from the image's (a missing file is no skew)."""
+    if _MISSING_PATH.search(text) or _MEMORY.search(text):
+        return None
+    skew = skew_in_failure(text, result.version_skew)
+    if skew is None:
+        return None
+    return (f"not rehearsed: {where} failed inside {skew.distribution}, which is {skew.local} here and {skew.image} on "
+            f"Kaggle's image ({load_image().captured}); rehearse it with the image's versions (kkb env, then kkb dry-run "
+            f"--image-env)")
 
 
 def _absolute_kaggle_read(result: ExecutionResult, text: str) -> str | None:

@@ -59,12 +59,14 @@ from builder.rehearse.evalapi import (
 )
 from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
 from builder.rehearse.html_report import write_html_report
+from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.projection import Projection, RunTimes, fit_factor, project
 from builder.rehearse.report import DryRunReport, Scenario, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
+from builder.rehearse.skew import skew_warnings
 from builder.rehearse.stand_ins import input_mounts
-from builder.rehearse.verdict import OK, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
+from builder.rehearse.verdict import COMPUTE, OK, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 
 SCENARIOS: dict[str, tuple[Scenario, ...]] = {"commit": ("commit",), "rerun": ("rerun",), "both": ("commit", "rerun")}
@@ -88,6 +90,7 @@ class DryRunSettings:
     keep_sandbox: bool = False  # leave each sandbox on disk (its path is in the report)
     rerun_data_dir: Path | None = None  # the rerun's data (a hidden stand-in); the commit keeps data_dir
     memory_bytes: int | None = None  # default: the machine shape's RAM
+    image_env: bool = False  # run the kernel in kkb env's environment: the image's versions (builder.rehearse.image_env)
     fit: bool = True  # a second, replicated rerun when the test is too small to fit fixed + per-row time
     progress: Callable[[str], None] | None = None  # one line per event (builder.cli shows it with rich); never printed here
 
@@ -266,9 +269,11 @@ def scenario_sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildR
     mounts += [Mount(folder, target) for folder, target in dry_run_mounts(build.spec, build.owner, build.out_dir)]
     mounts += input_mounts(build.spec, Path(settings.kernel_dir))
     mounts.append(Mount(data, f"competitions/{build.spec.competition.slug}"))
+    python = build_image_env(Path(settings.kernel_dir)).python if settings.image_env else None  # built once, then cached
     return SandboxSpec(mounts=tuple(mounts), rerun=scenario == "rerun", timeout_seconds=_timeout(settings, build.spec),
                        layout=settings.layout, memory_bytes=_memory(settings, build.spec),
-                       working_limit_bytes=WORKING_LIMIT_BYTES)
+                       working_limit_bytes=WORKING_LIMIT_BYTES, python=python,
+                       visible=(python.parent.parent,) if python else ())
 
 
 def _memory(settings: DryRunSettings, spec: KernelSpec) -> int:
@@ -312,6 +317,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         warnings.append(f"the projected rerun may pass the limit: {projection.summary()}")
     if result.isolation == "python":
         warnings.append(f"weaker sandbox: {result.isolation_note}")
+    warnings += skew_warnings(result.version_skew)
     notebook, log, submission = _save_outputs(scenario, result, expected if (result.working_dir / expected).is_file()
                                               else spec.submission.file, out)
     return ScenarioReport(
@@ -325,7 +331,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         gpu_limit_bytes=limits.gpu_bytes, fast_commit=decision, blocked_network=blocked_network(result.root),
         notebook=notebook, log=log, submission=submission, sandbox=sandbox, data=data,
         isolation=result.isolation, isolation_note=result.isolation_note,
-        memory_limit=memory_enforcement(result.memory_limit_bytes).how, working_bytes=result.working_bytes,
+        memory_limit=memory_enforcement(result.memory_limit_bytes, result.memory_accounting).how, working_bytes=result.working_bytes,
         working_limit=working_enforcement(result.working_limit_bytes).how,
         projection=projection.to_json() if projection else None, warnings=tuple(warnings),
         member_outputs=_save_member_outputs(scenario, result, out),
@@ -424,7 +430,7 @@ def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build
     else:
         rerun = rehearse_rerun(notebook, build.spec, sandbox.mounts, work / "kaggle",
                                timeout_seconds=float(sandbox.timeout_seconds or 0) or 9 * 3600, layout=sandbox.layout,
-                               isolation=sandbox.isolation)
+                               isolation=sandbox.isolation, memory_bytes=sandbox.memory_bytes)
         result, report = _as_execution(rerun, notebook), rerun.report
         (out / "rerun.gateway.log").write_text(rerun.gateway_log)
     _in_sample_order(result.working_dir / build.spec.submission.file, data / build.spec.competition.sample_submission,
@@ -453,7 +459,7 @@ def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
 def _verdict(report: EvalApiReport, judged: Verdict) -> Verdict:
     """The gateway's error decides when there is one; otherwise the dry run's own judgement stands
     (it checks submission.parquet against the sample, the projected time and the memory)."""
-    if report.succeeded or report.error_type is None:
+    if report.succeeded or report.error_type is None or judged.name == COMPUTE:  # the memory limit ended the run first
         return judged
     return Verdict(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
 
@@ -478,6 +484,9 @@ def _as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:
              for name, text in (("stdout", rerun.notebook_stdout), ("stderr", rerun.notebook_stderr)) if text],
         # predict is the part that grows with the hidden test: the dry run projects it like a step.
         steps=[{"name": "predict", "seconds": rerun.report.predict_seconds_total, "peak_rss_bytes": rerun.peak_rss_bytes}],
+        isolation=rerun.isolation, isolation_note=rerun.isolation_note, memory_limit_bytes=rerun.memory_limit_bytes,
+        memory_accounting=rerun.memory_accounting, memory_exceeded=rerun.memory_exceeded,
+        memory_step="predict" if rerun.memory_exceeded else None,
     )
 
 

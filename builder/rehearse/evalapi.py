@@ -33,17 +33,19 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import psutil
 
 from builder.errors import DryRunError
-from builder.kkb_runtime.vocabulary import SubmissionKind
+from builder.kkb_runtime.vocabulary import MemoryAccounting, SubmissionKind
 from builder.project.jsonfile import read_object
 from builder.project.spec import EvaluationApiSection, KernelSpec
 from builder.rehearse.isolation import Isolation
+from builder.rehearse.memory import MemoryWatch
 from builder.rehearse.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox
 from builder.rehearse.verdict import OK, SCORING_ERROR, THREW, TIMEOUT
 
@@ -200,6 +202,12 @@ class RerunResult:
     notebook_stdout: str
     notebook_stderr: str
     gateway_log: str
+    # The sandbox and memory, described as for a CSV kernel's run (issue 22).
+    isolation: str = "python"
+    isolation_note: str = ""
+    memory_limit_bytes: int | None = None
+    memory_accounting: MemoryAccounting = MemoryAccounting.NONE
+    memory_exceeded: bool = False
 
 
 @dataclass(frozen=True)
@@ -216,19 +224,20 @@ class Gateway:
 
 def rehearse_rerun(notebook: Path, spec: KernelSpec, mounts: tuple[Mount, ...], root: Path, *,
                    timeout_seconds: float, layout: Literal["current", "legacy"] = "current",
-                   isolation: Isolation = "auto") -> RerunResult:
+                   isolation: Isolation = "auto", memory_bytes: int | None = None) -> RerunResult:
     """Run the scoring rerun in a new sandbox at ``root``: the notebook blocks in ``serve()`` while the
     competition's gateway drives it from another process over the mounted competition data."""
     return rehearse_gateway_rerun(notebook, evaluation_section(spec), spec.competition.slug, mounts, root,
-                                  timeout_seconds=timeout_seconds, layout=layout, isolation=isolation)
+                                  timeout_seconds=timeout_seconds, layout=layout, isolation=isolation,
+                                  memory_bytes=memory_bytes)
 
 
 def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gateway, slug: str, mounts: tuple[Mount, ...],
                            root: Path, *, timeout_seconds: float, layout: Literal["current", "legacy"] = "current",
-                           isolation: Isolation = "auto") -> RerunResult:
+                           isolation: Isolation = "auto", memory_bytes: int | None = None) -> RerunResult:
     """:func:`rehearse_rerun` from the gateway's settings and the competition slug alone."""
     box = prepare_sandbox(SandboxSpec(mounts=tuple(mounts), rerun=True, layout=layout, isolation=isolation,
-                                      extra_env=sandbox_env(section, free_port())), root)
+                                      extra_env=sandbox_env(section, free_port()), memory_bytes=memory_bytes), root)
     competition = _competition_mount(box, slug)
     guest = _stage_guest(box.private_dir / GUEST_DIR, notebook)
     gateway_dir = box.root / GATEWAY_DIR
@@ -240,9 +249,11 @@ def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gatew
                              "--paths", json.dumps(paths), "--record", str(guest / "supervisor.json"),
                              "--grace", str(GRACE_SECONDS)]
     started = time.monotonic()
-    timed_out, peak = _run_supervisor(argv, box.env, guest, timeout_seconds)
+    timed_out, memory = _run_supervisor(argv, box.env, guest, timeout_seconds, box.memory_bytes)
     wall = time.monotonic() - started
-    return _rerun_result(box.root, box.working_dir, gateway_dir, guest, section, wall, timed_out, peak, timeout_seconds)
+    result = _rerun_result(box.root, box.working_dir, gateway_dir, guest, section, wall, timed_out, memory.peak, timeout_seconds)
+    return replace(result, isolation=box.isolation, isolation_note=f"{box.isolation_note}; root: {box.root_filesystem}",
+                   memory_limit_bytes=box.memory_bytes, memory_accounting=memory.kind, memory_exceeded=memory.exceeded)
 
 
 def _competition_mount(box: Sandbox, slug: str) -> Path:
@@ -274,23 +285,54 @@ def notebook_script(notebook: Path) -> str:
     return "\n\n".join(cells) + "\n"
 
 
-def _run_supervisor(argv: list[str], env: dict[str, str], guest: Path, timeout: float) -> tuple[bool, int]:
-    """Start the supervisor in its own session; sample the notebook's memory; kill everything at the timeout."""
+@dataclass
+class _NotebookMemory:
+    """The notebook's memory as the CSV path counts it (:class:`builder.rehearse.memory.MemoryWatch`), once its pid is known."""
+
+    limit: int | None
+    watch: MemoryWatch | None = None
+    peak: int = 0
+    kind: MemoryAccounting = MemoryAccounting.NONE
+    exceeded: bool = False
+
+    def sample(self, record: Path, kill: Callable[[], None]) -> None:
+        if self.watch is None:
+            pid = (read_object(record).get("pids") or {}).get("notebook")
+            if not pid:
+                return
+            try:
+                self.watch = MemoryWatch(int(pid), self.limit, kill)
+            except psutil.Error:
+                return
+        self.watch.sample()
+        self.peak, self.kind, self.exceeded = self.watch.peak, self.watch.kind, self.watch.exceeded
+
+    def close(self) -> None:
+        if self.watch is not None:
+            self.watch.close()
+            self.exceeded = self.watch.exceeded
+
+
+def _run_supervisor(argv: list[str], env: dict[str, str], guest: Path, timeout: float,
+                    memory_bytes: int | None = None) -> tuple[bool, _NotebookMemory]:
+    """Start the supervisor in its own session; sample the notebook's memory (past the limit, the whole run is
+    ended, as Kaggle's OOM killer ends the container); kill everything at the timeout."""
     with open(guest / "supervisor.log", "wb") as log:
         process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + timeout
-    peak = 0
+    memory = _NotebookMemory(memory_bytes)
     try:
         while process.poll() is None:
             if time.monotonic() > deadline:
                 _kill_session(process)
-                return True, peak
-            peak = max(peak, _notebook_rss(guest / "supervisor.json"))
+                return True, memory
+            memory.sample(guest / "supervisor.json", lambda: _kill_session(process))
             time.sleep(0.1)
     finally:
         if process.poll() is None:  # interrupted: leave nothing behind
             _kill_session(process)
-    return False, peak
+        memory.close()
+    return False, memory
 
 
 def _kill_session(process: subprocess.Popen) -> None:
@@ -300,17 +342,6 @@ def _kill_session(process: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     process.wait()
-
-
-def _notebook_rss(record: Path) -> int:
-    pid = (read_object(record).get("pids") or {}).get("notebook")
-    if not pid:
-        return 0
-    try:
-        root = psutil.Process(int(pid))
-        return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
-    except psutil.Error:
-        return 0
 
 
 def _rerun_result(root: Path, working: Path, gateway_dir: Path, guest: Path, section: EvaluationApiSection | Gateway,

@@ -15,7 +15,6 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -33,7 +32,10 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 from builder.errors import DryRunError
+from builder.kkb_runtime.vocabulary import MemoryAccounting
+from builder.rehearse.memory import MemoryWatch
 from builder.rehearse.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
+from builder.rehearse.skew import Skew, interpreter_versions, recorded_imports, version_skews
 
 EXECUTED_NOTEBOOK = "__notebook__.ipynb"  # the name Kaggle gives the executed notebook in a run's output
 STEPS_RECORD = "kkb_steps.json"  # written by kkb_runtime.steps in the working dir
@@ -67,11 +69,16 @@ class ExecutionResult:
     steps: list[dict[str, Any]]
     isolation: str = "python"
     isolation_note: str = ""
-    memory_limit_bytes: int | None = None  # RLIMIT_DATA per process, None: not enforced
+    memory_limit_bytes: int | None = None  # the run's limit (the machine shape's RAM or --memory), None: none
     working_bytes: int = 0  # what the run left in /kaggle/working (largest seen while it ran)
     working_limit_bytes: int | None = None
     disk_exceeded: bool = False  # killed: /kaggle/working grew past what Kaggle keeps
     mounts: tuple[tuple[Path, Path], ...] = ()  # (host source, target under root/input): what the kernel saw there
+    memory_accounting: MemoryAccounting = MemoryAccounting.NONE  # how peak_rss_bytes was counted (builder.rehearse.memory)
+    memory_exceeded: bool = False  # the run was ended by the memory limit (killed, as Kaggle's OOM killer ends it)
+    memory_step: str | None = None  # the kkb step running when the limit ended the run
+    root_filesystem: str = ""  # how the container's file system was made writable (builder.rehearse.overlay)
+    version_skew: tuple[Skew, ...] = ()  # imported packages whose version differs from the image's (builder.rehearse.skew)
 
 
 def execute_notebook(notebook: Path, sandbox: SandboxSpec, root: Path,
@@ -117,7 +124,7 @@ def _kernel_manager(box: Sandbox, short_dir: Path) -> AsyncKernelManager:
             ipc, binds = short_dir / "k", (short_dir,)  # outside the root: the kernel must see it at its path
         ipc.parent.mkdir(parents=True, exist_ok=True)
         options = {"transport": "ipc", "ip": str(ipc)}
-    _write_kernelspec(spec_dir / KERNEL_NAME, box.launcher(binds) + [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"])
+    _write_kernelspec(spec_dir / KERNEL_NAME, box.launcher(binds) + [str(box.python), "-m", "ipykernel_launcher", "-f", "{connection_file}"])
     return AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec_dir)]),
                               connection_file=str(box.private_dir / "connection.json"), **options)
 
@@ -144,22 +151,23 @@ def _stop_kernel(km: AsyncKernelManager, kc: Any) -> None:
 
 
 class _Monitor:
-    """Samples the kernel's process tree: summed RSS, GPU memory, every process ever seen (to kill it).
+    """Samples the kernel's process tree: its memory as Kaggle counts it, GPU memory, every process ever
+    seen (to kill it).
 
-    Summed RSS counts pages shared between processes (libraries, forked DataLoader workers) once per
-    process, so it over-states what a cgroup (Kaggle's OOM killer) charges: a safe error for a limit.
-    A process that lives less than one sample interval can be missed; kkb's runtime records each
-    step's own peak (``ru_maxrss``) in ``kkb_steps.json``, and the result takes the larger.
+    Memory is counted by :class:`builder.rehearse.memory.MemoryWatch` (a cgroup, or summed PSS: shared
+    pages once) and the whole run is ended past the limit (``on_memory_full``), as the container's OOM
+    killer ends it. Only where neither works is summed RSS sampled, for the report, and kkb's runtime's
+    per-step peaks (``ru_maxrss``) are taken into the peak too.
     """
 
     def __init__(self, pid: int, working: Path | None = None, working_limit: int | None = None,
-                 on_disk_full: Any = None) -> None:
+                 on_disk_full: Any = None, memory_limit: int | None = None, on_memory_full: Any = None) -> None:
         self.working, self.working_limit, self.on_disk_full = working, working_limit, on_disk_full
         self.working_bytes = 0
         self._last_disk = 0.0
-        self.root = psutil.Process(pid)
-        self.seen: dict[int, psutil.Process] = {pid: self.root}
-        self.peak_rss = 0
+        self.memory = MemoryWatch(pid, memory_limit, on_memory_full or (lambda: None))
+        self.root = self.memory.root
+        self.seen = self.memory.seen
         self.peak_gpu: int | None = None
         self._gpu = _GpuSampler()
         self._stop = threading.Event()
@@ -177,15 +185,13 @@ class _Monitor:
             self.sample()
             self._stop.wait(SAMPLE_SECONDS)
 
+    @property
+    def peak_rss(self) -> int:
+        return self.memory.peak
+
     def sample(self) -> None:
         processes = self._tree()
-        total = 0
-        for process in processes:
-            try:
-                total += process.memory_info().rss
-            except psutil.Error:
-                continue
-        self.peak_rss = max(self.peak_rss, total)
+        self.memory.sample(processes)
         gpu = self._gpu.sample({process.pid for process in processes})
         if gpu is not None:
             self.peak_gpu = max(self.peak_gpu or 0, gpu)
@@ -202,14 +208,7 @@ class _Monitor:
             self.on_disk_full()
 
     def _tree(self) -> list[psutil.Process]:
-        try:
-            children = self.root.children(recursive=True)
-        except psutil.Error:
-            children = []
-        for child in children:
-            self.seen.setdefault(child.pid, child)
-        alive = [self.root] if self.root.is_running() else []
-        return alive + children
+        return self.memory.tree()
 
     def kill_all(self) -> None:
         """Kill the kernel and everything it started, including orphans re-parented to init."""
@@ -294,6 +293,7 @@ class _Client(NotebookClient):
         self.started = started
         self.entries: list[dict[str, Any]] = []
         self.current_cell: int | None = None
+        self.current_step: str | None = None  # the kkb step last started (named when the memory limit ends the run)
         self.progress: Callable[[str], None] | None = None
         self.on_cell_start = self._cell_started
 
@@ -310,6 +310,9 @@ class _Client(NotebookClient):
 
     def _log(self, stream: str, text: str) -> None:
         self.entries.append({"stream_name": stream, "time": round(time.monotonic() - self.started, 3), "data": text})
+        for line in text.splitlines():
+            if line.startswith("[kkb] step ") and not line.startswith("[kkb] step '"):  # not "step 'x' peak memory"
+                self.current_step = line[len("[kkb] step "):].partition(": ")[0]
         if self.progress is not None:
             for line in text.splitlines():
                 if line.startswith("[kkb] step "):  # "step NAME: argv" when it starts, "step NAME: 1.2 s" when done
@@ -327,6 +330,8 @@ class _Run:
         self.wall = 0.0
         self.timed_out = False
         self.disk_exceeded = False
+        self.memory_exceeded = False
+        self.memory_step: str | None = None
         self.error: BaseException | None = None
         self.monitor: _Monitor | None = None
         self.watchdog: threading.Timer | None = None
@@ -339,7 +344,7 @@ class _Run:
         """nbclient started the kernel: watch its process tree, and start the clock for the timeout."""
         try:
             self.monitor = _Monitor(self.km.provisioner.pid, self.box.working_dir, self.working_limit,  # type: ignore[union-attr]
-                                    self._on_disk_full)
+                                    self._on_disk_full, self.box.memory_bytes, self._on_memory_full)
         except (psutil.Error, AttributeError, TypeError):
             return  # it died already: nbclient reports the dead kernel
         self.monitor.start()
@@ -376,6 +381,8 @@ class _Run:
             self.monitor.sample()
             self.monitor.sample_disk()
             self.monitor.kill_all()
+            self.monitor.memory.close()
+            self.memory_exceeded = self.memory_exceeded or self.monitor.memory.exceeded
         _stop_kernel(self.km, self.client.kc)
         self.client.kc = None
 
@@ -389,6 +396,13 @@ class _Run:
 
     def _on_disk_full(self) -> None:
         self.disk_exceeded = True
+        if self.monitor:
+            self.monitor.kill_all()
+
+    def _on_memory_full(self) -> None:
+        """The run's memory passed the limit: end all of it, as Kaggle's OOM killer ends the container."""
+        self.memory_exceeded = True
+        self.memory_step = self.client.current_step
         if self.monitor:
             self.monitor.kill_all()
 
@@ -426,6 +440,10 @@ class _Run:
     def _evalue(self) -> str | None:
         if self.timed_out:
             return f"the run exceeded its timeout of {self.timeout:g} s and was killed with its child processes"
+        if self.memory_exceeded and self.monitor:
+            watch = self.monitor.memory
+            return (f"the run's memory ({watch.kind}) reached {watch.exceeded_at or watch.peak} bytes, past the limit of "
+                    f"{watch.limit} bytes: the whole run was killed, as Kaggle's OOM killer ends the container")
         if isinstance(self.error, CellExecutionError):
             return self.error.evalue
         return str(self.error) if self.error is not None else None
@@ -441,7 +459,10 @@ class _Run:
     def result(self) -> ExecutionResult:
         steps = read_steps(self.box.working_dir)
         sampled = self.monitor.peak_rss if self.monitor else 0
-        peak_rss = max([sampled, *(int(step.get("peak_rss_bytes") or 0) for step in steps)])
+        accounting = self.monitor.memory.kind if self.monitor else MemoryAccounting.NONE
+        # ru_maxrss counts shared pages in full: only where nothing better was sampled does it raise the peak.
+        step_peaks = [int(step.get("peak_rss_bytes") or 0) for step in steps] if accounting == MemoryAccounting.NONE else []
+        peak_rss = max([sampled, *step_peaks])
         gpu = [int(step["peak_gpu_bytes"]) for step in steps if step.get("peak_gpu_bytes")]
         if self.monitor and self.monitor.peak_gpu is not None:
             gpu.append(self.monitor.peak_gpu)
@@ -451,10 +472,14 @@ class _Run:
             ename=self._ename(), evalue=self._evalue(), traceback_tail=self._traceback(),
             wall_seconds=round(self.wall, 3), peak_rss_bytes=peak_rss,
             peak_gpu_bytes=max(gpu) if gpu else None,
-            log=self.client.entries, steps=steps, isolation=self.box.isolation, isolation_note=self.box.isolation_note,
+            log=self.client.entries, steps=steps, isolation=self.box.isolation,
+            isolation_note=f"{self.box.isolation_note}; root: {self.box.root_filesystem}",
             memory_limit_bytes=self.box.memory_bytes, working_bytes=self.monitor.working_bytes if self.monitor else 0,
             working_limit_bytes=self.working_limit, disk_exceeded=self.disk_exceeded,
-            mounts=self.box.mounts,
+            mounts=self.box.mounts, memory_accounting=accounting, memory_exceeded=self.memory_exceeded,
+            memory_step=self.memory_step or (self.client.current_step if self.memory_exceeded else None),
+            root_filesystem=self.box.root_filesystem, version_skew=version_skews(
+                recorded_imports(self.box.private_dir), versions=interpreter_versions(self.box.python)),
         )
 
 

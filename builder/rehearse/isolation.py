@@ -19,8 +19,9 @@ the others (the dry-run report shows both):
 
 In every mode the sandbox root stays visible, writable, at its own path, so ``$KKB_KAGGLE_ROOT``
 (kkb's runtime, the local Kaggle's runner, the evaluation-API supervisor) keeps working; inside the
-namespaces the same folders are also ``/kaggle/...``. A memory limit is applied by the guest launcher
-(``RLIMIT_DATA``) in every mode, behind bubblewrap too.
+namespaces the same folders are also ``/kaggle/...``. The rest of the file system is an overlay where the
+machine allows one (:mod:`builder.rehearse.overlay`), else read-only. Memory is counted by the host, as
+Kaggle's container counts it (:mod:`builder.rehearse.memory`), in every mode.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from pathlib import Path
 from typing import Literal
 
 from builder.errors import DryRunError
+from builder.kkb_runtime.vocabulary import RootFilesystem
+from builder.rehearse.overlay import bwrap_folder_args, launcher_option
 
 Isolation = Literal["auto", "bwrap", "namespace", "python"]
 Mode = Literal["bwrap", "namespace", "python"]
@@ -55,8 +58,8 @@ class IsolationChoice:
     skipped: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        what = {"bwrap": "bubblewrap: real /kaggle paths, read-only file system, no network",
-                "namespace": "kkb's namespace launcher: real /kaggle paths, read-only file system, no network",
+        what = {"bwrap": "bubblewrap: real /kaggle paths, no network",
+                "namespace": "kkb's namespace launcher: real /kaggle paths, no network",
                 "python": "portable: no /kaggle paths (only $KKB_KAGGLE_ROOT), network cut for Python only"}[self.mode]
         return what + ("" if not self.skipped else f" (not used: {'; '.join(self.skipped)})")
 
@@ -121,16 +124,20 @@ def _run_probe(argv: list[str]) -> str | None:
 
 
 def launcher_argv(mode: Mode, root: Path, mounts: tuple[tuple[Path, Path], ...], binds: list[Path],
-                  memory_bytes: int | None, readonly: tuple[Path, ...] = ()) -> list[str]:
+                  memory_bytes: int | None, readonly: tuple[Path, ...] = (),
+                  root_fs: RootFilesystem | None = None) -> list[str]:
     """The argv prefix that starts a command in the sandbox at ``root`` (``mounts``: host source, target under
-    root/input; ``binds``: writable at their own paths; ``readonly``: visible read-only at their own paths)."""
+    root/input; ``binds``: writable at their own paths; ``readonly``: visible read-only at their own paths;
+    ``root_fs``: how the rest is made writable, read-only when None). ``memory_bytes`` is no launcher's
+    business any more: the host counts and enforces it (kept for callers)."""
     # A folder that holds the sandbox root must not be bound read-only over it (the root stays writable).
     readonly = (*readonly, *(folder for folder in host_tmp_dependencies() if not Path(root).resolve().is_relative_to(folder)))
     if mode == "bwrap":
-        return bwrap_argv(root, mounts, binds, memory_bytes, readonly)
+        return bwrap_argv(root, mounts, binds, None, readonly, root_fs)
     argv = [sys.executable, str(LAUNCH)]
     if mode == "namespace":
-        argv += ["--kaggle", str(root), "--readonly", str(root / "input"), "--chdir", "/kaggle/working"]
+        argv += ["--kaggle", str(root), *launcher_option(root_fs), "--readonly", str(root / "input"),
+                 "--chdir", "/kaggle/working"]
         for folder in readonly:
             argv += ["--readonly", str(folder)]
         for source, target in mounts:
@@ -138,11 +145,7 @@ def launcher_argv(mode: Mode, root: Path, mounts: tuple[tuple[Path, Path], ...],
         for folder in binds:
             argv += ["--bind", str(folder)]
     else:
-        if not memory_bytes:
-            return []
-        argv.append("--no-namespace")
-    if memory_bytes:
-        argv += ["--memory", str(memory_bytes)]
+        return []
     return [*argv, "--"]
 
 
@@ -165,7 +168,7 @@ def host_tmp_dependencies() -> tuple[Path, ...]:
 
 
 def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, Path], ...], binds: list[Path],
-               memory_bytes: int | None, readonly: tuple[Path, ...] = ()) -> list[str]:
+               memory_bytes: int | None, readonly: tuple[Path, ...] = (), root_fs: RootFilesystem | None = None) -> list[str]:
     """bubblewrap arguments for the file system :mod:`builder.rehearse.guest.launch` builds with ``--kaggle``."""
     bwrap = shutil.which("bwrap") or "bwrap"
     argv = [bwrap, "--unshare-net", "--die-with-parent"]
@@ -175,6 +178,8 @@ def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, P
             continue
         if path.is_symlink():
             argv += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            argv += bwrap_folder_args(root_fs, str(path))
         elif path.exists():
             argv += ["--ro-bind", str(path), str(path)]
     argv += ["--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc", "--ro-bind-try", "/sys", "/sys",
@@ -190,7 +195,7 @@ def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, P
              "--ro-bind", str(root / "input"), "/kaggle/input"]
     for source, target in mounts:
         argv += ["--ro-bind", str(source), "/kaggle/input/" + target.relative_to(root / "input").as_posix()]
-    argv += ["--remount-ro", "/", "--chdir", "/kaggle/working"]
-    if memory_bytes:
-        argv += ["--", sys.executable, str(LAUNCH), "--no-namespace", "--memory", str(memory_bytes)]
+    if root_fs != RootFilesystem.BWRAP_OVERLAY:
+        argv += ["--remount-ro", "/"]
+    argv += ["--chdir", "/kaggle/working"]
     return [*argv, "--"]

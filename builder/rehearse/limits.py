@@ -3,11 +3,10 @@
 Kaggle kills a session that uses more RAM than its machine shape has and stops one whose output
 outgrows what ``/kaggle/working`` keeps; both end as "Notebook Exceeded Allowed Compute". Locally:
 
-- **Memory**: every process of the run gets ``RLIMIT_DATA`` = the shape's RAM (``--memory`` overrides)
-  through the sandbox launcher, so an allocation past it fails with ``MemoryError`` as the OOM killer
-  would have stopped it. It is a per-process limit: several processes that together pass the limit
-  are not stopped (a cgroup would be), so the sampled sum of their RSS is judged afterwards too. A
-  cgroup v2 limit would be exact; kkb reports when the machine would allow it but does not use it yet.
+- **Memory**: the whole run's memory, counted as the container's cgroup counts it (a delegated cgroup
+  v2 controller, else the sampled sum of PSS over the kernel's process tree: shared pages once), is
+  limited to the shape's RAM (``--memory`` overrides); past it the whole run is ended, as Kaggle's OOM
+  killer ends the container (:mod:`builder.rehearse.memory`). Address space is never limited.
 - **Disk**: ``/kaggle/working`` is measured while the run goes and the run is killed when it passes
   :data:`WORKING_LIMIT_BYTES`, what Kaggle's starter notebooks say it keeps (20 GB).
 
@@ -23,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.errors import DryRunError
+from builder.kkb_runtime.vocabulary import MemoryAccounting
+from builder.rehearse.memory import DESCRIPTIONS, choose_accounting
 
 GB = 1000**3
 GIB = 1024**3
@@ -54,18 +55,18 @@ def parse_size(text: str, what: str = "--memory") -> int:
     return value
 
 
-def memory_enforcement(limit_bytes: int | None) -> Enforcement:
-    """How the memory limit is applied on this machine (the launcher sets RLIMIT_DATA everywhere on POSIX)."""
+def memory_enforcement(limit_bytes: int | None, accounting: MemoryAccounting | None = None) -> Enforcement:
+    """How the memory limit was applied (``accounting``: what the run used; None: what this machine would use)."""
     if not limit_bytes:
         return Enforcement(None, False, "no memory limit")
-    if not sys.platform.startswith("linux"):  # macOS ignores RLIMIT_DATA for mmap'd memory: numpy's arrays
-        return Enforcement(limit_bytes, False, f"not enforced on {sys.platform}: peak RSS is judged afterwards only")
-    how = "RLIMIT_DATA per process (a step past it gets MemoryError); the sum over processes is judged from sampled RSS"
-    if cgroup_v2_memory():
-        how += "; cgroup v2 memory is delegated here but not used yet"
-    else:
-        how += "; no delegated cgroup v2 memory controller here"
-    return Enforcement(limit_bytes, True, how)
+    choice = choose_accounting(limit_bytes)
+    kind = accounting or choice.kind
+    how = f"{size_text(limit_bytes)}, {kind}: {DESCRIPTIONS[kind]}"
+    if accounting is None and choice.skipped:
+        how += f" (not used: {'; '.join(choice.skipped)})"
+    elif kind != MemoryAccounting.CGROUP and not sys.platform.startswith("linux"):
+        how += f" (no PSS on {sys.platform})"
+    return Enforcement(limit_bytes, kind != MemoryAccounting.NONE, how)
 
 
 def cgroup_v2_memory() -> bool:

@@ -47,6 +47,8 @@ from builder.errors import DryRunError
 from builder.kkb_runtime import scale as runtime_scale
 from builder.kkb_runtime.scale import ScaledData
 from builder.rehearse.isolation import GUEST_DIR, Isolation, IsolationChoice, Mode, choose_isolation, launcher_argv
+from builder.rehearse.overlay import RootChoice, choose_root_filesystem, recorded
+from builder.rehearse.pip_shim import install_pip_shim
 
 Layout = Literal["current", "legacy"]
 
@@ -81,9 +83,10 @@ class SandboxSpec:
     layout: Layout = "current"
     extra_env: Mapping[str, str] = field(default_factory=dict)
     isolation: Isolation = "auto"  # kkb addition: "python" forces the portable mode (tests, debugging)
-    memory_bytes: int | None = None  # RLIMIT_DATA of every process of the run (the machine shape's RAM)
+    memory_bytes: int | None = None  # the whole run's memory limit (the machine shape's RAM; builder.rehearse.memory)
     working_limit_bytes: int | None = None  # /kaggle/working larger than this stops the run (what Kaggle keeps)
     visible: tuple[Path, ...] = ()  # host folders the kernel reads at their own paths (kkb's script wrapper)
+    python: Path | None = None  # the kernel's interpreter (kkb env's, --image-env); default: this one
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,13 @@ class Sandbox:
     memory_bytes: int | None = None
     isolation_note: str = ""  # what ran, and why stronger isolations were not used
     visible: tuple[Path, ...] = ()
+    root_choice: RootChoice = RootChoice(None)  # how the container's file system is writable (builder.rehearse.overlay)
+    python: Path = Path(sys.executable)  # the kernel's interpreter, first on its PATH
+
+    @property
+    def root_filesystem(self) -> str:
+        """What the run's root really was, in words (the launcher's record, once it ran)."""
+        return recorded(self.private_dir, self.root_choice)
 
     @property
     def kaggle_paths(self) -> bool:
@@ -120,7 +130,8 @@ class Sandbox:
 
         ``binds``: host folders the command must be able to write at their own paths (the kernel's ipc sockets).
         """
-        return launcher_argv(self.isolation, self.root, self.mounts, list(binds), self.memory_bytes, self.visible)
+        return launcher_argv(self.isolation, self.root, self.mounts, list(binds), self.memory_bytes, self.visible,
+                             self.root_choice.kind)
 
 
 def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
@@ -130,10 +141,13 @@ def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
         raise DryRunError(f"sandbox root {root} is not empty", hint="pass a new or empty folder for each run")
     choice = choose_isolation(spec.isolation)
     isolation = choice.mode
+    root_choice = choose_root_filesystem(isolation)
     mounts = _resolve_mounts(spec.mounts, root / "input", spec.layout)
-    for folder in ("input", "working", "temp", f"{PRIVATE}/home/.kaggle", f"{PRIVATE}/tmp", f"{PRIVATE}/site"):
+    for folder in ("input", "working", "temp", f"{PRIVATE}/home/.kaggle", f"{PRIVATE}/tmp", f"{PRIVATE}/site",
+                   f"{PRIVATE}/imports"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     shutil.copyfile(GUEST_DIR / "sitecustomize.py", root / PRIVATE / "site" / "sitecustomize.py")
+    install_pip_shim(root / PRIVATE, spec.python)  # `pip install X` is a no-op where Kaggle's image has X, as there
     if isolation != "python":
         for _, target in mounts:
             target.mkdir(parents=True, exist_ok=True)  # empty mount points; filled inside the namespace
@@ -141,11 +155,12 @@ def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
         for source, target in mounts:
             _readonly_copy(source, target)
         _remove_write_permission(root / "input")
-    env = kernel_environment(root, rerun=spec.rerun, extra_env=spec.extra_env, proxies=isolation == "python")
+    python = Path(spec.python) if spec.python else Path(sys.executable)
+    env = kernel_environment(root, rerun=spec.rerun, extra_env=spec.extra_env, proxies=isolation == "python", python=python)
     return Sandbox(root=root, input_dir=root / "input", working_dir=root / "working", temp_dir=root / "temp",
                    private_dir=root / PRIVATE, env=env, isolation=isolation, mounts=mounts,
                    memory_bytes=spec.memory_bytes, isolation_note=choice.describe(),
-                   visible=tuple(Path(folder).resolve() for folder in spec.visible))
+                   visible=tuple(Path(folder).resolve() for folder in spec.visible), root_choice=root_choice, python=python)
 
 
 def mount_path(target: str, layout: Layout) -> PurePosixPath:
@@ -208,7 +223,7 @@ OFFLINE_SWITCHES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLI
 
 
 def kernel_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str] = {},
-                       proxies: bool = True) -> dict[str, str]:
+                       proxies: bool = True, python: Path | None = None) -> dict[str, str]:
     """The kernel's environment: ours minus secrets, plus what a Kaggle batch run with internet off has.
 
     ``proxies``: point HTTP(S) proxies at a closed loopback port, for non-Python clients where no
@@ -232,8 +247,11 @@ def kernel_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str] 
         JUPYTER_RUNTIME_DIR=str(private / "home" / ".jupyter-runtime"),
         PYTHONPATH=str(private / "site"),
         KKB_SANDBOX_NETLOG=str(private / NETWORK_LOG),
-        # The kernel's `python` and `pip` are this interpreter's, as on Kaggle they are the image's.
-        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)]),
+        # The kernel's `python` and `pip` are this interpreter's, as on Kaggle they are the image's; `pip` through
+        # kkb's shim, which knows what the image already has (builder.rehearse.pip_shim).
+        PATH=os.pathsep.join([str(private / "bin"), str(Path(python or sys.executable).parent), os.environ.get("PATH", os.defpath)]),
+        KKB_IMAGE_PACKAGES=str(private / "image-packages.json"),
+        KKB_SANDBOX_IMPORTS=str(private / "imports"),  # what each process imported (builder.rehearse.skew)
     )
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "FTP_PROXY", "NO_PROXY"):
         env.pop(name, None)

@@ -30,6 +30,7 @@ import pandas as pd
 
 from builder.kkb_runtime import vocabulary
 from builder.kkb_runtime.submission import check_submission
+from builder.kkb_runtime.vocabulary import MemoryAccounting
 from builder.rehearse.diagnose import disk_overflow, layout_mismatch, not_rehearsed, out_of_memory
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.sandbox import blocked_network
@@ -169,8 +170,8 @@ def _compute(result: ExecutionResult, limits: Limits) -> Verdict | None:
     if died is not None:
         what, peak = died
         ram = f"; the machine shape has {_size(limits.ram_bytes)} of RAM" if limits.ram_bytes else ""
-        enforced = (f" (enforced here per process: {_size(result.memory_limit_bytes)})"
-                    if result.memory_limit_bytes else " (no memory limit was enforced here)")
+        enforced = (f" (enforced here on the whole run: {_size(result.memory_limit_bytes)}, {result.memory_accounting})"
+                    if result.memory_limit_bytes and result.memory_accounting != MemoryAccounting.NONE else " (no memory limit was enforced here)")
         return Verdict(COMPUTE, f"{what} at a peak of {_size(peak)}{ram}{enforced}", _failure_detail(result))
     disk = disk_overflow(result)
     if disk is not None:

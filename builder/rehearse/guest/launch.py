@@ -1,8 +1,9 @@
 """Start a command in its own network and mount namespaces: no network, read-only inputs, a real /kaggle.
 
-    python launch.py [--kaggle ROOT] [--mount SOURCE=TARGET ...] [--readonly DIR] [--bind DIR ...]
-                     [--chdir DIR] [--memory BYTES] [--no-namespace] -- COMMAND ...
+    python launch.py [--kaggle ROOT] [--root-fs overlay|fuse-overlayfs|read-only] [--mount SOURCE=TARGET ...]
+                     [--readonly DIR] [--bind DIR ...] [--chdir DIR] [--no-namespace] -- COMMAND ...
     python launch.py --probe
+    python launch.py --probe-root [overlay|fuse-overlayfs|read-only]
 
 ``--kaggle ROOT`` (the sandbox root) builds a new root file system for the command, as bubblewrap
 does: a tmpfs holding a read-only bind of every top-level folder of ``/``, the host's ``/dev`` and
@@ -10,9 +11,15 @@ does: a tmpfs holding a read-only bind of every top-level folder of ``/``, the h
 ``$KKB_KAGGLE_ROOT`` keeps working), and ``/kaggle/input`` (read-only), ``/kaggle/working`` and
 ``/kaggle/temp`` bound from ``ROOT``; then ``pivot_root`` into it. Nothing the command writes lands on
 the host outside ``ROOT`` and the ``--bind`` folders, and the host's own ``/kaggle`` is never touched.
-``--memory BYTES`` sets ``RLIMIT_DATA`` (inherited by every process the command starts), so an
-allocation past the machine's RAM fails with ``MemoryError`` as the OOM killer would stop it on Kaggle.
-``--no-namespace`` applies only the limits (the portable sandbox).
+
+``--root-fs overlay`` (or ``fuse-overlayfs``) makes the whole file system writable, as a container's is:
+each top-level folder is an overlay whose lower layer is the host's folder and whose upper layer lives
+in ``ROOT/.sandbox/upper`` (or a tmpfs where that cannot hold one), so ``pip install`` into the
+interpreter, ``mkdir /kaggle/tmp`` or a write to ``/usr/local`` work, and all of it vanishes with the
+sandbox root; the host's folders are never written. Mounts below a host folder stay visible,
+read-only. A folder whose overlay cannot be mounted falls back to the read-only bind, and the
+launcher writes what it did to ``ROOT/.sandbox/root-filesystem`` for the report.
+``--no-namespace`` starts the command as it is (the portable sandbox).
 
 The command (the Jupyter kernel) sees only a loopback interface, so neither it nor any child (Python
 or not: curl, pip, a C library) can reach another host. Each SOURCE folder is bind-mounted at TARGET
@@ -120,12 +127,14 @@ def probe() -> int:
     return 0
 
 
-def new_root(root: str, mounts: list[tuple[str, str]], readonly: list[str], binds: list[str]) -> None:
+def new_root(root: str, mounts: list[tuple[str, str]], readonly: list[str], binds: list[str],
+             root_fs: str = "read-only") -> None:
     """Build the kernel's file system in a tmpfs (see the module docstring) and ``pivot_root`` into it."""
     staging = os.path.join(root, ".sandbox", "newroot")
     os.makedirs(staging, exist_ok=True)
     _check(_libc.mount(b"tmpfs", staging.encode(), b"tmpfs", 0, b"mode=0755"), "tmpfs for the new root")
-    _mirror_host_root(staging)
+    layers = _Layers(root, root_fs)
+    _mirror_host_root(staging, layers)
     _bind_system(staging)
     _bind_writable(os.path.join(root, ".sandbox", "tmp"), os.path.join(staging, "tmp"))
     for folder in [root, *binds]:  # writable at their own paths: the sandbox root, the kernel's ipc folder
@@ -138,16 +147,18 @@ def new_root(root: str, mounts: list[tuple[str, str]], readonly: list[str], bind
         bind_readonly(folder, staging + folder)
     for source, target in mounts:
         bind_readonly(source, staging + target)
-    _bind_kaggle(staging, root)
-    _check(_libc.mount(b"none", staging.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None), "make / read-only")
+    _bind_kaggle(staging, root, layers.writable)
+    if not layers.writable:
+        _check(_libc.mount(b"none", staging.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None), "make / read-only")
+    layers.record()
     os.chdir(staging)
     _check(_libc.syscall(SYS_PIVOT_ROOT[os.uname().machine], b".", b"."), "pivot_root")
     _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")
     os.chdir("/")
 
 
-def _mirror_host_root(staging: str) -> None:
-    """Every top-level entry of the host's / (but SPECIAL) in the new root: links as links, the rest bound read-only."""
+def _mirror_host_root(staging: str, layers: _Layers) -> None:
+    """Every top-level entry of the host's / (but SPECIAL) in the new root: links as links, folders through the layers."""
     for name in sorted(os.listdir("/")):
         source, target = "/" + name, os.path.join(staging, name)
         if name in SPECIAL:
@@ -156,7 +167,7 @@ def _mirror_host_root(staging: str) -> None:
             os.symlink(os.readlink(source), target)
         elif os.path.isdir(source):
             os.mkdir(target)
-            bind_tree_readonly(source, target)
+            layers.mount(source, target)
         elif os.path.isfile(source):
             open(target, "w").close()
             bind_readonly(source, target)
@@ -175,14 +186,120 @@ def _bind_system(staging: str) -> None:
         bind_tree_readonly("/sys", os.path.join(staging, "sys"))
 
 
-def _bind_kaggle(staging: str, root: str) -> None:
+def _bind_kaggle(staging: str, root: str, writable: bool) -> None:
     """/kaggle/input, working and temp: the sandbox root's folders, the input read-only all the way down."""
     kaggle = os.path.join(staging, "kaggle")
+    if writable:  # /kaggle itself writable (mkdir /kaggle/tmp), on disk in the sandbox root, as on Kaggle
+        os.makedirs(os.path.join(root, ".sandbox", "kaggle"), exist_ok=True)
+        _bind_writable(os.path.join(root, ".sandbox", "kaggle"), kaggle)
     for name in ("input", "working", "temp"):
         os.makedirs(os.path.join(kaggle, name))
         _check(_libc.mount((staging + os.path.join(root, name)).encode(), os.path.join(kaggle, name).encode(), None,
                            MS_BIND | MS_REC, None), f"bind /kaggle/{name}")
     _readonly_below(os.path.join(kaggle, "input"))
+
+
+class _Layers:
+    """Each host folder as the new root's: an overlay (writable, changes kept in the sandbox root) or a read-only bind."""
+
+    def __init__(self, root: str, root_fs: str) -> None:
+        self.root_fs, self.writable = root_fs, root_fs in ("overlay", "fuse-overlayfs")
+        self.upper = os.path.join(root, ".sandbox", "upper")
+        self.tmpfs_upper = os.path.join(root, ".sandbox", "upper-tmpfs")
+        self.failed: list[str] = []
+        self.used: set[str] = set()
+
+    def mount(self, source: str, target: str) -> None:
+        if not self.writable:
+            bind_tree_readonly(source, target)
+            return
+        problem = self._overlay(source, target)
+        if problem is None:
+            for point in _outermost_mounts_below(source):  # what the overlay's lower layer does not show
+                inside = target + point[len(source):]
+                if os.path.isdir(point) and os.path.isdir(inside):
+                    try:
+                        bind_tree_readonly(point, inside)
+                    except OSError:
+                        continue
+            return
+        self.failed.append(f"{source}: {problem}")
+        bind_tree_readonly(source, target)
+
+    def _overlay(self, source: str, target: str) -> str | None:
+        name = source.strip("/").replace("/", "_")
+        problem = "no overlay tried"
+        for base in (self.upper, self.tmpfs_upper):
+            if base == self.tmpfs_upper and not os.path.ismount(base):
+                os.makedirs(base, exist_ok=True)
+                if _libc.mount(b"tmpfs", base.encode(), b"tmpfs", 0, b"mode=0755") != 0:
+                    continue
+            upper, work = os.path.join(base, name, "upper"), os.path.join(base, name, "work")
+            os.makedirs(upper, exist_ok=True)
+            os.makedirs(work, exist_ok=True)
+            problem = (_fuse_overlay if self.root_fs == "fuse-overlayfs" else _kernel_overlay)(source, upper, work, target)
+            if problem is None:
+                self.used.add("tmpfs" if base == self.tmpfs_upper else "disk")
+                return None
+        return problem
+
+    def record(self) -> None:
+        """What was made writable, for the report: ``ROOT/.sandbox/root-filesystem`` (read by the host)."""
+        if not self.writable:
+            text = "read-only"
+        elif self.failed:
+            text = f"{self.root_fs}, partly read-only: " + "; ".join(self.failed)
+        else:
+            text = f"{self.root_fs}: the whole file system writable, changes discarded after the run" + (
+                " (upper layers in memory)" if self.used == {"tmpfs"} else "")
+        with open(os.path.join(os.path.dirname(self.upper), "root-filesystem"), "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+def _kernel_overlay(lower: str, upper: str, work: str, target: str) -> str | None:
+    options = f"lowerdir={lower},upperdir={upper},workdir={work}"
+    problem = ""
+    for extra in ("", ",userxattr"):  # in a user namespace the overlay keeps its metadata in user.* xattrs
+        if _libc.mount(b"overlay", target.encode(), b"overlay", 0, (options + extra).encode()) == 0:
+            return None
+        problem = os.strerror(ctypes.get_errno())
+    return f"overlay: {problem}"
+
+
+def _fuse_overlay(lower: str, upper: str, work: str, target: str) -> str | None:
+    """fuse-overlayfs in the foreground, a child that dies with the kernel (PR_SET_PDEATHSIG survives exec)."""
+    import shutil
+    import subprocess
+    import time
+
+    tool = shutil.which("fuse-overlayfs")
+    if tool is None:
+        return "fuse-overlayfs is not installed"
+    daemon = subprocess.Popen([tool, "-f", "-o", f"lowerdir={lower},upperdir={upper},workdir={work}", target],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if os.path.ismount(target):
+            return None
+        if daemon.poll() is not None:
+            return f"fuse-overlayfs: {(daemon.stderr.read().decode(errors='replace') if daemon.stderr else '').strip()[-200:]}"
+        time.sleep(0.02)
+    daemon.kill()
+    return "fuse-overlayfs did not mount within 10 s"
+
+
+def _die_with_parent() -> None:
+    PR_SET_PDEATHSIG = 1
+    _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+
+
+def _outermost_mounts_below(source: str) -> list[str]:
+    points = sorted(point for point in _mount_points_below(source) if point != source)
+    outermost: list[str] = []
+    for point in points:
+        if not any(point.startswith(other.rstrip("/") + "/") for other in outermost):
+            outermost.append(point)
+    return outermost
 
 
 def _bind_writable(source: str, target: str) -> None:
@@ -219,19 +336,9 @@ def _mount_points_below(target: str) -> list[str]:
     return points
 
 
-def set_memory_limit(limit: int) -> None:
-    """RLIMIT_DATA: heap and private mappings; unlike RLIMIT_AS it leaves CUDA's address reservations alone."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
-
-
 class LaunchOptions:
     """What the launcher was asked for (``--mount SOURCE=TARGET``, ``--readonly``, ``--bind``, ``--kaggle ROOT``,
-    ``--chdir``, ``--memory BYTES``, ``--no-namespace``)."""
+    ``--chdir``, ``--root-fs MODE``, ``--no-namespace``; ``--memory`` is accepted and ignored)."""
 
     def __init__(self) -> None:
         self.mounts: list[tuple[str, str]] = []
@@ -239,7 +346,7 @@ class LaunchOptions:
         self.binds: list[str] = []
         self.kaggle: str | None = None
         self.chdir: str | None = None
-        self.memory = 0
+        self.root_fs = "read-only"
         self.namespace = True
 
 
@@ -259,8 +366,10 @@ def parse_options(options: list[str]) -> LaunchOptions:
             parsed.kaggle = value
         elif flag == "--chdir":
             parsed.chdir = value
+        elif flag == "--root-fs":
+            parsed.root_fs = value
         elif flag == "--memory":
-            parsed.memory = int(value)
+            pass  # kkb before issue 22 set RLIMIT_DATA here; memory is now counted by the host (cgroup or PSS)
         else:
             raise SystemExit(f"kkb sandbox launcher: unknown option {flag}")
     return parsed
@@ -270,7 +379,7 @@ def enter_sandbox(options: LaunchOptions) -> None:
     """The namespaces, then the new root (``--kaggle``) or the read-only binds in place."""
     enter_namespaces()
     if options.kaggle:
-        new_root(options.kaggle, options.mounts, options.readonly, options.binds)
+        new_root(options.kaggle, options.mounts, options.readonly, options.binds, options.root_fs)
         return
     for folder in options.readonly:  # the input root first: the datasets are then mounted inside it
         bind_readonly(folder, folder)
@@ -281,22 +390,20 @@ def enter_sandbox(options: LaunchOptions) -> None:
 def main(argv: list[str]) -> int:
     if argv == ["--probe"]:
         return probe()
-    if argv == ["--probe-root"]:
-        return probe_root()
+    if argv[:1] == ["--probe-root"]:
+        return probe_root(argv[1] if len(argv) > 1 else "read-only")
     split = argv.index("--")
     options, command = parse_options(argv[:split]), argv[split + 1:]
     if options.namespace:
         enter_sandbox(options)
     if options.chdir:
         os.chdir(options.chdir)
-    if options.memory:
-        set_memory_limit(options.memory)
     os.execv(command[0], command)
     return 127  # pragma: no cover - execv does not return
 
 
-def probe_root() -> int:
-    """0 when a new root with /kaggle can be built here (tmpfs, recursive read-only binds, pivot_root)."""
+def probe_root(root_fs: str = "read-only") -> int:
+    """0 when a new root with /kaggle can be built here (tmpfs, recursive read-only binds or overlays, pivot_root)."""
     import shutil
 
     root = tempfile.mkdtemp(prefix="kkb-probe-")
@@ -305,23 +412,33 @@ def probe_root() -> int:
             os.makedirs(os.path.join(root, name))
         pid = os.fork()
         if pid == 0:  # the child enters the namespaces, so the parent can remove the folder afterwards
-            os._exit(_probe_root_child(root))
+            os._exit(_probe_root_child(root, root_fs))
         return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _probe_root_child(root: str) -> int:
+def _probe_root_child(root: str, root_fs: str) -> int:
     try:
         enter_namespaces()
-        new_root(root, [], [], [])
+        new_root(root, [], [], [], root_fs)
         open("/kaggle/working/x", "w").close()
+        with open(os.path.join(root, ".sandbox", "root-filesystem"), encoding="utf-8") as handle:
+            recorded = handle.read()
+        if root_fs != "read-only" and not recorded.startswith(f"{root_fs}:"):
+            print(f"kkb sandbox probe: {recorded}", file=sys.stderr)
+            return 4
+        writable = ("/usr/kkb-probe",) if root_fs != "read-only" else ()
         for path in ("/kaggle/input/x", "/usr/kkb-probe"):
             try:
                 open(path, "w").close()
             except OSError:
+                if path in writable:
+                    print(f"kkb sandbox probe: {path} is not writable through the {root_fs}", file=sys.stderr)
+                    return 4
                 continue
-            return 3
+            if path not in writable:
+                return 3
     except (OSError, KeyError) as exc:
         print(f"kkb sandbox probe: {exc}", file=sys.stderr)
         return 2

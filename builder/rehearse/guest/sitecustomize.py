@@ -8,7 +8,9 @@ fails with ``[Errno 101] Network is unreachable``. Loopback stays open: ipykerne
 servers (kaggle_evaluation) and DataLoader workers use it on Kaggle too.
 
 Every refused attempt is appended to ``$KKB_SANDBOX_NETLOG`` so the dry run can name the host the
-kernel tried to reach. Standard library only; never imports ``builder``.
+kernel tried to reach. At exit, each process also writes the top-level packages it imported from
+site-packages to ``$KKB_SANDBOX_IMPORTS/<pid>.txt``, so the dry run can compare their versions with
+Kaggle's image (``builder.rehearse.skew``). Standard library only; never imports ``builder``.
 """
 
 from __future__ import annotations
@@ -194,7 +196,28 @@ def _chain() -> None:
     spec.loader.exec_module(module)
 
 
+def _record_imports() -> None:
+    """The top-level packages this process imported from site-packages (not the standard library, not the kernel's code)."""
+    folder = os.environ.get("KKB_SANDBOX_IMPORTS")
+    if not folder:
+        return
+    names = set()
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None) or ""
+        if "." not in name and not name.startswith("_") and ("site-packages" in where or "dist-packages" in where):
+            names.add(name)
+    try:
+        with open(os.path.join(folder, f"{os.getpid()}.txt"), "w", encoding="utf-8") as handle:
+            handle.write("\n".join(sorted(names)))
+    except OSError:
+        pass
+
+
 _install()
+if os.environ.get("KKB_SANDBOX_IMPORTS"):
+    import atexit
+
+    atexit.register(_record_imports)
 try:
     _chain()
 except Exception as exc:  # a broken site hook must not stop the kernel, as it would not on Kaggle

@@ -1,0 +1,143 @@
+"""Version skew between this environment and Kaggle's image, for the packages a run really imported (issue 22).
+
+The sandbox runs the kernel on the local interpreter, so its packages are the local versions. Where
+they differ from the image's in a way that changes behaviour, a failure says nothing about Kaggle:
+pandas 3's copy-on-write read-only arrays fail code that runs on the image's pandas 2. Each Python
+process of the run records the top-level packages it imported (``guest/sitecustomize.py`` writes
+``.sandbox/imports/<pid>.txt``); :func:`version_skews` maps them to distributions and compares:
+
+- a different major version is a skew, for every package;
+- for the packages known to break between minor versions (:data:`MINOR_BREAKING`), a different minor
+  version is one too.
+
+The dry run lists the skews in the report; a failure whose traceback runs through a skewed package
+is "Not Rehearsed" naming both versions (:func:`skew_in_failure`), never a Kaggle verdict.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from builder.project.image import KaggleImage, load_image
+
+IMPORTS_DIR = "imports"
+# Packages whose minor releases change behaviour that inference code meets (defaults, dtypes, removed APIs).
+MINOR_BREAKING = frozenset({"pandas", "numpy", "transformers", "scikit-learn"})
+# Failures a skewed package causes outside its own frames: pandas 3's copy-on-write hands out read-only arrays, and
+# the write fails in the caller's code.
+SIGNATURES: dict[str, re.Pattern[str]] = {
+    "pandas": re.compile(r"assignment destination is read-only|ChainedAssignmentError|SettingWithCopy"),
+}
+_FRAME = re.compile(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@dataclass(frozen=True)
+class Skew:
+    """One distribution whose local version differs from the image's enough to matter."""
+
+    distribution: str
+    local: str
+    image: str
+    modules: tuple[str, ...]  # the imported top-level modules it provides
+
+    def describe(self) -> str:
+        return f"{self.distribution} {self.local} here, {self.image} on Kaggle's image"
+
+
+def recorded_imports(private_dir: Path) -> set[str]:
+    """Every top-level module a process of the run imported from site-packages (its exit record)."""
+    folder = Path(private_dir) / IMPORTS_DIR
+    names: set[str] = set()
+    if folder.is_dir():
+        for record in folder.glob("*.txt"):
+            try:
+                names.update(line.strip() for line in record.read_text(encoding="utf-8").splitlines() if line.strip())
+            except OSError:
+                continue
+    return names
+
+
+@functools.cache
+def module_distributions() -> dict[str, tuple[str, ...]]:
+    return {module: tuple(dists) for module, dists in metadata.packages_distributions().items()}
+
+
+def local_version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def differs(local: str, image: str, distribution: str) -> bool:
+    """True when the versions differ in their major (or, for :data:`MINOR_BREAKING`, minor) number."""
+    try:
+        here, there = Version(local).release, Version(image).release
+    except InvalidVersion:
+        return False
+    depth = 2 if canonicalize_name(distribution) in MINOR_BREAKING else 1
+    return tuple(here[:depth]) != tuple(there[:depth])
+
+
+def interpreter_versions(python: str | Path) -> dict[str, str] | None:
+    """Every distribution's version as another interpreter sees it (``kkb env``'s), None for this one or on failure."""
+    if Path(python) == Path(sys.executable):
+        return None
+    # The first of each name on sys.path is the one imported (kkb env's own before kkb's environment behind it).
+    script = ("import json, importlib.metadata as m; v = {}\n"
+              "for d in m.distributions():\n"
+              "    v.setdefault(d.metadata['Name'], d.version)\n"
+              "print(json.dumps(v))")
+    try:
+        out = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=60)
+        return {canonicalize_name(name): version for name, version in json.loads(out.stdout).items() if name}
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+def version_skews(modules: set[str], image: KaggleImage | None = None,
+                  versions: dict[str, str] | None = None) -> tuple[Skew, ...]:
+    """The skews among the distributions that provide ``modules`` (sorted by distribution); ``versions``: the
+    kernel interpreter's, when it is not this one (:func:`interpreter_versions`)."""
+    image = image or load_image()
+    by_distribution: dict[str, set[str]] = {}
+    for module in modules:
+        for dist in module_distributions().get(module, ()):
+            by_distribution.setdefault(canonicalize_name(dist), set()).add(module)
+    skews = []
+    for dist, provided in sorted(by_distribution.items()):
+        local = versions.get(dist) if versions is not None else local_version(dist)
+        there = image.packages.get(dist)
+        if local and there and differs(local, there, dist):
+            skews.append(Skew(dist, local, there, tuple(sorted(provided))))
+    return tuple(skews)
+
+
+def skew_in_failure(text: str, skews: tuple[Skew, ...]) -> Skew | None:
+    """The skewed package the traceback in ``text`` runs through (its deepest frame in one), else None."""
+    by_module = {module: skew for skew in skews for module in skew.modules}
+    found = None
+    for match in _FRAME.finditer(text):
+        found = by_module.get(match.group(1), found)
+    if found is None:
+        found = next((skew for skew in skews if skew.distribution in SIGNATURES
+                      and SIGNATURES[skew.distribution].search(text)), None)
+    return found
+
+
+def skew_warnings(skews: tuple[Skew, ...]) -> list[str]:
+    """The report's lines: one warning naming every skew (none when there is none)."""
+    if not skews:
+        return []
+    return ["version skew with Kaggle's image (a failure through these is not rehearsed; kkb env builds the image's "
+            "versions): " + "; ".join(skew.describe() for skew in skews)]

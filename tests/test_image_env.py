@@ -1,0 +1,75 @@
+"""``kkb env`` (issue 22): an environment with the image's versions of what the kernel imports, built once, offline
+here (the image's version is a wheel in a local folder), reused without pip the second time."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from builder.project.image import load_image
+from builder.rehearse import image_env
+from builder.rehearse.image_env import build_image_env, image_pins, kernel_modules
+from builder.rehearse.skew import interpreter_versions
+from tests.support.files import build_file_tree
+
+pytestmark = [pytest.mark.usefixtures("hermetic_pip"), pytest.mark.slow]
+TQDM = metadata.version("tqdm")
+IMAGE_TQDM = f"{Version(TQDM).major + 1}.0.0"
+
+
+def _wheel(folder: Path, name: str, version: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": f"__version__ = {version!r}\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: kkb-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+              f"{len(text.encode())}" for path, text in files.items()]
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+@pytest.fixture()
+def kernel(tmp_path: Path) -> Path:
+    return build_file_tree(tmp_path / "kernel", {
+        "predict.py": "import tqdm\nfrom pandas import DataFrame\nimport os.path\nfrom . import local\n",
+        "data/ignored.py": "import kkb_never_imported\n"})
+
+
+def test_the_kernel_imports_are_read_from_its_code(kernel: Path) -> None:
+    assert kernel_modules(kernel) == {"tqdm", "pandas", "os"}
+
+
+def test_the_environment_is_built_once_and_reused(kernel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(image_env.CACHE_ENV, str(tmp_path / "cache"))
+    path = tmp_path / "image.json"
+    path.write_text(json.dumps({"python": "3.12", "captured": "2026-06-17",
+                                "packages": {"tqdm": IMAGE_TQDM, "pandas": metadata.version("pandas")}}))
+    image = load_image(path)
+    wheels = tmp_path / "wheels"
+    _wheel(wheels, "tqdm", IMAGE_TQDM)
+    assert image_pins({"tqdm", "pandas"}, image) == ([f"tqdm=={IMAGE_TQDM}"], [])
+
+    first = build_image_env(kernel, find_links=wheels, image=image)
+    assert first.built and first.pins == (f"tqdm=={IMAGE_TQDM}",)
+    out = subprocess.run([str(first.python), "-c", "import importlib.metadata as m, pandas; print(m.version('tqdm'))"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == IMAGE_TQDM, out.stderr  # the image's tqdm; pandas still found in kkb's environment
+    assert interpreter_versions(first.python)["tqdm"] == IMAGE_TQDM  # the skew check sees the environment's versions
+
+    (wheels / f"tqdm-{IMAGE_TQDM}-py3-none-any.whl").unlink()  # a second build would fail now: nothing is installed
+    second = build_image_env(kernel, find_links=wheels, image=image)
+    assert not second.built and second.root == first.root
+    assert second.lines()[0] == f"{first.root}: reused (nothing to install), 1 pins from Kaggle's image"

@@ -1,0 +1,169 @@
+"""Memory as Kaggle's container counts it (issue 22): shared pages once, the whole run ended past the limit.
+
+Real processes, no notebook: a parent that shares an mmap with forked workers, and one that grows.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from builder.kkb_runtime.vocabulary import MemoryAccounting
+from builder.rehearse import memory
+from builder.rehearse.limits import memory_enforcement
+from builder.rehearse.memory import (
+    ACCOUNTANTS,
+    AVAILABLE,
+    DESCRIPTIONS,
+    CgroupAccountant,
+    MemoryWatch,
+    PssAccountant,
+    RssAccountant,
+    cgroup_events,
+    choose_accounting,
+)
+
+MIB = 1024**2
+needs_pss = pytest.mark.skipif(not memory.pss_readable(), reason="/proc/<pid>/smaps_rollup cannot be read here")
+
+# A parent that fills a 240 MiB shared mapping (a DataLoader's shared table), then forks three workers that
+# read every page of it; "ready" once all of them hold it.
+SHARED = """
+import mmap, os, sys, time
+size = 240 * 1024 * 1024
+table = mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
+table.write(b"x" * size)
+workers = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        total = sum(table[offset] for offset in range(0, size, 4096))
+        time.sleep(60)
+        os._exit(0)
+    workers.append(pid)
+time.sleep(3)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+GROWS = """
+import time
+held = []
+for _ in range(40):
+    held.append(b"x" * (32 * 1024 * 1024))
+    time.sleep(0.05)
+print("never killed", flush=True)
+"""
+
+
+def test_every_accounting_has_one_entry_in_each_registry() -> None:
+    assert set(ACCOUNTANTS) == set(AVAILABLE) == set(DESCRIPTIONS) == set(MemoryAccounting)
+
+
+@needs_pss
+def test_forked_workers_sharing_an_mmap_are_counted_once() -> None:
+    process = subprocess.Popen([sys.executable, "-c", SHARED], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+        assert len(tree) == 4
+        pss, rss = PssAccountant().sample(tree), RssAccountant().sample(tree)
+    finally:
+        for child in psutil.Process(process.pid).children(recursive=True):
+            child.kill()
+        process.kill()
+        process.wait()
+    assert 240 * MIB <= pss < 400 * MIB, pss  # the table once, plus four small interpreters
+    assert rss >= 4 * 240 * MIB  # what the old accounting summed: the table four times
+
+
+@needs_pss
+def test_a_run_growing_past_the_limit_is_ended_whole_and_the_peak_kept() -> None:
+    process = subprocess.Popen([sys.executable, "-c", GROWS], stdout=subprocess.PIPE, text=True)
+    killed: list[bool] = []
+
+    def kill() -> None:
+        killed.append(True)
+        process.kill()
+
+    watch = MemoryWatch(process.pid, 300 * MIB, kill, kind=MemoryAccounting.PSS, sample_seconds=0.02).start()
+    out, _ = process.communicate(timeout=60)
+    watch.close()
+
+    assert killed == [True] and process.returncode == -9 and "never killed" not in out
+    assert watch.exceeded and watch.exceeded_at is not None and watch.exceeded_at > 300 * MIB
+    assert watch.peak >= watch.exceeded_at and watch.kind == MemoryAccounting.PSS
+
+
+@needs_pss
+def test_a_run_under_the_limit_is_left_alone() -> None:
+    process = subprocess.Popen([sys.executable, "-c", "import time; x = b'x' * (64 * 1024**2); time.sleep(0.5)"])
+    watch = MemoryWatch(process.pid, 512 * MIB, process.kill, kind=MemoryAccounting.PSS, sample_seconds=0.02).start()
+    process.wait(timeout=60)
+    watch.close()
+    assert process.returncode == 0 and not watch.exceeded and 64 * MIB <= watch.peak < 512 * MIB
+
+
+def test_a_cgroup_accountant_sets_the_limit_and_reads_the_oom_killer(tmp_path: Path) -> None:
+    """Against a folder laid out like a cgroup (the real one needs a delegated controller: skipped below)."""
+    accountant = CgroupAccountant(tmp_path, 512 * MIB)
+    folder = accountant.folder
+    assert (folder / "memory.max").read_text() == str(512 * MIB)
+    assert (folder / "memory.swap.max").read_text() == "0" and (folder / "memory.oom.group").read_text() == "1"
+    accountant.attach([4242])
+    assert (folder / "cgroup.procs").read_text() == "4242"
+    (folder / "memory.current").write_text("123456\n")
+    (folder / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert accountant.sample([]) == 123456 and accountant.killed_by_limit()
+    assert cgroup_events(folder / "memory.events")["max"] == 3
+
+
+@pytest.mark.skipif(memory.delegated_cgroup() is None, reason="no delegated cgroup v2 memory controller here")
+def test_a_real_cgroup_ends_a_run_past_its_limit() -> None:
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5); " + GROWS.replace("\n", ";")])
+    watch = MemoryWatch(process.pid, 200 * MIB, process.kill, kind=MemoryAccounting.CGROUP).start()
+    process.wait(timeout=60)
+    watch.close()
+    assert watch.kind == MemoryAccounting.CGROUP and process.returncode == -9 and watch.exceeded
+
+
+def test_the_choice_falls_back_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory, "delegated_cgroup", lambda root=memory.CGROUP_ROOT: None)
+    monkeypatch.setattr(memory, "pss_readable", lambda: False)
+    choice = choose_accounting(GIB := 1024**3)
+    assert choice.kind == MemoryAccounting.NONE
+    assert choice.skipped == ("cgroup: no delegated cgroup v2 memory controller here",
+                              "pss: /proc/<pid>/smaps_rollup cannot be read here")
+    assert memory_enforcement(GIB).how == ("1.0 GiB, none: not enforced while the run goes: the summed RSS is judged "
+                                           "afterwards (not used: cgroup: no delegated cgroup v2 memory controller here; "
+                                           "pss: /proc/<pid>/smaps_rollup cannot be read here)")
+    assert not memory_enforcement(GIB).enforced and memory_enforcement(None).how == "no memory limit"
+    monkeypatch.setenv("KKB_MEMORY_ACCOUNTING", "none")
+    monkeypatch.setattr(memory, "pss_readable", lambda: True)
+    assert choose_accounting(GIB).kind == MemoryAccounting.NONE
+
+
+def test_the_report_names_the_accounting_that_ran() -> None:
+    assert memory_enforcement(2 * 1024**3, MemoryAccounting.PSS).how == (
+        "2.0 GiB, pss: the run's summed PSS (shared pages once), sampled every 0.1-1 s; the whole run is killed past it")
+
+
+def test_the_watch_remembers_the_tree_it_saw() -> None:
+    process = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                                "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); time.sleep(30)"])
+    try:
+        watch = MemoryWatch(process.pid, None, lambda: None, kind=MemoryAccounting.NONE)
+        deadline = time.monotonic() + 10
+        while len(watch.tree()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(watch.seen) == 2 and watch.limit is None and watch.sample() > 0
+    finally:
+        for child in psutil.Process(process.pid).children(recursive=True):
+            child.kill()
+        process.kill()
+        process.wait()
