@@ -89,12 +89,15 @@ def constant_predictions(failure: bool, why: str) -> Check:
 
 
 def outside_unit_interval(frame: pd.DataFrame, targets: Sequence[str], part: str, context: CheckContext) -> list[Finding]:
+    """Probabilities: never negative; above 1 only where several columns are rescaled per row (multi-class
+    log loss divides each row by its sum, so there a column may hold any non-negative weight)."""
     found = []
     for column in targets:
         values = _numbers(frame[column])
-        bad = values[(values < 0) | (values > 1)]
+        bad = values[(values < 0) | (values > 1)] if len(targets) == 1 else values[values < 0]
         if len(bad):
-            text = (f"{len(bad)} of {len(values)} rows outside [0, 1] (e.g. {_examples(bad.tolist())}): "
+            where = "outside [0, 1]" if len(targets) == 1 else "negative"
+            text = (f"{len(bad)} of {len(values)} rows {where} (e.g. {_examples(bad.tolist())}): "
                     f"{context.label} scores probabilities")
             found.append(Finding(column, "range", len(bad), len(values), part, text))
     return found
@@ -205,13 +208,13 @@ def too_many_labels(frame: pd.DataFrame, targets: Sequence[str], part: str, cont
 
 # --- checks of the answers (the scorer's side: the truth of a part can make the metric undefined) ---------
 
-def constant_truth(why: str) -> Check:
+def constant_truth(why: str, what: str = "the answers are constant") -> Check:
     def check(frame: pd.DataFrame, targets: Sequence[str], part: str, context: CheckContext) -> list[Finding]:
         found = []
         for column in targets:
             values = frame[column]
             if len(values) and values.nunique(dropna=False) == 1:
-                text = (f"the answers are constant ({_show(values.iloc[0])} in all {len(values)} rows): {context.label} "
+                text = (f"{what} ({_show(values.iloc[0])} in all {len(values)} rows): {context.label} "
                         f"{why} whatever the predictions (the competition's data, not the submission)")
                 found.append(Finding(column, "constant answers", len(values), len(values), part, text))
         return found

@@ -263,7 +263,7 @@ REGISTRY: dict[Metric, MetricRules] = {
     Metric.PEARSON: MetricRules("pearson", _mean_correlation(ranked=False), (constant_predictions(True, _UNDEFINED),),
                                 (constant_truth("is undefined"),), keeps_ties=True, checked=_CONSTANT),
     Metric.AUC: MetricRules("auc", _auc, (constant_predictions(False, _SCORES_HALF),),
-                            (constant_truth("is undefined (one class)"),), keeps_ties=True,
+                            (constant_truth("is undefined", "the answers hold one class only"),), keeps_ties=True,
                             checked="constant columns per part, as a warning (AUC scores them 0.5)"),
     Metric.LOGLOSS: MetricRules("logloss", _logloss, (outside_unit_interval, certain_probabilities, row_sums),
                                 higher_is_better=False,

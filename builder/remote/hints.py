@@ -54,7 +54,8 @@ def scoring_error_hint(error_description: str, kernel_dir: Path | str, metric: s
         checks = f"no check of the metric '{metric}' (kkb does not know it)"
     else:
         checks = "no metric check ([competition] metric is not set)"
-    made = f"{DRY_RUN_CHECKS[SCORING_ERROR]}, and {checks}"
+    made = (f"the CSV against sample_submission.csv (the ids in any order, the columns, one row per id, no NaN or "
+            f"infinite values) and {checks}")
     if reason:
         return f"the server names the reason above; kkb dry-run {kernel_dir} checks {made} on the rerun's file"
     return (f"Kaggle gives no reason. kkb dry-run {kernel_dir} checks {made}; it cannot check "
