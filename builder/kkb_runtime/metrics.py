@@ -251,7 +251,7 @@ class MetricRules:
     checked: str = "no check beyond the format"  # the checks in words (kkb submit's hint says what passed)
 
 
-_UNDEFINED = "is undefined for a constant column, and Kaggle's scorer fails (Submission Scoring Error)"
+_UNDEFINED = "is undefined for a constant column (Kaggle's scorer fails)"
 _SCORES_HALF = "scores 0.5 for a constant column (Kaggle scores it; the column ranks nothing)"
 
 _CONSTANT = "no constant column per part"
@@ -338,16 +338,19 @@ def failures(findings: Sequence[Finding]) -> list[Finding]:
 
 
 def constant_part_chance(values: pd.Series, part_rows: int) -> float:
-    """The chance that ``part_rows`` rows drawn at random (without replacement) from ``values`` hold one value:
-    sum over the distinct values of C(count, m) / C(n, m)."""
+    """The chance that a random part of ``part_rows`` rows holds one value. Drawn from ``values`` themselves
+    (without replacement: the sum over the distinct values of C(count, m) / C(n, m)) when the part is no larger;
+    for a part larger than the run (the hidden test's size), each row drawn with the values' proportions
+    (the sum of p ** m), which errs on the safe side."""
     n, m = len(values), part_rows
     if m <= 0 or n == 0:
         return 0.0
+    counts = values.value_counts(dropna=False).to_numpy()
     if m > n:
-        return 0.0
+        return min(float(sum((count / n) ** m for count in counts)), 1.0)
     log_total = math.lgamma(n + 1) - math.lgamma(m + 1) - math.lgamma(n - m + 1)
     chance = 0.0
-    for count in values.value_counts(dropna=False).to_numpy():
+    for count in counts:
         if count >= m:
             chance += math.exp(math.lgamma(count + 1) - math.lgamma(m + 1) - math.lgamma(count - m + 1) - log_total)
     return min(chance, 1.0)

@@ -350,7 +350,7 @@ def _metric_report(scenario: Scenario, settings: DryRunSettings, spec: KernelSpe
                         hint="name a file of the test's public ids (one a line), relative to the kernel folder")
     return metric_report(spec.competition.metric, submission, sample, spec.submission.id_column,
                          list(spec.submission.target_columns), working, answers_for(settings, data), public_ids,
-                         spec.competition.public_fraction)
+                         spec.competition.public_fraction, settings.hidden_rows or spec.competition.hidden_rows)
 
 
 def answers_for(settings: DryRunSettings, data: Path) -> Path | None:

@@ -70,7 +70,7 @@ def expected_line(expected: dict[str, Any] | None, label: str) -> str | None:
 
 def metric_report(metric: str | None, submission: Path | None, sample: Path, id_column: str, configured_targets: list[str],
                   working_dir: Path, answers: Path | None = None, public_ids: Path | None = None,
-                  public_fraction: float = 0.2) -> MetricReport:
+                  public_fraction: float = 0.2, hidden_rows: int | None = None) -> MetricReport:
     """The metric's findings on the rerun's ``submission`` (None: the run wrote none), with its rounding record."""
     name = parse_metric(metric)
     rounding = _rounding(working_dir)
@@ -92,7 +92,7 @@ def metric_report(metric: str | None, submission: Path | None, sample: Path, id_
     warnings = [f"{name.label}: {f.message}" for f in findings if not f.failure]
     chances: tuple[dict[str, Any], ...] = ()
     if parts is None:
-        chances = _constant_chances(name, frame, targets, public_fraction, findings)
+        chances = _constant_chances(name, frame, targets, public_fraction, findings, hidden_rows)
         warnings += [_chance_warning(name, chance, public_fraction) for chance in chances
                      if max(chance["public_chance"], chance["private_chance"]) > CONSTANT_PART_WARNING]
     expected = _expected(name, frame, truth, answers, id_column, targets, public_ids) if truth is not None else None
@@ -159,25 +159,28 @@ def read_public_ids(path: Path) -> set[str]:
 
 
 def _constant_chances(name: MetricName, frame: pd.DataFrame, targets: list[str], fraction: float,
-                      findings: list[Finding]) -> tuple[dict[str, Any], ...]:
+                      findings: list[Finding], hidden_rows: int | None) -> tuple[dict[str, Any], ...]:
+    """Per column a rank metric scores: the chance of a constant public / private part of the hidden test's size
+    (else the run's), from the column's value counts. A part of one row says nothing (the test is too small)."""
     found = rules(name)
-    if found is None or not found.keeps_ties or not len(frame):
+    rows = hidden_rows or len(frame)
+    public_rows = round(fraction * rows)
+    if found is None or not found.keeps_ties or not len(frame) or public_rows < 2 or rows - public_rows < 2:
         return ()
     constant = {f.column for f in findings if f.rule == "constant"}
-    public_rows = max(1, round(fraction * len(frame)))
     out = []
     for column in targets:
         if column in constant:
             continue
-        out.append({"column": column, "public_rows": public_rows, "private_rows": len(frame) - public_rows,
+        out.append({"column": column, "public_rows": public_rows, "private_rows": rows - public_rows,
                     "public_chance": constant_part_chance(frame[column], public_rows),
-                    "private_chance": constant_part_chance(frame[column], len(frame) - public_rows)})
+                    "private_chance": constant_part_chance(frame[column], rows - public_rows)})
     return tuple(out)
 
 
 def _chance_warning(name: MetricName, chance: dict[str, Any], fraction: float) -> str:
     return (f"{name.label}: column '{chance['column']}': a random public part of {chance['public_rows']} rows "
-            f"({fraction:g} of the test, [competition] public_fraction) is constant with a chance of "
+            f"({fraction:g} of {chance['public_rows'] + chance['private_rows']} test rows, [competition] public_fraction) is constant with a chance of "
             f"{chance['public_chance']:.2%}, the private part with {chance['private_chance']:.2%}: the scorer would fail "
             f"(set [competition] public_ids to check the real split)")
 
