@@ -405,8 +405,9 @@ def score_frames(name: MetricName, submission: pd.DataFrame, answers: pd.DataFra
     if parts is None:
         value = _score_part(found, name, solution, aligned, targets, WHOLE)
         return PartScores(value, value, split=False)
-    return PartScores(*(_score_part(found, name, solution[parts[part]], aligned[parts[part]], targets, part)
-                        for part in (PUBLIC, PRIVATE)), split=True)
+    public, private = (_score_part(found, name, solution[parts[part]], aligned[parts[part]], targets, part)
+                       for part in (PUBLIC, PRIVATE))
+    return PartScores(public, private, split=True)
 
 
 def _score_part(found: MetricRules, name: MetricName, solution: pd.DataFrame, submission: pd.DataFrame,

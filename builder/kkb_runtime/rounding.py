@@ -15,9 +15,10 @@ share their value with another row) before and after, and the decimals requested
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -103,7 +104,7 @@ def round_safely(frame: pd.DataFrame, targets: Sequence[str], decimals: int | No
     return out, records
 
 
-def unrounded_columns(postprocess: Sequence[dict[str, object]], unrounded: Sequence[str], targets: Sequence[str]) -> set[str]:
+def unrounded_columns(postprocess: Sequence[Mapping[str, Any]], unrounded: Sequence[str], targets: Sequence[str]) -> set[str]:
     """``[submission] unrounded`` plus what each ``round = false`` stage writes (its ``into``, its ``columns``;
     a function stage without ``columns``: every target)."""
     columns = set(unrounded)
@@ -112,8 +113,8 @@ def unrounded_columns(postprocess: Sequence[dict[str, object]], unrounded: Seque
             continue
         if stage.get("kind") == "argmax":
             columns.add(str(stage.get("into") or "label"))
-        elif stage.get("columns"):
-            columns.update(str(c) for c in stage["columns"])  # type: ignore[union-attr]
+        elif isinstance(stage.get("columns"), list) and stage["columns"]:
+            columns.update(str(c) for c in stage["columns"])
         else:
             columns.update(targets)
     return columns

@@ -179,8 +179,9 @@ def _constant_chances(name: MetricName, frame: pd.DataFrame, targets: list[str],
 
 
 def _chance_warning(name: MetricName, chance: dict[str, Any], fraction: float) -> str:
+    rows = chance["public_rows"] + chance["private_rows"]
     return (f"{name.label}: column '{chance['column']}': a random public part of {chance['public_rows']} rows "
-            f"({fraction:g} of {chance['public_rows'] + chance['private_rows']} test rows, [competition] public_fraction) is constant with a chance of "
+            f"({fraction:g} of {rows} test rows, [competition] public_fraction) is constant with a chance of "
             f"{chance['public_chance']:.2%}, the private part with {chance['private_chance']:.2%}: the scorer would fail "
             f"(set [competition] public_ids to check the real split)")
 
