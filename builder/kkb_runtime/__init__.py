@@ -165,8 +165,8 @@ class KernelRun:
                 print(f"[kkb] warning: {self.metric.label}: {finding.message}", flush=True)
         failed = metrics.failures(findings) if commit.is_rerun() else []
         if failed:
-            raise SubmissionError([f"{self.metric.label}: {finding.message}" for finding in failed],
-                                  file=self.submission_path.name)
+            raise submission.MetricCheckError([f"{self.metric.label}: {finding.message}" for finding in failed],
+                                              file=self.submission_path.name)
 
     @contextlib.contextmanager
     def _stage(self, name: str) -> Iterator[None]:
