@@ -12,12 +12,14 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from builder.errors import SpecError
 from builder.kkb_runtime import metrics
 from builder.kkb_runtime.metric_checks import PRIVATE, PUBLIC
 from builder.kkb_runtime.metrics import REGISTRY, MetricError, parse_metric, score_frames
 from builder.kkb_runtime.rounding import decimals_that_keep, round_safely, ties, unrounded_columns
 from builder.kkb_runtime.vocabulary import Metric
 from builder.local_kaggle.scoring import ScoringError, score_submission
+from builder.project.spec import parse_spec
 from builder.rehearse.metric_report import metric_report
 from builder.remote.hints import dry_run_hint
 
@@ -310,3 +312,28 @@ def test_the_scoring_error_hint_says_what_the_dry_run_cannot_check() -> None:
 def test_unknown_metrics_raise_no_metric_error() -> None:
     with pytest.raises(MetricError, match="kkb has no implementation of the metric 'python:m.py'"):
         score_frames(parse_metric("python:m.py"), *frames({"a": [1]}, {"a": [1]})[::-1], "id", ["a"])
+
+
+# --- kernel.toml: the metric, the split, round = false -------------------------------------------------------
+
+SPEC = {"kernel": {"title": "KKB Minimal Inference", "owner": "someone"},
+        "steps": [{"name": "a", "run": "python predict.py --out {out}"}]}
+
+
+def test_kernel_toml_takes_the_metric_the_split_and_round_false() -> None:
+    spec = parse_spec({**SPEC, "competition": {"slug": "quest", "metric": "spearman", "public_ids": "public_ids.txt"},
+                       "submission": {"unrounded": ["q3"]},
+                       "postprocess": [{"kind": "function", "function": "rounder:apply", "columns": ["q1"], "round": False}]})
+    assert (spec.competition.metric, spec.competition.public_ids, spec.competition.public_fraction) == (
+        "spearman", "public_ids.txt", 0.2)
+    assert spec.submission.unrounded == ["q3"] and spec.postprocess[0].round is False
+
+
+@pytest.mark.parametrize(("competition", "message"), [
+    ({"slug": "quest", "public_fraction": 1.5}, "kernel.toml: competition.public_fraction: Input should be less than 1"),
+    ({"slug": "quest", "public_ids": "/abs/ids.txt"}, "kernel.toml: competition.public_ids: "),
+])
+def test_kernel_toml_refuses_a_bad_split(competition: dict, message: str) -> None:
+    with pytest.raises(SpecError) as raised:
+        parse_spec({**SPEC, "competition": competition})
+    assert raised.value.message.startswith(message), raised.value.message

@@ -101,8 +101,7 @@ def metric_report(metric: str | None, submission: Path | None, sample: Path, id_
 
 
 def _finish(report: MetricReport, name: MetricName) -> MetricReport:
-    lines = [f"metric: {name.label}" + (f" (split: {report.split})" if report.known else "")]
-    lines += [f"note: {report.note}"] if report.note else []
+    lines = [f"metric: {name.label} (split: {report.split})" if report.known else f"metric: {report.note}"]
     for record in report.rounding:
         if record["used"] != record["requested"]:
             used = "unrounded" if record["used"] is None else f"{record['used']} decimals"
