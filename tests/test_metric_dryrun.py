@@ -107,8 +107,8 @@ def spearman_kaggle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     yield from serve_local_kaggle(tmp_path, monkeypatch, None, competition=COMPETITION)
 
 
-def test_submit_of_a_file_the_local_kaggle_refuses_prints_the_column_and_part(tmp_path: Path,
-                                                                            spearman_kaggle: LocalKaggle) -> None:
+def test_submit_of_a_file_the_local_kaggle_refuses_prints_the_column_and_part(
+        tmp_path: Path, spearman_kaggle: LocalKaggle, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     kernel = spearman_kernel(tmp_path, "public-constant", owner="kkb-demo")
     with pytest.raises(KernelFailed) as caught:
         submit(SubmitSettings(kernel_dir=kernel, out_dir=tmp_path / "build", adapter=demo_adapter(spearman_kaggle),
@@ -118,3 +118,7 @@ def test_submit_of_a_file_the_local_kaggle_refuses_prints_the_column_and_part(tm
                             "predictions (0.5 in all 6 rows): spearman is undefined for a constant column (Kaggle's "
                             "scorer fails)"), message
     assert hint.startswith("the server names the reason above; kkb dry-run"), hint
+    monkeypatch.setenv("COLUMNS", "400")  # rich folds long cells: keep the reason on one line
+    for command in ("status", "history"):
+        assert cli.main([command, str(kernel)]) == 0
+        assert "column 'b' on the public part" in capsys.readouterr().out, command
