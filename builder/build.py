@@ -367,7 +367,7 @@ def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]],
         "kkb_version": __version__,
         "kernel": {"id": names.kernel_id, "type": spec.kernel.kernel_type, "machine_shape": spec.kernel.machine_shape},
         "competition": {"slug": spec.competition.slug, "sample_submission": spec.competition.sample_submission,
-                        "test": spec.competition.test},
+                        "test": spec.competition.test, "metric": spec.competition.metric},
         "datasets": {"code": names.code_dataset, "weights": names.weights_dataset if has_weights else None},
         "weights_kind": spec.weights.publish,  # "model": find the weights under input/models/ (kkb_runtime.inputs)
         "steps": [step.model_dump() for step in spec.steps],

@@ -337,6 +337,8 @@ def dry_run(
     rerun_data: Path | None = typer.Option(None, "--rerun-data", help="Data for the rerun (a hidden stand-in); "
                                               "the commit keeps --data."),
     memory: str | None = typer.Option(None, "--memory", help="RAM limit, e.g. 16G (default: the machine shape's)."),
+    answers: Path | None = typer.Option(None, "--answers", help="The rerun data's answers (id, targets, optional Usage "
+                                        "Public/Private): the expected score per part."),
     as_json: bool = typer.Option(False, "--json", help="Print report.json on stdout (for CI scripts), nothing else."),
     on_kaggle: bool = typer.Option(False, "--on-kaggle", help="Rehearse the scoring rerun on Kaggle's own machines: a "
                                    "private rehearsal kernel, never submitted."),
@@ -348,10 +350,11 @@ def dry_run(
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
     if on_kaggle:
         local_only = (scenario not in ("both", "rerun") or data is not None or legacy_layout or keep_sandbox
-                      or timeout is not None or rerun_data is not None or memory is not None or as_json)
+                      or timeout is not None or rerun_data is not None or memory is not None or as_json
+                      or answers is not None)
         if local_only:
             raise typer.BadParameter("--on-kaggle rehearses the scoring rerun with Kaggle's own inputs and limits: --scenario, "
-                                     "--data, --rerun-data, --memory, --timeout, --legacy-layout, --keep-sandbox and --json "
+                                     "--data, --rerun-data, --answers, --memory, --timeout, --legacy-layout, --keep-sandbox and --json "
                                      "do not apply")
         _dry_run_on_kaggle(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale,
                                              again=again, yes=yes), hidden_rows)
@@ -364,7 +367,7 @@ def dry_run(
                                             rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
                                             layout="legacy" if legacy_layout else "current", out_dir=out, owner=owner,
                                             keep_sandbox=keep_sandbox, rerun_data_dir=rerun_data, memory_bytes=memory_bytes,
-                                            image_env=image_env, progress=progress))
+                                            image_env=image_env, progress=progress, answers=answers))
     if as_json:
         print(json.dumps(report.to_json(), indent=1))
     else:
@@ -451,6 +454,8 @@ def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
                           f"{int(step.get('peak_rss_bytes') or 0) / 2**20:.0f} MiB[/dim]", highlight=False)
         for warning in s.warnings:
             console.print(f"  [yellow]warning:[/yellow] {_escape(warning)}", highlight=False)
+        for line in (s.metric or {}).get("lines", []):  # the metric: split, rounding kept, expected score
+            console.print(f"  {_escape(line)}", highlight=False)
         if s.projection:
             console.print(f"  [dim]projection: {_escape(s.projection['summary'])}[/dim]", highlight=False)
         console.print(f"  [dim]sandbox: {_escape(s.isolation_note)}; memory: {_escape(s.memory_limit)}[/dim]", highlight=False)

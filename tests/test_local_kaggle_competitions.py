@@ -82,7 +82,9 @@ def test_a_wrong_prediction_scores_lower(api, competition, tmp_path: Path) -> No
 
 @pytest.mark.parametrize(
     ("code", "description"),
-    [(RERUN_ONLY_BUG, "Submission Scoring Error"), (SKIPS_RERUN, "Submission CSV Not Found")],
+    # A scoring error carries the local Kaggle's reason (kaggle.com gives none): kkb submit shows it.
+    [(RERUN_ONLY_BUG, "Submission Scoring Error: rows or columns differ from the sample submission"),
+     (SKIPS_RERUN, "Submission CSV Not Found")],
     ids=["wrong-rows-in-rerun", "no-file-in-rerun"],
 )
 def test_rerun_failures_use_kaggles_vocabulary(api, competition, tmp_path: Path, code: str, description: str) -> None:
@@ -107,7 +109,9 @@ def test_an_unscorable_submission_is_a_scoring_error(api, competition, tmp_path:
             "    open('submission.csv', 'w').write('id,label\\n90,1\\n91,0\\n92,1\\n93,0\\n')\n"
             "else:\n    open('submission.csv', 'w').write('id,label\\n1,1\\n')\n")
     ref = submit(api, committed(api, tmp_path, code=code))
-    assert wait_submission(api, ref).error_description == "Submission Scoring Error"
+    assert wait_submission(api, ref).error_description == (
+        "Submission Scoring Error: ids do not match the sample submission: 4 missing (e.g. '10', '11', '12', ...), "
+        "4 unexpected (e.g. '90', '91', '92', ...)")
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import commit, install, postprocess, rehearsal, submission  # noqa: F401  (install: the notebook calls kkb.install)
+from . import commit, install, metrics, postprocess, rehearsal, rounding, submission  # noqa: F401  (install: the notebook calls kkb.install)
 from .config import KernelConfig, load_config
 from .inputs import InputNotFound, Inputs, find_input, resolve_inputs
 from .steps import StepFailed, StepResult, record_steps, run_step
@@ -39,6 +39,7 @@ class KernelRun:
     written: Path | None = None
     started: float = field(default_factory=time.perf_counter)
     rehearsal_report: rehearsal.RehearsalRecorder | None = None  # kkb dry-run --on-kaggle: report.json as the run goes
+    column_rounding: list[rounding.ColumnRounding] = field(default_factory=list)  # per float column: decimals and ties
 
     @property
     def id_column(self) -> str:
@@ -52,6 +53,11 @@ class KernelRun:
     def prediction_columns(self) -> list[str]:
         """What the steps write and combine averages: ``[submission] prediction_columns``, else the targets."""
         return list(self.config.submission.get("prediction_columns") or self.targets)
+
+    @property
+    def metric(self) -> metrics.MetricName:
+        """``[competition] metric`` (none set: no metric-specific rounding or check)."""
+        return metrics.parse_metric(self.config.raw["competition"].get("metric"))
 
     @property
     def submission_path(self) -> Path:
@@ -111,10 +117,20 @@ class KernelRun:
         return full.reset_index()
 
     def round(self) -> pd.DataFrame:
+        """``[submission] decimals``, except where rounding would merge the predictions a rank metric ranks
+        (:mod:`.rounding`): such a column keeps the decimals it needs, and the notebook says so."""
         if not self.finished:
             with self._stage("round"):
-                self.predictions = submission.round_predictions(self.predictions, self.targets,
-                                                                self.config.submission.get("decimals"), self.sample)
+                floats = [c for c in self.targets
+                          if c not in self.sample.columns or submission.column_kind(self.sample[c]) == "float"]
+                unrounded = rounding.unrounded_columns(self.config.postprocess,
+                                                       self.config.submission.get("unrounded") or (), self.targets)
+                self.predictions, self.column_rounding = rounding.round_safely(
+                    self.predictions, self.targets, self.config.submission.get("decimals"), self.metric, floats, unrounded)
+                for record in self.column_rounding:
+                    if record.changed:
+                        print(f"[kkb] round: {record.line()}", flush=True)
+                rounding.record_rounding(self.column_rounding, self.inputs.working)
         return self.predictions
 
     def check_and_write(self) -> Path:
@@ -127,11 +143,30 @@ class KernelRun:
             if problems:
                 raise SubmissionError(problems, file=self.submission_path.name)
             self.written = submission.write_submission(frame[list(self.sample.columns)], self.submission_path)
+            self._check_metric(frame)
         self.finished = True
         print(f"[kkb] wrote {self.written} ({len(frame)} rows) in {time.perf_counter() - self.started:.1f} s", flush=True)
         if self.rehearsal_report is not None:
             self.rehearsal_report.succeeded(len(frame))
         return self.written
+
+    def _check_metric(self, frame: pd.DataFrame) -> None:
+        """The metric's checks (:mod:`.metrics`) on the written file. In the scoring rerun a failure raises
+        after the file is written: Kaggle scores it and fails ("Submission Scoring Error"), as the dry run
+        says. The commit run is not scored: there they are warnings (the fast commit's sample is not checked)."""
+        if self.decision is not None and self.decision.fast and self.decision.write == "sample":
+            return
+        sample_labels = {column: labels for column, labels in metrics.label_sets(self.sample, self.targets).items()
+                         if len(labels) > 1}  # one placeholder value says nothing about the label set
+        findings = metrics.check_predictions(self.metric, frame, self.targets, labels=sample_labels,
+                                             labels_from="the sample submission")
+        for finding in findings:
+            if not finding.failure or not commit.is_rerun():
+                print(f"[kkb] warning: {self.metric.label}: {finding.message}", flush=True)
+        failed = metrics.failures(findings) if commit.is_rerun() else []
+        if failed:
+            raise submission.MetricCheckError([f"{self.metric.label}: {finding.message}" for finding in failed],
+                                              file=self.submission_path.name)
 
     @contextlib.contextmanager
     def _stage(self, name: str) -> Iterator[None]:

@@ -185,7 +185,7 @@ STAGES: dict[PostprocessKind, Stage] = {
     PostprocessKind.THRESHOLD: Stage(frozenset({"columns", "value"}), lambda stage: None, "all",
                                      _threshold_stage, _same_columns),
     PostprocessKind.CLIP: Stage(frozenset({"columns", "min", "max"}), _clip_lacks, "all", _clip_stage, _same_columns),
-    PostprocessKind.FUNCTION: Stage(frozenset({"function"}), _function_lacks, None, _function_stage, _unknowable),
+    PostprocessKind.FUNCTION: Stage(frozenset({"function", "columns"}), _function_lacks, None, _function_stage, _unknowable),
 }
 
 

@@ -50,6 +50,7 @@ SCENARIOS = ("rerun",)
 OK = Verdict.OK
 CSV_NOT_FOUND = Verdict.CSV_NOT_FOUND
 THREW = Verdict.THREW
+SCORING_ERROR = Verdict.SCORING_ERROR
 TRACEBACK_LINES = 20
 
 
@@ -103,7 +104,9 @@ class RehearsalRecorder:
         bullets = [line.strip()[2:] for line in lines[1:] if line.strip().startswith("- ")]
         failure = f"{ename} in {where}" + (f": {lines[0]}" if lines else "") + (f" {'; '.join(bullets)}" if bullets else "")
         tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).splitlines()[-TRACEBACK_LINES:]
-        if self.kernel_type == "script":
+        if getattr(exc, "written", False):  # the metric's check failed on a file the notebook wrote: Kaggle scores it
+            verdict = {"name": SCORING_ERROR, "reason": "; ".join(getattr(exc, "problems", [])) or failure}
+        elif self.kernel_type == "script":
             verdict = {"name": THREW, "reason": failure}
         else:  # Kaggle does not report a notebook's exception: it looks for the file, which is not there
             verdict = {"name": CSV_NOT_FOUND, "reason": f"the notebook stopped before writing {self.submission_file}: {failure}"}

@@ -26,6 +26,12 @@ class SubmissionError(ValueError):
         super().__init__(f"{file} would not score (Submission Scoring Error):\n" + "\n".join(f"  - {p}" for p in self.problems))
 
 
+class MetricCheckError(SubmissionError):
+    """The metric's check failed on a file already written (the scoring rerun): Kaggle scores it and fails."""
+
+    written = True
+
+
 def target_columns(sample: pd.DataFrame, id_column: str, configured: Sequence[str] = ()) -> list[str]:
     return list(configured) or [column for column in sample.columns if column != id_column]
 

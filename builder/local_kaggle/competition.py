@@ -4,7 +4,7 @@ Format (docs/ARCHITECTURE.md, "Competition folders")::
 
     slug = "tiny-digits"              # lower-case letters, digits, '-'
     title = "Tiny Digits"
-    metric = "accuracy"               # accuracy | auc | logloss | rmse | spearman | "python:metric.py"
+    metric = "accuracy"               # a kkb metric (builder.kkb_runtime.metrics: spearman, auc, map@5, ...) | "python:metric.py"
     id_column = "id"
     target_columns = ["label"]        # or one string
     daily_submission_limit = 5
@@ -21,13 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from builder.errors import LocalKaggleError
+from builder.kkb_runtime.metrics import parse_metric
+from builder.kkb_runtime.vocabulary import Metric
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-METRICS = ("accuracy", "auc", "logloss", "rmse", "spearman")
+METRICS = tuple(name.replace("@k", "@5") for name in Metric.values())  # map@k is written with its k
 _KEYS = ("slug", "title", "metric", "id_column", "target_columns", "daily_submission_limit", "time_limit_hours",
          "description", "evaluation_api", "column_types")
 # An evaluation-API competition names its gateway: the scoring rerun runs the notebook as serve() and
@@ -100,7 +102,7 @@ def _config(raw: dict[str, Any], toml_path: Path) -> CompetitionConfig:
         raise LocalKaggleError(f"{toml_path}: slug {slug!r} is not a Kaggle slug",
                                hint="use lower-case letters, digits and '-'")
     metric = str(required("metric"))
-    if metric not in METRICS and not metric.startswith("python:"):
+    if not parse_metric(metric).known and not metric.startswith("python:"):
         raise LocalKaggleError(f"{toml_path}: unknown metric {metric!r}",
                                hint=f"use one of {', '.join(METRICS)} or python:<file>.py")
     targets = required("target_columns")

@@ -339,7 +339,9 @@ class Competitions:
         self._store.write_text(folder / "log.json", json.dumps(log))
         with self._store.lock:
             record = self._load(int(ref)) or {}
-            record.update({"status": ERROR if error else COMPLETE, "errorDescription": error, "reason": reason,
+            # The local Kaggle names the reason a scoring error hides (kaggle.com never does): kkb submit shows it.
+            described = f"{error}: {reason}" if error == SCORING_ERROR and reason else error
+            record.update({"status": ERROR if error else COMPLETE, "errorDescription": described, "reason": reason,
                            "publicScore": public, "privateScore": private, "totalBytes": total_bytes,
                            "finished": now()})
             self._save(int(ref), record)

@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from builder.kkb_runtime.metric_checks import PRIVATE, PUBLIC
+from builder.kkb_runtime.metrics import MetricError, align, parse_metric, parts_from_usage, score_frames
 from builder.kkb_runtime.submission import check_submission
 
 
@@ -34,7 +35,8 @@ def score_submission(submission_csv: Path, answers_csv: Path, metric: str, id_co
                      target_columns: Sequence[str], competition_dir: Path, sample_csv: Path | None = None,
                      column_types: Mapping[str, str] | None = None) -> Scores:
     """``sample_csv`` (default: the hidden test's sample submission, when there is one) sets each column's type:
-    the runtime's own check runs first, so a file the notebook's check would refuse cannot score here."""
+    the runtime's own check runs first, so a file the notebook's check would refuse cannot score here. A known
+    metric is :mod:`builder.kkb_runtime.metrics`' (the dry run's expected score is the same code)."""
     try:
         submission = pd.read_csv(submission_csv, dtype={id_column: str})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -42,13 +44,28 @@ def score_submission(submission_csv: Path, answers_csv: Path, metric: str, id_co
     answers = pd.read_csv(answers_csv, dtype={id_column: str})
     _check_like_sample(submission, answers, id_column, list(target_columns),
                        sample_csv or competition_dir / "hidden" / "sample_submission.csv", column_types)
-    solution, aligned = _align(submission, answers, id_column, list(target_columns))
-    fn = _metric(metric, competition_dir, list(target_columns))
-    if "Usage" in solution.columns:
-        public = solution["Usage"].astype(str).str.lower() == "public"
-        private = solution["Usage"].astype(str).str.lower() == "private"
-        if public.any() and private.any():
-            return Scores(_call(fn, solution[public], aligned[public]), _call(fn, solution[private], aligned[private]))
+    name = parse_metric(metric)
+    if name.known:
+        try:
+            scores = score_frames(name, submission, answers, id_column, list(target_columns))
+        except MetricError as exc:
+            raise ScoringError(str(exc)) from None
+        return Scores(scores.public, scores.private)
+    return _score_with_file(submission, answers, metric, id_column, list(target_columns), competition_dir)
+
+
+def _score_with_file(submission: pd.DataFrame, answers: pd.DataFrame, metric: str, id_column: str, targets: list[str],
+                     competition_dir: Path) -> Scores:
+    """A competition's own ``python:<file>`` metric, on the whole file or on each part of ``Usage``."""
+    try:
+        solution, aligned = align(submission, answers, id_column, targets)
+    except MetricError as exc:
+        raise ScoringError(str(exc)) from None
+    fn = _python_metric(competition_dir / metric.split(":", 1)[1])
+    parts = parts_from_usage(solution["Usage"]) if "Usage" in solution.columns else None
+    if parts is not None:
+        return Scores(_call(fn, solution[parts[PUBLIC]], aligned[parts[PUBLIC]]),
+                      _call(fn, solution[parts[PRIVATE]], aligned[parts[PRIVATE]]))
     value = _call(fn, solution, aligned)
     return Scores(value, value)
 
@@ -70,37 +87,7 @@ def _check_like_sample(submission: pd.DataFrame, answers: pd.DataFrame, id_colum
         raise ScoringError("; ".join(problems))
 
 
-def _align(submission: pd.DataFrame, answers: pd.DataFrame, id_column: str,
-           targets: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    missing = [c for c in (id_column, *targets) if c not in submission.columns]
-    if missing:
-        raise ScoringError(f"the submission lacks columns {missing}")
-    if len(submission) != len(answers):
-        raise ScoringError(f"the submission has {len(submission)} rows, expected {len(answers)}")
-    sub_ids = submission[id_column].astype(str)
-    if sub_ids.duplicated().any():
-        raise ScoringError(f"duplicate ids in the submission, e.g. {sub_ids[sub_ids.duplicated()].iloc[0]!r}")
-    ans_ids = answers[id_column].astype(str)
-    unknown = set(sub_ids) - set(ans_ids)
-    if unknown:
-        raise ScoringError(f"the submission has ids that are not in the test set, e.g. {sorted(unknown)[0]!r}")
-    aligned = submission.assign(_key=sub_ids).set_index("_key").loc[ans_ids.tolist()].reset_index(drop=True)
-    if aligned[targets].isna().any().any():
-        raise ScoringError("the submission has empty values")
-    return answers.reset_index(drop=True), aligned
-
-
 Metric = Callable[[pd.DataFrame, pd.DataFrame], float]
-
-
-def _metric(name: str, competition_dir: Path, targets: list[str]) -> Metric:
-    if name.startswith("python:"):
-        return _python_metric(competition_dir / name.split(":", 1)[1])
-    builtin: dict[str, Callable[[pd.DataFrame, pd.DataFrame, list[str]], float]] = {
-        "accuracy": _accuracy, "auc": _auc, "logloss": _logloss, "rmse": _rmse, "spearman": _spearman,
-    }
-    fn = builtin[name]
-    return lambda solution, submission: fn(solution, submission, targets)
 
 
 def _call(fn: Metric, solution: pd.DataFrame, submission: pd.DataFrame) -> float:
@@ -113,64 +100,6 @@ def _call(fn: Metric, solution: pd.DataFrame, submission: pd.DataFrame) -> float
     if not math.isfinite(value):
         raise ScoringError(f"the metric returned {value}")
     return value
-
-
-def _numbers(frame: pd.DataFrame, targets: list[str]) -> np.ndarray:
-    try:
-        return frame[targets].astype(float).to_numpy()
-    except (TypeError, ValueError) as exc:
-        raise ScoringError(f"non-numeric predictions: {exc}") from None
-
-
-def _accuracy(solution: pd.DataFrame, submission: pd.DataFrame, targets: list[str]) -> float:
-    hits = []
-    for column in targets:
-        truth, guess = solution[column], submission[column]
-        if pd.api.types.is_numeric_dtype(truth) and pd.api.types.is_numeric_dtype(guess):
-            hits.append(np.isclose(truth.astype(float), guess.astype(float)))
-        else:
-            hits.append(truth.astype(str).str.strip().to_numpy() == guess.astype(str).str.strip().to_numpy())
-    return float(np.mean(np.concatenate(hits)))
-
-
-def _auc(solution: pd.DataFrame, submission: pd.DataFrame, targets: list[str]) -> float:
-    from scipy.stats import rankdata  # scipy.stats costs 0.6 s to import: only when a submission is scored
-
-    truth, scores = _numbers(solution, targets), _numbers(submission, targets)
-    values = []
-    for j in range(len(targets)):
-        positive = truth[:, j] == 1
-        n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-        if n_pos == 0 or n_neg == 0:
-            raise ScoringError(f"AUC is undefined: the answers of {targets[j]!r} hold one class only")
-        ranks = rankdata(scores[:, j])
-        values.append((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-    return float(np.mean(values))
-
-
-def _logloss(solution: pd.DataFrame, submission: pd.DataFrame, targets: list[str]) -> float:
-    truth, raw = _numbers(solution, targets), _numbers(submission, targets)
-    if len(targets) > 1 and np.allclose(truth.sum(axis=1), 1.0):
-        # One-hot answers: multi-class log loss; each row is rescaled to sum to one, then clipped (Kaggle's rule).
-        raw = np.clip(raw, 1e-15, None)
-        probs = np.clip(raw / raw.sum(axis=1, keepdims=True), 1e-15, 1 - 1e-15)
-        return float(-np.mean(np.sum(truth * np.log(probs), axis=1)))
-    probs = np.clip(raw, 1e-15, 1 - 1e-15)
-    return float(-np.mean(truth * np.log(probs) + (1 - truth) * np.log(1 - probs)))
-
-
-def _rmse(solution: pd.DataFrame, submission: pd.DataFrame, targets: list[str]) -> float:
-    return float(np.sqrt(np.mean((_numbers(solution, targets) - _numbers(submission, targets)) ** 2)))
-
-
-def _spearman(solution: pd.DataFrame, submission: pd.DataFrame, targets: list[str]) -> float:
-    from scipy.stats import spearmanr
-
-    truth, guess = _numbers(solution, targets), _numbers(submission, targets)
-    values = [spearmanr(truth[:, j], guess[:, j]).statistic for j in range(len(targets))]
-    if any(not np.isfinite(v) for v in values):
-        raise ScoringError("Spearman correlation is undefined for constant predictions")
-    return float(np.mean(values))
 
 
 def _python_metric(path: Path) -> Metric:

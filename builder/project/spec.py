@@ -120,13 +120,21 @@ class CompetitionSection(_Strict):
     time_limit_hours: float = Field(default=9.0, gt=0)
     # The file Kaggle looks for in /kaggle/working; only a competition that declares another name changes it.
     submission_file: str = "submission.csv"
+    # The competition's metric (builder.kkb_runtime.metrics: spearman, auc, logloss, map@5, ...): its checks,
+    # rounding that keeps what a rank metric ranks, the expected score. Another name: no metric-specific rule.
+    metric: str | None = None
+    # A file (one id a line, or a CSV whose first column is the id) of the test's public rows: the checks run per part.
+    public_ids: str | None = None
+    # The public part's share of the test when public_ids is not known. 0.2: the low end of Kaggle's usual
+    # splits (20-30 %); a smaller part is the likelier to be constant, so the warning errs on the safe side.
+    public_fraction: float = Field(default=0.2, gt=0, lt=1)
 
     @field_validator("slug")
     @classmethod
     def _slug_shape(cls, value: str) -> str:
         return check_competition_slug(value)
 
-    @field_validator("sample_submission", "test")
+    @field_validator("sample_submission", "test", "public_ids")
     @classmethod
     def _inside(cls, value: str | None) -> str | None:
         return None if value is None else _relative_path(value)
@@ -410,6 +418,8 @@ class SubmissionSection(_Strict):
     # (integer 0s in a sample of a competition scored on probabilities).
     column_types: dict[str, Literal["int", "float", "str"]] = Field(default_factory=dict)
     decimals: int | None = Field(default=6, ge=0, le=15)
+    # Columns left unrounded: discretised on purpose (an OptimizedRounder's levels); see kkb_runtime.rounding.
+    unrounded: list[str] = Field(default_factory=list)
     combine: CombineKind = CombineKind.MEAN
     kind: SubmissionKind = SubmissionKind.CSV
 
@@ -435,10 +445,12 @@ class PostprocessStage(_Strict):
     min: float | None = None
     max: float | None = None
     function: str | None = Field(default=None, pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+    # false: kkb does not round what this stage writes (a function stage: its `columns`, else every target)
+    round: bool = True
 
     @model_validator(mode="after")
     def _keys_for_kind(self) -> PostprocessStage:
-        check_stage_keys(self.kind, self.model_fields_set - {"kind"}, dict(self))
+        check_stage_keys(self.kind, self.model_fields_set - {"kind", "round"}, dict(self))
         return self
 
 

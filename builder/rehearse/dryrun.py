@@ -61,12 +61,13 @@ from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
 from builder.rehearse.html_report import write_html_report
 from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
+from builder.rehearse.metric_report import MetricReport, metric_report
 from builder.rehearse.projection import Projection, RunTimes, fit_factor, project
 from builder.rehearse.report import DryRunReport, Scenario, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
 from builder.rehearse.skew import skew_warnings
 from builder.rehearse.stand_ins import input_mounts
-from builder.rehearse.verdict import COMPUTE, OK, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
+from builder.rehearse.verdict import COMPUTE, OK, SCORING_ERROR, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 
 SCENARIOS: dict[str, tuple[Scenario, ...]] = {"commit": ("commit",), "rerun": ("rerun",), "both": ("commit", "rerun")}
@@ -93,6 +94,7 @@ class DryRunSettings:
     image_env: bool = False  # run the kernel in kkb env's environment: the image's versions (builder.rehearse.image_env)
     fit: bool = True  # a second, replicated rerun when the test is too small to fit fixed + per-row time
     progress: Callable[[str], None] | None = None  # one line per event (builder.cli shows it with rich); never printed here
+    answers: Path | None = None  # the rerun data's answers (id, targets, optional Usage): the expected score, the split
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -318,6 +320,10 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
     if result.isolation == "python":
         warnings.append(f"weaker sandbox: {result.isolation_note}")
     warnings += skew_warnings(result.version_skew)
+    metric = _metric_report(scenario, settings, spec, result.working_dir / expected, sample, result.working_dir, data)
+    if metric is not None:
+        verdict = _with_metric(verdict, metric)
+        warnings += list(metric.warnings)
     notebook, log, submission = _save_outputs(scenario, result, expected if (result.working_dir / expected).is_file()
                                               else spec.submission.file, out)
     return ScenarioReport(
@@ -335,7 +341,44 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         working_limit=working_enforcement(result.working_limit_bytes).how,
         projection=projection.to_json() if projection else None, warnings=tuple(warnings),
         member_outputs=_save_member_outputs(scenario, result, out),
+        metric=metric.to_json() if metric is not None else None,
     )
+
+
+def _metric_report(scenario: Scenario, settings: DryRunSettings, spec: KernelSpec, submission: Path, sample: Path,
+                   working: Path, data: Path) -> MetricReport | None:
+    """The metric's checks on the rerun's file (the commit run is not scored) and, with answers, the expected score."""
+    if scenario != "rerun":
+        return None
+    kernel_dir = Path(settings.kernel_dir)
+    public_ids = kernel_dir / spec.competition.public_ids if spec.competition.public_ids else None
+    if public_ids is not None and not public_ids.is_file():
+        raise SpecError(f"{kernel_dir / SPEC_FILE}: competition.public_ids: {public_ids} does not exist",
+                        hint="name a file of the test's public ids (one a line), relative to the kernel folder")
+    return metric_report(spec.competition.metric, submission, sample, spec.submission.id_column,
+                         list(spec.submission.target_columns), working, answers_for(settings, data), public_ids,
+                         spec.competition.public_fraction, settings.hidden_rows or spec.competition.hidden_rows)
+
+
+def answers_for(settings: DryRunSettings, data: Path) -> Path | None:
+    """``--answers``, else a local competition's ``answers.csv`` beside the ``hidden/`` folder the rerun ran on.
+    A replicated test (``--rerun-scale``) has new ids: no answers fit it."""
+    if settings.rerun_scale > 1:
+        return None
+    if settings.answers is not None:
+        return Path(settings.answers)
+    folder = Path(settings.rerun_data_dir or data)
+    beside = folder.parent / "answers.csv"
+    return beside if folder.name == "hidden" and beside.is_file() else None
+
+
+def _with_metric(verdict: Verdict, metric: MetricReport) -> Verdict:
+    """A file the format check passes and the metric's check fails is Kaggle's "Submission Scoring Error"."""
+    if not verdict.ok or not metric.failures:
+        return verdict
+    detail = "\n".join(part for part in (verdict.reason if "although the notebook failed" in verdict.reason else "",
+                                         verdict.detail or "") if part)
+    return Verdict(SCORING_ERROR, "; ".join(metric.failures), detail or None)
 
 
 def _save_member_outputs(scenario: Scenario, result: ExecutionResult, out: Path) -> dict[str, str]:

@@ -61,6 +61,7 @@ def _scenario(s: ScenarioReport) -> str:
     parts.append(_facts(s))
     parts.append(_timeline(s))
     parts.append(_projection(s))
+    parts.append(_metric(s))
     parts.append(_predictions(s))
     if s.verdict.detail:
         parts.append(f"<details><summary>detail</summary><pre>{_e(s.verdict.detail)}</pre></details>")
@@ -115,6 +116,23 @@ def _projection_plot(ax: Any, p: dict[str, Any]) -> None:
         ax.axhline(p["limit_seconds"], color="red", linestyle="--", label="limit")
         ax.legend()
     ax.set_ylabel(f"seconds for {p['hidden_rows']} rows")
+
+
+def _metric(s: ScenarioReport) -> str:
+    """The metric: its lines (split, expected score), and per column the decimals and ties of rounding."""
+    if not s.metric:
+        return ""
+    lines = "".join(f"<li>{_e(line)}</li>" for line in s.metric.get("lines", []))
+    rows = "".join(f"<tr><td>{_e(r['column'])}</td><td>{_e(r['requested'])}</td>"
+                   f"<td>{_e('unrounded' if r['used'] is None else r['used'])}</td><td>{r['ties_before']}</td>"
+                   f"<td>{r['ties_after']}</td><td>{r['rows']}</td><td>{_e(r['why'])}</td></tr>" for r in s.metric.get("rounding", []))
+    table = (f"<table><tr><th>column</th><th>decimals requested</th><th>used</th><th>ties before</th><th>ties after</th>"
+             f"<th>rows</th><th>why</th></tr>{rows}</table>") if rows else ""
+    chances = "".join(f"<tr><td>{_e(c['column'])}</td><td>{c['public_rows']}</td><td>{c['public_chance']:.3%}</td>"
+                      f"<td>{c['private_chance']:.3%}</td></tr>" for c in s.metric.get("constant_chance", []))
+    chance_table = (f"<p>chance that a random part is constant (the split is not known)</p><table><tr><th>column</th>"
+                    f"<th>public rows</th><th>public part</th><th>private part</th></tr>{chances}</table>") if chances else ""
+    return f"<h3>metric</h3><ul>{lines}</ul>{table}{chance_table}"
 
 
 def _predictions(s: ScenarioReport) -> str:

@@ -52,6 +52,7 @@ class ScenarioReport:
     projection: dict[str, Any] | None = None  # builder.rehearse.projection.Projection.to_json()
     warnings: tuple[str, ...] = ()
     member_outputs: dict[str, str] = field(default_factory=dict)  # step name -> its CSV, kept in the dry-run folder
+    metric: dict[str, Any] | None = None  # builder.rehearse.metric_report.MetricReport.to_json() (the rerun)
 
     @property
     def ok(self) -> bool:

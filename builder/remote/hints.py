@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from builder.kkb_runtime.metrics import parse_metric, rules
 from builder.kkb_runtime.vocabulary import Verdict
 
 # What to do about each of Kaggle's verdicts, as a hint ({kernel_dir}: the kernel folder); None where
@@ -26,13 +27,42 @@ DRY_RUN_HINTS: dict[Verdict, str | None] = {
 }
 
 
-def dry_run_hint(error_description: str, kernel_dir: Path | str) -> str:
-    """What ``kkb dry-run`` would check for Kaggle's ``error_description``."""
+def dry_run_hint(error_description: str, kernel_dir: Path | str, metric: str | None = None) -> str:
+    """What ``kkb dry-run`` would check for Kaggle's ``error_description`` (and, for a scoring error, what it
+    cannot check: a dry run that passed the same file is no proof)."""
     key = (error_description or "").strip().lower()
+    if SCORING_ERROR in key:
+        return scoring_error_hint(error_description, kernel_dir, metric)
     for verdict, hint in DRY_RUN_HINTS.items():
         if hint is not None and verdict.value.lower() in key:
             return hint.format(kernel_dir=kernel_dir)
     return f"kkb dry-run {kernel_dir} rehearses the scoring rerun locally"
+
+
+SCORING_ERROR = "submission scoring error"
+_UNCHECKED = ("the hidden test's own values (the dry run scores the rerun on the data it was given)",
+              "the public/private split unless [competition] public_ids names it (else only the chance of a constant "
+              "public part is estimated)")
+
+
+def scoring_error_hint(error_description: str, kernel_dir: Path | str, metric: str | None) -> str:
+    """The server's reason when it gave one (the local Kaggle does; kaggle.com never does), else the checks
+    the dry run makes and the ones it cannot make."""
+    reason = error_description.partition(":")[2].strip()
+    name = parse_metric(metric)
+    found = rules(name)
+    if name.known and found is not None:
+        checks = f"the {name.label} checks ({found.checked})"
+    elif metric:
+        checks = f"no check of the metric '{metric}' (kkb does not know it)"
+    else:
+        checks = "no metric check ([competition] metric is not set)"
+    made = (f"the CSV against sample_submission.csv (the ids in any order, the columns, one row per id, no NaN or "
+            f"infinite values) and {checks}")
+    if reason:
+        return f"the server names the reason above; kkb dry-run {kernel_dir} checks {made} on the rerun's file"
+    return (f"Kaggle gives no reason. kkb dry-run {kernel_dir} checks {made}; it cannot check "
+            + " nor ".join(_UNCHECKED))
 
 
 def tail_block(entries: list[dict[str, Any]], failure_message: str, limit: int = 30) -> str:

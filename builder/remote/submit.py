@@ -107,7 +107,7 @@ def _submit_version(ctx: Session, settings: SubmitSettings, spec: KernelSpec, ke
         raise KernelFailed(
             f"submission #{ref} of {kernel_id} v{version} to {competition} failed: "
             f"{result.error_description or result.status.upper()}",
-            hint=dry_run_hint(result.error_description, ctx.settings.kernel_dir),
+            hint=dry_run_hint(result.error_description, ctx.settings.kernel_dir, spec.competition.metric),
         )
     return SubmitResult(kernel_id, version, competition, ref, result.status, result.public_score, server_message, pushed)
 

@@ -1,0 +1,210 @@
+"""The competition's metric in the dry run: its checks on the rerun's file, per part, and the expected score.
+
+What the notebook's check cell runs (:mod:`builder.kkb_runtime.metrics`), here with what the kernel cannot
+know: the public/private split (the answers' ``Usage`` column, or ``[competition] public_ids``), the
+answers' label set, and the answers themselves, which give the expected score (the same code as the local
+Kaggle's scorer, so the same number). Where the split is not known, each column a rank metric scores gets
+the chance that a random public part of ``[competition] public_fraction`` of the rows is constant.
+
+A failing check is the verdict "Submission Scoring Error" with the check's reason; the rest are warnings.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from builder.kkb_runtime.metric_checks import PRIVATE, PUBLIC, Finding
+from builder.kkb_runtime.metrics import (
+    MetricError,
+    MetricName,
+    Parts,
+    check_predictions,
+    constant_part_chance,
+    label_sets,
+    parse_metric,
+    parts_from_ids,
+    rules,
+    score_frames,
+)
+from builder.kkb_runtime.rounding import ROUNDING_RECORD
+from builder.kkb_runtime.submission import target_columns
+from builder.kkb_runtime.vocabulary import Metric
+
+# Above this chance of a constant public (or private) part, the report warns: one in a thousand submissions is
+# already more than a careful user wants to spend on a file the scorer refuses.
+CONSTANT_PART_WARNING = 1e-3
+
+
+@dataclass(frozen=True)
+class MetricReport:
+    metric: str | None
+    known: bool
+    split: str  # "answers' Usage", "public_ids" or "unknown"
+    note: str = ""  # what was not checked, and why
+    failures: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    constant_chance: tuple[dict[str, Any], ...] = ()  # per rank-metric column: column, public/private rows and chances
+    rounding: tuple[dict[str, Any], ...] = ()  # kkb_runtime.rounding.ColumnRounding records, as the run wrote them
+    expected: dict[str, Any] | None = None  # {"public", "private", "split", "answers"} or {"error", "answers"}
+    lines: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def expected_line(expected: dict[str, Any] | None, label: str) -> str | None:
+    if not expected:
+        return None
+    if "error" in expected:
+        return f"expected score: none ({expected['error']})"
+    if expected["split"]:
+        return f"expected score ({label}): public {expected['public']:.5f}, private {expected['private']:.5f}"
+    return f"expected score ({label}): {expected['public']:.5f} (every row; the answers have no Usage split)"
+
+
+def metric_report(metric: str | None, submission: Path | None, sample: Path, id_column: str, configured_targets: list[str],
+                  working_dir: Path, answers: Path | None = None, public_ids: Path | None = None,
+                  public_fraction: float = 0.2, hidden_rows: int | None = None) -> MetricReport:
+    """The metric's findings on the rerun's ``submission`` (None: the run wrote none), with its rounding record."""
+    name = parse_metric(metric)
+    rounding = _rounding(working_dir)
+    note = _note(name)
+    if submission is None or not submission.is_file():
+        return _finish(MetricReport(metric, name.known, "unknown", note, rounding=rounding), name)
+    frame = _read(submission, id_column)
+    sample_frame = pd.read_csv(sample, dtype={id_column: str})
+    targets = [c for c in target_columns(sample_frame, id_column, configured_targets) if c in frame.columns]
+    truth = pd.read_csv(answers, dtype={id_column: str}) if answers is not None else None
+    parts, split = _parts(frame, id_column, truth, public_ids)
+    if truth is not None:
+        labels, labels_from = label_sets(truth, targets), "the answers"
+    else:
+        labels = {c: s for c, s in label_sets(sample_frame, targets).items() if len(s) > 1}
+        labels_from = "the sample submission"
+    findings = check_predictions(name, frame, targets, parts, labels, labels_from)
+    failures = tuple(f"{name.label}: {f.message}" for f in findings if f.failure)
+    warnings = [f"{name.label}: {f.message}" for f in findings if not f.failure]
+    chances: tuple[dict[str, Any], ...] = ()
+    if parts is None:
+        chances = _constant_chances(name, frame, targets, public_fraction, findings, hidden_rows)
+        warnings += [_chance_warning(name, chance, public_fraction) for chance in chances
+                     if max(chance["public_chance"], chance["private_chance"]) > CONSTANT_PART_WARNING]
+    expected = _expected(name, frame, truth, answers, id_column, targets, public_ids) if truth is not None else None
+    report = MetricReport(metric, name.known, split, note, failures, tuple(warnings), chances, rounding, expected)
+    return _finish(report, name)
+
+
+def _finish(report: MetricReport, name: MetricName) -> MetricReport:
+    lines = [f"metric: {name.label} (split: {report.split})" if report.known else f"metric: {report.note}"]
+    for record in report.rounding:
+        if record["used"] != record["requested"]:
+            used = "unrounded" if record["used"] is None else f"{record['used']} decimals"
+            lines.append(f"rounding: column '{record['column']}': {used} (requested {record['requested']}): {record['why']}")
+    tied = [r for r in report.rounding if r["ties_after"] > r["ties_before"]]
+    if tied:
+        lines.append("ties after rounding: " + ", ".join(f"'{r['column']}' {r['ties_before']} -> {r['ties_after']} of "
+                                                          f"{r['rows']} rows" for r in tied[:6])
+                     + (", ..." if len(tied) > 6 else ""))
+    expected = expected_line(report.expected, name.label)
+    lines += [expected] if expected else []
+    return MetricReport(**{**asdict(report), "lines": tuple(lines)})
+
+
+def _note(name: MetricName) -> str:
+    if name.known:
+        return ""
+    if not name.text:
+        return "no [competition] metric: no metric-specific check, rounding as requested, no expected score"
+    if name.text.startswith("python:"):
+        return f"{name.text}: the competition's own metric file; kkb makes no metric-specific check"
+    close = difflib.get_close_matches(name.text.lower(), [m.value.replace("@k", "@5") for m in Metric], n=1, cutoff=0.7)
+    guess = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"kkb does not know the metric '{name.text}'{guess}: no metric-specific check, rounding as requested"
+
+
+def _read(path: Path, id_column: str) -> pd.DataFrame:
+    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, dtype={id_column: str})
+    if id_column in frame.columns:
+        frame[id_column] = frame[id_column].astype(str)
+    return frame
+
+
+def _parts(frame: pd.DataFrame, id_column: str, truth: pd.DataFrame | None, public_ids: Path | None) -> tuple[Parts | None, str]:
+    ids = frame[id_column].astype(str) if id_column in frame.columns else None
+    if ids is None:
+        return None, "unknown"
+    if truth is not None and "Usage" in truth.columns and id_column in truth.columns:
+        usage = ids.map(dict(zip(truth[id_column].astype(str), truth["Usage"].astype(str).str.lower(), strict=False)))
+        public, private = (usage == PUBLIC).to_numpy(), (usage == PRIVATE).to_numpy()
+        if public.any() and private.any():
+            return {PUBLIC: public, PRIVATE: private}, "the answers' Usage"
+    if public_ids is not None:
+        parts = parts_from_ids(ids, read_public_ids(public_ids))
+        if parts is not None:
+            return parts, "[competition] public_ids"
+    return None, "unknown"
+
+
+def read_public_ids(path: Path) -> set[str]:
+    """One id a line, or a CSV whose first column holds the ids (a header line that is no id is skipped)."""
+    lines = [line.split(",")[0].strip().strip('"') for line in path.read_text(encoding="utf-8").splitlines()]
+    return {line for line in lines if line}
+
+
+def _constant_chances(name: MetricName, frame: pd.DataFrame, targets: list[str], fraction: float,
+                      findings: list[Finding], hidden_rows: int | None) -> tuple[dict[str, Any], ...]:
+    """Per column a rank metric scores: the chance of a constant public / private part of the hidden test's size
+    (else the run's), from the column's value counts. A part of one row says nothing (the test is too small)."""
+    found = rules(name)
+    rows = hidden_rows or len(frame)
+    public_rows = round(fraction * rows)
+    if found is None or not found.keeps_ties or not len(frame) or public_rows < 2 or rows - public_rows < 2:
+        return ()
+    constant = {f.column for f in findings if f.rule == "constant"}
+    out = []
+    for column in targets:
+        if column in constant:
+            continue
+        out.append({"column": column, "public_rows": public_rows, "private_rows": rows - public_rows,
+                    "public_chance": constant_part_chance(frame[column], public_rows),
+                    "private_chance": constant_part_chance(frame[column], rows - public_rows)})
+    return tuple(out)
+
+
+def _chance_warning(name: MetricName, chance: dict[str, Any], fraction: float) -> str:
+    rows = chance["public_rows"] + chance["private_rows"]
+    return (f"{name.label}: column '{chance['column']}': a random public part of {chance['public_rows']} rows "
+            f"({fraction:g} of {rows} test rows, [competition] public_fraction) is constant with a chance of "
+            f"{chance['public_chance']:.2%}, the private part with {chance['private_chance']:.2%}: the scorer would fail "
+            f"(set [competition] public_ids to check the real split)")
+
+
+def _expected(name: MetricName, frame: pd.DataFrame, truth: pd.DataFrame, answers: Path | None, id_column: str,
+              targets: list[str], public_ids: Path | None) -> dict[str, Any]:
+    where = str(answers)
+    if not name.known:
+        return {"error": f"kkb cannot compute the metric '{name.text or '(none)'}'", "answers": where}
+    try:
+        scores = score_frames(name, frame, truth, id_column, targets,
+                              read_public_ids(public_ids) if public_ids is not None else None)
+    except MetricError as exc:
+        return {"error": str(exc), "answers": where}
+    return {"public": round(scores.public, 5), "private": round(scores.private, 5), "split": scores.split, "answers": where}
+
+
+def _rounding(working_dir: Path) -> tuple[dict[str, Any], ...]:
+    path = working_dir / ROUNDING_RECORD
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ()
+    return tuple(record for record in records if isinstance(record, dict)) if isinstance(records, list) else ()
+
+
+__all__ = ["CONSTANT_PART_WARNING", "MetricReport", "expected_line", "metric_report", "read_public_ids"]
