@@ -189,10 +189,13 @@ def project(runs: Sequence[RunTimes], hidden_rows: int, limit_seconds: float | N
 
 
 def project_rerun(runs: Sequence[RunTimes], hidden_rows: int, limit_seconds: float | None, machine_shape: str | None,
-                  out_dir: Path | None = None) -> Projection:
+                  out_dir: Path | None = None, on_target: bool = False) -> Projection:
     """:func:`project` on the device Kaggle will use: the factor from where the card steps ran, the machine shape
-    and what was measured on Kaggle for this kernel (``out_dir``, the build folder)."""
+    and what was measured on Kaggle for this kernel (``out_dir``, the build folder). ``on_target``: the runs
+    were made on Kaggle's machine itself (a rehearsal on Kaggle), their times stand as measured."""
     measured_on, threads = measured_device(runs)
+    if on_target:
+        return project(runs, hidden_rows, limit_seconds, measured_here(f"Kaggle's {machine_shape or 'CPU'}", "kaggle"))
     if measured_on == "cpu" and not any(_timing(step) for run in runs for step in run.steps) and local_gpu():
         measured_on = "cuda"  # user steps only, on a machine with a GPU: taken to have used it
     factor = device_factor(machine_shape, measured_on, out_dir=out_dir, local_steps=card_compute_rates(runs),
