@@ -150,7 +150,8 @@ class FoldTimer:
         finally:
             self.load_seconds += time.perf_counter() - started
 
-    def timed(self, loader: Iterable[Batch], rows: Callable[[Batch], int] = len, probe: bool = False) -> Iterator[Batch]:
+    def timed(self, loader: Iterable[Batch], rows: Callable[[Batch], int] | None = None,
+              probe: bool = False) -> Iterator[Batch]:
         """The loader's batches, each timed: the wait for it (data) and the time until the next is asked for
         (compute; a CUDA caller's ``.cpu()`` synchronises before it asks)."""
         started = time.perf_counter()
@@ -167,7 +168,8 @@ class FoldTimer:
                     return
                 got = time.perf_counter()
                 yield batch
-                sink.append(BatchTiming(int(rows(batch)), round(got - waited, 6), round(time.perf_counter() - got, 6)))
+                count = rows(batch) if rows is not None else len(batch)  # type: ignore[arg-type]
+                sink.append(BatchTiming(int(count), round(got - waited, 6), round(time.perf_counter() - got, 6)))
         finally:
             if probe:
                 self.probe_seconds += time.perf_counter() - started
