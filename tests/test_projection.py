@@ -293,3 +293,14 @@ def test_a_card_with_known_costs_is_inside_its_range_at_10x_and_100x(tmp_path: P
     truth = (real + 90 * FOLDS * CARD_ROW_S, real + 90 * FOLDS * (CARD_ROW_S + PIPELINE_ROW_S))
     assert at_100.low <= truth[0] and truth[1] <= at_100.high
     assert at_100.components[0].per_row_device.central >= FOLDS * CARD_ROW_S  # the sleep is a floor of the rate
+
+
+def test_a_user_steps_share_of_gpu_work_is_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from builder.rehearse import projection as projections
+
+    monkeypatch.setattr(factors, "stored_image_path", lambda: None)
+    monkeypatch.setattr(projections, "local_gpu", lambda: False)
+    runs = [RunTimes(1, 20.0, (_step("predict", 15.8),)), RunTimes(20, 225.2, (_step("predict", 221.0),))]
+    on_cpu, on_t4 = project(runs, 15_000, 9 * HOUR), project_rerun(runs, 15_000, 9 * HOUR, "NvidiaTeslaT4", tmp_path)
+    assert on_t4.seconds == pytest.approx(on_cpu.seconds + 3.0, abs=0.01)  # as measured, plus the GPU start allowance
+    assert on_t4.low < on_cpu.low / 50 and not on_t4.over_limit() and on_t4.may_pass_limit()  # it may use the T4

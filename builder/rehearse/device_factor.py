@@ -16,7 +16,7 @@ steps) is projected at the measured speed. The factor comes from, best first:
 
 On a machine with a GPU (a card step recorded ``cuda``) the measured time is used as is (factor 1). A user
 step's share of GPU work is unknown: its lower end takes every per-row second to speed up like a card's
-compute, its upper end none (factor 1).
+compute, its central value and upper end none (factor 1).
 """
 
 from __future__ import annotations

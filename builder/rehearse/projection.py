@@ -87,8 +87,8 @@ class ComponentFit:
     def at(self, rows: int, factor: DeviceFactor, end: str) -> float:
         fixed, host, device = (getattr(span, end) for span in (self.fixed, self.per_row_host, self.per_row_device))
         multiplier = getattr(factor, end) if factor.applies else 1.0
-        if end == "high" and not self.share_known:
-            multiplier = 1.0  # a user step may not use the GPU at all
+        if end != "low" and not self.share_known:
+            multiplier = 1.0  # a user step may not use the GPU at all: only the lower end assumes it does
         start = getattr(factor, f"start_{end}") if self.uses_device and factor.applies else 0.0
         return fixed + start + rows * (host + device * multiplier)
 
