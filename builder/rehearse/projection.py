@@ -340,8 +340,12 @@ def _fold_rates(fold: FoldTiming) -> tuple[tuple[float, float, float], tuple[flo
     rows = sum(batch.rows for batch in samples)
 
     def span(part: str) -> tuple[float, float, float]:
-        each = [getattr(batch, part) / batch.rows for batch in samples]
-        return min(each) / RATE_SPREAD, sum(getattr(batch, part) for batch in samples) / rows, max(each) * RATE_SPREAD
+        # The 10th and 90th percentile of the batches (min and max of a few): one stalled batch among 70 does
+        # not move a long run's rate; RATE_SPREAD then allows for the machine's load drifting over the run.
+        each = sorted(getattr(batch, part) / batch.rows for batch in samples)
+        mean = sum(getattr(batch, part) for batch in samples) / rows
+        low, high = each[int(0.1 * (len(each) - 1))], each[-1 - int(0.1 * (len(each) - 1))]
+        return min(low, mean) / RATE_SPREAD, mean, max(high, mean) * RATE_SPREAD
 
     return span("data_seconds"), span("compute_seconds")
 
