@@ -57,3 +57,10 @@ def test_the_process_age_and_the_probe_request() -> None:
     assert age is None or 0 <= age < 24 * 3600
     assert timing.probe_batches({}) == 0 and timing.probe_batches({timing.PROBE_VARIABLE: "3"}) == 3
     assert timing.probe_batches({timing.PROBE_VARIABLE: "many"}) == 0
+
+
+def test_rows_of_tensors_token_dicts_and_lists() -> None:
+    import numpy as np
+
+    assert timing.rows_of(np.zeros((5, 3))) == 5 and timing.rows_of({"input_ids": np.zeros((4, 7))}) == 4
+    assert timing.rows_of([1, 2, 3]) == 3

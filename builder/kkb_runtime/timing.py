@@ -124,6 +124,16 @@ def process_age_seconds() -> float | None:
         return None
 
 
+def rows_of(batch: Any) -> int:
+    """Rows in a batch: a tensor's or array's first dimension, a dict's (a tokenizer's output) first value's,
+    else its length."""
+    if hasattr(batch, "shape") and len(batch.shape):
+        return int(batch.shape[0])
+    if isinstance(batch, Mapping) and batch:
+        return rows_of(next(iter(batch.values())))
+    return len(batch)
+
+
 def probe_batches(environ: Mapping[str, str]) -> int:
     """How many full steady batches the dry run asks for (``$KKB_TIMING_PROBE``; 0 in a real run)."""
     try:
@@ -168,7 +178,7 @@ class FoldTimer:
                     return
                 got = time.perf_counter()
                 yield batch
-                count = rows(batch) if rows is not None else len(batch)  # type: ignore[arg-type]
+                count = rows(batch) if rows is not None else rows_of(batch)
                 sink.append(BatchTiming(int(count), round(got - waited, 6), round(time.perf_counter() - got, 6)))
         finally:
             if probe:
@@ -269,4 +279,4 @@ def reference_forward_seconds(device: str = "cpu", threads: int | None = None, r
 
 
 __all__ = ["PROBE_VARIABLE", "BatchTiming", "FoldTiming", "FoldTimer", "StepTimer", "StepTiming", "finish", "probe_batches",
-           "process_age_seconds", "reference_forward_seconds", "timer_of"]
+           "process_age_seconds", "reference_forward_seconds", "rows_of", "timer_of"]
