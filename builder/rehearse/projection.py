@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.kkb_runtime.timing import BatchTiming, FoldTiming, StepTiming
-from builder.rehearse.device_factor import DeviceFactor, compute_rate, device_factor, measured_here
+from builder.rehearse.device_factor import TABLE, DeviceFactor, compute_rate, device_factor, measured_here
 
 PROBE_BATCHES = 3  # full steady batches a card step times when its test gives fewer ($KKB_TIMING_PROBE)
 MIN_FIT_ROWS = 50  # below this the public test alone cannot separate fixed from per-row cost
@@ -195,7 +195,8 @@ def project_rerun(runs: Sequence[RunTimes], hidden_rows: int, limit_seconds: flo
     were made on Kaggle's machine itself (a rehearsal on Kaggle), their times stand as measured."""
     measured_on, threads = measured_device(runs)
     if on_target:
-        return project(runs, hidden_rows, limit_seconds, measured_here(f"Kaggle's {machine_shape or 'CPU'}", "kaggle"))
+        target = TABLE[machine_shape][0] if machine_shape in TABLE else machine_shape or "CPU"
+        return project(runs, hidden_rows, limit_seconds, measured_here(target, "Kaggle's machine"))
     if measured_on == "cpu" and not any(_timing(step) for run in runs for step in run.steps) and local_gpu():
         measured_on = "cuda"  # user steps only, on a machine with a GPU: taken to have used it
     factor = device_factor(machine_shape, measured_on, out_dir=out_dir, local_steps=card_compute_rates(runs),
