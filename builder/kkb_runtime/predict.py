@@ -14,14 +14,14 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
-from . import checkpoints, models, transforms, tta
+from . import checkpoints, models, timing, transforms, tta
 from . import device as devices
 from .config import KernelConfig, load_config
 from .inputs import find_competition, find_dataset
@@ -309,9 +309,11 @@ def run_fold(job: Job, choice: devices.DeviceChoice, checkpoint: str | None = No
     import torch
 
     timings = {} if timings is None else timings
+    fold = timing.timer_of(timings).fold()  # the phases apart (kkb_runtime.timing): what the projection reads
     started = time.perf_counter()
     target = devices.torch_device(choice)
-    model, channels_last = prepare_model(job.card, job.weights_dir, choice, target, checkpoint)
+    with fold.loading():
+        model, channels_last = prepare_model(job.card, job.weights_dir, choice, target, checkpoint)
     timings["load_seconds"] = round(timings.get("load_seconds", 0.0) + time.perf_counter() - started, 4)
     forward = make_forward(model, job.card, choice, channels_last)
     views = tta.resolve(list(job.card.get("tta") or ()))
@@ -322,15 +324,31 @@ def run_fold(job: Job, choice: devices.DeviceChoice, checkpoint: str | None = No
     with context():
         inferring = batch_started = time.perf_counter()
         batch_seconds = timings.setdefault("batch_seconds", [])
-        for batch in make_loader(job, choice):
+        for batch in fold.timed(make_loader(job, choice)):
             batch = batch.to(target, non_blocking=choice.kind == "cuda")
             outputs.append(tta.averaged(forward, batch, views, weights).cpu().numpy())
             batch_seconds.append(round(time.perf_counter() - batch_started, 4))  # loading the batch included
             batch_started = time.perf_counter()
         timings["infer_seconds"] = round(timings.get("infer_seconds", 0.0) + time.perf_counter() - inferring, 4)
+        probe_fold(job, choice, timing.timer_of(timings), fold, (forward, target, views, weights))
     del model, forward
     width = int(job.card["num_classes"]) if not job.card.get("features") else 0
     return np.concatenate(outputs) if outputs else np.zeros((0, width), dtype=np.float32)
+
+
+def probe_fold(job: Job, choice: devices.DeviceChoice, timer: timing.StepTimer, fold: timing.FoldTimer,
+               model: tuple[Callable[[Any], Any], Any, Any, Mapping[str, float]]) -> None:
+    """Timing only, in the first fold, when the dry run asks (``$KKB_TIMING_PROBE``) and the test gave too few
+    full batches after the warm-up: full batches of the test files repeated, through the same pipeline and
+    model, their predictions dropped (see :mod:`kkb_runtime.timing`)."""
+    missing = timer.probe_batches - fold.full_steady()
+    if missing <= 0 or len(timer.folds) != 1 or not job.paths:
+        return
+    rows = (missing + 1) * int(job.card.get("batch_size", 32))  # + 1: the probe loader's own first batch
+    paths = [job.paths[index % len(job.paths)] for index in range(rows)]
+    forward, target, views, weights = model
+    for batch in fold.timed(make_loader(replace(job, paths=paths), choice), probe=True):
+        tta.averaged(forward, batch.to(target, non_blocking=choice.kind == "cuda"), views, weights).cpu()
 
 
 def free_memory(choice: devices.DeviceChoice) -> None:
@@ -398,19 +416,26 @@ def predict(model_name: str, out: Path | None = None, environ: Mapping[str, str]
     target = out or (Path(environ["KKB_STEP_OUT"]) if environ.get("KKB_STEP_OUT") else None)
     if target is None:
         raise PredictError("no output file: pass --out FILE or set KKB_STEP_OUT")
-    job = make_job(model_name, target, config or load_config(environ.get("KKB_KERNEL_CONFIG") or None), environ)
-    choice = devices.choose_device(environ)
+    timer = timing.StepTimer(probe_batches=timing.probe_batches(environ))
+    with timer.phase("setup"):
+        job = make_job(model_name, target, config or load_config(environ.get("KKB_KERNEL_CONFIG") or None), environ)
+    with timer.phase("imports"):  # torch (and CUDA) for the device choice and its description
+        choice = devices.choose_device(environ)
+        device_line = devices.summary(choice)
     for note in version_skew(job.card):
         print(f"[kkb] warning: {note}", file=sys.stderr, flush=True)
     folds = len(checkpoints.checkpoint_entries(job.card))
     random = job.card.get("tta_random") or {}
-    print(f"[kkb] {model_name}: {job.card.get('arch') or job.card.get('factory')} on {devices.summary(choice)}; "
+    print(f"[kkb] {model_name}: {job.card.get('arch') or job.card.get('factory')} on {device_line}; "
           f"{len(job.ids)} images, {folds} checkpoint(s), "
           f"TTA: {', '.join(name for name, _ in tta.resolve(list(job.card.get('tta') or ())))}"
           + (f" + {random['passes']} random pass(es)" if random else ""), flush=True)
     started = time.perf_counter()
-    timings: dict[str, Any] = {"rows": len(job.ids)}
-    written = write_output(job, run_model(job, choice, timings))
+    timings: dict[str, Any] = {"rows": len(job.ids), timing.TIMER_KEY: timer}
+    values = run_model(job, choice, timings)
+    with timer.phase("write"):
+        written = write_output(job, values)
+    timings["timing"] = timing.finish(timings, len(job.ids), choice.kind, device_line)
     if choice.kind == "cuda":
         import torch
 

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import commit
+from . import commit, timing
 from .config import KernelConfig
 from .inputs import Inputs, kaggle_root
 from .scale import scale_competition_data
@@ -164,6 +164,7 @@ def read_rehearsal(path: Path) -> Rehearsal:
 def begin(rehearsal: Rehearsal, config: KernelConfig, inputs: Inputs, root: Path | None = None) -> Inputs:
     """Turn this run into the rehearsal: the rerun variable, the scaled test; returns the inputs to use."""
     os.environ[commit.RERUN_VARIABLE] = "1"  # the notebook and every step it starts see a scoring rerun
+    os.environ.setdefault(timing.PROBE_VARIABLE, "3")  # card steps time steady batches (kkb_runtime.timing)
     print(f"[kkb] rehearsal of {rehearsal.kernel}: the scoring rerun on the public test x{rehearsal.scale} "
           f"({rehearsal.path}); never submitted", flush=True)
     if rehearsal.scale == 1:

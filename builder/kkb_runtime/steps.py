@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .inputs import Inputs
+from .timing import StepTiming
 
 STEPS_RECORD = "kkb_steps.json"
 STEP_META_SUFFIX = ".meta.json"  # next to a step's output: measurements only the step's process can make
@@ -46,6 +47,7 @@ class StepResult:
     load_seconds: float | None = None  # so the dry run can separate fixed from per-row cost
     infer_seconds: float | None = None
     batch_seconds: list[float] | None = None
+    timing: StepTiming | None = None  # a card step's phases apart from its steady batches (kkb_runtime.timing)
 
 
 def step_command(run: str, values: Mapping[str, str]) -> list[str]:
@@ -129,7 +131,8 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
     meta = read_step_meta(out)
     return StepResult(name=name, output=str(out), seconds=round(seconds, 3), peak_rss_bytes=peak, returncode=returncode,
                       peak_gpu_bytes=meta.get("peak_gpu_bytes"), rows=meta.get("rows"), load_seconds=meta.get("load_seconds"),
-                      infer_seconds=meta.get("infer_seconds"), batch_seconds=meta.get("batch_seconds"))
+                      infer_seconds=meta.get("infer_seconds"), batch_seconds=meta.get("batch_seconds"),
+                      timing=StepTiming.from_json(meta.get("timing")))
 
 
 def write_step_meta(out: Path, **fields: Any) -> None:

@@ -43,7 +43,9 @@ from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.bundle.model_weights import DRY_RUN_VERSION, model_source
 from builder.errors import DryRunError, SpecError
 from builder.kkb_runtime.submission import align_to_sample, read_sample
+from builder.kkb_runtime.timing import PROBE_VARIABLE
 from builder.kkb_runtime.vocabulary import SubmissionKind
+from builder.kkb_runtime.vocabulary import Verdict as VerdictName
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
@@ -62,7 +64,15 @@ from builder.rehearse.html_report import write_html_report
 from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport, metric_report
-from builder.rehearse.projection import Projection, RunTimes, fit_factor, project
+from builder.rehearse.projection import (
+    PROBE_BATCHES,
+    Projection,
+    RunTimes,
+    fit_factor,
+    limit_warning,
+    project_rerun,
+    timeout_reason,
+)
 from builder.rehearse.report import DryRunReport, Scenario, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
 from builder.rehearse.skew import skew_warnings
@@ -272,7 +282,9 @@ def scenario_sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildR
     mounts += input_mounts(build.spec, Path(settings.kernel_dir))
     mounts.append(Mount(data, f"competitions/{build.spec.competition.slug}"))
     python = build_image_env(Path(settings.kernel_dir)).python if settings.image_env else None  # built once, then cached
+    probe = {PROBE_VARIABLE: str(PROBE_BATCHES)} if scenario == "rerun" else {}  # card steps time steady batches
     return SandboxSpec(mounts=tuple(mounts), rerun=scenario == "rerun", timeout_seconds=_timeout(settings, build.spec),
+                       extra_env=probe,
                        layout=settings.layout, memory_bytes=_memory(settings, build.spec),
                        working_limit_bytes=WORKING_LIMIT_BYTES, python=python,
                        visible=(python.parent.parent,) if python else ())
@@ -303,20 +315,23 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
     sample = data / spec.competition.sample_submission
     rows = len(pd.read_csv(sample, dtype={spec.submission.id_column: str}))
     limits = _limits(scenario, settings, spec, rows)
-    projection = _projection(limits, fit_runs or (RunTimes(rows, result.wall_seconds, tuple(result.steps)),))
+    projection = _projection(limits, fit_runs or (RunTimes(rows, result.wall_seconds, tuple(result.steps)),),
+                             spec.kernel.machine_shape, build.out_dir)
     expected = REHEARSALS[spec.submission.kind].scored_file(spec)
     verdict = judge(result, kernel_type=spec.kernel.kernel_type, submission_file=expected,
                     sample_submission=sample, id_column=spec.submission.id_column,
                     target_columns=spec.submission.target_columns, limits=limits,
                     column_types=spec.submission.column_types, kernel_file=spec.submission.file,
                     projected=_judged_seconds(projection, limits))
+    if projection is not None and projection.over_limit() and verdict.name == VerdictName.TIMEOUT and not result.timed_out:
+        verdict = replace(verdict, reason=timeout_reason(projection))
     decision = fast_commit_decision(result)
     warnings = []
     if scenario == "commit":
         warning = check_fast_commit(result, spec, rows, decision)
         warnings += [warning] if warning else []
     if projection is not None and projection.may_pass_limit():
-        warnings.append(f"the projected rerun may pass the limit: {projection.summary()}")
+        warnings.append(limit_warning(projection))
     if result.isolation == "python":
         warnings.append(f"weaker sandbox: {result.isolation_note}")
     warnings += skew_warnings(result.version_skew)
@@ -395,17 +410,17 @@ def _save_member_outputs(scenario: Scenario, result: ExecutionResult, out: Path)
     return saved
 
 
-def _projection(limits: Limits, runs: tuple[RunTimes, ...]) -> Projection | None:
+def _projection(limits: Limits, runs: tuple[RunTimes, ...], machine_shape: str | None, out_dir: Path) -> Projection | None:
     if not limits.hidden_rows:
         return None
-    return project(runs, limits.hidden_rows, limits.time_limit_seconds)
+    return project_rerun(runs, limits.hidden_rows, limits.time_limit_seconds, machine_shape, out_dir)
 
 
 def _judged_seconds(projection: Projection | None, limits: Limits) -> float | None:
-    """What the timeout check compares with the limit: the fit's value when it is trusted, else 0 (no verdict)."""
+    """What the timeout check compares with the limit: the range's lower end when even it passes, else at most the limit."""
     if projection is None:
         return None
-    return projection.seconds if projection.over_limit() else min(projection.seconds, limits.time_limit_seconds or 0.0)
+    return projection.low if projection.over_limit() else min(projection.seconds, limits.time_limit_seconds or 0.0)
 
 
 def fast_commit_decision(result: ExecutionResult) -> str | None:

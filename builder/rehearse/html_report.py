@@ -107,7 +107,9 @@ def _projection(s: ScenarioReport) -> str:
                    f"({c['per_row_low'] * 1000:.3g}-{c['per_row_high'] * 1000:.3g})</td><td>{_e(c['method'])}</td>"
                    f"<td>{_e(', '.join(f'{n} rows: {t:.2f} s' for n, t in c['points']))}</td></tr>" for c in p["components"])
     table = (f"<table><tr><th>component</th><th>fixed</th><th>per row (range)</th><th>how</th><th>measured</th></tr>{rows}</table>")
-    return f"<h3>time projection</h3><p>{_e(p['summary'])}</p>{table}" + _plot(_projection_plot, p)
+    basis = "".join(f"<li>{_e(line)}</li>" for line in p.get("basis") or ())  # what was measured, what extrapolated
+    return (f"<h3>time projection</h3><p>{_e(p['summary'])}</p>{table}" + (f"<ul>{basis}</ul>" if basis else "")
+            + _plot(_projection_plot, p))
 
 
 def _projection_plot(ax: Any, p: dict[str, Any]) -> None:

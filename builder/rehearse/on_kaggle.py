@@ -17,7 +17,8 @@ from typing import Any
 from builder.project.spec import KernelSpec
 from builder.rehearse.dryrun import DryRunReport, ScenarioReport
 from builder.rehearse.execute import ExecutionResult
-from builder.rehearse.verdict import COMPUTE, OK, TIMEOUT, Limits, Verdict, machine_shape, projected_seconds
+from builder.rehearse.projection import Projection, RunTimes, limit_warning, project_rerun, timeout_reason
+from builder.rehearse.verdict import COMPUTE, OK, TIMEOUT, Limits, Verdict, machine_shape
 
 GB = 1024**3
 
@@ -40,9 +41,11 @@ def scenario_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, out_dir: P
     given = report.get("verdict") or {}
     verdict = Verdict(str(given.get("name") or "unknown"), str(given.get("reason") or ""), given.get("detail"))
     measured = _measured(report, out_dir, verdict.ok)
-    projected = projected_seconds(measured, limits)
+    projection = project_rerun((RunTimes(rows, measured.wall_seconds, tuple(measured.steps)),), hidden,
+                               limits.time_limit_seconds, spec.kernel.machine_shape, on_target=True) if hidden and rows else None
+    projected = projection.seconds if projection is not None else measured.wall_seconds
     if verdict.ok:
-        verdict = _over_limits(measured, limits, projected) or verdict
+        verdict = _over_limits(measured, limits, projection) or verdict
     return ScenarioReport(
         scenario="rerun", verdict=verdict, wall_seconds=measured.wall_seconds, peak_rss_bytes=measured.peak_rss_bytes,
         peak_gpu_bytes=measured.peak_gpu_bytes, timed_out=False, failed_cell=None,
@@ -53,6 +56,8 @@ def scenario_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, out_dir: P
         gpu_limit_bytes=limits.gpu_bytes, fast_commit=report.get("fast_commit"), blocked_network=[],
         notebook=out_dir / "report.json", log=Path(str(report.get("log") or out_dir / "report.json")),
         submission=Path(str(report["submission"])) if report.get("submission") else None,
+        projection=projection.to_json() if projection is not None else None,
+        warnings=(limit_warning(projection),) if projection is not None and projection.may_pass_limit() else (),
     )
 
 
@@ -67,7 +72,7 @@ def _measured(report: Mapping[str, Any], out_dir: Path, ok: bool) -> ExecutionRe
     )
 
 
-def _over_limits(measured: ExecutionResult, limits: Limits, projected: float) -> Verdict | None:
+def _over_limits(measured: ExecutionResult, limits: Limits, projection: Projection | None) -> Verdict | None:
     """What Kaggle's limits say about a run that passed at the rehearsal's size."""
     if limits.ram_bytes and measured.peak_rss_bytes > limits.ram_bytes:
         return Verdict(COMPUTE, f"peak memory {measured.peak_rss_bytes / GB:.1f} GiB on Kaggle > "
@@ -75,10 +80,9 @@ def _over_limits(measured: ExecutionResult, limits: Limits, projected: float) ->
     if limits.gpu_bytes and measured.peak_gpu_bytes and measured.peak_gpu_bytes > limits.gpu_bytes:
         return Verdict(COMPUTE, f"peak GPU memory {measured.peak_gpu_bytes / GB:.1f} GiB on Kaggle > "
                                 f"{limits.gpu_bytes / GB:.1f} GiB per GPU on the machine shape")
-    if limits.time_limit_seconds and projected > limits.time_limit_seconds:
-        return Verdict(TIMEOUT, f"projected {projected / 3600:.2f} h for {limits.hidden_rows} hidden rows (measured on "
-                                f"Kaggle: {measured.wall_seconds:.1f} s for {limits.rows_run} rows) > the competition's "
-                                f"limit of {limits.time_limit_seconds / 3600:g} h")
+    if projection is not None and projection.over_limit():  # the lower end of the range: measured on Kaggle
+        return Verdict(TIMEOUT, f"{timeout_reason(projection)} (measured on Kaggle: {measured.wall_seconds:.1f} s for "
+                                f"{limits.rows_run} rows)")
     return None
 
 

@@ -1,37 +1,51 @@
-"""Project a rerun's time to the hidden test: fixed cost plus per-row cost, with an honest range.
+"""Project a rerun's time to the hidden test: a range of fixed + per-row cost, with its basis, on Kaggle's device.
 
-Multiplying a whole step's time by hidden/public rows counts process start, imports and model
-loading once per row: a 6-row public test projected 1,410 s for a rerun that took 29 s, a 1-image
-test 507 h. Each component of a run is instead modelled as ``fixed + per_row × rows``:
+Multiplying a whole step's time by hidden/public rows counts process start, imports and model loading
+once per row (a 1-image test projected 507 h). Each component of a run is modelled as
+``fixed + per_row × rows``, every number a range ``low <= central <= high``:
 
-- **card steps** (``kkb_runtime predict``) record ``load_seconds`` and ``infer_seconds`` for their
-  ``rows`` (``write_step_meta``): per-row = inference / rows, fixed = the rest of the step. One run
-  is enough.
-- the notebook outside steps counts as fixed when every step is a card step (kernel start, installs
-  and combining; the card steps carry the per-row work);
-- **user steps** and the notebook outside steps (kernel start, installs, cells) are fitted from two
-  runs at different sizes: the rerun on the public test and one on a test replicated by
-  :func:`builder.rehearse.sandbox.scale_competition_data` (the dry run adds it when the public test has fewer
-  than :data:`MIN_FIT_ROWS` rows).
+- **card steps** (``kkb_runtime predict``) record their phases (``kkb_runtime.timing``): process start,
+  imports, setup, per fold the model load, the loader's start and the first (warm-up) batch, then the
+  steady batches, each split into data (waiting for the loader) and compute. Per-row cost comes only from
+  full steady batches (the dry run's probe adds a few when the public test has none); everything else the
+  step spent is fixed. One run is enough.
+- **user steps** and the notebook outside steps are fitted from two runs at different sizes (the public
+  test and one replicated by :func:`builder.rehearse.sandbox.scale_competition_data`); a component
+  measured at one size is one point: its range runs from "all fixed" to "all per row" and is said so.
+- when every step is a card step, the notebook outside them is fixed (kernel start, installs, combining).
 
-Uncertainty: each measured time is taken to be good to ``max(NOISE_FLOOR_SECONDS, NOISE_FRACTION × t)``
-(timer, scheduling and cache noise on a busy machine); the per-row slope's range follows from the two
-points moved apart and together by that much. ``low``/``high`` are the projection at both ends. A
-component measured at one size only is projected proportionally (an upper bound, said so) and a
-verdict is never drawn from that bound alone.
+**Device**: the measured per-row compute (a card's; any user step's, at most) is multiplied by the device
+factor of :mod:`builder.rehearse.device_factor` (1 when measured on the device Kaggle uses), the rest is
+CPU time projected as measured; a GPU step process gets a start allowance.
+
+**Verdict**: "Notebook Timeout" only when the *lower* end passes the limit; an upper end past it is a
+warning naming what would decide it (:meth:`Projection.decider`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
+from builder.kkb_runtime.timing import BatchTiming, FoldTiming, StepTiming
+from builder.rehearse.device_factor import TABLE, DeviceFactor, compute_rate, device_factor, measured_here
+
+PROBE_BATCHES = 3  # full steady batches a card step times when its test gives fewer ($KKB_TIMING_PROBE)
 MIN_FIT_ROWS = 50  # below this the public test alone cannot separate fixed from per-row cost
 MAX_FIT_FACTOR = 20
 NOISE_FLOOR_SECONDS = 0.05
 NOISE_FRACTION = 0.10
+# A shared or busy machine runs the same batch faster or slower from one minute to the next; the range of a
+# measured rate or fixed cost allows this much either way (on top of the spread between batches).
+RATE_SPREAD = 1.5
+FIXED_SPREAD = 1.5
 OUTSIDE = "(notebook outside steps)"
+CARD = "card timings"
+TWO_SIZES = "two sizes"
+ONE_SIZE = "one size (one point: from all fixed to all per row)"
+CARD_FIXED = "fixed (the card steps do the per-row work)"
 
 
 @dataclass(frozen=True)
@@ -44,61 +58,109 @@ class RunTimes:
 
 
 @dataclass(frozen=True)
-class ComponentFit:
-    name: str
-    fixed_seconds: float
-    per_row_seconds: float
-    per_row_low: float
-    per_row_high: float
-    method: str  # "card timings", "two sizes", "one size (proportional upper bound)"
-    points: tuple[tuple[int, float], ...]
+class Span:
+    low: float
+    central: float
+    high: float
 
-    def at(self, rows: int, per_row: float | None = None) -> float:
-        return self.fixed_seconds + (self.per_row_seconds if per_row is None else per_row) * rows
+    def scaled(self, factor: float) -> Span:
+        return Span(self.low * factor, self.central * factor, self.high * factor)
+
+
+ZERO = Span(0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class ComponentFit:
+    """One step (or the notebook outside steps) as measured: fixed, per-row CPU and per-row accelerable time."""
+
+    name: str
+    method: str
+    points: tuple[tuple[int, float], ...]
+    fixed: Span
+    per_row_host: Span  # CPU work: loading and decoding, pandas, Python
+    per_row_device: Span  # work a GPU speeds up: a card's compute; a user step's per-row time (its share unknown)
+    basis: str  # what was measured and what is extrapolated
+    uses_device: bool = False  # a step process that may start the accelerator (the start allowance)
+    share_known: bool = True  # False for user steps: the GPU may speed up all or none of their per-row time
+
+    def at(self, rows: int, factor: DeviceFactor, end: str) -> float:
+        fixed, host, device = (getattr(span, end) for span in (self.fixed, self.per_row_host, self.per_row_device))
+        multiplier = getattr(factor, end) if factor.applies else 1.0
+        if end != "low" and not self.share_known:
+            multiplier = 1.0  # a user step may not use the GPU at all: only the lower end assumes it does
+        start = getattr(factor, f"start_{end}") if self.uses_device and factor.applies else 0.0
+        return fixed + start + rows * (host + device * multiplier)
+
+    def to_json(self, factor: DeviceFactor) -> dict[str, Any]:
+        data = asdict(self)
+        per_row = [self.at(1, factor, end) - self.at(0, factor, end) for end in ("low", "central", "high")]
+        data.update(fixed_seconds=round(self.fixed.central, 4), per_row_low=per_row[0], per_row_seconds=per_row[1],
+                    per_row_high=per_row[2])
+        return data
 
 
 @dataclass(frozen=True)
 class Projection:
     hidden_rows: int
-    seconds: float
+    seconds: float  # central
     low: float
     high: float
     limit_seconds: float | None
     components: tuple[ComponentFit, ...]
-    exact: bool  # False: some component had one size only; ``high`` is an upper bound, not a fit
+    exact: bool  # False: some component was measured at one size only (its range is wide, said so)
     measured_rows: int = 0  # the largest test measured
+    device: DeviceFactor | None = None
+
+    @property
+    def factor(self) -> DeviceFactor:
+        return self.device or measured_here("CPU", "cpu")
 
     @property
     def fixed_seconds(self) -> float:
-        return sum(component.fixed_seconds for component in self.components)
+        return sum(c.at(0, self.factor, "central") for c in self.components)
 
     @property
     def per_row_seconds(self) -> float:
-        return sum(component.per_row_seconds for component in self.components)
+        return sum(c.at(1, self.factor, "central") - c.at(0, self.factor, "central") for c in self.components)
 
     def over_limit(self) -> bool:
-        """The central value passes the limit, from a fit or from a test large enough for proportional scaling.
-
-        Never from a proportional bound over a tiny test: a 1-row public test must not time out on paper.
-        """
-        trusted = self.exact or self.measured_rows >= MIN_FIT_ROWS
-        return bool(self.limit_seconds) and trusted and self.seconds > float(self.limit_seconds or 0)
+        """The *lower* end passes the limit: even the fastest the measurements allow is too slow."""
+        return bool(self.limit_seconds) and self.low > float(self.limit_seconds or 0)
 
     def may_pass_limit(self) -> bool:
         return bool(self.limit_seconds) and not self.over_limit() and self.high > float(self.limit_seconds or 0)
 
+    def decider(self) -> str:
+        """What would narrow the range: the biggest source of its width first."""
+        ways = []
+        if self.factor.applies and self.factor.source in ("table", "kkb image --on-kaggle"):
+            ways.append("a rehearsal on Kaggle's machine (kkb dry-run --on-kaggle) measures the device factor")
+        if not self.exact or self.measured_rows < MIN_FIT_ROWS:
+            ways.append("a larger stand-in (--rerun-data DIR) or --rerun-scale N measures more rows")
+        return "; ".join(ways) or "a larger stand-in (--rerun-data DIR) or --rerun-scale N measures more rows"
+
+    def basis(self) -> list[str]:
+        lines = [f"{c.name}: {c.basis}" for c in self.components]
+        lines.append(f"device: {self.factor.basis}")
+        return lines
+
     def summary(self) -> str:
-        how = "fit of fixed + per-row time" if self.exact else "partly proportional (upper bound)"
-        text = (f"{self.seconds:.1f} s ({self.low:.1f}-{self.high:.1f} s) for {self.hidden_rows} rows: "
-                f"{self.fixed_seconds:.1f} s fixed + {self.per_row_seconds * 1000:.3g} ms per row, {how}")
+        target = self.factor.target
+        text = (f"{self.seconds:.1f} s ({self.low:.1f}-{self.high:.1f} s) for {self.hidden_rows} rows on {target}: "
+                f"{self.fixed_seconds:.1f} s fixed + {self.per_row_seconds * 1000:.3g} ms per row; basis: "
+                + "; ".join(self.basis()))
         if self.limit_seconds:
             text += f"; limit {self.limit_seconds:.0f} s"
         return text
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.update(fixed_seconds=self.fixed_seconds, per_row_seconds=self.per_row_seconds, summary=self.summary())
-        return data
+        return {"hidden_rows": self.hidden_rows, "seconds": self.seconds, "low": self.low, "high": self.high,
+                "limit_seconds": self.limit_seconds, "exact": self.exact, "measured_rows": self.measured_rows,
+                "components": [c.to_json(self.factor) for c in self.components],
+                "device": asdict(self.factor), "basis": self.basis(), "fixed_seconds": self.fixed_seconds,
+                "per_row_seconds": self.per_row_seconds, "summary": self.summary(),
+                "over_limit": self.over_limit(), "may_pass_limit": self.may_pass_limit()}
 
 
 def fit_factor(rows: int) -> int:
@@ -108,22 +170,81 @@ def fit_factor(rows: int) -> int:
     return max(2, min(MAX_FIT_FACTOR, -(-MIN_FIT_ROWS // max(rows, 1))))
 
 
-def project(runs: Sequence[RunTimes], hidden_rows: int, limit_seconds: float | None = None) -> Projection:
-    """Fit each component over ``runs`` (one or two sizes) and project it to ``hidden_rows``."""
+def project(runs: Sequence[RunTimes], hidden_rows: int, limit_seconds: float | None = None,
+            device: DeviceFactor | None = None) -> Projection:
+    """Fit each component over ``runs`` (one or two sizes) and project it to ``hidden_rows`` on ``device``."""
     if not runs:
         raise ValueError("no run to project from")
     names = _component_names(runs)
     components = [_fit(name, runs) for name in names if name != OUTSIDE]
-    cards_only = bool(components) and all(component.method == "card timings" for component in components)
+    cards_only = bool(components) and all(component.method == CARD for component in components)
     components.append(_fit(OUTSIDE, runs, cards_only))
-    seconds = sum(component.at(hidden_rows) for component in components)
-    low = sum(component.at(hidden_rows, component.per_row_low) for component in components)
-    high = sum(component.at(hidden_rows, component.per_row_high) for component in components)
-    exact = all(not component.method.startswith("one size") for component in components)
-    return Projection(hidden_rows=hidden_rows, seconds=round(seconds, 3), low=round(low, 3), high=round(high, 3),
+    factor = device or measured_here("CPU", "cpu")
+    low, central, high = (sum(c.at(hidden_rows, factor, end) for c in components) for end in ("low", "central", "high"))
+    exact = all(component.method != ONE_SIZE for component in components)
+    low, high = min(low, central), max(high, central)
+    return Projection(hidden_rows=hidden_rows, seconds=round(central, 3), low=round(low, 3), high=round(high, 3),
                       limit_seconds=limit_seconds, components=tuple(components), exact=exact,
-                      measured_rows=max(run.rows for run in runs))
+                      measured_rows=max(run.rows for run in runs), device=device)
 
+
+def project_rerun(runs: Sequence[RunTimes], hidden_rows: int, limit_seconds: float | None, machine_shape: str | None,
+                  out_dir: Path | None = None, on_target: bool = False) -> Projection:
+    """:func:`project` on the device Kaggle will use: the factor from where the card steps ran, the machine shape
+    and what was measured on Kaggle for this kernel (``out_dir``, the build folder). ``on_target``: the runs
+    were made on Kaggle's machine itself (a rehearsal on Kaggle), their times stand as measured."""
+    measured_on, threads = measured_device(runs)
+    if on_target:
+        target = TABLE[machine_shape][0] if machine_shape in TABLE else machine_shape or "CPU"
+        return project(runs, hidden_rows, limit_seconds, measured_here(target, "Kaggle's machine"))
+    if measured_on == "cpu" and not any(_timing(step) for run in runs for step in run.steps) and local_gpu():
+        measured_on = "cuda"  # user steps only, on a machine with a GPU: taken to have used it
+    factor = device_factor(machine_shape, measured_on, out_dir=out_dir, local_steps=card_compute_rates(runs),
+                           threads=threads)
+    return project(runs, hidden_rows, limit_seconds, factor)
+
+
+def local_gpu() -> bool:
+    """An NVIDIA GPU on this machine (the driver's listing; no torch import in kkb's process)."""
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return gpus.is_dir() and any(gpus.iterdir())
+
+
+def timeout_reason(projection: Projection) -> str:
+    """The reason of a projected "Notebook Timeout": the lower end, the range and its basis."""
+    return (f"even the lower end of the projection, {_duration(projection.low)} for {projection.hidden_rows} hidden rows "
+            f"(range {_duration(projection.low)}-{_duration(projection.high)}, central {_duration(projection.seconds)}), "
+            f"passes the competition's limit of {_duration(float(projection.limit_seconds or 0))}; basis: "
+            + "; ".join(projection.basis()))
+
+
+def limit_warning(projection: Projection) -> str:
+    return (f"the projected rerun may pass the limit: its upper end {_duration(projection.high)} is over "
+            f"{_duration(float(projection.limit_seconds or 0))} (range {_duration(projection.low)}-"
+            f"{_duration(projection.high)}, central {_duration(projection.seconds)}); to decide: {projection.decider()}")
+
+
+def measured_device(runs: Sequence[RunTimes]) -> tuple[str, int | None]:
+    """Where the card steps ran ("cuda" when any did) and their CPU threads; ("cpu", None) without card steps."""
+    timings = [timing for run in runs for step in run.steps if (timing := _timing(step)) is not None]
+    kinds = {timing.device for timing in timings}
+    threads = [timing.threads for timing in timings if timing.threads]
+    return ("cuda" if "cuda" in kinds else "xla" if "xla" in kinds else "cpu"), (max(threads) if threads else None)
+
+
+def card_compute_rates(runs: Sequence[RunTimes]) -> dict[str, float]:
+    """Per card step, its measured compute seconds per row (what a rehearsal on Kaggle is compared with)."""
+    rates: dict[str, float] = {}
+    for run in sorted(runs, key=lambda r: r.rows):
+        for step in run.steps:
+            timing = _timing(step)
+            rate = compute_rate(timing) if timing is not None else None
+            if rate:
+                rates[str(step.get("name"))] = rate
+    return rates
+
+
+# --- fitting ---------------------------------------------------------------------------------------
 
 def _component_names(runs: Sequence[RunTimes]) -> list[str]:
     names: dict[str, None] = {}
@@ -143,44 +264,130 @@ def _component_seconds(run: RunTimes, name: str) -> float | None:
     return None
 
 
+def _timing(step: Mapping[str, Any]) -> StepTiming | None:
+    timing = step.get("timing")
+    return timing if isinstance(timing, StepTiming) else StepTiming.from_json(timing)
+
+
 def _fit(name: str, runs: Sequence[RunTimes], cards_only: bool = False) -> ComponentFit:
     card = _card_fit(name, runs)
     if card is not None:
         return card
     points = sorted({(run.rows, seconds) for run in runs if (seconds := _component_seconds(run, name)) is not None})
     sizes = sorted({rows for rows, _ in points})
+    user = name != OUTSIDE
     if len(sizes) >= 2:
-        return _two_sizes(name, points)
+        return _two_sizes(name, points, user)
     rows, seconds = points[0]
     if cards_only:  # kernel start, installs, combining: the card steps carry the per-row work
-        return ComponentFit(name, round(seconds, 4), 0.0, 0.0, 0.0, "fixed (the card steps do the per-row work)",
-                            tuple(points))
-    per_row = seconds / max(rows, 1)  # everything scales: the safe over-estimate of the old projection
-    return ComponentFit(name, 0.0, per_row, 0.0, per_row, "one size (proportional upper bound)", tuple(points))
+        return ComponentFit(name, CARD_FIXED, tuple(points), _fixed_span(seconds), ZERO, ZERO,
+                            f"{seconds:.2f} s at {rows} rows, fixed (kernel start, installs, combining)")
+    # One point: anywhere from all fixed (low) to all per row (central and high, the safe over-estimate).
+    per_row = seconds / max(rows, 1)
+    host, device = (ZERO, Span(0.0, per_row, per_row)) if user else (Span(0.0, per_row, per_row), ZERO)
+    return ComponentFit(name, ONE_SIZE, tuple(points), Span(seconds, 0.0, 0.0), host, device,
+                        f"one point ({seconds:.2f} s at {rows} rows): low end all fixed, central and high all per row",
+                        uses_device=user, share_known=not user)
 
 
 def _card_fit(name: str, runs: Sequence[RunTimes]) -> ComponentFit | None:
     for run in sorted(runs, key=lambda r: -r.rows):
         for step in run.steps:
-            if str(step.get("name")) != name or not step.get("rows") or step.get("infer_seconds") is None:
-                continue
-            rows, infer, total = int(step["rows"]), float(step["infer_seconds"]), float(step.get("seconds") or 0.0)
-            per_row = infer / rows
-            noise = _noise(infer) / rows
-            fixed = max(total - infer, 0.0)
-            return ComponentFit(name, round(fixed, 4), per_row, max(per_row - noise, 0.0), per_row + noise,
-                                "card timings", ((rows, total),))
+            timing = _timing(step) if str(step.get("name")) == name else None
+            if timing is not None and timing.folds:
+                return card_fit(name, float(step.get("seconds") or 0.0), timing)
     return None
 
 
-def _two_sizes(name: str, points: list[tuple[int, float]]) -> ComponentFit:
+def card_fit(name: str, step_seconds: float, timing: StepTiming) -> ComponentFit:
+    """A card step from its phases: per-row cost from full steady batches, every other second fixed."""
+    rates = [_fold_rates(fold) for fold in timing.folds]
+    donor = next((rate for rate in rates if rate is not None), None)
+    if donor is None:  # no batch after the warm-up anywhere: the first batch bounds the rate from above
+        return _first_batch_only(name, step_seconds, timing)
+    filled = [rate if rate is not None else donor for rate in rates]
+    data = Span(*(sum(rate[0][i] for rate in filled) for i in range(3)))
+    compute = Span(*(sum(rate[1][i] for rate in filled) for i in range(3)))
+    rows_run = sum(fold.rows for fold in timing.folds)  # rows through a model: rows x folds
+    explained = sum((rate[0][1] + rate[1][1]) * fold.rows for rate, fold in zip(filled, timing.folds, strict=True))
+    fixed = max(step_seconds - timing.probe_seconds - explained, 0.0)
+    device_kind = timing.device
+    host, per_row_device = (data, compute)
+    steady = sum(len(_samples(fold)) for fold in timing.folds)
+    probed = any(fold.probe for fold in timing.folds)
+    basis = (f"{fixed:.2f} s fixed ({_phases(timing)}) + {(data.central + compute.central) * 1000:.3g} ms per row "
+             f"({compute.central * 1000:.3g} compute on {device_kind}, {data.central * 1000:.3g} data) from {steady} "
+             f"steady batch(es)" + (" of a timing probe" if probed else "")
+             + (f"; {len(timing.folds) - sum(r is not None for r in rates)} fold(s) without steady batches counted "
+                "as the first (same architecture and pipeline)" if any(r is None for r in rates) else "")
+             + f"; {rows_run} rows x folds measured")
+    return ComponentFit(name, CARD, ((timing.rows, round(step_seconds, 3)),), _fixed_span(fixed), host, per_row_device,
+                        basis, uses_device=True)
+
+
+def _samples(fold: FoldTiming) -> list[BatchTiming]:
+    """The fold's steady batches of full size, else its probe's (past the probe loader's first), else its
+    partial steady batches (a per-batch overhead over fewer rows: an over-estimate)."""
+    sizes = [batch.rows for batch in (fold.first_batch, *fold.steady, *fold.probe) if batch is not None]
+    full = max(sizes, default=0)
+    return ([batch for batch in fold.steady if batch.rows == full] or list(fold.probe[1:]) or list(fold.steady))
+
+
+def _fold_rates(fold: FoldTiming) -> tuple[tuple[float, float, float], tuple[float, float, float]] | None:
+    """((data low, central, high), (compute low, central, high)) seconds per row, or None without samples."""
+    samples = [batch for batch in _samples(fold) if batch.rows]
+    if not samples:
+        return None
+    rows = sum(batch.rows for batch in samples)
+
+    def span(part: str) -> tuple[float, float, float]:
+        # The 10th and 90th percentile of the batches (min and max of a few): one stalled batch among 70 does
+        # not move a long run's rate; RATE_SPREAD then allows for the machine's load drifting over the run.
+        each = sorted(getattr(batch, part) / batch.rows for batch in samples)
+        mean = sum(getattr(batch, part) for batch in samples) / rows
+        low, high = each[int(0.1 * (len(each) - 1))], each[-1 - int(0.1 * (len(each) - 1))]
+        return min(low, mean) / RATE_SPREAD, mean, max(high, mean) * RATE_SPREAD
+
+    return span("data_seconds"), span("compute_seconds")
+
+
+def _first_batch_only(name: str, step_seconds: float, timing: StepTiming) -> ComponentFit:
+    firsts = [fold.first_batch for fold in timing.folds if fold.first_batch is not None and fold.first_batch.rows]
+    per_row = sum(batch.seconds / batch.rows for batch in firsts) * len(timing.folds) / max(len(firsts), 1)
+    fixed = max(step_seconds - sum(batch.seconds for batch in firsts), 0.0)
+    return ComponentFit(name, ONE_SIZE, ((timing.rows, round(step_seconds, 3)),), Span(fixed, fixed, fixed * FIXED_SPREAD),
+                        ZERO, Span(0.0, per_row, per_row),
+                        f"{fixed:.2f} s fixed ({_phases(timing)}); only warm-up batches ran: their {per_row * 1000:.3g} ms "
+                        "per row bounds the rate from above", uses_device=True)
+
+
+def _phases(timing: StepTiming) -> str:
+    loads = sum(fold.load_seconds for fold in timing.folds)
+    warm = sum(fold.first_batch.seconds for fold in timing.folds if fold.first_batch is not None)
+    start = f"start {timing.startup_seconds:.2f} s, " if timing.startup_seconds is not None else ""
+    return (f"{start}imports {timing.imports_seconds:.2f} s, setup {timing.setup_seconds:.2f} s, model load "
+            f"{loads:.2f} s over {len(timing.folds)} fold(s), loader start "
+            f"{sum(fold.loader_start_seconds for fold in timing.folds):.2f} s, warm-up batches {warm:.2f} s")
+
+
+def _fixed_span(seconds: float) -> Span:
+    return Span(max(seconds / FIXED_SPREAD - NOISE_FLOOR_SECONDS, 0.0), seconds, seconds * FIXED_SPREAD + NOISE_FLOOR_SECONDS)
+
+
+def _two_sizes(name: str, points: list[tuple[int, float]], user: bool) -> ComponentFit:
     (n1, t1), (n2, t2) = _mean_at(points, min(p[0] for p in points)), _mean_at(points, max(p[0] for p in points))
     span = n2 - n1
     slope = max((t2 - t1) / span, 0.0)
     noise = (_noise(t1) + _noise(t2)) / span
     fixed = max(t1 - slope * n1, 0.0)
-    return ComponentFit(name, round(fixed, 4), slope, max(slope - noise, 0.0), slope + noise, "two sizes",
-                        ((n1, round(t1, 3)), (n2, round(t2, 3))))
+    slopes = Span(max(slope - noise, 0.0) / RATE_SPREAD, slope, (slope + noise) * RATE_SPREAD)
+    # The fixed part moves against the slope: at the low slope the whole of t1 may be fixed.
+    fixeds = Span(max(t1 - slopes.high * n1, 0.0) / FIXED_SPREAD, fixed, max(t1 - slopes.low * n1, fixed) * FIXED_SPREAD)
+    host, device = (ZERO, slopes) if user else (slopes, ZERO)
+    return replace(ComponentFit(name, TWO_SIZES, ((n1, round(t1, 3)), (n2, round(t2, 3))), fixeds, host, device,
+                                f"two points ({t1:.2f} s at {n1} rows, {t2:.2f} s at {n2}): {fixed:.2f} s fixed + "
+                                f"{slope * 1000:.3g} ms per row"),
+                   uses_device=user, share_known=not user)
 
 
 def _mean_at(points: list[tuple[int, float]], rows: int) -> tuple[int, float]:
@@ -190,3 +397,11 @@ def _mean_at(points: list[tuple[int, float]], rows: int) -> tuple[int, float]:
 
 def _noise(seconds: float) -> float:
     return max(NOISE_FLOOR_SECONDS, NOISE_FRACTION * seconds)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"

@@ -15,12 +15,14 @@ folder and history live in ``$XDG_CONFIG_HOME/kkb/image-kernel`` (not in any ker
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from builder.errors import KernelFailed, KkbError
+from builder.kkb_runtime.timing import reference_forward_seconds
 from builder.project.credentials import kaggle_username
 from builder.project.ids import kernel_slug
 from builder.project.image_store import FORMAT, config_dir, store_image
@@ -80,6 +82,19 @@ out = Path(os.environ.get("KKB_KAGGLE_ROOT", "/kaggle")) / "working" / "kaggle-i
 out.write_text(json.dumps(image, indent=1, sort_keys=True))
 print(f"python {image['python_full']}, {len(packages)} packages, cuda {image['cuda']}, gpu {image['gpu']}")
 '''
+# The reference forward pass (kkb_runtime.timing), timed on Kaggle's GPU and CPU: the dry run times it on the
+# local CPU too, and the ratio is the device factor it projects GPU time with (builder.rehearse.device_factor).
+BENCHMARK = inspect.getsource(reference_forward_seconds) + '''
+
+if torch is not None and torch.cuda.is_available():
+    try:
+        image["benchmark"] = {"workload": "reference_forward_seconds", "gpu": image["gpu"]["name"],
+                              "gpu_seconds": reference_forward_seconds("cuda"), "cpu_seconds": reference_forward_seconds("cpu"),
+                              "cpus": os.cpu_count(), "captured": image["captured"]}
+    except Exception as exc:  # a capture without the timing is still a capture
+        image["benchmark"] = {"error": repr(exc)}
+'''
+CAPTURE_SCRIPT = CAPTURE_SCRIPT.replace('out = Path(os.environ', BENCHMARK + 'out = Path(os.environ', 1)
 
 
 @dataclass(frozen=True)
@@ -187,6 +202,7 @@ def _description(captured: dict[str, Any], kernel_id: str, version: int | None, 
         "packages": {str(k): str(v) for k, v in dict(captured.get("packages") or {}).items()},
         "preinstalled_patterns": [],
         "import_names": {str(k): str(v) for k, v in dict(captured.get("import_names") or {}).items()},
+        **({"benchmark": dict(captured["benchmark"])} if isinstance(captured.get("benchmark"), dict) else {}),
     }
 
 

@@ -1,0 +1,51 @@
+"""Issue 23's done-when: the cassava-style example from a 1-image public test, 15,000 hidden rows, a GPU shape.
+
+The dry run projects from one image (the card steps' timing probe gives the steady rate): the verdict is OK
+against 9 h, the projection is a range on the T4 x2 with its basis (the summary the CLI prints carries it).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("timm")
+
+from builder.rehearse.dryrun import DryRunSettings, dry_run
+from tests.support.files import KERNELS
+
+pytestmark = pytest.mark.slow
+
+
+def _one_image(public: Path, dest: Path) -> Path:
+    sample = pd.read_csv(public / "sample_submission.csv", dtype=str).iloc[:1]
+    (dest / "test_images").mkdir(parents=True)
+    sample.to_csv(dest / "sample_submission.csv", index=False)
+    shutil.copyfile(public / "test_images" / sample.iloc[0, 0], dest / "test_images" / sample.iloc[0, 0])
+    return dest
+
+
+def test_cassava_from_one_image_is_ok_against_9_hours_on_a_t4(tmp_path: Path) -> None:
+    kernel = KERNELS / "cassava-style"
+    made = subprocess.run([sys.executable, str(kernel / "make_assets.py")], capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stdout + made.stderr
+    data = _one_image(kernel / "data" / "competition" / "public", tmp_path / "one")
+    report = dry_run(DryRunSettings(kernel_dir=kernel, data_dir=data, scenario="rerun", hidden_rows=15_000,
+                                    out_dir=tmp_path / "build", owner="tester"))
+    (rerun,) = report.scenarios
+    assert rerun.verdict.name == "OK", rerun.verdict
+    projection = rerun.projection
+    assert projection is not None and projection["device"]["target"] == "T4 x2"
+    assert projection["low"] <= projection["seconds"] <= projection["high"] and projection["low"] < 9 * 3600
+    basis = projection["basis"]
+    assert [line.split(":")[0] for line in basis] == ["resnet", "effnet", "(notebook outside steps)", "device"]
+    assert all("steady batch(es) of a timing probe" in line for line in basis[:2])
+    assert "on T4 x2" in projection["summary"] and "no measurement on Kaggle's T4 x2" in projection["summary"]
+    steps = {step["name"]: step for step in rerun.steps}
+    assert all(steps[name]["timing"]["folds"][0]["probe"] for name in ("resnet", "effnet"))
