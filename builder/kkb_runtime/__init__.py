@@ -87,9 +87,12 @@ class KernelRun:
             return self.predictions
         with self._stage("combine"):
             columns = self.prediction_columns
-            frames = [submission.read_predictions(Path(result.output), self.id_column, columns) for result in self.steps]
+            groups = [list(step.get("columns") or columns) for step in self.config.steps]
+            outputs = [(result.name, submission.read_step_output(Path(result.output), result.name, self.id_column, own), own)
+                       for result, own in zip(self.steps, groups, strict=True)]
             weights = [float(step.get("weight", 1.0)) for step in self.config.steps]
-            self.predictions = submission.combine(frames, self.id_column, columns, self.config.submission["combine"], weights)
+            self.predictions = submission.combine_groups(outputs, self.id_column, columns,
+                                                         self.config.submission["combine"], weights)
             if not self.config.postprocess:  # with post-processing, the sample's rows are filled in after it
                 self.predictions = self._fill_from_sample(self.predictions)
         return self.predictions
