@@ -94,7 +94,7 @@ def prepare_source(card: ModelCard, model: Any, kernel_dir: Path, source: str, w
                              hint=f"fold {key} must hold the weights (a state dict, or checkpoint_key's entry); "
                                   "set checkpoint_key if every fold keeps them under one key") from None
         fold_source = PurePosixPath(source).with_suffix(f".fold{key}{PurePosixPath(source).suffix}").as_posix()
-        out.append({**_prepare_state(card, model, state, fold_source, weights_stage, written),
+        out.append({**_prepare_state(card, model, state, fold_source, weights_stage, written, f"{source}#{key}"),
                     "source": f"{source}#{key}", "source_key": source_key})
     return out
 
@@ -116,9 +116,10 @@ def prepare_checkpoint(card: ModelCard, model: Any, kernel_dir: Path, source: st
 
 
 def _prepare_state(card: ModelCard, model: Any, state: dict[str, Any], source: str, weights_stage: Path,
-                   written: dict[str, str]) -> dict[str, Any]:
+                   written: dict[str, str], label: str | None = None) -> dict[str, Any]:
+    """``label``: how messages name the checkpoint (``file.pth#3``: fold 3 of a file of folds)."""
     state = checkpoints.remap_keys(state, card.model_dump(mode="json"))
-    state, prefix, left_out = fit_checkpoint(card, model, state, source)
+    state, prefix, left_out = fit_checkpoint(card, model, state, label or source)
     if card.half:
         state = to_half(card, state)
     relative = write_checkpoint(card, state, weights_stage, written, source)
