@@ -257,6 +257,8 @@ def model_notes(cards: list[dict[str, Any]]) -> tuple[str, ...]:
     """One line per checkpoint that loaded only through a card's opt-in (also in kkb_kernel.json)."""
     notes = []
     for card in cards:
+        for what, how in (card.get("preprocessing") or {}).items():  # what the kernel does to each image, and why
+            notes.append(f"models.{card['name']}: {what}: {how}")
         for entry in card.get("checkpoints") or ():
             if entry.get("loaded_with", "weights_only") != "weights_only":
                 notes.append(f"models.{card['name']}: {entry['source']} loaded with {entry['loaded_with']}")

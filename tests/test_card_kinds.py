@@ -292,3 +292,75 @@ def test_a_notebook_pickle_loads_with_pickle_main(tmp_path: Path, monkeypatch: p
     model = tabular.load_estimator({**card, "pickle_main": "nbcode"}, tmp_path / "m.joblib")
     assert model.predict([1, 2]) == [0.25, 0.25]
     assert json.dumps(card)  # the card stays plain data
+
+
+# --- image cards: transforms factory, tensors, the preprocessing stated --------------------------
+
+timm = pytest.importorskip("timm")
+
+PIPELINES = '''
+import albumentations as A
+from albumentations.pytorch import ToTensorV2
+
+def plain():
+    return A.Compose([A.Resize(24, 24)])
+
+def normalised_tensor():
+    return A.Compose([A.Resize(24, 24), A.Normalize(mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25)), ToTensorV2()])
+
+def tensor_only():
+    return A.Compose([A.Resize(24, 24), ToTensorV2()])
+
+def not_a_pipeline():
+    return 3
+'''
+
+
+def image_kernel(root: Path, **card: Any) -> tuple[Path, KernelSpec]:
+    (root / "weights").mkdir(parents=True)
+    (root / "pipes.py").write_text(PIPELINES)
+    torch.manual_seed(0)
+    torch.save(timm.create_model("test_resnet", pretrained=False, num_classes=2).state_dict(), root / "weights" / "m.pth")
+    return root, spec({"name": "m", "arch": "test_resnet", "checkpoint": "weights/m.pth", "num_classes": 2, **card})
+
+
+def test_a_transforms_factory_runs_in_the_kernel_and_its_normalize_is_not_doubled(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from builder.kkb_runtime import transforms
+
+    kernel, loaded = image_kernel(tmp_path / "k", transforms="pipes:normalised_tensor", input_size=[24, 24])
+    (card,) = bundle_cards.prepare_models(loaded, kernel, tmp_path / "stage")
+    assert (card["transforms_factory"], card["transforms"], card["normalize_in_pipeline"]) == ("pipes:normalised_tensor", None, True)
+    assert (card["mean"], card["std"]) == ([0.5] * 3, [0.25] * 3)
+    assert card["preprocessing"]["normalize"] == "mean [0.5, 0.5, 0.5], std [0.25, 0.25, 0.25] (the pipeline's Normalize), in the pipeline"
+    assert card["preprocessing"]["resize"] == "the pipeline's own (kkb adds no Resize)"
+    monkeypatch.syspath_prepend(str(kernel))
+    image = np.full((30, 30, 3), 255, dtype=np.uint8)
+    out = transforms.inference_pipeline(card)(image=image)["image"]
+    assert tuple(out.shape) == (3, 24, 24) and float(out.max()) == pytest.approx(2.0)  # (1 - 0.5) / 0.25, once
+
+
+@pytest.mark.parametrize(("factory", "message"), [
+    ("pipes:tensor_only", "[[models]] 'm': transforms pipes:tensor_only: the pipeline converts to a tensor (ToTensorV2) "
+                          "without normalising first, and kkb cannot normalise after it"),
+    ("pipes:not_a_pipeline", "[[models]] 'm': transforms pipes:not_a_pipeline: transforms 'pipes:not_a_pipeline' returned int, "
+                             "not an albumentations pipeline (A.Compose)"),
+    ("pipes:missing", "[[models]] 'm': transforms pipes:missing: transforms 'pipes:missing': cannot import missing from 'pipes'"),
+])
+def test_a_transforms_factory_that_cannot_work_is_refused_with_the_reason(tmp_path: Path, factory: str, message: str) -> None:
+    kernel, loaded = image_kernel(tmp_path / "k", transforms=factory)
+    with pytest.raises(ModelError) as caught:
+        bundle_cards.prepare_models(loaded, kernel, tmp_path / "stage")
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_the_build_states_the_preprocessing_and_where_it_came_from(tmp_path: Path) -> None:
+    from builder.build import model_notes
+
+    kernel, loaded = image_kernel(tmp_path / "k", input_size=[32, 32])
+    (card,) = bundle_cards.prepare_models(loaded, kernel, tmp_path / "stage")
+    notes = [note for note in model_notes([card]) if not note.startswith("models.m: weights")]
+    assert notes[:2] == [
+        "models.m: resize: 32x32 (the card), bilinear (timm's pretrained config)",
+        "models.m: normalize: mean [0.5, 0.5, 0.5], std [0.5, 0.5, 0.5] (timm's pretrained config), "
+        "added by kkb after the pipeline"]

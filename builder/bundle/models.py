@@ -197,6 +197,9 @@ def _offline() -> Iterator[None]:
                 os.environ[name] = value
 
 
+offline_environment = _offline  # for the other card kinds' build-time checks (builder.bundle.cards)
+
+
 def build_model(card: ModelCard) -> Any:
     with _offline():
         return _build_model(card)
@@ -406,7 +409,7 @@ def _per_channel(card: ModelCard, field: str, values: Any, from_card: bool) -> l
 
 def check_transforms(card: ModelCard, kernel_dir: Path, normalisation: Mapping[str, Any]) -> dict[str, Any] | None:
     """The card's serialised pipeline, proven to deserialise and to run on an image (None: kkb's default)."""
-    if card.transforms is None:
+    if card.transforms is None or ":" in card.transforms:  # a factory: builder.bundle.cards.image checks it
         return None
     path = kernel_dir / card.transforms
     if not path.is_file():

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from builder.bundle.checkpoints import checkpoint_sources
-from builder.bundle.models import user_code_importable
+from builder.bundle.models import offline_environment, user_code_importable
 from builder.errors import BundleError, ModelError
 from builder.kkb_runtime import checkpoints
 from builder.kkb_runtime import models as runtime
@@ -68,7 +68,7 @@ def _load_hint(card: ModelCard) -> str:
 def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
     version = _require_library(card)
     folds = []
-    with user_code_importable(kernel_dir):
+    with user_code_importable(kernel_dir), offline_environment():
         for source in checkpoint_sources(card, kernel_dir):
             _load(card, kernel_dir / source)
             target = weights_stage / source
@@ -96,7 +96,7 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Mode
         raise BundleError(f"{where}: no test table {path} in the public data",
                           hint="set [competition] test to the CSV (or parquet) of test rows, relative to [competition] data")
     sources = checkpoint_sources(card, kernel_dir)
-    with user_code_importable(kernel_dir):
+    with user_code_importable(kernel_dir), offline_environment():
         try:
             rows = rows_in_sample_order(read_table(path, id_column), sample[id_column].astype(str).tolist(), id_column, path)
             frame = runtime_tabular.features(_card(card), rows, id_column)

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from builder.bundle.checkpoints import checkpoint_sources
-from builder.bundle.models import prepare_source, user_code_importable
+from builder.bundle.models import offline_environment, prepare_source, user_code_importable
 from builder.errors import BundleError, ModelError
 from builder.kkb_runtime import checkpoints
 from builder.kkb_runtime import models as runtime
@@ -38,7 +38,7 @@ def build(card: ModelCard, kernel_dir: Path) -> tuple[Any, Any]:
     if missing:
         raise ModelError(f"[[models]] '{card.name}': a text card needs {' and '.join(missing)}, not installed here",
                          hint=f"pip install {' '.join(missing)} (the Kaggle image has them)")
-    with user_code_importable(kernel_dir):
+    with user_code_importable(kernel_dir), offline_environment():
         try:
             model = runtime_text.create_model(_card(card), kernel_dir)
             tokenizer = runtime_text.load_tokenizer(_card(card), kernel_dir)
