@@ -364,3 +364,29 @@ def test_the_build_states_the_preprocessing_and_where_it_came_from(tmp_path: Pat
         "models.m: resize: 32x32 (the card), bilinear (timm's pretrained config)",
         "models.m: normalize: mean [0.5, 0.5, 0.5], std [0.5, 0.5, 0.5] (timm's pretrained config), "
         "added by kkb after the pipeline"]
+
+
+# --- post-processing with context ---------------------------------------------------------------
+
+def test_a_postprocess_function_gets_typed_ids_and_context_and_names_what_it_discretised(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from builder.kkb_runtime import postprocess
+
+    (tmp_path / "post.py").write_text(
+        "def snap(frame, context):\n"
+        "    assert frame['qa_id'].dtype.kind == 'i', frame.dtypes\n"
+        "    scale = float((context.weights / 'scale.txt').read_text())\n"
+        "    out = frame.assign(a=(frame['a'] * scale).round(1))\n"
+        "    return out, ['a']\n"
+        "def plain(frame):\n"
+        "    return frame\n")
+    (tmp_path / "scale.txt").write_text("2")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    frame = pd.DataFrame({"qa_id": ["7", "12"], "a": [0.1234, 0.3333], "b": [0.5, 0.25]})
+    context = postprocess.Context(weights=tmp_path, code=tmp_path, competition=tmp_path, id_column="qa_id",
+                                  id_type=postprocess.id_type(pd.Series(["7", "12"])))
+    out = postprocess.apply(frame, [{"kind": "function", "function": "post:snap"}, {"kind": "function", "function": "post:plain"}],
+                            "qa_id", ["a", "b"], context)
+    assert out["qa_id"].tolist() == ["7", "12"] and out["a"].tolist() == [0.2, 0.7]
+    assert out.attrs[postprocess.DISCRETISED] == ["a"]
+    assert postprocess.id_type(pd.Series(["007", "12"])) == "str"  # "007" is not the integer 7 to the scorer

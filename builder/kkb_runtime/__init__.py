@@ -38,6 +38,7 @@ class KernelRun:
     predictions: pd.DataFrame | None = None
     written: Path | None = None
     started: float = field(default_factory=time.perf_counter)
+    discretised: list[str] = field(default_factory=list)  # columns a post-processing function discretised
     rehearsal_report: rehearsal.RehearsalRecorder | None = None  # kkb dry-run --on-kaggle: report.json as the run goes
 
     @property
@@ -101,9 +102,19 @@ class KernelRun:
         """The ``[[postprocess]]`` stages on the combined frame: argmax, threshold, clip, your function."""
         if not self.finished:
             with self._stage("postprocess"):
-                processed = postprocess.apply(self.predictions, self.config.postprocess, self.id_column, self.prediction_columns)
+                processed = postprocess.apply(self.predictions, self.config.postprocess, self.id_column,
+                                              self.prediction_columns, self.postprocess_context())
+                self.discretised = list(processed.attrs.get(postprocess.DISCRETISED) or [])
                 self.predictions = self._fill_from_sample(processed)
         return self.predictions
+
+    def postprocess_context(self) -> postprocess.Context:
+        """What a post-processing function gets besides the frame (kkb_runtime.postprocess.Context)."""
+        attached = {str(item["name"]): path for item in self.config.inputs
+                    if (path := _attached(str(item["name"]), self.config)) is not None}
+        return postprocess.Context(weights=self.inputs.weights, code=self.inputs.code, competition=self.inputs.competition,
+                                   inputs=attached, config=self.config.raw, id_column=self.id_column,
+                                   id_type=postprocess.id_type(self.sample[self.id_column]))
 
     def _fill_from_sample(self, combined: pd.DataFrame) -> pd.DataFrame:
         """With the fast commit's first-rows mode, the rest of the rows keep the sample's values."""
@@ -116,7 +127,8 @@ class KernelRun:
     def round(self) -> pd.DataFrame:
         if not self.finished:
             with self._stage("round"):
-                self.predictions = submission.round_predictions(self.predictions, self.targets,
+                rounded = [column for column in self.targets if column not in self.discretised]  # a function's own
+                self.predictions = submission.round_predictions(self.predictions, rounded,
                                                                 self.config.submission.get("decimals"), self.sample)
         return self.predictions
 
@@ -158,6 +170,13 @@ class KernelRun:
         return {"submission": str(self.written) if self.written else None,
                 "fast_commit": self.decision.fast if self.decision else None,
                 "steps": [asdict(result) for result in self.steps]}
+
+
+def _attached(name: str, config: KernelConfig) -> Path | None:
+    try:
+        return find_input(name, config=config)
+    except InputNotFound:
+        return None
 
 
 def start(code_dir: Path | str | None = None) -> KernelRun:
