@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder import __version__
+from builder.bundle.cards import card_files, prepare_models  # torch, timm, transformers only when a kernel has models
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.files import (
     HashCache,
@@ -35,7 +36,6 @@ from builder.bundle.files import (
     write_metadata,
 )
 from builder.bundle.model_weights import publishes_model, weights_model_id, write_model_metadata
-from builder.bundle.cards import card_files, prepare_models  # torch, timm, transformers only when a kernel has models
 from builder.bundle.preflight import check_against_public_data
 from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
 from builder.errors import BundleError

@@ -22,8 +22,8 @@ from pathlib import Path
 from builder.bundle.cards import PUBLIC_DATA_CHECKS
 from builder.errors import BundleError
 from builder.kkb_runtime import postprocess
-from builder.kkb_runtime.vocabulary import CardKind
 from builder.kkb_runtime.submission import read_sample, target_columns
+from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.spec import SPEC_FILE, KernelSpec, ModelCard
 
 
@@ -49,8 +49,9 @@ def check_against_public_data(spec: KernelSpec, kernel_dir: Path) -> None:
         if not card.features and card.num_classes != len(columns):
             what = ("the step's columns" if step.columns or card.columns else "prediction_columns"
                     if spec.submission.prediction_columns else "target columns of the sample submission")
+            per = "image" if card.kind == CardKind.IMAGE else "row"
             raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}.num_classes: the model outputs {card.num_classes} "
-                              f"values per {'image' if card.kind == CardKind.IMAGE else 'row'}, step '{step.name}' must write {len(columns)} ({what}: "
+                              f"values per {per}, step '{step.name}' must write {len(columns)} ({what}: "
                               f"{', '.join(columns)})",
                               hint="set num_classes to the model's output width, or [submission] prediction_columns "
                                    "to what it outputs and a [[postprocess]] stage (argmax, threshold) to the targets")

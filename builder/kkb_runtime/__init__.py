@@ -19,6 +19,7 @@ import pandas as pd
 from . import commit, install, postprocess, rehearsal, submission  # noqa: F401  (install: the notebook calls kkb.install)
 from .config import KernelConfig, load_config
 from .inputs import InputNotFound, Inputs, find_input, resolve_inputs
+from .postprocess import Context as PostprocessContext
 from .steps import StepFailed, StepResult, record_steps, run_step
 from .submission import SubmissionError
 
@@ -108,7 +109,7 @@ class KernelRun:
                 self.predictions = self._fill_from_sample(processed)
         return self.predictions
 
-    def postprocess_context(self) -> postprocess.Context:
+    def postprocess_context(self) -> PostprocessContext:
         """What a post-processing function gets besides the frame (kkb_runtime.postprocess.Context)."""
         attached = {str(item["name"]): path for item in self.config.inputs
                     if (path := _attached(str(item["name"]), self.config)) is not None}

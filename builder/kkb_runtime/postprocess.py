@@ -134,9 +134,10 @@ def _call_user(frame: pd.DataFrame, reference: str, where: str,
                context: Context | None = None) -> tuple[pd.DataFrame, list[str]]:
     function = load_function(reference)
     typed = frame.copy()
-    integer_ids = context is not None and context.id_type == "int" and context.id_column in typed.columns
+    id_column = context.id_column if context is not None and context.id_type == "int" else None
+    integer_ids = id_column is not None and id_column in typed.columns
     if integer_ids:
-        typed[context.id_column] = typed[context.id_column].astype(np.int64)
+        typed[id_column] = typed[id_column].astype(np.int64)
     takes_context = len(inspect.signature(function).parameters) >= 2
     result = function(typed, context) if takes_context else function(typed)
     columns: list[str] = []
@@ -145,8 +146,9 @@ def _call_user(frame: pd.DataFrame, reference: str, where: str,
     if not isinstance(result, pd.DataFrame):
         raise PostprocessError(f"{where}: {reference} returned {type(result).__name__}, not a pandas DataFrame "
                                "(or a DataFrame and the list of columns it discretised)")
-    if integer_ids and context is not None and context.id_column in result.columns:
-        result = result.assign(**{context.id_column: result[context.id_column].astype(str)})
+    if integer_ids and id_column in result.columns:
+        result = result.copy()
+        result[id_column] = result[id_column].astype(str)
     return result, columns
 
 

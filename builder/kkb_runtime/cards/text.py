@@ -139,7 +139,7 @@ def length_sorted_batches(encoded: Encoded, batch_size: int) -> list[np.ndarray]
     return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-def padded(encoded: Encoded, rows: Sequence[int], pad_id: int, length: int | None = None) -> dict[str, Any]:
+def padded(encoded: Encoded, rows: Sequence[int] | np.ndarray, pad_id: int, length: int | None = None) -> dict[str, Any]:
     """The rows as tensors padded to ``length`` (default: the longest of them), with the attention mask."""
     import torch
 
