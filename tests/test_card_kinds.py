@@ -390,3 +390,15 @@ def test_a_postprocess_function_gets_typed_ids_and_context_and_names_what_it_dis
     assert out["qa_id"].tolist() == ["7", "12"] and out["a"].tolist() == [0.2, 0.7]
     assert out.attrs[postprocess.DISCRETISED] == ["a"]
     assert postprocess.id_type(pd.Series(["007", "12"])) == "str"  # "007" is not the integer 7 to the scorer
+
+
+def test_a_tokenizer_that_adds_special_tokens_only_when_called_is_refused(bert: Path) -> None:
+    from transformers import PreTrainedTokenizerFast
+
+    from builder.kkb_runtime import models as runtime_models
+
+    card = text_spec().models[0].model_dump(mode="json")
+    generic = PreTrainedTokenizerFast(tokenizer_object=runtime_text.load_tokenizer(card, bert)._tokenizer)
+    with pytest.raises(runtime_models.ModelLoadError, match=r"model 'q': PreTrainedTokenizerFast adds 2 special token\(s\) "
+                                                            "when it tokenizes, but not through build_inputs_with_special_tokens"):
+        runtime_text.encode(generic, card, pd.DataFrame({"title": ["the cat"]}))

@@ -71,7 +71,11 @@ def check_output_width(card: ModelCard, model: Any, tokenizer: Any) -> None:
 
     columns = [*card.text_columns, *card.text_pair_columns]
     table = pd.DataFrame({column: [CHECK_TEXT, CHECK_TEXT + " twice " + CHECK_TEXT] for column in columns})
-    encoded = runtime_text.encode(tokenizer, _card(card), table)
+    try:
+        encoded = runtime_text.encode(tokenizer, _card(card), table)
+    except runtime.ModelLoadError as exc:
+        raise ModelError(f"[[models]] '{card.name}': {str(exc).removeprefix(f'model {card.name!r}: ')}",
+                         hint="tokenizer_class in tokenizer_config.json names the model's tokenizer class") from None
     batch = runtime_text.padded(encoded, [0, 1], runtime_text.pad_id(tokenizer))
     keys = runtime_text.accepted_inputs(model)
     width = batch["input_ids"].shape[1]

@@ -123,6 +123,7 @@ def encode(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) -> Enco
     ids_b = tokenizer(second, add_special_tokens=False)["input_ids"] if second else [None] * len(ids_a)
     room = int(card.get("max_len", 512)) - tokenizer.num_special_tokens_to_add(pair=bool(second))
     mode, head = str(card.get("truncation", "head_tail")), card.get("head_tokens")
+    _check_special_tokens(tokenizer, card, bool(second))
     input_ids, token_types = [], []
     for a, b in zip(ids_a, ids_b, strict=True):
         keep_a, keep_b = budgets(len(a), len(b or ()), room)
@@ -131,6 +132,18 @@ def encode(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) -> Enco
         input_ids.append(tokenizer.build_inputs_with_special_tokens(a, b))
         token_types.append(tokenizer.create_token_type_ids_from_sequences(a, b))
     return Encoded(input_ids, token_types)
+
+
+def _check_special_tokens(tokenizer: Any, card: Mapping[str, Any], pair: bool) -> None:
+    """kkb cuts the token ids itself, then adds the special tokens with the tokenizer's own method; a tokenizer
+    class that adds them only inside its __call__ would silently get none: refused, not guessed."""
+    wanted = tokenizer.num_special_tokens_to_add(pair=pair)
+    built = tokenizer.build_inputs_with_special_tokens([5, 6], [7] if pair else None)
+    if len(built) - (3 if pair else 2) != wanted:
+        raise models.ModelLoadError(
+            f"model '{card['name']}': {type(tokenizer).__name__} adds {wanted} special token(s) when it tokenizes, but "
+            f"not through build_inputs_with_special_tokens, so kkb cannot add them after truncating: save the tokenizer "
+            "with its model's own class (tokenizer_config.json's tokenizer_class, e.g. BertTokenizerFast)")
 
 
 def length_sorted_batches(encoded: Encoded, batch_size: int) -> list[np.ndarray]:
