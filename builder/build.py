@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder import __version__
+from builder.bundle.cards import card_files, prepare_models  # torch, timm, transformers only when a kernel has models
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.files import (
     HashCache,
@@ -35,7 +36,6 @@ from builder.bundle.files import (
     write_metadata,
 )
 from builder.bundle.model_weights import publishes_model, weights_model_id, write_model_metadata
-from builder.bundle.models import prepare_models  # imports torch and timm only when a kernel has models
 from builder.bundle.preflight import check_against_public_data
 from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
 from builder.errors import BundleError
@@ -197,6 +197,8 @@ def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], di
     for card in spec.models:
         for checkpoint in checkpoint_sources(card, kernel_dir):  # one per fold; each must exist
             weights.setdefault(checkpoint, kernel_dir / checkpoint)
+        for relative in card_files(card, kernel_dir):  # a text model's config and tokenizer
+            weights.setdefault(relative, kernel_dir / relative)
     for relative in code:
         if relative.split("/")[0] in RESERVED:
             raise BundleError(f"{relative}: this name is reserved for kkb in the code dataset", hint="rename the file or folder")
@@ -255,6 +257,8 @@ def model_notes(cards: list[dict[str, Any]]) -> tuple[str, ...]:
     """One line per checkpoint that loaded only through a card's opt-in (also in kkb_kernel.json)."""
     notes = []
     for card in cards:
+        for what, how in (card.get("preprocessing") or {}).items():  # what the kernel does to each image, and why
+            notes.append(f"models.{card['name']}: {what}: {how}")
         for entry in card.get("checkpoints") or ():
             if entry.get("loaded_with", "weights_only") != "weights_only":
                 notes.append(f"models.{card['name']}: {entry['source']} loaded with {entry['loaded_with']}")
@@ -309,12 +313,13 @@ def _models_key(spec: KernelSpec, kernel_dir: Path, cache: HashCache, code_files
 
     inputs: dict[str, Any] = {"kkb": __version__, "cards": [card.model_dump(mode="json") for card in spec.models]}
     sources = {path: kernel_dir / path for card in spec.models
-               for path in (*checkpoint_sources(card, kernel_dir), card.transforms,
+               for path in (*checkpoint_sources(card, kernel_dir), *card_files(card, kernel_dir), card.transforms,
                             card.tta_random.transforms if card.tta_random else None) if path}
     sources.update(code_files)  # custom transforms live in the user's code
     inputs["files"] = {rel: _cached_sha256(path, cache) for rel, path in sorted(sources.items()) if path.is_file()}
     versions: dict[str, str | None] = {}
-    for package in ("torch", "timm", "albumentations", "safetensors"):
+    for package in ("torch", "timm", "albumentations", "safetensors", "transformers", "tokenizers", "lightgbm",
+                    "xgboost", "catboost", "scikit-learn"):
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:

@@ -47,8 +47,8 @@ def prepare_model(card: ModelCard, kernel_dir: Path, weights_stage: Path, writte
         model = build_model(card)
     normalisation = resolve_normalisation(card, model)
     check_output_width(card, model, normalisation)
-    folds = [prepare_checkpoint(card, model, kernel_dir, source, weights_stage, written)
-             for source in checkpoint_sources(card, kernel_dir, must_exist=False)]
+    folds = [fold for source in checkpoint_sources(card, kernel_dir, must_exist=False)
+             for fold in prepare_source(card, model, kernel_dir, source, weights_stage, written)]
     serialized = check_transforms(card, kernel_dir, normalisation)
     normalisation.update(_pipeline_normalisation(serialized))
     first = folds[0]
@@ -72,17 +72,59 @@ def prepare_model(card: ModelCard, kernel_dir: Path, weights_stage: Path, writte
     }
 
 
+def prepare_source(card: ModelCard, model: Any, kernel_dir: Path, source: str, weights_stage: Path,
+                   written: dict[str, str]) -> list[dict[str, Any]]:
+    """One checkpoint file: one fold, or several in one file (``{fold: state_dict}`` or a list), each written
+    as a file of its own (``name.fold<K>.safetensors``)."""
+    raw = _read_raw(card, kernel_dir, source)
+    try:
+        folds = checkpoints.fold_states(raw)
+    except checkpoints.FoldsMalformed as exc:
+        raise ModelError(f"[[models]] '{card.name}': {source}: {exc}",
+                         hint=f"save the folds as {{0: model.state_dict(), 1: ...}} or a list of state dicts; "
+                              f"fold key '{exc.key}' is the one to fix (or give each fold its own file)") from None
+    if folds is None:
+        return [prepare_checkpoint(card, model, kernel_dir, source, weights_stage, written, raw)]
+    out = []
+    for key, value in folds:
+        try:
+            state, source_key = runtime.clean_state_dict(value, card.checkpoint_key)
+        except runtime.ModelLoadError as exc:
+            raise ModelError(f"[[models]] '{card.name}': {source}: fold {key}: {checkpoints.plain(str(exc))}",
+                             hint=f"fold {key} must hold the weights (a state dict, or checkpoint_key's entry); "
+                                  "set checkpoint_key if every fold keeps them under one key") from None
+        fold_source = PurePosixPath(source).with_suffix(f".fold{key}{PurePosixPath(source).suffix}").as_posix()
+        out.append({**_prepare_state(card, model, state, fold_source, weights_stage, written, f"{source}#{key}"),
+                    "source": f"{source}#{key}", "source_key": source_key})
+    return out
+
+
+def _read_raw(card: ModelCard, kernel_dir: Path, source: str) -> Any:
+    """The file as torch or safetensors reads it; a failure is reported as read_training_checkpoint reports it."""
+    try:
+        return runtime.read_checkpoint(kernel_dir / source, card.allow_pickle)
+    except Exception:
+        read_training_checkpoint(card, kernel_dir, source)  # raises the ModelError naming what is wrong
+        raise
+
+
 def prepare_checkpoint(card: ModelCard, model: Any, kernel_dir: Path, source: str, weights_stage: Path,
-                       written: dict[str, str]) -> dict[str, Any]:
+                       written: dict[str, str], raw: Any = None) -> dict[str, Any]:
     """One fold: read, remap, fit strictly (or list what was left out), write, and load back."""
-    state, source_key = read_training_checkpoint(card, kernel_dir, source)
+    state, source_key = read_training_checkpoint(card, kernel_dir, source, raw)
+    return {**_prepare_state(card, model, state, source, weights_stage, written), "source_key": source_key}
+
+
+def _prepare_state(card: ModelCard, model: Any, state: dict[str, Any], source: str, weights_stage: Path,
+                   written: dict[str, str], label: str | None = None) -> dict[str, Any]:
+    """``label``: how messages name the checkpoint (``file.pth#3``: fold 3 of a file of folds)."""
     state = checkpoints.remap_keys(state, card.model_dump(mode="json"))
-    state, prefix, left_out = fit_checkpoint(card, model, state, source)
+    state, prefix, left_out = fit_checkpoint(card, model, state, label or source)
     if card.half:
         state = to_half(card, state)
     relative = write_checkpoint(card, state, weights_stage, written, source)
     verify_written(card, model, weights_stage / relative)
-    return {"file": relative, "sha256": written[relative], "source": source, "source_key": source_key,
+    return {"file": relative, "sha256": written[relative], "source": source,
             "stripped_prefix": prefix, "left_out": left_out,
             # the card's opt-in, recorded where the build's output shows it (kkb_kernel.json)
             "loaded_with": "torch.load(weights_only=False) (allow_pickle = true)" if card.allow_pickle and
@@ -91,7 +133,8 @@ def prepare_checkpoint(card: ModelCard, model: Any, kernel_dir: Path, source: st
 
 # --- checkpoint -----------------------------------------------------------------------------------
 
-def read_training_checkpoint(card: ModelCard, kernel_dir: Path, source: str | None = None) -> tuple[dict[str, Any], str | None]:
+def read_training_checkpoint(card: ModelCard, kernel_dir: Path, source: str | None = None,
+                             raw: Any = None) -> tuple[dict[str, Any], str | None]:
     source = source or card.checkpoint_patterns[0]
     path = kernel_dir / source
     if not path.is_file():
@@ -101,7 +144,8 @@ def read_training_checkpoint(card: ModelCard, kernel_dir: Path, source: str | No
         raise ModelError(f"[[models]] '{card.name}': checkpoint {source} is empty (0 bytes)",
                          hint="the file was truncated or never written: save or copy the checkpoint again")
     try:
-        return runtime.clean_state_dict(runtime.read_checkpoint(path, card.allow_pickle), card.checkpoint_key)
+        checkpoint = raw if raw is not None else runtime.read_checkpoint(path, card.allow_pickle)
+        return runtime.clean_state_dict(checkpoint, card.checkpoint_key)
     except Exception as exc:
         if not _looks_like_checkpoint(path):
             raise ModelError(f"[[models]] '{card.name}': {source} is not a checkpoint "
@@ -151,6 +195,9 @@ def _offline() -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+offline_environment = _offline  # for the other card kinds' build-time checks (builder.bundle.cards)
 
 
 def build_model(card: ModelCard) -> Any:
@@ -363,7 +410,7 @@ def _per_channel(card: ModelCard, field: str, values: Any, from_card: bool) -> l
 
 def check_transforms(card: ModelCard, kernel_dir: Path, normalisation: Mapping[str, Any]) -> dict[str, Any] | None:
     """The card's serialised pipeline, proven to deserialise and to run on an image (None: kkb's default)."""
-    if card.transforms is None:
+    if card.transforms is None or ":" in card.transforms:  # a factory: builder.bundle.cards.image checks it
         return None
     path = kernel_dir / card.transforms
     if not path.is_file():

@@ -6,8 +6,10 @@ proves, for every ``python -m kkb_runtime predict --model NAME`` step:
 * the card's output width (``num_classes``) equals the prediction columns (``[submission]
   prediction_columns``, else the targets), and the ``[[postprocess]]`` chain turns those into
   exactly the sample submission's target columns;
-* every id of the public sample submission resolves to a test image the way the runtime resolves it
-  (``<id>.<ext>``, ids with their extension, nested folders, a CSV listing paths).
+* each step's column group (``columns``) names prediction columns, and the steps together write them all;
+* the card's kind's own check (``builder.bundle.cards``): an image card's ids resolve to test images the
+  way the runtime resolves them; a text card's columns are in the test table; a tabular card's features
+  and first fold predict the public test in the step's shape.
 
 Without the data there is nothing to compare with, and nothing is checked here (the dry run still
 runs everything). Factories are imported when the models are prepared (``builder.bundle.models``).
@@ -18,14 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pandas as pd
-
+from builder.bundle.cards import PUBLIC_DATA_CHECKS
 from builder.errors import BundleError
 from builder.kkb_runtime import postprocess
-from builder.kkb_runtime import predict as runtime_predict
 from builder.kkb_runtime.submission import read_sample, target_columns
-from builder.kkb_runtime.vocabulary import SubmissionKind
-from builder.project.spec import SPEC_FILE, KernelSpec
+from builder.kkb_runtime.vocabulary import CardKind, SubmissionKind
+from builder.project.spec import SPEC_FILE, KernelSpec, ModelCard
 
 
 def check_against_public_data(spec: KernelSpec, kernel_dir: Path) -> None:
@@ -45,17 +45,44 @@ def _check_csv_kernel(spec: KernelSpec, kernel_dir: Path) -> None:
     predictions = list(spec.submission.prediction_columns) or targets
     _check_postprocess(spec, kernel_dir, sample_path, predictions, targets)
     cards = {card.name: card for card in spec.models}
-    predicting = [(step.name, cards[step.predict_model]) for step in spec.steps if step.predict_model in cards]
-    for step_name, card in predicting:
-        if not card.features and card.num_classes != len(predictions):
-            what = "prediction_columns" if spec.submission.prediction_columns else "target columns of the sample submission"
+    _check_column_groups(spec, kernel_dir, predictions, cards)
+    for step in spec.steps:
+        card = cards.get(step.predict_model or "")
+        if card is None:
+            continue
+        columns = list(step.columns or card.columns) or predictions
+        if not card.features and card.num_classes != len(columns):
+            what = ("the step's columns" if step.columns or card.columns else "prediction_columns"
+                    if spec.submission.prediction_columns else "target columns of the sample submission")
+            per = "image" if card.kind == CardKind.IMAGE else "row"
             raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}.num_classes: the model outputs {card.num_classes} "
-                              f"values per image, step '{step_name}' must write {len(predictions)} ({what}: "
-                              f"{', '.join(predictions)})",
+                              f"values per {per}, step '{step.name}' must write {len(columns)} ({what}: "
+                              f"{', '.join(columns)})",
                               hint="set num_classes to the model's output width, or [submission] prediction_columns "
                                    "to what it outputs and a [[postprocess]] stage (argmax, threshold) to the targets")
-    if predicting:
-        _check_ids_resolve(spec, kernel_dir, data, sample[id_column].astype(str).tolist())
+        PUBLIC_DATA_CHECKS[card.kind](spec, kernel_dir, data, card, columns, sample)
+
+
+def _check_column_groups(spec: KernelSpec, kernel_dir: Path, predictions: list[str], cards: dict[str, ModelCard]) -> None:
+    """Each step's columns are prediction columns, and together the steps write every prediction column."""
+    covered: set[str] = set()
+    for index, step in enumerate(spec.steps):
+        card = cards.get(step.predict_model or "")
+        own = list(step.columns or (card.columns if card else []))
+        unknown = [column for column in own if column not in predictions]
+        if unknown:
+            key = f"steps[{index}].columns" if step.columns else f"models.{card.name if card else step.name}.columns"
+            raise BundleError(f"{kernel_dir / SPEC_FILE}: {key}: step '{step.name}' declares {', '.join(unknown)}, "
+                              f"which are no prediction column ({', '.join(predictions)})",
+                              hint="a column group lists prediction columns: the sample's targets, or [submission] "
+                                   "prediction_columns")
+        covered.update(own or predictions)
+    uncovered = [column for column in predictions if column not in covered]
+    if uncovered:
+        raise BundleError(f"{kernel_dir / SPEC_FILE}: steps: no step writes {', '.join(uncovered)} "
+                          f"(the steps' columns: {', '.join(sorted(covered)) or 'none'})",
+                          hint="add the missing columns to a step's columns (or a card's), or leave columns out "
+                               "of a step that writes them all")
 
 
 def _check_postprocess(spec: KernelSpec, kernel_dir: Path, sample_path: Path, predictions: list[str],
@@ -69,22 +96,6 @@ def _check_postprocess(spec: KernelSpec, kernel_dir: Path, sample_path: Path, pr
                       f"{chain} are {', '.join(result) or 'none'}, but {sample_path.name} holds {', '.join(targets)}",
                       hint="make [submission] prediction_columns and [[postprocess]] (argmax into = ...) produce "
                            "exactly the sample submission's target columns")
-
-
-def _check_ids_resolve(spec: KernelSpec, kernel_dir: Path, data: Path, ids: list[str]) -> None:
-    configured = spec.competition.test
-    folder = data / (configured or runtime_predict.DEFAULT_TEST_DIR)
-    if not folder.exists():
-        if configured:
-            raise BundleError(f"{kernel_dir / SPEC_FILE}: competition.test: {folder} does not exist in the public data",
-                              hint="name the test images folder (or the CSV listing them) relative to [competition] data")
-        folder = data
-    try:
-        runtime_predict.image_paths(ids, folder, spec.submission.id_column)
-    except (runtime_predict.PredictError, pd.errors.ParserError, OSError) as exc:
-        raise BundleError(f"{kernel_dir / SPEC_FILE}: the public test's ids do not resolve to images: {exc}",
-                          hint="set [competition] test to the folder of test images or to a CSV with the id column "
-                               "and a column of image paths") from None
 
 
 def _nothing_to_check(spec: KernelSpec, kernel_dir: Path) -> None:

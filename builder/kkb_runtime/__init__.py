@@ -19,6 +19,7 @@ import pandas as pd
 from . import commit, install, metrics, postprocess, rehearsal, rounding, submission  # noqa: F401  (install: the notebook calls kkb.install)
 from .config import KernelConfig, load_config
 from .inputs import InputNotFound, Inputs, find_input, resolve_inputs
+from .postprocess import Context as PostprocessContext
 from .steps import StepFailed, StepResult, record_steps, run_step
 from .submission import SubmissionError
 
@@ -38,6 +39,7 @@ class KernelRun:
     predictions: pd.DataFrame | None = None
     written: Path | None = None
     started: float = field(default_factory=time.perf_counter)
+    discretised: list[str] = field(default_factory=list)  # columns a post-processing function discretised
     rehearsal_report: rehearsal.RehearsalRecorder | None = None  # kkb dry-run --on-kaggle: report.json as the run goes
     column_rounding: list[rounding.ColumnRounding] = field(default_factory=list)  # per float column: decimals and ties
 
@@ -93,9 +95,12 @@ class KernelRun:
             return self.predictions
         with self._stage("combine"):
             columns = self.prediction_columns
-            frames = [submission.read_predictions(Path(result.output), self.id_column, columns) for result in self.steps]
+            groups = [list(step.get("columns") or columns) for step in self.config.steps]
+            outputs = [(result.name, submission.read_step_output(Path(result.output), result.name, self.id_column, own), own)
+                       for result, own in zip(self.steps, groups, strict=True)]
             weights = [float(step.get("weight", 1.0)) for step in self.config.steps]
-            self.predictions = submission.combine(frames, self.id_column, columns, self.config.submission["combine"], weights)
+            self.predictions = submission.combine_groups(outputs, self.id_column, columns,
+                                                         self.config.submission["combine"], weights)
             if not self.config.postprocess:  # with post-processing, the sample's rows are filled in after it
                 self.predictions = self._fill_from_sample(self.predictions)
         return self.predictions
@@ -104,9 +109,19 @@ class KernelRun:
         """The ``[[postprocess]]`` stages on the combined frame: argmax, threshold, clip, your function."""
         if not self.finished:
             with self._stage("postprocess"):
-                processed = postprocess.apply(self.predictions, self.config.postprocess, self.id_column, self.prediction_columns)
+                processed = postprocess.apply(self.predictions, self.config.postprocess, self.id_column,
+                                              self.prediction_columns, self.postprocess_context())
+                self.discretised = list(processed.attrs.get(postprocess.DISCRETISED) or [])
                 self.predictions = self._fill_from_sample(processed)
         return self.predictions
+
+    def postprocess_context(self) -> PostprocessContext:
+        """What a post-processing function gets besides the frame (kkb_runtime.postprocess.Context)."""
+        attached = {str(item["name"]): path for item in self.config.inputs
+                    if (path := _attached(str(item["name"]), self.config)) is not None}
+        return postprocess.Context(weights=self.inputs.weights, code=self.inputs.code, competition=self.inputs.competition,
+                                   inputs=attached, config=self.config.raw, id_column=self.id_column,
+                                   id_type=postprocess.id_type(self.sample[self.id_column]))
 
     def _fill_from_sample(self, combined: pd.DataFrame) -> pd.DataFrame:
         """With the fast commit's first-rows mode, the rest of the rows keep the sample's values."""
@@ -124,7 +139,8 @@ class KernelRun:
                 floats = [c for c in self.targets
                           if c not in self.sample.columns or submission.column_kind(self.sample[c]) == "float"]
                 unrounded = rounding.unrounded_columns(self.config.postprocess,
-                                                       self.config.submission.get("unrounded") or (), self.targets)
+                                                       [*(self.config.submission.get("unrounded") or ()), *self.discretised],
+                                                       self.targets)  # a function's own discretised columns too
                 self.predictions, self.column_rounding = rounding.round_safely(
                     self.predictions, self.targets, self.config.submission.get("decimals"), self.metric, floats, unrounded)
                 for record in self.column_rounding:
@@ -190,6 +206,13 @@ class KernelRun:
         return {"submission": str(self.written) if self.written else None,
                 "fast_commit": self.decision.fast if self.decision else None,
                 "steps": [asdict(result) for result in self.steps]}
+
+
+def _attached(name: str, config: KernelConfig) -> Path | None:
+    try:
+        return find_input(name, config=config)
+    except InputNotFound:
+        return None
 
 
 def start(code_dir: Path | str | None = None) -> KernelRun:

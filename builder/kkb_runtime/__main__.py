@@ -15,14 +15,18 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .cards import predict
+from .checkpoints import FoldsMalformed
 from .device import DeviceError, choose_device, summary
 from .inputs import InputNotFound
 from .models import ModelLoadError
-from .predict import PredictError, predict
+from .predict import PredictError
+from .tables import TableError
 from .transforms import TransformsError
 from .tta import TtaError
 
-KNOWN_ERRORS = (PredictError, ModelLoadError, TransformsError, TtaError, DeviceError, InputNotFound)
+KNOWN_ERRORS = (PredictError, ModelLoadError, TransformsError, TtaError, DeviceError, InputNotFound, TableError,
+                FoldsMalformed)
 
 
 def _predict(args: argparse.Namespace) -> int:
@@ -39,7 +43,7 @@ def _device(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="python -m kkb_runtime", description="kkb's kernel-side runtime")
     commands = root.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("predict", help="run one [[models]] card over the test images")
+    run = commands.add_parser("predict", help="run one [[models]] card over the test images or table")
     run.add_argument("--model", required=True, help="the card's name in kkb_kernel.json")
     run.add_argument("--out", help="CSV to write (default: $KKB_STEP_OUT)")
     run.set_defaults(handler=_predict)

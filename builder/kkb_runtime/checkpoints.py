@@ -91,6 +91,42 @@ def remap_keys(state: Mapping[str, Any], card: Mapping[str, Any]) -> dict[str, A
     return out
 
 
+class FoldsMalformed(ValueError):
+    """A file of several folds (``{fold: state_dict}`` or a list) with an entry that is not a state dict."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def _is_fold_key(key: Any) -> bool:
+    return (isinstance(key, int) and not isinstance(key, bool)) or (isinstance(key, str) and key.isdigit())
+
+
+def fold_states(checkpoint: Any) -> list[tuple[str, Any]] | None:
+    """The folds of a file that holds several (``{0: sd, 1: sd}``, ``{"fold0": ...}`` is not one, a list of state
+    dicts), in fold order, as ``(key, value)``; None for a file of one model. A malformed entry raises
+    :class:`FoldsMalformed` naming its key."""
+    if isinstance(checkpoint, (list, tuple)):
+        if not checkpoint:
+            raise FoldsMalformed("the file holds an empty list, not the folds' state dicts", "[]")
+        entries = [(str(index), value) for index, value in enumerate(checkpoint)]
+    elif isinstance(checkpoint, Mapping) and checkpoint and any(_is_fold_key(key) for key in checkpoint):
+        other = [str(key) for key in checkpoint if not _is_fold_key(key)]
+        if other:
+            raise FoldsMalformed(f"the file mixes fold numbers with other keys ({', '.join(other[:8])}): "
+                                 "a file of folds holds only {fold: state_dict}", other[0])
+        entries = [(str(key), checkpoint[key]) for key in sorted(checkpoint, key=lambda key: int(key))]
+    else:
+        return None
+    for key, value in entries:
+        if not (isinstance(value, Mapping) or hasattr(value, "state_dict")):
+            raise FoldsMalformed(f"fold {key} holds {type(value).__name__}, not a state dict", key)
+        if isinstance(value, Mapping) and not value:
+            raise FoldsMalformed(f"fold {key} is an empty mapping, not a state dict", key)
+    return entries
+
+
 def checkpoint_entries(card: Mapping[str, Any]) -> list[dict[str, Any]]:
     """``[{"file", "weight", ...}]``: every checkpoint (fold) of a built card; a card of one has one."""
     entries = [dict(entry) for entry in card.get("checkpoints") or ()]
@@ -102,4 +138,4 @@ def checkpoint_entries(card: Mapping[str, Any]) -> list[dict[str, Any]]:
     return entries
 
 
-__all__ = ["CheckpointRefused", "checkpoint_entries", "load_pickle", "numpy_safe_globals", "plain", "remap_keys"]
+__all__ = ["CheckpointRefused", "FoldsMalformed", "checkpoint_entries", "fold_states", "load_pickle", "numpy_safe_globals", "plain", "remap_keys"]

@@ -163,6 +163,8 @@ def describe_card(card: Mapping[str, Any]) -> str:
     if card.get("factory"):
         kwargs = dict(card.get("model_kwargs") or {})
         return f"{card['factory']}(" + ", ".join(f"{key}={value!r}" for key, value in kwargs.items()) + ")"
+    if card.get("model_dir"):  # a transformers model from its config (a text card)
+        return f"{card['model_dir']}/config.json (num_labels={card['num_classes']})"
     kwargs = {"num_classes": card["num_classes"], "in_chans": card.get("in_chans", 3), **dict(card.get("model_kwargs") or {})}
     return f"{card['arch']}(" + ", ".join(f"{key}={value!r}" for key, value in kwargs.items()) + ")"
 

@@ -9,8 +9,11 @@ combined frame (id column included):
   Cassava-style: five class probabilities become one integer ``label``.
 * ``threshold``: ``columns`` become 1 where the value is at least ``value``, else 0 (integers).
 * ``clip``: ``columns`` clipped to ``[min, max]``.
-* ``function``: ``module:function`` from the code dataset, called with a copy of the frame; it must
-  return a DataFrame.
+* ``function``: ``module:function`` from the code dataset, called with a copy of the frame (ids typed
+  as in the sample: integers where the sample's ids are integers) and, when it takes a second
+  parameter, a :class:`Context` (the weights folder, the code folder, the competition data, the
+  attached inputs by name, the kernel's config). It returns a DataFrame, or ``(frame, columns)``
+  naming the columns it discretised: kkb does not round those.
 
 Rounding, the cast to the sample's column types and the check come after, in the notebook's next
 cells. :func:`output_columns` is the same chain on column names only, which is how the build checks
@@ -20,8 +23,10 @@ a model's width against the sample before anything runs.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,17 +37,46 @@ from .vocabulary import PostprocessKind
 KINDS = PostprocessKind.values()
 
 
+DISCRETISED = "kkb_discretised"  # frame.attrs key: the columns a function discretised (not rounded after)
+
+
 class PostprocessError(ValueError):
     """A post-processing stage cannot run on the frame it was given."""
 
 
+@dataclass(frozen=True)
+class Context:
+    """What a post-processing function may need besides the frame."""
+
+    weights: Path | None
+    code: Path
+    competition: Path
+    inputs: dict[str, Path] = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict)
+    id_column: str = "id"
+    id_type: str = "str"  # "int" where every id of the sample is an integer
+
+
 def apply(frame: pd.DataFrame, stages: Sequence[Mapping[str, Any]], id_column: str,
-          prediction_columns: Sequence[str]) -> pd.DataFrame:
-    """Run every stage in order; returns a new frame."""
+          prediction_columns: Sequence[str], context: Context | None = None) -> pd.DataFrame:
+    """Run every stage in order; returns a new frame (``attrs[DISCRETISED]``: what a function discretised)."""
     out = frame.copy()
+    discretised: list[str] = []
     for index, stage in enumerate(stages):
-        out = _apply_one(out, stage, id_column, list(prediction_columns), f"postprocess[{index}] ({stage['kind']})")
+        where = f"postprocess[{index}] ({stage['kind']})"
+        if str(stage["kind"]) == "function":
+            out, columns = _call_user(out, str(stage["function"]), where, context)
+            discretised += [column for column in columns if column not in discretised]
+        else:
+            out = _apply_one(out, stage, id_column, list(prediction_columns), where)
+    out.attrs[DISCRETISED] = discretised
     return out
+
+
+def id_type(ids: pd.Series) -> str:
+    """``int`` when every id of the sample is written as an integer (no leading zeros), else ``str``."""
+    text = ids.astype(str)
+    return "int" if len(text) and bool(text.str.fullmatch(r"-?(0|[1-9]\d*)").all()) else "str"
 
 
 def _apply_one(frame: pd.DataFrame, stage: Mapping[str, Any], id_column: str, predictions: list[str],
@@ -80,7 +114,7 @@ def _clip_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str
 
 
 def _function_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str) -> pd.DataFrame:
-    return _call_user(frame, str(stage["function"]), where)
+    return _call_user(frame, str(stage["function"]), where)[0]
 
 
 def argmax(frame: pd.DataFrame, columns: Sequence[str], into: str, labels: Sequence[Any] | None = None) -> pd.DataFrame:
@@ -111,11 +145,26 @@ def load_function(reference: str) -> Any:
     return function
 
 
-def _call_user(frame: pd.DataFrame, reference: str, where: str) -> pd.DataFrame:
-    result = load_function(reference)(frame.copy())
+def _call_user(frame: pd.DataFrame, reference: str, where: str,
+               context: Context | None = None) -> tuple[pd.DataFrame, list[str]]:
+    function = load_function(reference)
+    typed = frame.copy()
+    id_column = context.id_column if context is not None and context.id_type == "int" else None
+    integer_ids = id_column is not None and id_column in typed.columns
+    if integer_ids:
+        typed[id_column] = typed[id_column].astype(np.int64)
+    takes_context = len(inspect.signature(function).parameters) >= 2
+    result = function(typed, context) if takes_context else function(typed)
+    columns: list[str] = []
+    if isinstance(result, tuple) and len(result) == 2:
+        result, columns = result[0], [str(column) for column in result[1]]
     if not isinstance(result, pd.DataFrame):
-        raise PostprocessError(f"{where}: {reference} returned {type(result).__name__}, not a pandas DataFrame")
-    return result
+        raise PostprocessError(f"{where}: {reference} returned {type(result).__name__}, not a pandas DataFrame "
+                               "(or a DataFrame and the list of columns it discretised)")
+    if integer_ids and id_column in result.columns:
+        result = result.copy()
+        result[id_column] = result[id_column].astype(str)
+    return result, columns
 
 
 def output_columns(stages: Sequence[Mapping[str, Any]], prediction_columns: Sequence[str]) -> list[str] | None:
@@ -189,4 +238,5 @@ STAGES: dict[PostprocessKind, Stage] = {
 }
 
 
-__all__ = ["KINDS", "STAGES", "PostprocessError", "Stage", "apply", "argmax", "load_function", "output_columns"]
+__all__ = ["DISCRETISED", "KINDS", "STAGES", "Context", "PostprocessError", "Stage", "apply", "id_type", "argmax",
+           "load_function", "output_columns"]

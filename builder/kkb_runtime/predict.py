@@ -27,6 +27,7 @@ from .config import KernelConfig, load_config
 from .inputs import find_competition, find_dataset
 from .steps import write_step_meta
 from .submission import read_sample, target_columns
+from .tables import step_columns
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".npy")
 DEFAULT_TEST_DIR = "test"
@@ -137,6 +138,7 @@ def make_job(model_name: str, out: Path, config: KernelConfig, environ: Mapping[
     sample = read_sample(competition / config.sample_submission, id_column)
     targets = list(config.submission.get("prediction_columns") or ()) or target_columns(
         sample, id_column, config.submission.get("target_columns") or ())
+    targets = step_columns(config, environ, card, targets)  # the step's column group, if it declares one
     output_columns(card, targets)
     ids = sample[id_column].astype(str).tolist()[: row_limit(environ)]
     return Job(card, ids, image_paths(ids, images_dir(config, competition), id_column), id_column, targets,

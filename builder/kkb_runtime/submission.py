@@ -88,6 +88,39 @@ def combine(frames: Sequence[pd.DataFrame], id_column: str, targets: Sequence[st
     return out
 
 
+def read_step_output(path: Path, step: str, id_column: str, columns: Sequence[str]) -> pd.DataFrame:
+    """A step's CSV with the columns it must write; a missing one names the step, not the submission."""
+    frame = pd.read_csv(path, dtype={id_column: str})
+    missing = [column for column in [id_column, *columns] if column not in frame.columns]
+    if missing:
+        raise SubmissionError([f"step '{step}' wrote no column(s) {', '.join(missing)} in {path.name} "
+                               f"(it has: {', '.join(map(str, frame.columns))})"], file=f"step '{step}'")
+    return frame[[id_column, *columns]]
+
+
+def combine_groups(outputs: Sequence[tuple[str, pd.DataFrame, Sequence[str]]], id_column: str,
+                   columns: Sequence[str], method: str = "mean", weights: Sequence[float] | None = None) -> pd.DataFrame:
+    """Column groups: each column is the ensemble (:func:`combine`) of the steps that write it, joined by id.
+
+    ``outputs`` are ``(step name, frame, the step's columns)``. Steps of disjoint columns (a question
+    model and an answer model) are joined; steps sharing a column are averaged on it, with their weights.
+    """
+    weights = list(weights) if weights is not None else [1.0] * len(outputs)
+    uncovered = [column for column in columns if not any(column in own for _, _, own in outputs)]
+    if uncovered:
+        raise ValueError(f"no step writes the prediction column(s) {', '.join(uncovered)}: add them to a step's columns")
+    ids = outputs[0][1][id_column]
+    for name, frame, _ in outputs[1:]:
+        if set(frame[id_column]) != set(ids):
+            raise ValueError(f"step '{name}' covers other ids than step '{outputs[0][0]}'; every step must predict the same rows")
+    out = pd.DataFrame({id_column: ids.to_numpy()})
+    for column in columns:
+        writers = [(frame, weight) for (_, frame, own), weight in zip(outputs, weights, strict=True) if column in own]
+        block = combine([frame for frame, _ in writers], id_column, [column], method, [weight for _, weight in writers])
+        out[column] = block.set_index(id_column).loc[ids, column].to_numpy()
+    return out
+
+
 def column_kind(values: pd.Series) -> str:
     """What a sample submission column holds: ``int``, ``float``, ``bool`` or ``str``."""
     if pd.api.types.is_bool_dtype(values):

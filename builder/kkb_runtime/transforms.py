@@ -113,12 +113,52 @@ def default_transforms(card: Mapping[str, Any]) -> list[Any]:
     return [A.Resize(height=int(height), width=int(width), interpolation=interpolation, p=1.0)]
 
 
+TO_TENSOR = ("ToTensorV2", "ToTensor")
+
+
+def pipeline_from_factory(reference: str) -> Any:
+    """``transforms = "package.module:function"``: the function of the code dataset, called with no argument."""
+    module, _, name = reference.partition(":")
+    try:
+        function = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise TransformsError(f"transforms '{reference}': cannot import {name} from '{module}' ({exc})") from None
+    pipeline = function()
+    if not callable(pipeline) or not hasattr(pipeline, "transforms"):
+        raise TransformsError(f"transforms '{reference}' returned {type(pipeline).__name__}, not an albumentations "
+                              "pipeline (A.Compose)")
+    return pipeline
+
+
+def class_names(pipeline: Any) -> list[str]:
+    """Every transform's class name in a pipeline object, depth first (Compose, OneOf, ... and their children)."""
+    names, stack = [], [pipeline]
+    while stack:
+        node = stack.pop()
+        names.append(type(node).__name__)
+        stack.extend(reversed(list(getattr(node, "transforms", None) or [])))
+    return names
+
+
+def user_pipeline(card: Mapping[str, Any]) -> Any | None:
+    """The card's own pipeline: from its factory (evaluated here), else its serialised JSON, else None."""
+    if card.get("transforms_factory"):
+        return pipeline_from_factory(str(card["transforms_factory"]))
+    serialized = card.get("transforms")
+    return pipeline_from_dict(serialized) if serialized else None
+
+
 def inference_pipeline(card: Mapping[str, Any]) -> Any:
     """The card's pipeline, then the card's normalisation unless the pipeline normalises itself."""
     A = albumentations()
-    serialized = card.get("transforms")
-    steps = [pipeline_from_dict(serialized)] if serialized else default_transforms(card)
-    if not (serialized and normalize_params(serialized)):
+    own = user_pipeline(card)
+    steps = [own] if own is not None else default_transforms(card)
+    normalises = own is not None and NORMALIZE in class_names(own)
+    if not normalises:
+        if own is not None and set(TO_TENSOR) & set(class_names(own)):
+            raise TransformsError("the pipeline converts to a tensor (ToTensorV2) without normalising first, and kkb "
+                                  "cannot normalise after it: add A.Normalize(mean, std) before ToTensorV2, or remove "
+                                  "ToTensorV2 and let kkb normalise with the card's mean/std")
         steps.append(A.Normalize(mean=tuple(card["mean"]), std=tuple(card["std"]), max_pixel_value=255.0, p=1.0))
     return A.Compose(steps)
 
@@ -132,5 +172,7 @@ __all__ = [
     "inference_pipeline",
     "normalize_params",
     "pipeline_from_dict",
+    "pipeline_from_factory",
+    "user_pipeline",
     "read_pipeline_file",
 ]

@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from builder.kkb_runtime.vocabulary import CombineKind, PostprocessKind, SubmissionKind
+from builder.kkb_runtime.vocabulary import CardKind, CombineKind, PostprocessKind, SubmissionKind
+from builder.project.cards import KIND_RULES, TabularCardFields, TextCardFields, expand_models
 from builder.project.ids import kernel_slug
 from builder.project.spec_errors import SPEC_FILE, read_spec_toml, spec_error_of
 from builder.project.spec_values import (
@@ -212,8 +213,11 @@ class RandomTta(_Strict):
         return _relative_path(value)
 
 
-class ModelCard(_Strict):
-    """What the kernel needs to rebuild one model offline. Completed at build time by ``builder.bundle.models``.
+class ModelCard(TextCardFields, TabularCardFields):
+    """What the kernel needs to rebuild one model offline. Completed at build time by ``builder.bundle.cards``.
+
+    ``kind`` picks what the card builds (image: timm or a factory; text: transformers; gbdt: a booster;
+    sklearn: a joblib pipeline); the keys only one kind reads are in ``builder.project.cards``.
 
     ``arch`` (a timm architecture) or ``factory`` (``package.module:function`` in the code dataset,
     called with ``model_kwargs``, returning the ``nn.Module``). ``checkpoint`` is one file, a glob or a
@@ -221,6 +225,11 @@ class ModelCard(_Strict):
     """
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    kind: CardKind = CardKind.IMAGE
+    # false: no implicit `predict --model NAME` step for this card (a step of your own uses it).
+    step: bool = True
+    # The prediction columns this card writes, when not all of them (a column group: copied to its implicit step).
+    columns: list[str] = Field(default_factory=list)
     arch: str | None = None
     factory: str | None = None
     checkpoint: str | list[str]
@@ -257,7 +266,10 @@ class ModelCard(_Strict):
     @field_validator("transforms")
     @classmethod
     def _inside(cls, value: str | None) -> str | None:
-        return None if value is None else _relative_path(value)
+        # An A.save'd JSON file, or "package.module:function" returning the pipeline (called in the kernel).
+        if value is None or _REFERENCE_RE.match(value):
+            return value
+        return _relative_path(value)
 
     @field_validator("checkpoint")
     @classmethod
@@ -292,9 +304,7 @@ class ModelCard(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelCard:
-        if (self.arch is None) == (self.factory is None):
-            raise ValueError(f"[[models]] '{self.name}': set exactly one of arch (a timm architecture) "
-                             "or factory ('package.module:function' returning the nn.Module)")
+        KIND_RULES[self.kind](self)
         if self.fold_weights is not None:
             if isinstance(self.checkpoint, str) and not any(ch in self.checkpoint for ch in "*?["):
                 raise ValueError(f"[[models]] '{self.name}': fold_weights needs several checkpoints (a list or a glob)")
@@ -390,6 +400,9 @@ class Step(_Strict):
     timeout_seconds: int | None = Field(default=None, gt=0)
     # Environment variables for this step's process only (OMP_NUM_THREADS, a library's switch, ...).
     env: dict[str, str] = Field(default_factory=dict)
+    # The prediction columns this step writes (default: all). Steps of disjoint columns are joined by id,
+    # steps sharing a column are averaged on it (kkb_runtime.submission.combine_groups).
+    columns: list[str] = Field(default_factory=list)
 
     @field_validator("env")
     @classmethod
@@ -559,6 +572,12 @@ class KernelSpec(_Strict):
     inputs: list[InputSection] = Field(default_factory=list)
     push: PushSection = Field(default_factory=PushSection)
     postprocess: list[PostprocessStage] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthands(cls, raw: Any) -> Any:
+        # [model_defaults], base = "NAME", and a step for every card without one (builder.project.cards)
+        return expand_models(raw)
 
     @model_validator(mode="after")
     def _consistent(self) -> KernelSpec:

@@ -1,0 +1,116 @@
+"""Tabular cards at build time: the library is installed, every fold loads, and on the public test the features
+and predictions have the shape and the class order of the step's columns.
+
+Booster files and joblib pipelines ship as they are (one per fold, sha256 recorded). A library that is
+not installed refuses the card naming the package; so does a joblib file without ``allow_joblib``.
+With the public data, the card's feature function runs on the public test table and the first fold
+predicts it, exactly as in the kernel (``builder.kkb_runtime.cards.tabular``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from builder.bundle.checkpoints import checkpoint_sources
+from builder.bundle.models import offline_environment, user_code_importable
+from builder.errors import BundleError, ModelError
+from builder.kkb_runtime import checkpoints
+from builder.kkb_runtime import models as runtime
+from builder.kkb_runtime.cards import tabular as runtime_tabular
+from builder.kkb_runtime.tables import TableError, read_table, rows_in_sample_order
+from builder.kkb_runtime.vocabulary import CardKind
+from builder.project.spec import SPEC_FILE, KernelSpec, ModelCard
+
+
+def _card(card: ModelCard) -> dict[str, Any]:
+    return card.model_dump(mode="json")
+
+
+def library(card: ModelCard) -> str:
+    return card.library if card.kind == CardKind.GBDT and card.library else "sklearn"
+
+
+def _require_library(card: ModelCard) -> str:
+    name = library(card)
+    package = runtime_tabular.PACKAGES[name]
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        raise ModelError(f"[[models]] '{card.name}': {package} is not installed here, so kkb cannot check this card",
+                         hint=f"pip install {package} (the Kaggle image has it), then build again") from None
+
+
+def _load(card: ModelCard, path: Path) -> Any:
+    try:
+        if card.kind == CardKind.SKLEARN:
+            return runtime_tabular.load_estimator(_card(card), path)
+        return runtime_tabular.load_booster(_card(card), path)[0]
+    except runtime.ModelLoadError as exc:
+        raise ModelError(f"[[models]] '{card.name}': {exc}", hint=_load_hint(card)) from None
+    except Exception as exc:
+        raise ModelError(f"[[models]] '{card.name}': {path.name} does not load with {library(card)}: "
+                         f"{type(exc).__name__}: {checkpoints.plain(str(exc))}", hint=_load_hint(card)) from None
+
+
+def _load_hint(card: ModelCard) -> str:
+    if card.kind == CardKind.SKLEARN:
+        return ("save the fitted estimator with joblib.dump(model, path); a class defined in a notebook needs "
+                "pickle_main = 'module' naming the module of your code that defines it")
+    return f"save the booster with {library(card)}'s own save_model and set library to the one that wrote it"
+
+
+def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
+    version = _require_library(card)
+    folds = []
+    with user_code_importable(kernel_dir), offline_environment():
+        for source in checkpoint_sources(card, kernel_dir):
+            _load(card, kernel_dir / source)
+            target = weights_stage / source
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(kernel_dir / source, target)
+            written[source] = hashlib.sha256(target.read_bytes()).hexdigest()
+            folds.append({"file": source, "sha256": written[source], "source": source,
+                          "loaded_with": "joblib.load (allow_joblib = true)" if card.kind == CardKind.SKLEARN
+                          else f"{library(card)} {version}"})
+    return {**card.model_dump(mode="json"), "checkpoint": folds[0]["file"], "checkpoints": folds,
+            "built_with": {runtime_tabular.PACKAGES[library(card)]: version}}
+
+
+def extra_files(card: ModelCard, kernel_dir: Path) -> list[str]:
+    return []
+
+
+def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: ModelCard, columns: list[str],
+                      sample: pd.DataFrame) -> None:
+    """The features of the public test, and the first fold's predictions on them: one row each, one value per column."""
+    id_column = spec.submission.id_column
+    path = data / (spec.competition.test or "test.csv")
+    where = f"{kernel_dir / SPEC_FILE}: models.{card.name}"
+    if not path.is_file():
+        raise BundleError(f"{where}: no test table {path} in the public data",
+                          hint="set [competition] test to the CSV (or parquet) of test rows, relative to [competition] data")
+    sources = checkpoint_sources(card, kernel_dir)
+    with user_code_importable(kernel_dir), offline_environment():
+        try:
+            rows = rows_in_sample_order(read_table(path, id_column), sample[id_column].astype(str).tolist(), id_column, path)
+            frame = runtime_tabular.features(_card(card), rows, id_column)
+            runtime_tabular.predict_fold(_card(card), kernel_dir / sources[0], frame, columns)
+        except (TableError, runtime.ModelLoadError) as exc:
+            raise BundleError(f"{where}: on the public test: {exc}", hint=_predict_hint(card)) from None
+        except Exception as exc:
+            raise BundleError(f"{where}: on the public test: {type(exc).__name__}: {checkpoints.plain(str(exc))}",
+                              hint=_predict_hint(card)) from None
+
+
+def _predict_hint(card: ModelCard) -> str:
+    return ("the feature function gets the test rows (the id column included) and returns the features the model "
+            "was trained on; method = 'predict_proba' or 'predict', and num_classes the step's columns")
+
+
+__all__ = ["check_public_data", "extra_files", "prepare"]

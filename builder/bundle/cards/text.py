@@ -1,0 +1,149 @@
+"""Text cards at build time: the network rebuilt offline, checked on a batch of token ids, each fold fitted strictly.
+
+The model comes from the card's ``model_dir`` (transformers' ``config.json``) or its factory, built by
+the kernel's own code (``builder.kkb_runtime.cards.text``); the tokenizer from its folder. The output
+width is proven on two rows of token ids; each fold (a file, a glob, or several state dicts in one
+file) is remapped, fitted strictly and written as safetensors (``builder.bundle.models``). The
+model and tokenizer folders travel in the weights dataset.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from builder.bundle.checkpoints import checkpoint_sources
+from builder.bundle.models import offline_environment, prepare_source, user_code_importable
+from builder.errors import BundleError, ModelError
+from builder.kkb_runtime import checkpoints
+from builder.kkb_runtime import models as runtime
+from builder.kkb_runtime.cards import text as runtime_text
+from builder.kkb_runtime.tables import TableError, read_table, require_columns
+from builder.project.spec import SPEC_FILE, KernelSpec, ModelCard
+
+RECORDED_VERSIONS = ("torch", "transformers", "tokenizers")
+CHECK_TEXT = "kkb checks the model on this sentence"
+
+
+def _card(card: ModelCard) -> dict[str, Any]:
+    return card.model_dump(mode="json")
+
+
+def build(card: ModelCard, kernel_dir: Path) -> tuple[Any, Any]:
+    """(model, tokenizer), as the kernel builds them, from the kernel folder."""
+    missing = [package for package in ("transformers", "tokenizers") if not _installed(package)]
+    if missing:
+        raise ModelError(f"[[models]] '{card.name}': a text card needs {' and '.join(missing)}, not installed here",
+                         hint=f"pip install {' '.join(missing)} (the Kaggle image has them)")
+    with user_code_importable(kernel_dir), offline_environment():
+        try:
+            model = runtime_text.create_model(_card(card), kernel_dir)
+            tokenizer = runtime_text.load_tokenizer(_card(card), kernel_dir)
+        except runtime.ModelLoadError as exc:
+            raise ModelError(f"[[models]] '{card.name}': {exc}",
+                             hint="model_dir is a folder of the kernel with config.json; the tokenizer's files "
+                                  "(tokenizer.json or vocab.txt, tokenizer_config.json) there or in tokenizer") from None
+        except Exception as exc:
+            raise ModelError(f"[[models]] '{card.name}': building the model failed: {type(exc).__name__}: "
+                             f"{checkpoints.plain(str(exc))}",
+                             hint="build the backbone from a local config (AutoModel.from_config), never from the hub: "
+                                  "the kernel has no internet") from None
+    if not hasattr(model, "state_dict"):
+        raise ModelError(f"[[models]] '{card.name}': the factory returned {type(model).__name__}, not a torch nn.Module",
+                         hint="return the nn.Module from the factory")
+    return model, tokenizer
+
+
+def _installed(package: str) -> bool:
+    try:
+        metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def check_output_width(card: ModelCard, model: Any, tokenizer: Any) -> None:
+    """Two rows of token ids through ``forward``: the output must be (2, num_classes)."""
+    import torch
+
+    columns = [*card.text_columns, *card.text_pair_columns]
+    table = pd.DataFrame({column: [CHECK_TEXT, CHECK_TEXT + " twice " + CHECK_TEXT] for column in columns})
+    try:
+        encoded = runtime_text.encode(tokenizer, _card(card), table)
+    except runtime.ModelLoadError as exc:
+        raise ModelError(f"[[models]] '{card.name}': {str(exc).removeprefix(f'model {card.name!r}: ')}",
+                         hint="tokenizer_class in tokenizer_config.json names the model's tokenizer class") from None
+    batch = runtime_text.padded(encoded, [0, 1], runtime_text.pad_id(tokenizer))
+    keys = runtime_text.accepted_inputs(model)
+    width = batch["input_ids"].shape[1]
+    try:
+        with torch.no_grad():
+            raw = model.eval()(**{key: value for key, value in batch.items() if keys is None or key in keys})
+            output = runtime_text.select_output(raw, card.output)
+    except Exception as exc:
+        raise ModelError(f"[[models]] '{card.name}': the model fails on a batch of 2x{width} token ids: "
+                         f"{type(exc).__name__}: {checkpoints.plain(str(exc))}",
+                         hint="forward() takes input_ids, attention_mask (and token_type_ids); "
+                              "output = 0 or a key picks the logits from a tuple or a dict") from None
+    if not isinstance(output, torch.Tensor) or output.ndim != 2:
+        shape = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
+        raise ModelError(f"[[models]] '{card.name}': the model returns {shape} on 2x{width} token ids, "
+                         "not a (batch, num_classes) tensor",
+                         hint="set output = 0 (a tuple's first) or output = 'key' (a dict's entry) to pick the logits")
+    if output.shape[1] != card.num_classes:
+        raise ModelError(f"[[models]] '{card.name}': the model outputs {output.shape[1]} values per row, "
+                         f"num_classes = {card.num_classes}",
+                         hint=f"set num_classes = {output.shape[1]} or fix model_kwargs / the model's config")
+
+
+def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
+    model, tokenizer = build(card, kernel_dir)
+    check_output_width(card, model, tokenizer)
+    folds = [fold for source in checkpoint_sources(card, kernel_dir, must_exist=False)
+             for fold in prepare_source(card, model, kernel_dir, source, weights_stage, written)]
+    first = folds[0]
+    return {
+        **card.model_dump(mode="json"),
+        "checkpoint": first["file"], "checkpoint_sha256": first["sha256"], "checkpoint_source": first["source"],
+        "checkpoints": folds, "checkpoint_key": None, "source_key": first["source_key"],
+        "dtype": "float16" if card.half else "float32",
+        "tokenizer_class": type(tokenizer).__name__,
+        "num_params": sum(int(parameter.numel()) for parameter in model.parameters()),
+        "built_with": {package: metadata.version(package) for package in RECORDED_VERSIONS},
+    }
+
+
+def extra_files(card: ModelCard, kernel_dir: Path) -> list[str]:
+    """The model's and the tokenizer's folders (config, vocabulary): shipped in the weights, checkpoints aside."""
+    folders = {folder for folder in (card.model_dir, card.tokenizer) if folder}
+    found = []
+    for relative in sorted(folders):
+        where = kernel_dir / relative
+        if not where.is_dir():
+            raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}: {relative} is not a folder in {kernel_dir}",
+                              hint="model_dir and tokenizer name folders of the kernel (config.json, the tokenizer's files)")
+        found += [path.relative_to(kernel_dir).as_posix() for path in sorted(where.rglob("*")) if path.is_file()]
+    return found
+
+
+def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: ModelCard, columns: list[str],
+                      sample: pd.DataFrame) -> None:
+    """The public test table has the id column and every text column the card joins."""
+    path = data / (spec.competition.test or "test.csv")
+    if not path.is_file():
+        raise BundleError(f"{kernel_dir / SPEC_FILE}: competition.test: no test table {path} in the public data "
+                          f"for the text card '{card.name}'",
+                          hint="set [competition] test to the CSV (or parquet) of test rows, relative to [competition] data")
+    try:
+        table = read_table(path, spec.submission.id_column)
+        require_columns(table, [spec.submission.id_column, *card.text_columns, *card.text_pair_columns],
+                        _card(card), path)
+    except (TableError, OSError, ValueError) as exc:
+        raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}: {exc}",
+                          hint="text_columns and text_pair_columns name columns of the test table") from None
+
+
+__all__ = ["check_public_data", "extra_files", "prepare"]

@@ -1,0 +1,186 @@
+"""Tabular cards: the user's features of the test table, then boosters or a scikit-learn estimator per fold.
+
+* ``feature_function = "module:function"`` (the code dataset) is called with the test rows (a
+  DataFrame in the sample's order, the id column included) and returns the feature table; without
+  one, every column but the id is a feature. A booster that recorded its feature names gets exactly
+  those columns, in its order.
+* ``kind = "gbdt"``: LightGBM (``.txt``/``.json``), XGBoost (``.json``/``.ubj``), CatBoost (``.cbm``),
+  ``library`` says which. ``kind = "sklearn"``: ``joblib.load`` of a pipeline, only with the card's
+  ``allow_joblib`` (a pickle runs code); ``pickle_main`` names the module that stands in for the
+  notebook's ``__main__`` while it loads.
+* ``method``: ``predict_proba`` (a classifier's probabilities; one column: the positive class) or
+  ``predict``; ``auto`` takes probabilities where the model has them. A classifier's columns follow
+  its ``classes_`` when the prediction columns are the class labels (any order).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import models
+
+# The package each library needs, for the message when it is not installed.
+PACKAGES = {"lightgbm": "lightgbm", "xgboost": "xgboost", "catboost": "catboost", "sklearn": "scikit-learn"}
+
+
+def import_library(name: str, card: Mapping[str, Any]) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise models.ModelLoadError(f"model '{card['name']}': {name} is not installed here: install {PACKAGES[name]} "
+                                    "(or add it to [install] requirements)") from None
+
+
+def features(card: Mapping[str, Any], table: pd.DataFrame, id_column: str) -> pd.DataFrame:
+    reference = card.get("feature_function")
+    if not reference:
+        return table.drop(columns=[id_column])
+    result = models.load_factory(str(reference))(table.copy())
+    if not isinstance(result, pd.DataFrame):
+        raise models.ModelLoadError(f"model '{card['name']}': {reference} returned {type(result).__name__}, "
+                                    "not a pandas DataFrame of features")
+    if len(result) != len(table):
+        raise models.ModelLoadError(f"model '{card['name']}': {reference} returned {len(result)} rows for "
+                                    f"{len(table)} test rows (one row of features per row, in the same order)")
+    return result.drop(columns=[id_column], errors="ignore").reset_index(drop=True)
+
+
+def in_model_order(frame: pd.DataFrame, names: Sequence[str] | None, card: Mapping[str, Any]) -> pd.DataFrame:
+    if not names:
+        return frame
+    missing = [name for name in names if name not in frame.columns]
+    if missing:
+        raise models.ModelLoadError(f"model '{card['name']}': the features lack {len(missing)} column(s) the model was "
+                                    f"trained on: {', '.join(map(str, missing[:8]))}")
+    return frame[list(names)]
+
+
+# --- boosters -----------------------------------------------------------------------------------
+
+def _lightgbm(card: Mapping[str, Any], path: Path) -> tuple[Any, list[str] | None]:
+    lgb = import_library("lightgbm", card)
+    booster = lgb.Booster(model_file=str(path))
+    return booster, list(booster.feature_name())
+
+
+def _xgboost(card: Mapping[str, Any], path: Path) -> tuple[Any, list[str] | None]:
+    xgb = import_library("xgboost", card)
+    booster = xgb.Booster()
+    booster.load_model(str(path))
+    return booster, list(booster.feature_names or []) or None
+
+
+def _catboost(card: Mapping[str, Any], path: Path) -> tuple[Any, list[str] | None]:
+    catboost = import_library("catboost", card)
+    model = catboost.CatBoost()
+    model.load_model(str(path))
+    return model, list(model.feature_names_ or []) or None
+
+
+LOADERS: dict[str, Callable[[Mapping[str, Any], Path], tuple[Any, list[str] | None]]] = {
+    "lightgbm": _lightgbm, "xgboost": _xgboost, "catboost": _catboost,
+}
+
+
+def booster_predict(card: Mapping[str, Any], model: Any, frame: pd.DataFrame) -> np.ndarray:
+    library = str(card["library"])
+    if library == "xgboost":
+        xgb = import_library("xgboost", card)
+        return np.asarray(model.predict(xgb.DMatrix(frame)))
+    if library == "catboost":
+        kind = "RawFormulaVal" if card.get("method") == "predict" else "Probability"
+        values = np.asarray(model.predict(frame, prediction_type=kind))
+        return values[:, 1] if kind == "Probability" and values.ndim == 2 and values.shape[1] == 2 \
+            and int(card["num_classes"]) == 1 else values
+    return np.asarray(model.predict(frame))
+
+
+def load_booster(card: Mapping[str, Any], path: Path) -> tuple[Any, list[str] | None]:
+    return LOADERS[str(card["library"])](card, path)
+
+
+# --- scikit-learn --------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def main_module(name: str | None) -> Iterator[None]:
+    """While a notebook's pickle loads, ``__main__`` is the card's ``pickle_main`` module (its classes)."""
+    if not name:
+        yield
+        return
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = importlib.import_module(name)
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = saved
+
+
+def load_estimator(card: Mapping[str, Any], path: Path) -> Any:
+    if not card.get("allow_joblib"):
+        raise models.ModelLoadError(f"model '{card['name']}': {path.name} is a pickle: loading it needs allow_joblib = true")
+    joblib = _joblib(card)
+    with main_module(card.get("pickle_main")):
+        try:
+            return joblib.load(path)
+        except AttributeError as exc:
+            raise models.ModelLoadError(f"model '{card['name']}': {path.name} does not unpickle: {exc} (a class saved "
+                                        "from a notebook: set pickle_main to the module of your code that defines it)") from None
+
+
+def _joblib(card: Mapping[str, Any]) -> Any:
+    try:
+        return importlib.import_module("joblib")
+    except ImportError:
+        raise models.ModelLoadError(f"model '{card['name']}': joblib is not installed here: install scikit-learn") from None
+
+
+def uses_proba(card: Mapping[str, Any], model: Any) -> bool:
+    method = str(card.get("method", "auto"))
+    return method == "predict_proba" or (method == "auto" and hasattr(model, "predict_proba"))
+
+
+def estimator_predict(card: Mapping[str, Any], model: Any, frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    if not uses_proba(card, model):
+        return np.asarray(model.predict(frame), dtype=np.float64)
+    values = np.asarray(model.predict_proba(frame), dtype=np.float64)
+    if len(columns) == 1 and values.ndim == 2 and values.shape[1] == 2:
+        return values[:, 1]  # a binary classifier: the positive class
+    return values[:, class_order(getattr(model, "classes_", None), columns, card)]
+
+
+def class_order(classes: Any, columns: Sequence[str], card: Mapping[str, Any]) -> list[int]:
+    """Which probability column feeds each prediction column: by label where the columns are the class labels."""
+    labels = [str(label) for label in (list(classes) if classes is not None else range(len(columns)))]
+    if len(labels) != len(columns):
+        raise models.ModelLoadError(f"model '{card['name']}': predict_proba gives {len(labels)} classes "
+                                    f"({', '.join(labels)}) for {len(columns)} column(s) ({', '.join(columns)})")
+    if set(labels) == set(columns):
+        return [labels.index(column) for column in columns]
+    return list(range(len(columns)))
+
+
+# --- one fold -----------------------------------------------------------------------------------
+
+def predict_fold(card: Mapping[str, Any], path: Path, frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    if card.get("kind") == "sklearn":
+        values = estimator_predict(card, load_estimator(card, path), frame, columns)
+    else:
+        booster, names = load_booster(card, path)
+        values = booster_predict(card, booster, in_model_order(frame, names, card))
+    values = np.asarray(values, dtype=np.float64)
+    values = values.reshape(len(frame), -1) if values.size == len(frame) * len(columns) else values
+    if values.ndim != 2 or values.shape != (len(frame), len(columns)):
+        raise models.ModelLoadError(f"model '{card['name']}': {path.name} predicts shape {tuple(values.shape)} for "
+                                    f"{len(frame)} rows and {len(columns)} column(s) ({', '.join(columns)})")
+    return values
+
+
+__all__ = ["LOADERS", "class_order", "features", "load_booster", "load_estimator", "predict_fold"]

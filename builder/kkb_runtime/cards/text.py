@@ -1,0 +1,224 @@
+"""Text cards: a transformers model over the test table's text columns, offline.
+
+* The model: ``AutoModelForSequenceClassification`` from the card's ``model_dir`` (its ``config.json``,
+  ``num_labels = num_classes``, never a download: ``local_files_only`` and ``HF_HUB_OFFLINE``), or the
+  user's ``factory(**model_kwargs)`` (given ``model_dir=`` too when it takes it), then each fold's
+  state dict loaded strictly.
+* The tokens: the tokenizer from its folder (``tokenizer``, else ``model_dir``); ``text_columns``
+  joined with ``separator`` (and ``text_pair_columns`` as the second segment), cut to ``max_len`` with
+  the special tokens, keeping the head and the tail of a long text (``truncation``, ``head_tokens``).
+* The batches: sorted by length, each padded only to its own longest row (dynamic padding), AMP on
+  CUDA; the predictions are put back in the sample's order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import device as devices
+from .. import models
+from ..predict import activation
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """Token ids per row (special tokens included), and each row's token types."""
+
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]]
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+def folder(card: Mapping[str, Any], root: Path, key: str) -> Path:
+    relative = card.get(key) or card.get("model_dir")
+    if not relative:
+        raise models.ModelLoadError(f"model '{card['name']}': no {key} (a folder with the tokenizer's files)")
+    return root / str(relative)
+
+
+def load_tokenizer(card: Mapping[str, Any], root: Path) -> Any:
+    models.offline()
+    from transformers import AutoTokenizer
+
+    where = folder(card, root, "tokenizer")
+    try:
+        return AutoTokenizer.from_pretrained(str(where), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise models.ModelLoadError(f"model '{card['name']}': no tokenizer in {where}: {exc}") from None
+
+
+def create_model(card: Mapping[str, Any], root: Path) -> Any:
+    """The card's network with fresh weights, on the CPU: the factory's, or transformers' from config.json."""
+    models.offline()
+    if card.get("factory"):
+        factory = models.load_factory(str(card["factory"]))
+        kwargs = dict(card.get("model_kwargs") or {})
+        if card.get("model_dir") and "model_dir" in inspect.signature(factory).parameters:
+            kwargs["model_dir"] = str(root / str(card["model_dir"]))
+        return factory(**kwargs)
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    where = root / str(card["model_dir"])
+    try:
+        config = AutoConfig.from_pretrained(str(where), num_labels=int(card["num_classes"]), local_files_only=True,
+                                            **dict(card.get("model_kwargs") or {}))
+    except (OSError, ValueError) as exc:
+        raise models.ModelLoadError(f"model '{card['name']}': no transformers config in {where}: {exc}") from None
+    return AutoModelForSequenceClassification.from_config(config)
+
+
+def load_model(card: Mapping[str, Any], root: Path, weights: Path, checkpoint: str) -> Any:
+    model = create_model(card, root)
+    state, _ = models.clean_state_dict(models.read_checkpoint(weights / checkpoint), card.get("checkpoint_key"))
+    state, _ = models.strip_common_prefix(state, list(model.state_dict()))
+    return models.load_into(model, state, card, checkpoint).eval()
+
+
+def texts(table: pd.DataFrame, columns: Sequence[str], separator: str) -> list[str]:
+    if not columns:
+        return []
+    parts = table[list(columns)].fillna("").astype(str)
+    return parts.agg(separator.join, axis=1).tolist() if len(columns) > 1 else parts[columns[0]].tolist()
+
+
+def cut(tokens: list[int], keep: int, mode: str, head: int | None) -> list[int]:
+    """``keep`` tokens of ``tokens``: the head, the tail, or both ends (``head`` of the start, the rest from the end)."""
+    if len(tokens) <= keep:
+        return tokens
+    if mode == "head":
+        return tokens[:keep]
+    if mode == "tail":
+        return tokens[len(tokens) - keep:]
+    start = min(keep, keep // 2 if head is None else head)
+    return tokens[:start] + (tokens[len(tokens) - (keep - start):] if keep > start else [])
+
+
+def budgets(first: int, second: int, room: int) -> tuple[int, int]:
+    """How many tokens each segment keeps: both whole if they fit, else the shorter whole up to half the room."""
+    if first + second <= room:
+        return first, second
+    half = room // 2
+    if first <= half:
+        return first, room - first
+    if second <= room - half:
+        return room - second, second
+    return half, room - half
+
+
+def encode(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) -> Encoded:
+    separator = str(card.get("separator", " "))
+    first = texts(table, list(card.get("text_columns") or ()), separator)
+    second = texts(table, list(card.get("text_pair_columns") or ()), separator)
+    ids_a = tokenizer(first, add_special_tokens=False)["input_ids"] if first else []
+    ids_b = tokenizer(second, add_special_tokens=False)["input_ids"] if second else [None] * len(ids_a)
+    room = int(card.get("max_len", 512)) - tokenizer.num_special_tokens_to_add(pair=bool(second))
+    mode, head = str(card.get("truncation", "head_tail")), card.get("head_tokens")
+    _check_special_tokens(tokenizer, card, bool(second))
+    input_ids, token_types = [], []
+    for a, b in zip(ids_a, ids_b, strict=True):
+        keep_a, keep_b = budgets(len(a), len(b or ()), room)
+        a = cut(list(a), keep_a, mode, head)
+        b = cut(list(b), keep_b, mode, head) if b is not None else None
+        input_ids.append(tokenizer.build_inputs_with_special_tokens(a, b))
+        token_types.append(tokenizer.create_token_type_ids_from_sequences(a, b))
+    return Encoded(input_ids, token_types)
+
+
+def _check_special_tokens(tokenizer: Any, card: Mapping[str, Any], pair: bool) -> None:
+    """kkb cuts the token ids itself, then adds the special tokens with the tokenizer's own method; a tokenizer
+    class that adds them only inside its __call__ would silently get none: refused, not guessed."""
+    wanted = tokenizer.num_special_tokens_to_add(pair=pair)
+    built = tokenizer.build_inputs_with_special_tokens([5, 6], [7] if pair else None)
+    if len(built) - (3 if pair else 2) != wanted:
+        raise models.ModelLoadError(
+            f"model '{card['name']}': {type(tokenizer).__name__} adds {wanted} special token(s) when it tokenizes, but "
+            f"not through build_inputs_with_special_tokens, so kkb cannot add them after truncating: save the tokenizer "
+            "with its model's own class (tokenizer_config.json's tokenizer_class, e.g. BertTokenizerFast)")
+
+
+def length_sorted_batches(encoded: Encoded, batch_size: int) -> list[np.ndarray]:
+    """Row indices, batched in order of length (stable): each batch pads only to its own longest row."""
+    order = np.argsort([len(ids) for ids in encoded.input_ids], kind="stable")
+    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def padded(encoded: Encoded, rows: Sequence[int] | np.ndarray, pad_id: int, length: int | None = None) -> dict[str, Any]:
+    """The rows as tensors padded to ``length`` (default: the longest of them), with the attention mask."""
+    import torch
+
+    width = length or max(len(encoded.input_ids[row]) for row in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    types = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for slot, row in enumerate(rows):
+        tokens = encoded.input_ids[row][:width]
+        ids[slot, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+        types[slot, :len(tokens)] = torch.tensor(encoded.token_type_ids[row][:width], dtype=torch.long)
+        mask[slot, :len(tokens)] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def accepted_inputs(model: Any) -> set[str] | None:
+    """The batch keys ``forward`` takes (None: it takes ``**kwargs``, so all of them)."""
+    parameters = inspect.signature(model.forward).parameters
+    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()):
+        return None
+    return set(parameters)
+
+
+def select_output(output: Any, selector: int | str | None) -> Any:
+    """The logits: ``output[selector]`` when the card says, else ``.logits``, else the first of a tuple."""
+    if selector is not None:
+        return output[selector]
+    if hasattr(output, "logits"):
+        return output.logits
+    if isinstance(output, (tuple, list)):
+        return output[0]
+    return output
+
+
+def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoice, target: Any) -> Callable[[dict[str, Any]], Any]:
+    """One batch of token tensors to activated float outputs on the CPU."""
+    import torch
+
+    act = activation(str(card.get("activation", "sigmoid")))
+    amp = choice.kind == "cuda" and bool(card.get("amp", True))
+    keys = accepted_inputs(model)
+
+    def forward(batch: dict[str, Any]) -> Any:
+        inputs = {key: value.to(target) for key, value in batch.items() if keys is None or key in keys}
+        with torch.autocast(device_type="cuda", dtype=torch.float16) if amp else contextlib.nullcontext():
+            output = select_output(model(**inputs), card.get("output"))
+        return act(output.float()).cpu()
+
+    return forward
+
+
+def predict_encoded(forward: Callable[[dict[str, Any]], Any], encoded: Encoded, batch_size: int, pad_id: int,
+                    width: int) -> np.ndarray:
+    """Every row's output, batched by length and put back in the rows' order."""
+    import torch
+
+    out = np.zeros((len(encoded), width), dtype=np.float64)
+    with torch.inference_mode():
+        for rows in length_sorted_batches(encoded, batch_size):
+            out[rows] = forward(padded(encoded, rows, pad_id)).numpy().reshape(len(rows), -1)
+    return out
+
+
+def pad_id(tokenizer: Any) -> int:
+    return int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+
+
+__all__ = ["Encoded", "budgets", "create_model", "cut", "encode", "length_sorted_batches", "load_model",
+           "load_tokenizer", "make_forward", "padded", "predict_encoded", "select_output"]

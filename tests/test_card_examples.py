@@ -1,0 +1,128 @@
+"""The text-style and tabular-style example kernels (issue 24): dry-run OK in both scenarios, scored on the hidden
+test, equal to a direct run of the same models on the same data, and submitted end to end to the local Kaggle.
+
+Each example's assets come from its seeded ``make_assets.py`` (skipped when up to date). The direct run
+uses the libraries themselves (transformers' own tokenizer call and model, LightGBM's and scikit-learn's
+predict), not kkb's runtime, on the hidden test table.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch")
+
+from builder.local_kaggle.competition import load_competition
+from builder.local_kaggle.scoring import score_submission
+from builder.rehearse.dryrun import DryRunSettings, dry_run
+from tests.support.files import KERNELS
+
+pytestmark = pytest.mark.slow
+
+# example: (the package it needs, a check of the hidden score: Spearman above chance, log loss below chance's 1.0986)
+EXAMPLES: dict[str, tuple[str, Callable[[float], bool]]] = {
+    "text-style": ("transformers", lambda score: score >= 0.3),
+    "tabular-style": ("lightgbm", lambda score: score <= 0.7),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(EXAMPLES))
+def example(request: pytest.FixtureRequest) -> Path:
+    pytest.importorskip(EXAMPLES[request.param][0])
+    kernel = KERNELS / request.param
+    result = subprocess.run([sys.executable, str(kernel / "make_assets.py")], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return kernel
+
+
+def direct_text(kernel: Path, table: pd.DataFrame) -> pd.DataFrame:
+    """Both BERTs, every fold of each {fold: state_dict} file, with transformers' own tokenizer call (no truncation
+    happens: the texts fit in max_len), sigmoid, averaged over the folds."""
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    folder = kernel / "weights" / "bert"
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    first = (table["question_title"] + " " + table["question_body"]).tolist()
+    out = pd.DataFrame({"qa_id": table["qa_id"].astype(str)})
+    groups = {"question": (None, ["question_well_written", "question_long", "question_why"]),
+              "answer": (table["answer"].tolist(), ["answer_helpful", "answer_on_topic"])}
+    for name, (second, columns) in groups.items():
+        batch = tokenizer(first, second, padding="max_length", max_length=48, truncation=True, return_tensors="pt")
+        assert int(batch["attention_mask"].sum(1).max()) < 48  # nothing was cut: head+tail truncation agrees
+        folds = torch.load(kernel / "weights" / f"{name}.pth", weights_only=True)
+        config = AutoConfig.from_pretrained(folder, num_labels=len(columns), local_files_only=True)
+        values = []
+        for state in folds.values():
+            model = AutoModelForSequenceClassification.from_config(config)
+            model.load_state_dict(state)
+            with torch.no_grad():
+                values.append(torch.sigmoid(model.eval()(**batch).logits).numpy())
+        out[columns] = np.mean(values, axis=0)
+    return out
+
+
+def direct_tabular(kernel: Path, table: pd.DataFrame) -> pd.DataFrame:
+    """The LightGBM folds averaged, then averaged with the pipeline's probabilities put in the columns' order."""
+    import joblib
+    import lightgbm as lgb
+
+    sys.path.insert(0, str(kernel))
+    try:
+        from tabkernel.features import make
+    finally:
+        sys.path.remove(str(kernel))
+    features = make(table)
+    boosters = [lgb.Booster(model_file=str(path)) for path in sorted((kernel / "weights").glob("lgbm_fold*.txt"))]
+    gbdt = np.mean([booster.predict(features) for booster in boosters], axis=0)
+    pipeline = joblib.load(kernel / "weights" / "logreg.joblib")
+    classes = list(pipeline.classes_)
+    assert classes == ["high", "low", "mid"]  # sorted by scikit-learn, not in the submission's order
+    proba = pipeline.predict_proba(features)[:, [classes.index(column) for column in ("low", "mid", "high")]]
+    out = pd.DataFrame({"id": table["id"].astype(str)})
+    out[["low", "mid", "high"]] = (gbdt + proba) / 2
+    return out
+
+
+DIRECT = {"text-style": direct_text, "tabular-style": direct_tabular}
+
+
+def test_both_scenarios_ok_scored_and_equal_to_a_direct_run(example: Path, tmp_path: Path) -> None:
+    competition = example / "data" / "competition"
+    out = tmp_path / "build" / example.name
+    report = dry_run(DryRunSettings(kernel_dir=example, out_dir=out, owner="tester"))
+    assert [(s.scenario, s.verdict.name) for s in report.scenarios] == [("commit", "OK"), ("rerun", "OK")], report.scenarios
+
+    hidden = dry_run(DryRunSettings(kernel_dir=example, out_dir=out, owner="tester", scenario="rerun",
+                                    data_dir=competition / "hidden"))
+    (rerun,) = hidden.scenarios
+    assert rerun.verdict.name == "OK", rerun.verdict
+    config = load_competition(competition)
+    scores = score_submission(rerun.submission, competition / "answers.csv", config.metric, config.id_column,
+                              config.target_columns, competition, column_types=config.column_types)
+    assert EXAMPLES[example.name][1](scores.public), scores
+
+    written = pd.read_csv(rerun.submission, dtype={config.id_column: str})
+    table = pd.read_csv(competition / "hidden" / "test.csv")
+    expected = DIRECT[example.name](example, table)
+    assert list(written.columns) == list(expected.columns)
+    assert list(written[config.id_column]) == list(expected[config.id_column])
+    targets = list(config.target_columns)
+    np.testing.assert_allclose(written[targets].to_numpy(), expected[targets].to_numpy(),
+                               atol=2e-6)
+
+
+@pytest.mark.loopback
+def test_submitted_to_the_local_kaggle_it_scores(example: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "builder.demo", "--kernel", str(example)], capture_output=True, text=True,
+                          cwd=KERNELS.parent, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    score = float(done.stdout.rsplit("demo: public score ", 1)[1].split()[0])
+    assert EXAMPLES[example.name][1](score), done.stdout
