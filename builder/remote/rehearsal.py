@@ -51,6 +51,7 @@ from builder.project.spec import KernelSpec, load_spec
 from builder.remote.hints import exception_tail
 from builder.remote.history import REHEARSAL, REHEARSAL_INTENT, History
 from builder.remote.kaggle_api import KaggleAdapter
+from builder.remote.lock import kernel_lock
 from builder.remote.push import DatasetResult, LazySession, build_for_push, sync_bundles, sync_dataset
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits
 
@@ -114,7 +115,14 @@ class RehearsalResult:
 
 
 def rehearse_on_kaggle(settings: RehearsalSettings) -> RehearsalResult:
-    """Push the rehearsal kernel (or reuse the last result), wait, download, and return its report."""
+    """Push the rehearsal kernel (or reuse the last result), wait, download, and return its report.
+
+    It holds the project's lock as push does: both build into build/NAME and sync the same datasets."""
+    with kernel_lock(Path(settings.kernel_dir), "dry-run --on-kaggle"):
+        return _rehearse_locked(settings)
+
+
+def _rehearse_locked(settings: RehearsalSettings) -> RehearsalResult:
     kernel_dir = Path(settings.kernel_dir)
     spec = load_spec(kernel_dir)
     if spec.submission.kind != "csv":
