@@ -1,7 +1,8 @@
 """Dataset bundles: which files go in, the refusal of credentials, manifests and content hashes.
 
 Credentials are refused twice: by name and by pattern when the files are selected
-(:func:`refuse_credentials`), and by content once a dataset is staged (:func:`refuse_secret_values`):
+(:func:`refuse_credentials`), and by content once a dataset is staged (:func:`refuse_secret_values`),
+both inside archives too (:mod:`builder.bundle.archives`: zip, tar, tar.gz, nested, bounded reads):
 every staged file is read whole for the key and token values of the credentials in use, which the
 caller passes in (``project.credentials.secret_values``). A refusal names the file and what it holds,
 never the value. Files are rescanned at every build: a cached "clean" would have to be keyed by the
@@ -22,8 +23,9 @@ import re
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from builder.bundle.archives import Member, is_archive, members
 from builder.errors import BundleError
 from builder.project.credentials import Secret
 from builder.project.layout import DATASET_METADATA, MANIFEST_FILE
@@ -157,19 +159,38 @@ def _files_under(path: Path, root: Path) -> Iterable[Path]:
 
 
 def refuse_credentials(files: dict[str, Path], what: str) -> None:
-    """Stop the build on anything that looks like a secret, naming the file (never the secret)."""
+    """Stop the build on anything that looks like a secret, naming the file (never the secret); the members
+    of archives (zip, tar, tar.gz, nested) are looked at the same way."""
     for relative, path in files.items():
-        name = Path(relative).name
-        if name in CREDENTIAL_NAMES or name.startswith(".env") or Path(relative).suffix in CREDENTIAL_SUFFIXES:
+        if _credential_name(relative):
             raise BundleError(f"{relative}: looks like a credential file; refusing to put it in the {what} dataset",
                               hint=f"remove it from [{what}] include, or add it to [{what}] exclude")
-        if path.stat().st_size > SCAN_LIMIT:
-            continue
-        head = path.read_bytes()
-        for pattern, description in CREDENTIAL_PATTERNS:
-            if pattern.search(head):
-                raise BundleError(f"{relative}: {description}; refusing to put it in the {what} dataset",
-                                  hint="read secrets from Kaggle Secrets or the environment, never from bundled files")
+        if is_archive(relative):  # first: the member that holds it says more than the archive's bytes
+            with path.open("rb") as handle:
+                for member in members(relative, handle):
+                    _refuse_member(member, relative, what)
+        if path.stat().st_size <= SCAN_LIMIT:
+            _refuse_patterns(path.read_bytes(), f"{relative}: ", what)
+
+
+def _credential_name(relative: str) -> bool:
+    name = PurePosixPath(relative).name
+    return name in CREDENTIAL_NAMES or name.startswith(".env") or PurePosixPath(relative).suffix in CREDENTIAL_SUFFIXES
+
+
+def _refuse_patterns(data: bytes, where: str, what: str) -> None:
+    for pattern, description in CREDENTIAL_PATTERNS:
+        if pattern.search(data):
+            raise BundleError(f"{where}{description}; refusing to put it in the {what} dataset",
+                              hint="read secrets from Kaggle Secrets or the environment, never from bundled files")
+
+
+def _refuse_member(member: Member, relative: str, what: str) -> None:
+    if _credential_name(member.chain[-1]):
+        raise BundleError(f"{relative}: {member.where} looks like a credential file; refusing to put it in the "
+                          f"{what} dataset",
+                          hint=f"take it out of the archive, or the archive out of [{what}] include")
+    _refuse_patterns(member.data[:SCAN_LIMIT], f"{relative}: {member.where} ", what)
 
 
 def refuse_secret_values(folder: Path, what: str, secrets: Sequence[Secret], fix: str) -> None:
@@ -183,11 +204,23 @@ def refuse_secret_values(folder: Path, what: str, secrets: Sequence[Secret], fix
         return
     overlap = max(len(needle) for _, needle in needles) - 1
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
-        secret = _first_secret_in(path, needles, overlap)
-        if secret is not None:
-            relative = path.relative_to(folder).as_posix()
-            raise BundleError(f"{relative}: holds {secret.what}; refusing to put it in the {what}",
+        relative = path.relative_to(folder).as_posix()
+        found = _first_secret_in(path, needles, overlap)
+        where = f"{relative}:"
+        if found is None and is_archive(relative):
+            found, where = _first_secret_in_members(path, relative, needles)
+        if found is not None:
+            raise BundleError(f"{where} holds {found.what}; refusing to put it in the {what}",
                               hint=f"{fix} (a kernel reads secrets from Kaggle Secrets, never from its files)")
+
+
+def _first_secret_in_members(path: Path, relative: str, needles: list[tuple[Secret, bytes]]) -> tuple[Secret | None, str]:
+    with path.open("rb") as handle:
+        for member in members(relative, handle):
+            for secret, needle in needles:
+                if needle in member.data:
+                    return secret, f"{relative}: {member.where}"
+    return None, f"{relative}:"
 
 
 def _first_secret_in(path: Path, needles: list[tuple[Secret, bytes]], overlap: int) -> Secret | None:
