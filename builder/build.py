@@ -7,6 +7,7 @@ whole build succeeded, so a failed build leaves ``build/`` exactly as it was.
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
 import importlib.resources
 import json
@@ -37,6 +38,7 @@ from builder.bundle.files import (
 from builder.bundle.model_weights import publishes_model, weights_model_id, write_model_metadata
 from builder.bundle.models import prepare_models  # imports torch and timm only when a kernel has models
 from builder.bundle.preflight import check_against_public_data
+from builder.bundle.submission_checks import check_postprocess
 from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
 from builder.errors import BundleError
 from builder.notebook.render import cells_for, notebook_text, render_notebook, script_text
@@ -128,10 +130,20 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
             swap_into_place(stage, out_dir)
         except OSError as exc:
             raise _unwritable(out_dir, exc) from None
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(stage, ignore_errors=True)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _disk_full(out_dir, exc) from None
         raise
     return result
+
+
+def _disk_full(out_dir: Path, exc: OSError) -> BundleError:
+    """ENOSPC mid-build: the staging folder is gone again and the previous build is untouched."""
+    return BundleError(f"build folder {out_dir}: the disk is full ({exc.strerror}"
+                       f"{f': {exc.filename}' if exc.filename else ''}); nothing was changed",
+                       hint=f"free space where the build goes (df -h {out_dir.parent}), or pass --out a folder on "
+                            "another disk")
 
 
 # Where each uploaded folder of the build comes from, to say where to remove a secret.
@@ -206,6 +218,7 @@ def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], di
     refuse_credentials(code, "code")
     refuse_credentials(weights, "weights")
     _check_step_scripts(spec, kernel_dir, code)
+    check_postprocess(spec, kernel_dir, code)  # functions in the code dataset, no stage on the id column
     return code, dict(sorted(weights.items()))
 
 

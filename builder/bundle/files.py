@@ -16,6 +16,8 @@ only when a file's bytes, name or presence change, and ``kkb push`` can skip unc
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -129,6 +131,17 @@ _GLOB = re.compile(r"[*?\[]")
 
 
 def _linked_file(kernel_dir: Path, link: Path, pattern: str, what: str) -> Path:
+    with contextlib.suppress(OSError):
+        looped = False
+        try:
+            link.resolve(strict=True)
+        except RuntimeError:
+            looped = True
+        except OSError as exc:
+            looped = exc.errno == errno.ELOOP
+        if looped:
+            raise BundleError(f"{kernel_dir / 'kernel.toml'}: [{what}] include '{pattern}' is a symlink loop "
+                              f"(it points to {os.readlink(link)})", hint="point the link at the weight file itself")
     if not link.exists():
         raise BundleError(f"{kernel_dir / 'kernel.toml'}: [{what}] include '{pattern}' is a broken link "
                           f"(it points to {os.readlink(link)}, which does not exist)",
@@ -150,12 +163,26 @@ def _files_under(path: Path, root: Path) -> Iterable[Path]:
         relative = candidate.relative_to(root)
         if _ignored(relative):
             continue
-        real = candidate.resolve()
+        real = _resolved(candidate, relative)
         if root not in real.parents and real != root:
             raise BundleError(f"{relative}: resolves to {real}, outside the kernel folder {root}",
                               hint="copy the file into the kernel folder, or (weights only) name the link itself "
                                    "in [weights] include, without wildcards")
         yield candidate
+
+
+def _resolved(path: Path, relative: Path) -> Path:
+    """``path.resolve()``, with a symlink loop named (Python says only "Symlink loop from …")."""
+    try:
+        return path.resolve(strict=True)
+    except (RuntimeError, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno != errno.ELOOP and not path.is_symlink():
+            raise
+        target = os.readlink(path) if path.is_symlink() else "?"
+        problem = "is a symlink loop" if isinstance(exc, RuntimeError) or exc.errno == errno.ELOOP else "is a broken link"
+        raise BundleError(f"{relative}: {problem} (it points to {target}); a glob of kernel.toml matched it",
+                          hint="remove the link or point it at a file, or leave it out with [code]/[weights] "
+                               "exclude") from None
 
 
 def refuse_credentials(files: dict[str, Path], what: str) -> None:

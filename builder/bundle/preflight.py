@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from builder.bundle.submission_checks import check_column_types
 from builder.errors import BundleError
 from builder.kkb_runtime import postprocess
 from builder.kkb_runtime import predict as runtime_predict
@@ -35,6 +36,7 @@ def check_against_public_data(spec: KernelSpec, kernel_dir: Path) -> None:
         return
     id_column = spec.submission.id_column
     sample = read_sample(sample_path, id_column)
+    check_column_types(spec, kernel_dir, sample_path, sample)
     targets = target_columns(sample, id_column, spec.submission.target_columns)
     predictions = list(spec.submission.prediction_columns) or targets
     _check_postprocess(spec, kernel_dir, sample_path, predictions, targets)

@@ -766,7 +766,7 @@ def load_spec(kernel_dir: Path) -> KernelSpec:
     if not path.is_file():
         raise SpecError(f"{path}: file not found", hint="every kernel project needs a kernel.toml; see kernels/minimal/kernel.toml")
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
                         hint="save kernel.toml with UTF-8 encoding") from None
