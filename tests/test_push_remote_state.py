@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from builder.errors import LockedError
 from builder.local_kaggle import InstantRunner, LocalKaggle
 from builder.remote.kernel_stamp import stamp, stamped_hash, unstamped_bytes
+from builder.remote.lock import kernel_lock
 from builder.remote.push import PushResult, push
+from builder.remote.rehearsal import RehearsalSettings, rehearse_on_kaggle
 from builder.remote.session import PushSettings
 from tests.support.demo_kaggle import LOOPBACK_WAITS, demo_adapter, serve_local_kaggle
 from tests.support.files import KERNELS
@@ -105,3 +108,13 @@ def test_the_stamp_is_not_part_of_the_hash(tmp_path: Path) -> None:
                                     '{"metadata": []}'])
 def test_code_without_a_stamp_says_nothing(source: str | None) -> None:
     assert stamped_hash(source) is None
+
+
+def test_the_rehearsal_on_kaggle_takes_the_kernel_lock(kernel: Path) -> None:
+    """Beside a running push it waits, then names the holder: no build, no upload, no internal error."""
+    with kernel_lock(kernel, "push"):
+        with pytest.raises(LockedError) as caught:
+            rehearse_on_kaggle(RehearsalSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", lock_wait_s=0.1))
+    assert caught.value.message.startswith(f"{kernel}: kkb push (pid ")
+    assert caught.value.message.endswith("is running on this kernel project; kkb dry-run --on-kaggle waited 0.1s for it")
+    assert not (kernel.parent / "build").exists()
