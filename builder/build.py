@@ -22,6 +22,7 @@ from typing import Any
 
 from builder import __version__
 from builder.bundle.checkpoints import checkpoint_sources
+from builder.bundle.extras import require_card_extras
 from builder.bundle.files import (
     HashCache,
     Manifest,
@@ -115,6 +116,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     names = _names(spec, settings.owner, kernel_dir / SPEC_FILE)
     out_dir = out_dir_of(kernel_dir, settings.out_dir)
     _check_out_dir(out_dir, kernel_dir)
+    require_card_extras(spec, kernel_dir)  # a card's libraries (kkb[vision], ...) before anything is read
     code_files, weights_files = _selections(spec, kernel_dir)
     check_against_public_data(spec, kernel_dir)  # widths, post-processing, test ids: before anything is staged
     try:

@@ -11,6 +11,7 @@ import dataclasses
 import inspect
 import json
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -567,6 +568,22 @@ def image(
     console.print(f"[green]captured[/green] {_escape(result.summary)}", highlight=False)
     console.print(f"  stored {_escape(str(result.path))} (the dry run and kkb wheels read it; $KKB_KAGGLE_IMAGE overrides)",
                   highlight=False)
+
+
+@app.command()
+def demo(
+    kernel: Path | None = typer.Option(None, "--kernel", help="Kernel project (default: kernels/reference in a "
+                                       "checkout, else the pandas-only example kkb ships)."),
+    port: int = typer.Option(0, "--port", help="Loopback port for the local Kaggle (0: any free one)."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the scratch folder (server data, build, history)."),
+) -> None:
+    """A kernel to a public score against a local Kaggle, end to end (what make demo runs)."""
+    # builder.demo is a program beside this one (the layers keep them apart): run it as one.
+    argv = [sys.executable, "-m", "builder.demo", "--port", str(port), *(["--kernel", str(kernel)] if kernel else []),
+            *(["--keep"] if keep else [])]
+    code = subprocess.run(argv, check=False).returncode
+    if code != EXIT_OK:
+        raise typer.Exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -65,4 +65,4 @@ def test_the_plots_say_when_matplotlib_is_missing(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     report = _report(tmp_path, 1)
     page = render(replace(report, scenarios=report.scenarios))
-    assert "plots missing: matplotlib is not installed" in page
+    assert 'plots missing: matplotlib is not installed (pip install "kkb[report]")' in page

@@ -134,8 +134,6 @@ def _accuracy(solution: pd.DataFrame, submission: pd.DataFrame, targets: list[st
 
 
 def _auc(solution: pd.DataFrame, submission: pd.DataFrame, targets: list[str]) -> float:
-    from scipy.stats import rankdata  # scipy.stats costs 0.6 s to import: only when a submission is scored
-
     truth, scores = _numbers(solution, targets), _numbers(submission, targets)
     values = []
     for j in range(len(targets)):
@@ -143,7 +141,7 @@ def _auc(solution: pd.DataFrame, submission: pd.DataFrame, targets: list[str]) -
         n_pos, n_neg = int(positive.sum()), int((~positive).sum())
         if n_pos == 0 or n_neg == 0:
             raise ScoringError(f"AUC is undefined: the answers of {targets[j]!r} hold one class only")
-        ranks = rankdata(scores[:, j])
+        ranks = _ranks(scores[:, j])
         values.append((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
     return float(np.mean(values))
 
@@ -164,13 +162,23 @@ def _rmse(solution: pd.DataFrame, submission: pd.DataFrame, targets: list[str]) 
 
 
 def _spearman(solution: pd.DataFrame, submission: pd.DataFrame, targets: list[str]) -> float:
-    from scipy.stats import spearmanr
-
     truth, guess = _numbers(solution, targets), _numbers(submission, targets)
-    values = [spearmanr(truth[:, j], guess[:, j]).statistic for j in range(len(targets))]
+    values = [_pearson(_ranks(truth[:, j]), _ranks(guess[:, j])) for j in range(len(targets))]
     if any(not np.isfinite(v) for v in values):
         raise ScoringError("Spearman correlation is undefined for constant predictions")
     return float(np.mean(values))
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Average ranks, ties shared (scipy's ``rankdata``, without scipy: core kkb does not install it)."""
+    return pd.Series(values).rank(method="average").to_numpy(dtype=float)
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson's r; nan when either side is constant (Spearman's rho is this over the ranks)."""
+    a, b = a - a.mean(), b - b.mean()
+    denominator = float(np.sqrt((a * a).sum() * (b * b).sum()))
+    return float((a * b).sum() / denominator) if denominator > 0 else float("nan")
 
 
 def _python_metric(path: Path) -> Metric:

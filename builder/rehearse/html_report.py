@@ -204,7 +204,7 @@ def _plot(draw: Any, data: Any, grid: tuple[int, int] = (1, 1)) -> str:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "<p class='warn'>plots missing: matplotlib is not installed</p>"
+        return "<p class='warn'>plots missing: matplotlib is not installed (pip install \"kkb[report]\")</p>"
     rows, columns = grid
     figure, ax = plt.subplots(rows, columns, figsize=(7, 2.8 if grid == (1, 1) else 1.9 * rows), squeeze=grid == (1, 1))
     try:
