@@ -46,9 +46,13 @@ def require_card_extras(spec: KernelSpec, kernel_dir: Path) -> None:
         if card.transforms and not _installed("albumentations"):
             missing.append("albumentations")
         if missing:
-            raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}: building a {card_kind(card)} card needs "
+            raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}: building {_article(card_kind(card))} card needs "
                               f"{', '.join(missing)}, not installed here",
                               hint=f'pip install "kkb[{extra.name}]" (core kkb installs without them)')
+
+
+def _article(kind: CardKind) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
 def _installed(module: str) -> bool:

@@ -5,16 +5,20 @@ the repository."""
 
 from __future__ import annotations
 
-import importlib.resources
+import importlib.util
 from pathlib import Path
 
 
 def example_kernel() -> Path:
     """The pandas-only example kernel project, as installed."""
-    try:
-        return Path(str(importlib.resources.files("builder.examples.minimal")))
-    except ModuleNotFoundError:  # an editable install made before the example was mapped: the checkout's copy
-        return Path(__file__).resolve().parents[2] / "kernels" / "minimal"
+    try:  # a folder without __init__.py: a namespace package, so its path, not importlib.resources' MultiplexedPath
+        spec = importlib.util.find_spec("builder.examples.minimal")
+    except ModuleNotFoundError:
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
+    # an editable install made before the example was mapped: the checkout's copy
+    return Path(__file__).resolve().parents[2] / "kernels" / "minimal"
 
 
 def example_spec_hint() -> str:
