@@ -14,8 +14,10 @@ import pytest
 
 from builder.build import BuildSettings, build_kernel
 from builder.bundle import extras
-from builder.errors import BundleError
+from builder.errors import BundleError, SpecError
 from builder.kkb_runtime.vocabulary import CardKind
+from builder.project.examples import example_kernel
+from builder.project.spec import load_spec
 from tests.support.files import KERNELS, REPO
 
 HEAVY = ("torch", "torchvision", "timm", "albumentations", "safetensors", "matplotlib", "grpc", "transformers",
@@ -83,3 +85,12 @@ def test_the_sdist_ships_the_kernels_its_tests_need(tmp_path: Path) -> None:
             "kernels/evalapi/kaggle_evaluation/__init__.py", "tests/conftest.py", "tests/support/files.py",
             "templates/notebook/00_provenance.md.j2"} <= names
     assert not any("/.kkb/" in name or "__pycache__" in name for name in names)
+
+
+def test_hints_point_at_the_example_every_install_has(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        load_spec(tmp_path)
+    example = example_kernel() / "kernel.toml"
+    assert caught.value.hint == (f"every kernel project needs a kernel.toml; start a project with kkb init DIR "
+                                 f"--competition SLUG, or see the example kkb ships: {example}")
+    assert example.is_file()

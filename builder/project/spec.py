@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from builder.errors import SpecError
+from builder.project.examples import example_spec_hint
 from builder.project.ids import kernel_slug
 
 if sys.version_info >= (3, 11):
@@ -762,9 +763,9 @@ def load_spec(kernel_dir: Path) -> KernelSpec:
     """Read and validate ``kernel_dir/kernel.toml``."""
     path = kernel_dir / SPEC_FILE
     if not kernel_dir.is_dir():
-        raise SpecError(f"{kernel_dir}: no such kernel folder", hint="pass the folder that holds kernel.toml, e.g. kernels/minimal")
+        raise SpecError(f"{kernel_dir}: no such kernel folder", hint=f"pass the folder that holds kernel.toml; {example_spec_hint()}")
     if not path.is_file():
-        raise SpecError(f"{path}: file not found", hint="every kernel project needs a kernel.toml; see kernels/minimal/kernel.toml")
+        raise SpecError(f"{path}: file not found", hint=f"every kernel project needs a kernel.toml; {example_spec_hint()}")
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError as exc:
