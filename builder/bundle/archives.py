@@ -77,9 +77,9 @@ def _entries(name: str, handle: IO[bytes], budget: list[int]) -> Iterator[tuple[
         else:
             with tarfile.open(fileobj=handle, mode="r:*") as bundle:
                 for tar_info in bundle:
-                    stream = bundle.extractfile(tar_info) if tar_info.isfile() else None
-                    if stream is not None:
-                        yield tar_info.name, *_bounded(stream, budget)
+                    member = bundle.extractfile(tar_info) if tar_info.isfile() else None
+                    if member is not None:
+                        yield tar_info.name, *_bounded(member, budget)
 
 
 def _bounded(stream: IO[bytes], budget: list[int]) -> tuple[bytes, bool]:
