@@ -7,6 +7,7 @@ whole build succeeded, so a failed build leaves ``build/`` exactly as it was.
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
 import importlib.resources
 import json
@@ -22,6 +23,7 @@ from typing import Any
 from builder import __version__
 from builder.bundle.cards import card_files, prepare_models  # torch, timm, transformers only when a kernel has models
 from builder.bundle.checkpoints import checkpoint_sources
+from builder.bundle.extras import require_card_extras
 from builder.bundle.files import (
     HashCache,
     Manifest,
@@ -37,6 +39,7 @@ from builder.bundle.files import (
 )
 from builder.bundle.model_weights import publishes_model, weights_model_id, write_model_metadata
 from builder.bundle.preflight import check_against_public_data
+from builder.bundle.submission_checks import check_postprocess
 from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
 from builder.errors import BundleError
 from builder.notebook.render import cells_for, notebook_text, render_notebook, script_text
@@ -113,6 +116,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     names = _names(spec, settings.owner, kernel_dir / SPEC_FILE)
     out_dir = out_dir_of(kernel_dir, settings.out_dir)
     _check_out_dir(out_dir, kernel_dir)
+    require_card_extras(spec, kernel_dir)  # a card's libraries (kkb[vision], ...) before anything is read
     code_files, weights_files = _selections(spec, kernel_dir)
     check_against_public_data(spec, kernel_dir)  # widths, post-processing, test ids: before anything is staged
     try:
@@ -128,10 +132,20 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
             swap_into_place(stage, out_dir)
         except OSError as exc:
             raise _unwritable(out_dir, exc) from None
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(stage, ignore_errors=True)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _disk_full(out_dir, exc) from None
         raise
     return result
+
+
+def _disk_full(out_dir: Path, exc: OSError) -> BundleError:
+    """ENOSPC mid-build: the staging folder is gone again and the previous build is untouched."""
+    return BundleError(f"build folder {out_dir}: the disk is full ({exc.strerror}"
+                       f"{f': {exc.filename}' if exc.filename else ''}); nothing was changed",
+                       hint=f"free space where the build goes (df -h {out_dir.parent}), or pass --out a folder on "
+                            "another disk")
 
 
 # Where each uploaded folder of the build comes from, to say where to remove a secret.
@@ -208,6 +222,7 @@ def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], di
     refuse_credentials(code, "code")
     refuse_credentials(weights, "weights")
     _check_step_scripts(spec, kernel_dir, code)
+    check_postprocess(spec, kernel_dir, code)  # functions in the code dataset, no stage on the id column
     return code, dict(sorted(weights.items()))
 
 

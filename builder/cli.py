@@ -2,16 +2,21 @@
 
 This is the only module that prints for people and exits. Every command runs inside
 :func:`main`'s error boundary, which maps :class:`~builder.errors.KkbError` to its exit code
-(table in ``builder/errors.py``). Tracebacks only with ``--verbose``.
+(table in ``builder/errors.py``). kkb's own tracebacks only with ``--debug`` (``--verbose``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
+import re
+import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, Literal
 
 import typer
 from rich.console import Console
@@ -25,7 +30,7 @@ from builder.bundle.wheels import WheelsResult
 from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError, NotRehearsed
 from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.ci import CiProvider
-from builder.project.image import image_summary, package_lines
+from builder.project.image import image_summary, load_image, package_lines
 from builder.project.image_store import stored_image_path
 from builder.project.init import InitResult, InitSettings, init_project
 from builder.project.spec import MAX_WAIT_SECONDS
@@ -72,7 +77,8 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show tracebacks on errors."),
+    verbose: bool = typer.Option(False, "--debug", "--verbose", "-v",
+                                 help="Show kkb's own tracebacks on errors and failed runs' whole notebook traceback."),
     show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                       help="Print kkb's version and exit."),
 ) -> None:
@@ -169,13 +175,13 @@ class _ProgressView:
     def __call__(self, event: ProgressEvent) -> None:
         text = _escape(event.message)
         if event.waiting:
-            if event.elapsed >= 1.0:
-                line = waiting_line(event)
-                if self._status is None:
-                    self._status = err_console.status(line)
-                    self._status.start()
-                else:
-                    self._status.update(line)
+            # A heartbeat between polls (they are up to 30 s apart): the line's clock counts on from the event.
+            line = _Ticking(lambda since: waiting_line(dataclasses.replace(event, elapsed=event.elapsed + since)))
+            if self._status is None:
+                self._status = err_console.status(line)
+                self._status.start()
+            else:
+                self._status.update(line)
             return
         self._stop()
         took = f" [dim]({event.elapsed:.0f}s)[/dim]" if event.elapsed >= 1.0 else ""
@@ -225,11 +231,15 @@ def push(
     owner: str | None = _OWNER_OPT,
     message: str | None = typer.Option(None, "--message", "-m", help="Dataset version notes."),
     wait_dataset: float | None = _WAIT_DATASET_OPT,
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress stays on stderr)."),
 ) -> None:
     """Build, upload only what changed, and push a kernel version (internet off) to Kaggle."""
     with _ProgressView() as view:
         result = push_kernel(PushSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message,
                                           waits=_waits(wait_dataset), progress=view))
+    if as_json:
+        _print_json("push", dataclasses.asdict(result))
+        return
     _show_push(result)
 
 
@@ -254,12 +264,16 @@ def submit(
     wait_dataset: float | None = _WAIT_DATASET_OPT,
     wait_run: float | None = _WAIT_RUN_OPT,
     wait_score: float | None = _WAIT_SCORE_OPT,
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress stays on stderr)."),
 ) -> None:
     """Push (unless --version), wait for the kernel run, submit it, and print the public score."""
     settings = SubmitSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message, version=version,
                               resubmit=resubmit, waits=_waits(wait_dataset, wait_run, wait_score))
     with _ProgressView() as view:
         result = submit_kernel(SubmitSettings(**{**settings.__dict__, "progress": view}))
+    if as_json:
+        _print_json("submit", dataclasses.asdict(result))
+        return
     if result.push is not None:
         _show_push(result.push)
     console.print(f"submission #{result.submission_ref}: {result.kernel_id} v{result.kernel_version} → {result.competition}",
@@ -272,9 +286,13 @@ def status(
     kernel_dir: Path = _KERNEL_ARG,
     version: int | None = typer.Option(None, "--version", help="Kernel version (default: the last pushed)."),
     owner: str | None = _OWNER_OPT,
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ) -> None:
     """The last push, its kernel run, and the last submission's state on Kaggle."""
     result = kernel_status(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))
+    if as_json:
+        _print_json("status", dataclasses.asdict(result))
+        return
     console.print(f"{result.kernel_id} v{result.kernel_version}: run {result.run_status or 'unknown'}", highlight=False)
     if result.failure_message:
         console.print(f"  [red]{_escape(result.failure_message)}[/red]", highlight=False)
@@ -301,9 +319,13 @@ def logs(
 
 
 @app.command()
-def history(kernel_dir: Path = _KERNEL_ARG) -> None:
+def history(kernel_dir: Path = _KERNEL_ARG,
+            as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON on stdout.")) -> None:
     """A table of every push and submission of the project."""
     rows = kernel_history(kernel_dir)
+    if as_json:
+        _print_json("history", {"rows": [dataclasses.asdict(row) for row in rows]})
+        return
     if not rows:
         console.print(f"no pushes recorded for {kernel_dir} yet")
         return
@@ -326,7 +348,7 @@ def history(kernel_dir: Path = _KERNEL_ARG) -> None:
 def dry_run(
     kernel_dir: Path = _KERNEL_ARG,
     data: Path | None = typer.Option(None, "--data", help="Competition data to mount (default: [competition] data)."),
-    scenario: str = typer.Option("both", "--scenario", help="commit, rerun or both."),
+    scenario: Literal["commit", "rerun", "both"] = typer.Option("both", "--scenario", help="Which run to rehearse."),
     rerun_scale: int = typer.Option(1, "--rerun-scale", help="Replicate the test N times (new ids) for the rerun."),
     hidden_rows: int | None = typer.Option(None, "--hidden-rows", help="Rows of the hidden test (default: [competition] hidden_rows)."),
     timeout: float | None = typer.Option(None, "--timeout", help="Kill each run after this many seconds."),
@@ -339,7 +361,8 @@ def dry_run(
     memory: str | None = typer.Option(None, "--memory", help="RAM limit, e.g. 16G (default: the machine shape's)."),
     answers: Path | None = typer.Option(None, "--answers", help="The rerun data's answers (id, targets, optional Usage "
                                         "Public/Private): the expected score per part."),
-    as_json: bool = typer.Option(False, "--json", help="Print report.json on stdout (for CI scripts), nothing else."),
+    as_json: bool = typer.Option(False, "--json", help="Print report.json (with its schema) on stdout (for CI scripts), "
+                                 "nothing else."),
     on_kaggle: bool = typer.Option(False, "--on-kaggle", help="Rehearse the scoring rerun on Kaggle's own machines: a "
                                    "private rehearsal kernel, never submitted."),
     again: bool = typer.Option(False, "--again", help="--on-kaggle: rehearse even if nothing changed since the last one."),
@@ -369,7 +392,7 @@ def dry_run(
                                             keep_sandbox=keep_sandbox, rerun_data_dir=rerun_data, memory_bytes=memory_bytes,
                                             image_env=image_env, progress=progress, answers=answers))
     if as_json:
-        print(json.dumps(report.to_json(), indent=1))
+        _print_json("dry-run", report.to_json())
     else:
         _show_dry_run(report)
     failed = [s.scenario for s in report.scenarios if not s.ok and s.rehearsed]
@@ -405,8 +428,21 @@ class _DryRunProgress:
     def __call__(self, line: str) -> None:
         if self.status is not None:
             elapsed = time.monotonic() - self.started
-            self.status.update(f"dry run [{elapsed:5.0f} s] {_escape(line)}")
-            self.status.console.print(f"[dim]{elapsed:6.1f} s[/dim] {_escape(line)}", highlight=False)
+            text = _escape(line)
+            # The clock moves between events (a long step prints nothing): rich renders the line ~12 times a second.
+            self.status.update(_Ticking(lambda _: f"dry run [{time.monotonic() - self.started:5.0f} s] {text}"))
+            self.status.console.print(f"[dim]{elapsed:6.1f} s[/dim] {text}", highlight=False)
+
+
+class _Ticking:
+    """A status line computed at each render, so its clock ticks every second without an event."""
+
+    def __init__(self, render: Callable[[float], str]) -> None:
+        self.render = render
+        self.since = time.monotonic()
+
+    def __rich__(self) -> str:
+        return self.render(time.monotonic() - self.since)
 
 
 def _dry_run_on_kaggle(settings: RehearsalSettings, hidden_rows: int | None) -> None:
@@ -460,7 +496,8 @@ def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
             console.print(f"  [dim]projection: {_escape(s.projection['summary'])}[/dim]", highlight=False)
         console.print(f"  [dim]sandbox: {_escape(s.isolation_note)}; memory: {_escape(s.memory_limit)}[/dim]", highlight=False)
         if not s.ok and s.verdict.detail:
-            console.print(_escape(s.verdict.detail), style="dim", highlight=False)
+            detail = s.verdict.detail if _state["verbose"] else without_kkb_frames(s.verdict.detail)
+            console.print(_escape(detail), style="dim", highlight=False)
     console.print(f"notebooks and report: {report.out_dir} (report.html)", highlight=False)
 
 
@@ -536,8 +573,12 @@ def image(
     accelerator: str = typer.Option("gpu", "--accelerator", help="--on-kaggle: gpu (T4 x2), none, or a machine shape."),
     owner: str | None = typer.Option(None, "--owner", help="Kaggle username (default: the credentials')."),
     packages: bool = typer.Option(False, "--packages", help="List every package of the image with its version."),
+    as_json: bool = typer.Option(False, "--json", help="Print the image description kkb uses as JSON on stdout."),
 ) -> None:
     """The Kaggle image description kkb uses (Python, packages, CUDA); --on-kaggle captures it on Kaggle."""
+    if as_json and not on_kaggle:
+        _print_json("image", dataclasses.asdict(load_image()))
+        return
     if not on_kaggle:
         if stored_image_path() is None:
             console.print("no captured image: kkb uses the description shipped with it; kkb image --on-kaggle captures one")
@@ -546,9 +587,28 @@ def image(
         return
     with _ProgressView() as view:
         result = capture_image(ImageSettings(owner=owner, accelerator=accelerator, progress=view))
+    if as_json:
+        _print_json("image", dataclasses.asdict(result))
+        return
     console.print(f"[green]captured[/green] {_escape(result.summary)}", highlight=False)
     console.print(f"  stored {_escape(str(result.path))} (the dry run and kkb wheels read it; $KKB_KAGGLE_IMAGE overrides)",
                   highlight=False)
+
+
+@app.command()
+def demo(
+    kernel: Path | None = typer.Option(None, "--kernel", help="Kernel project (default: kernels/reference in a "
+                                       "checkout, else the pandas-only example kkb ships)."),
+    port: int = typer.Option(0, "--port", help="Loopback port for the local Kaggle (0: any free one)."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the scratch folder (server data, build, history)."),
+) -> None:
+    """A kernel to a public score against a local Kaggle, end to end (what make demo runs)."""
+    # builder.demo is a program beside this one (the layers keep them apart): run it as one.
+    argv = [sys.executable, "-m", "builder.demo", "--port", str(port), *(["--kernel", str(kernel)] if kernel else []),
+            *(["--keep"] if keep else [])]
+    code = subprocess.run(argv, check=False).returncode
+    if code != EXIT_OK:
+        raise typer.Exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -595,12 +655,73 @@ def _unexpected(exc: Exception) -> int:
     if _state["verbose"]:
         err_console.print_exception()
     err_console.print(f"[bold red]internal error:[/bold red] {type(exc).__name__}: {_escape(str(exc))}")
-    err_console.print("run again with --verbose for the traceback, and report it")
+    err_console.print("run again with --debug for the traceback, and report it")
     return EXIT_USER
 
 
 def _escape(text: str) -> str:
     return escape(text)
+
+
+JSON_SCHEMA_VERSION = 1  # bump when a field of any --json output changes meaning or goes away
+
+
+def _print_json(command: str, payload: dict[str, Any]) -> None:
+    """One JSON object on stdout: ``schema`` first (``kkb.push/1``), then the command's result."""
+    print(json.dumps({"schema": f"kkb.{command}/{JSON_SCHEMA_VERSION}", **payload}, indent=1, default=str))
+
+
+_KKB_FRAME = re.compile(r"^(File \S*/kkb_runtime/|Cell In\[\d+\]|-{20,}|Traceback \(most recent call last\))")
+
+
+def without_kkb_frames(detail: str) -> str:
+    """A failed run's detail without kkb's own frames (its runtime's and its cells'): the exception and the
+    user's stderr stay. The frames are noise for a user; ``--debug`` shows them."""
+    blocks = re.split(r"\n\s*\n", detail.strip("\n"))
+    kept = [block for block in blocks if not _KKB_FRAME.match(block.lstrip("\n"))]
+    return "\n\n".join(kept) if kept else detail
+
+
+def _readable_help(typer_app: typer.Typer) -> None:
+    """Whole first paragraphs as the command list's summaries (click cuts them at the terminal's width), and
+    metavars that read as what to type (``KERNEL_DIR``, ``DIR``, ``TEXT``) instead of ``{kernel_dir}``/``<list[str]>``."""
+    for info in typer_app.registered_commands:
+        if info.callback is None:
+            continue
+        doc = inspect.getdoc(info.callback) or ""
+        if info.short_help is None and doc:
+            info.short_help = " ".join(doc.split("\n\n")[0].split())
+        for parameter in inspect.signature(info.callback).parameters.values():
+            default = parameter.default
+            if isinstance(default, typer.models.ParameterInfo) and default.metavar is None:
+                default.metavar = _metavar(parameter.name, str(parameter.annotation),
+                                           isinstance(default, typer.models.ArgumentInfo))
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _readable_help(group.typer_instance)
+            if isinstance(group.short_help, typer.models.DefaultPlaceholder) or group.short_help is None:
+                summary = group.typer_instance.info.help
+                if isinstance(summary, str):
+                    group.short_help = " ".join(summary.split("\n\n")[0].split())
+
+
+def _metavar(name: str, annotation: str, argument: bool) -> str | None:
+    if argument:
+        return name.upper()
+    if annotation.startswith(("bool", "Literal")):
+        return None  # flags take no value; a choice shows its choices
+    if "Path" in annotation:
+        return "DIR" if name in ("out", "data", "data_dir", "rerun_data", "source", "competition") else "PATH"
+    if "int" in annotation:
+        return "N"
+    if "float" in annotation:
+        return "SECONDS" if name.startswith(("wait", "timeout", "ready", "rerun_timeout")) else "NUMBER"
+    if name == "memory":
+        return "SIZE"
+    return "NAME" if name in ("owner", "user", "competition", "accelerator") else "TEXT"
+
+
+_readable_help(app)
 
 
 def entrypoint() -> None:

@@ -1,6 +1,6 @@
 """``make demo``: a kernel project to a public score, end to end, against a local Kaggle.
 
-    python -m builder.demo [--kernel kernels/reference] [--keep] [--port 0]
+    kkb demo [--kernel kernels/reference] [--keep] [--port 0]     (or python -m builder.demo)
 
 1. generates the reference kernel's assets (``kernels/reference/make_assets.py``; a no-op when current),
 2. starts the local Kaggle on a free loopback port, registers a demo user and the competition,
@@ -9,7 +9,8 @@
 4. prints the score and the project's history, and stops the server.
 
 The kernel project is copied into a scratch folder first, so the demo leaves neither history nor
-build output in the repository. Like ``builder.cli``, this is a program: it prints and exits.
+build output in the repository. Installed from a wheel (no checkout, no ``kernels/reference``), the demo runs
+the pandas-only example kernel kkb ships (``builder.project.examples``). Like ``builder.cli``, this is a program: it prints and exits.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from builder.local_kaggle.server import LocalKaggle
+from builder.project.examples import example_kernel
 from builder.remote.history import History
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_KERNEL = REPO / "kernels" / "reference"
+CHECKOUT_KERNEL = REPO / "kernels" / "reference"
+DEFAULT_KERNEL = CHECKOUT_KERNEL if CHECKOUT_KERNEL.is_dir() else example_kernel()
 DEMO_USER = "kkb-demo"
 
 
@@ -47,8 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m builder.demo", description=__doc__.split("\n")[0])
-    parser.add_argument("--kernel", default=str(DEFAULT_KERNEL), help="kernel project (default: kernels/reference)")
+    parser = argparse.ArgumentParser(prog="kkb demo", description=__doc__.split("\n")[0])
+    parser.add_argument("--kernel", default=str(DEFAULT_KERNEL),
+                        help="kernel project (default: kernels/reference in a checkout, else the example kkb ships)")
     parser.add_argument("--port", type=int, default=0, help="loopback port for the local Kaggle (0: any free one)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder (server data, build, history)")
     return parser.parse_args(argv)
@@ -58,7 +62,7 @@ def _make_assets(kernel: Path) -> None:
     script = kernel / "make_assets.py"
     if script.is_file():
         print(f"demo: generating assets with {script.relative_to(REPO) if script.is_relative_to(REPO) else script}")
-        subprocess.run([sys.executable, str(script)], check=True, cwd=REPO)
+        subprocess.run([sys.executable, str(script)], check=True, cwd=kernel)
 
 
 def _run(kernel: Path, scratch: Path, port: int) -> int:
@@ -72,8 +76,8 @@ def _run(kernel: Path, scratch: Path, port: int) -> int:
         env = _child_env(scratch, server.base_url, key)
         command = [sys.executable, "-m", "builder", "submit", str(project), "--out", str(scratch / "build")]
         print(f"demo: KKB_KAGGLE_API={server.base_url} kkb submit {project}")
-        code = subprocess.run(command, env=env, cwd=REPO).returncode
-        subprocess.run([sys.executable, "-m", "builder", "history", str(project)], env=env, cwd=REPO)
+        code = subprocess.run(command, env=env, cwd=scratch).returncode
+        subprocess.run([sys.executable, "-m", "builder", "history", str(project)], env=env, cwd=scratch)
     rows = [row for row in History.for_kernel(project).rows() if row.kind == "submission"]
     if code == 0 and rows:
         print(f"demo: public score {rows[-1].score} (submission #{rows[-1].submission_ref})")

@@ -492,3 +492,37 @@ def test_the_build_output_records_what_the_opt_ins_did() -> None:
     assert model_notes(cards) == (
         "models.net: weights/a.pth loaded with torch.load(weights_only=False) (allow_pickle = true)",
         "models.net: weights/a.pth: strict = false left 1 missing key(s) out: head.weight")
+
+
+def _pickle_with_a_user_class(kernel: Path, state: dict[str, Any]) -> str:
+    """A checkpoint holding an instance of a class from the kernel's own code (its documented use of allow_pickle)."""
+    package = f"userpkg_{uuid.uuid4().hex[:8]}"
+    build_file_tree(kernel, {f"{package}/__init__.py": "", f"{package}/conf.py": "class TrainConfig:\n    lr = 0.1\n"})
+    sys.path.insert(0, str(kernel))
+    try:
+        conf = __import__(f"{package}.conf", fromlist=["TrainConfig"])
+        save(kernel, {"state_dict": state, "config": conf.TrainConfig()})
+    finally:
+        sys.path.remove(str(kernel))
+        for name in [name for name in sys.modules if name.startswith(package)]:
+            del sys.modules[name]
+    return package
+
+
+def test_allow_pickle_loads_a_class_from_the_kernels_own_code(tmp_path: Path, state: dict[str, Any]) -> None:
+    package = _pickle_with_a_user_class(tmp_path / "kernel", state)
+    (card,), stage = prepare(tmp_path / "kernel", spec_for(allow_pickle=True))
+    assert card["checkpoints"][0]["loaded_with"] == "torch.load(weights_only=False) (allow_pickle = true)"
+    assert_same_weights(written_state(stage, card), state)
+    assert not any(name.startswith(package) for name in sys.modules)  # the user's modules are forgotten afterwards
+
+
+def test_allow_pickle_names_a_module_the_build_cannot_import(tmp_path: Path, state: dict[str, Any]) -> None:
+    package = _pickle_with_a_user_class(tmp_path / "kernel", state)
+    (tmp_path / "kernel" / package / "conf.py").unlink()
+    with pytest.raises(ModelError) as caught:
+        prepare(tmp_path / "kernel", spec_for(allow_pickle=True))
+    assert caught.value.message == (f"[[models]] 'net': weights/net.pth cannot be read: ModuleNotFoundError: "
+                                    f"No module named '{package}.conf'")
+    assert caught.value.hint.startswith("the checkpoint names a class of a module the build cannot import: put the "
+                                        "module under [code] include")

@@ -224,7 +224,7 @@ def test_rounding_never_turns_a_fraction_into_a_label() -> None:
     frame = pd.DataFrame({"id": ["a"], "label": [0.6]})
     cast = submission.cast_like_sample(submission.round_predictions(frame, ["label"], 0, sample), sample, ["label"])
     assert cast["label"].tolist() == [0.6]
-    assert "float values in column 'label'" in submission.check_submission(cast, sample, "id")[0]
+    assert "fractional values in column 'label'" in submission.check_submission(cast, sample, "id")[0]
 
 
 # --- post-processing (issue 12) ---------------------------------------------------------------------
@@ -264,7 +264,10 @@ def test_output_columns_follow_the_stages() -> None:
 def test_column_types_override_a_sample_of_integer_placeholders() -> None:
     sample = pd.DataFrame({"id": ["a", "b"], "ETT": [0, 0], "label": [0, 0]})
     frame = pd.DataFrame({"id": ["a", "b"], "ETT": [0.25, 0.75], "label": [1, 2]})
-    assert "float values in column 'ETT'" in submission.check_submission(frame, sample, "id")[0]
+    assert submission.check_submission(frame, sample, "id") == [
+        "fractional values in column 'ETT', where the sample submission holds only integer 0s: 2 rows. If the "
+        "competition scores probabilities, the 0s are placeholders: set [submission] column_types = { \"*\" = "
+        "\"float\" } in kernel.toml; if it scores labels, write integers (argmax or threshold)"]
     assert submission.check_submission(frame, sample, "id", column_types={"ETT": "float"}) == []
     retyped = submission.retype_sample(sample, {"*": "float"}, "id")
     assert retyped["ETT"].dtype == float and retyped["id"].tolist() == ["a", "b"]

@@ -63,3 +63,11 @@ def test_kkb_build_and_dry_run_from_the_wheel(installed: Path, tmp_path: Path) -
     dry = _run([str(installed / "kkb"), "dry-run", str(kernel), "--out", str(out), "--scenario", "both"], tmp_path)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert dry.stdout.count("OK") >= 2
+
+
+@pytest.mark.loopback
+def test_kkb_demo_from_the_wheel_runs_the_shipped_example(installed: Path, tmp_path: Path) -> None:
+    """No checkout, no kernels/reference: the demo runs the pandas-only example the wheel ships."""
+    done = _run([str(installed / "kkb"), "demo"], tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "competition kkb-minimal" in done.stdout and "demo: public score 0." in done.stdout

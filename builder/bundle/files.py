@@ -1,7 +1,8 @@
 """Dataset bundles: which files go in, the refusal of credentials, manifests and content hashes.
 
 Credentials are refused twice: by name and by pattern when the files are selected
-(:func:`refuse_credentials`), and by content once a dataset is staged (:func:`refuse_secret_values`):
+(:func:`refuse_credentials`), and by content once a dataset is staged (:func:`refuse_secret_values`),
+both inside archives too (:mod:`builder.bundle.archives`: zip, tar, tar.gz, nested, bounded reads):
 every staged file is read whole for the key and token values of the credentials in use, which the
 caller passes in (``project.credentials.secret_values``). A refusal names the file and what it holds,
 never the value. Files are rescanned at every build: a cached "clean" would have to be keyed by the
@@ -15,6 +16,8 @@ only when a file's bytes, name or presence change, and ``kkb push`` can skip unc
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -22,9 +25,10 @@ import re
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+from builder.bundle.archives import Member, is_archive, members
 from builder.errors import BundleError
 from builder.project.credentials import Secret
 from builder.project.layout import DATASET_METADATA, MANIFEST_FILE
@@ -128,6 +132,17 @@ _GLOB = re.compile(r"[*?\[]")
 
 
 def _linked_file(kernel_dir: Path, link: Path, pattern: str, what: str) -> Path:
+    with contextlib.suppress(OSError):
+        looped = False
+        try:
+            link.resolve(strict=True)
+        except RuntimeError:
+            looped = True
+        except OSError as exc:
+            looped = exc.errno == errno.ELOOP
+        if looped:
+            raise BundleError(f"{kernel_dir / 'kernel.toml'}: [{what}] include '{pattern}' is a symlink loop "
+                              f"(it points to {os.readlink(link)})", hint="point the link at the weight file itself")
     if not link.exists():
         raise BundleError(f"{kernel_dir / 'kernel.toml'}: [{what}] include '{pattern}' is a broken link "
                           f"(it points to {os.readlink(link)}, which does not exist)",
@@ -149,7 +164,7 @@ def _files_under(path: Path, root: Path) -> Iterable[Path]:
         relative = candidate.relative_to(root)
         if _ignored(relative):
             continue
-        real = candidate.resolve()
+        real = _resolved(candidate, relative)
         if root not in real.parents and real != root:
             raise BundleError(f"{relative}: resolves to {real}, outside the kernel folder {root}",
                               hint="copy the file into the kernel folder, or (weights only) name the link itself "
@@ -157,20 +172,53 @@ def _files_under(path: Path, root: Path) -> Iterable[Path]:
         yield candidate
 
 
+def _resolved(path: Path, relative: Path) -> Path:
+    """``path.resolve()``, with a symlink loop named (Python says only "Symlink loop from …")."""
+    try:
+        return path.resolve(strict=True)
+    except (RuntimeError, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno != errno.ELOOP and not path.is_symlink():
+            raise
+        target = os.readlink(path) if path.is_symlink() else "?"
+        problem = "is a symlink loop" if isinstance(exc, RuntimeError) or exc.errno == errno.ELOOP else "is a broken link"
+        raise BundleError(f"{relative}: {problem} (it points to {target}); a glob of kernel.toml matched it",
+                          hint="remove the link or point it at a file, or leave it out with [code]/[weights] "
+                               "exclude") from None
+
+
 def refuse_credentials(files: dict[str, Path], what: str) -> None:
-    """Stop the build on anything that looks like a secret, naming the file (never the secret)."""
+    """Stop the build on anything that looks like a secret, naming the file (never the secret); the members
+    of archives (zip, tar, tar.gz, nested) are looked at the same way."""
     for relative, path in files.items():
-        name = Path(relative).name
-        if name in CREDENTIAL_NAMES or name.startswith(".env") or Path(relative).suffix in CREDENTIAL_SUFFIXES:
+        if _credential_name(relative):
             raise BundleError(f"{relative}: looks like a credential file; refusing to put it in the {what} dataset",
                               hint=f"remove it from [{what}] include, or add it to [{what}] exclude")
-        if path.stat().st_size > SCAN_LIMIT:
-            continue
-        head = path.read_bytes()
-        for pattern, description in CREDENTIAL_PATTERNS:
-            if pattern.search(head):
-                raise BundleError(f"{relative}: {description}; refusing to put it in the {what} dataset",
-                                  hint="read secrets from Kaggle Secrets or the environment, never from bundled files")
+        if is_archive(relative):  # first: the member that holds it says more than the archive's bytes
+            with path.open("rb") as handle:
+                for member in members(relative, handle):
+                    _refuse_member(member, relative, what)
+        if path.stat().st_size <= SCAN_LIMIT:
+            _refuse_patterns(path.read_bytes(), f"{relative}: ", what)
+
+
+def _credential_name(relative: str) -> bool:
+    name = PurePosixPath(relative).name
+    return name in CREDENTIAL_NAMES or name.startswith(".env") or PurePosixPath(relative).suffix in CREDENTIAL_SUFFIXES
+
+
+def _refuse_patterns(data: bytes, where: str, what: str) -> None:
+    for pattern, description in CREDENTIAL_PATTERNS:
+        if pattern.search(data):
+            raise BundleError(f"{where}{description}; refusing to put it in the {what} dataset",
+                              hint="read secrets from Kaggle Secrets or the environment, never from bundled files")
+
+
+def _refuse_member(member: Member, relative: str, what: str) -> None:
+    if _credential_name(member.chain[-1]):
+        raise BundleError(f"{relative}: {member.where} looks like a credential file; refusing to put it in the "
+                          f"{what} dataset",
+                          hint=f"take it out of the archive, or the archive out of [{what}] include")
+    _refuse_patterns(member.data[:SCAN_LIMIT], f"{relative}: {member.where} ", what)
 
 
 def refuse_secret_values(folder: Path, what: str, secrets: Sequence[Secret], fix: str) -> None:
@@ -184,11 +232,23 @@ def refuse_secret_values(folder: Path, what: str, secrets: Sequence[Secret], fix
         return
     overlap = max(len(needle) for _, needle in needles) - 1
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
-        secret = _first_secret_in(path, needles, overlap)
-        if secret is not None:
-            relative = path.relative_to(folder).as_posix()
-            raise BundleError(f"{relative}: holds {secret.what}; refusing to put it in the {what}",
+        relative = path.relative_to(folder).as_posix()
+        found = _first_secret_in(path, needles, overlap)
+        where = f"{relative}:"
+        if found is None and is_archive(relative):
+            found, where = _first_secret_in_members(path, relative, needles)
+        if found is not None:
+            raise BundleError(f"{where} holds {found.what}; refusing to put it in the {what}",
                               hint=f"{fix} (a kernel reads secrets from Kaggle Secrets, never from its files)")
+
+
+def _first_secret_in_members(path: Path, relative: str, needles: list[tuple[Secret, bytes]]) -> tuple[Secret | None, str]:
+    with path.open("rb") as handle:
+        for member in members(relative, handle):
+            for secret, needle in needles:
+                if needle in member.data:
+                    return secret, f"{relative}: {member.where}"
+    return None, f"{relative}:"
 
 
 def _first_secret_in(path: Path, needles: list[tuple[Secret, bytes]], overlap: int) -> Secret | None:

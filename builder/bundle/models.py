@@ -43,8 +43,14 @@ def prepare_models(spec: KernelSpec, kernel_dir: Path, weights_stage: Path) -> l
 
 
 def prepare_model(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
-    with user_code_importable(kernel_dir):  # a factory lives in the user's code
-        model = build_model(card)
+    """The user's code is importable for the whole card, as the code dataset is in the kernel: a factory lives
+    there, and so do the classes an ``allow_pickle = true`` checkpoint names."""
+    with user_code_importable(kernel_dir):
+        return _prepare_model(card, kernel_dir, weights_stage, written)
+
+
+def _prepare_model(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
+    model = build_model(card)
     normalisation = resolve_normalisation(card, model)
     check_output_width(card, model, normalisation)
     folds = [fold for source in checkpoint_sources(card, kernel_dir, must_exist=False)
@@ -169,6 +175,10 @@ def _looks_like_checkpoint(path: Path) -> bool:
 
 
 def _read_hint(message: str, card: ModelCard) -> str:
+    if "No module named" in message:
+        return ("the checkpoint names a class of a module the build cannot import: put the module under [code] "
+                "include (the build imports the kernel's own code, as the kernel does), or re-save only the "
+                "weights: torch.save(model.state_dict(), path)")
     if "weights_only" in message:
         return ("re-save only the weights: torch.save(model.state_dict(), path) (tensors, numbers and numpy arrays load "
                 f"as they are); or, if you trust the file, set allow_pickle = true in [[models]] '{card.name}' "

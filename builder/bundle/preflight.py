@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from builder.bundle.cards import PUBLIC_DATA_CHECKS
+from builder.bundle.submission_checks import check_column_types
 from builder.errors import BundleError
 from builder.kkb_runtime import postprocess
 from builder.kkb_runtime.submission import read_sample, target_columns
@@ -41,6 +42,7 @@ def _check_csv_kernel(spec: KernelSpec, kernel_dir: Path) -> None:
         return
     id_column = spec.submission.id_column
     sample = read_sample(sample_path, id_column)
+    check_column_types(spec, kernel_dir, sample_path, sample)
     targets = target_columns(sample, id_column, spec.submission.target_columns)
     predictions = list(spec.submission.prediction_columns) or targets
     _check_postprocess(spec, kernel_dir, sample_path, predictions, targets)

@@ -89,6 +89,9 @@ def _apply_one(frame: pd.DataFrame, stage: Mapping[str, Any], id_column: str, pr
         return handler.run(frame, stage, [], where)
     columns = list(stage.get("columns") or (predictions if handler.default_columns == "predictions" else
                                             [c for c in frame.columns if c != id_column]))
+    if id_column in columns:
+        raise PostprocessError(f"{where}: columns names the id column '{id_column}': its values are ids, not "
+                               "predictions (list prediction columns only)")
     missing = [column for column in columns if column not in frame.columns]
     if missing:
         raise PostprocessError(f"{where}: the frame has no column(s) {', '.join(missing)} "

@@ -227,10 +227,34 @@ def check_submission(frame: pd.DataFrame, sample: pd.DataFrame, id_column: str,
         problems.append(f"row count: expected {len(sample)} rows (as the sample submission), got {len(frame)}")
     if id_column in frame.columns:
         problems.extend(_id_problems(frame[id_column].astype(str), sample[id_column].astype(str), check_order))
+    placeholders = []
     for column in target_columns(sample, id_column, targets):
-        if column in frame.columns:
+        if column in frame.columns and _probabilities_over_placeholders(frame[column], sample[column]):
+            placeholders.append(column)
+        elif column in frame.columns:
             problems.extend(_value_problems(frame[column], sample[column], column))
+    if placeholders:
+        problems.append(_placeholder_problem(placeholders, len(frame)))
     return problems
+
+
+def _probabilities_over_placeholders(values: pd.Series, sample_values: pd.Series) -> bool:
+    """Fractions where the sample holds only integer 0s: RANZCR's sample of a probability-scored competition.
+    Whether the scorer wants probabilities or labels only kernel.toml can say (``column_types``)."""
+    if column_kind(sample_values) != "int" or not bool((sample_values == 0).all()):
+        return False
+    if not pd.api.types.is_float_dtype(values) or not values.notna().all():
+        return False
+    finite = values.to_numpy(dtype=float)
+    return bool(np.isfinite(finite).all() and (values != values.round()).any())
+
+
+def _placeholder_problem(columns: Sequence[str], rows: int) -> str:
+    named = ", ".join(repr(column) for column in columns[:3]) + (", ..." if len(columns) > 3 else "")
+    which = f"column {named}" if len(columns) == 1 else f"{len(columns)} columns ({named})"
+    return (f"fractional values in {which}, where the sample submission holds only integer 0s: {rows} rows. "
+            "If the competition scores probabilities, the 0s are placeholders: set [submission] column_types = "
+            "{ \"*\" = \"float\" } in kernel.toml; if it scores labels, write integers (argmax or threshold)")
 
 
 def _examples(values: Sequence[object], limit: int = 3) -> str:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from builder.errors import SpecError
+from builder.project.examples import example_spec_hint
 from builder.project.spec_values import MAX_WAIT_SECONDS, SpecErrorType, close_match
 
 if sys.version_info >= (3, 11):
@@ -64,11 +65,11 @@ def read_spec_toml(kernel_dir: Path) -> tuple[Path, dict[str, Any]]:
     """``kernel_dir/kernel.toml`` read as TOML: a missing folder or file, bad encoding or bad syntax is a SpecError."""
     path = kernel_dir / SPEC_FILE
     if not kernel_dir.is_dir():
-        raise SpecError(f"{kernel_dir}: no such kernel folder", hint="pass the folder that holds kernel.toml, e.g. kernels/minimal")
+        raise SpecError(f"{kernel_dir}: no such kernel folder", hint=f"pass the folder that holds kernel.toml; {example_spec_hint()}")
     if not path.is_file():
-        raise SpecError(f"{path}: file not found", hint="every kernel project needs a kernel.toml; see kernels/minimal/kernel.toml")
+        raise SpecError(f"{path}: file not found", hint=f"every kernel project needs a kernel.toml; {example_spec_hint()}")
     try:
-        return path, tomllib.loads(path.read_text(encoding="utf-8"))
+        return path, tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a BOM (Windows editors) is not TOML
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
                         hint="save kernel.toml with UTF-8 encoding") from None

@@ -54,6 +54,7 @@ from builder.rehearse.evalapi import (
     RerunResult,
     commit_report,
     evaluation_section,
+    missing_gateway_package,
     rehearse_rerun,
     sandbox_env,
     verdict_name,
@@ -77,7 +78,18 @@ from builder.rehearse.report import DryRunReport, Scenario, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
 from builder.rehearse.skew import skew_warnings
 from builder.rehearse.stand_ins import input_mounts
-from builder.rehearse.verdict import COMPUTE, OK, SCORING_ERROR, Limits, Verdict, failing_step, judge, machine_shape, projected_seconds
+from builder.rehearse.verdict import (
+    COMPUTE,
+    NOT_REHEARSED,
+    OK,
+    SCORING_ERROR,
+    Limits,
+    Verdict,
+    failing_step,
+    judge,
+    machine_shape,
+    projected_seconds,
+)
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 
 SCENARIOS: dict[str, tuple[Scenario, ...]] = {"commit": ("commit",), "rerun": ("rerun",), "both": ("commit", "rerun")}
@@ -494,7 +506,11 @@ def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build
     _in_sample_order(result.working_dir / build.spec.submission.file, data / build.spec.competition.sample_submission,
                      build.spec.submission.id_column)
     base = scenario_report(scenario, settings, build, data, result, out, keep)
-    return replace(base, verdict=_verdict(report, base.verdict), evaluation_api={**report.to_json(), "lines": report.lines()})
+    verdict = _verdict(report, base.verdict)
+    missing = missing_gateway_package(build.spec, data)
+    if missing is not None and not verdict.ok:  # not Kaggle's verdict: Kaggle's data has the package
+        verdict = Verdict(NOT_REHEARSED, missing, verdict.detail)
+    return replace(base, verdict=verdict, evaluation_api={**report.to_json(), "lines": report.lines()})
 
 
 def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:

@@ -155,6 +155,18 @@ def evaluation_section(spec: KernelSpec) -> EvaluationApiSection:
     return spec.evaluation_api
 
 
+def missing_gateway_package(spec: KernelSpec, data: Path) -> str | None:
+    """Why the dry run cannot rehearse here when the local competition data lacks the gateway's package.
+
+    Kaggle's competition data ships ``kaggle_evaluation/``; a partial download, or a copy made without it, does
+    not: the kernel's import of the server fails here for a reason that says nothing about Kaggle."""
+    package = evaluation_section(spec).module.split(".")[0]
+    if (data / package / "__init__.py").is_file() or (data / f"{package}.py").is_file():
+        return None
+    return (f"the local competition data has no {package} package ({data / package} is missing); download the full "
+            f"data (kaggle competitions download -c {spec.competition.slug}), which has it")
+
+
 # --- the commit run ----------------------------------------------------------------------------
 
 def commit_report(working_dir: Path, spec: KernelSpec) -> EvalApiReport:

@@ -315,7 +315,9 @@ class _Client(NotebookClient):
                 self.current_step = line[len("[kkb] step "):].partition(": ")[0]
         if self.progress is not None:
             for line in text.splitlines():
-                if line.startswith("[kkb] step "):  # "step NAME: argv" when it starts, "step NAME: 1.2 s" when done
+                if line.startswith("[kkb] step ") and " peak memory: " in line:  # a failed step's last line
+                    self.progress(f"cell {self.current_cell}: {line[6:].partition(' peak memory: ')[0]} failed")
+                elif line.startswith("[kkb] step "):  # "step NAME: argv" when it starts, "step NAME: 1.2 s" when done
                     name, _, what = line[6:].partition(": ")
                     done = what.endswith(" s") and what[:-2].replace(".", "", 1).isdigit()
                     self.progress(f"cell {self.current_cell}: {name} {'done in ' + what if done else 'started'}")

@@ -108,16 +108,47 @@ def _projection(s: ScenarioReport) -> str:
                    f"<td>{_e(', '.join(f'{n} rows: {t:.2f} s' for n, t in c['points']))}</td></tr>" for c in p["components"])
     table = (f"<table><tr><th>component</th><th>fixed</th><th>per row (range)</th><th>how</th><th>measured</th></tr>{rows}</table>")
     basis = "".join(f"<li>{_e(line)}</li>" for line in p.get("basis") or ())  # what was measured, what extrapolated
-    return (f"<h3>time projection</h3><p>{_e(p['summary'])}</p>{table}" + (f"<ul>{basis}</ul>" if basis else "")
+    room = f" {headroom(float(p['high']), float(p['limit_seconds']))}." if p.get("limit_seconds") else ""
+    return (f"<h3>time projection</h3><p>{_e(p['summary'])}{_e(room)}</p>{table}" + (f"<ul>{basis}</ul>" if basis else "")
             + _plot(_projection_plot, p))
 
 
 def _projection_plot(ax: Any, p: dict[str, Any]) -> None:
-    ax.bar(["projected"], [p["seconds"]], yerr=[[p["seconds"] - p["low"]], [p["high"] - p["seconds"]]], capsize=8)
-    if p.get("limit_seconds"):
-        ax.axhline(p["limit_seconds"], color="red", linestyle="--", label="limit")
-        ax.legend()
-    ax.set_ylabel(f"seconds for {p['hidden_rows']} rows")
+    """On a log scale, in the terminal's unit: a 6.5 s run beside a 9 h limit is visible, and so is the headroom."""
+    limit = float(p.get("limit_seconds") or 0)
+    unit, per = time_unit(limit or float(p["high"]))
+    low, mid, high = (max(float(p[key]), 1e-3) / per for key in ("low", "seconds", "high"))
+    ax.barh([0], [mid], xerr=[[mid - low], [high - mid]], capsize=8, color="#4477aa")
+    ax.set_xscale("log")
+    ax.set_xlim(left=low / 10, right=max(high, limit / per) * 3)
+    ax.set_yticks([0], [f"{p['hidden_rows']} rows"])
+    if limit:
+        ax.axvline(limit / per, color="red", linestyle="--", label=f"limit {_duration(limit)}")
+        ax.text(limit / per, 0.35, f" {headroom(float(p['high']), limit)} ", ha="right", fontsize=8)
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlabel(f"{unit} (log scale): projected {_duration(float(p['seconds']))}, "
+                  f"range {_duration(float(p['low']))} to {_duration(float(p['high']))}")
+
+
+def time_unit(seconds: float) -> tuple[str, float]:
+    """The unit the terminal says a duration in: h from an hour on, min from a minute, else s."""
+    if seconds >= 3600:
+        return "h", 3600.0
+    return ("min", 60.0) if seconds >= 60 else ("s", 1.0)
+
+
+def _duration(seconds: float) -> str:
+    unit, per = time_unit(seconds)
+    return f"{seconds / per:.3g} {unit}"
+
+
+def headroom(high: float, limit: float) -> str:
+    """``headroom 8.99 h (x4985)``, or how far past the limit the high end of the projection goes."""
+    if high > limit:
+        return f"over the limit by {_duration(high - limit)}"
+    ratio = limit / high if high > 0 else 0.0
+    times = (f" (x{ratio:,.0f})" if ratio >= 10 else f" (x{ratio:.2g})") if ratio else ""
+    return f"headroom {_duration(limit - high)}{times}"
 
 
 def _metric(s: ScenarioReport) -> str:
@@ -141,9 +172,13 @@ def _predictions(s: ScenarioReport) -> str:
     parts = []
     if s.submission is not None and Path(s.submission).is_file() and Path(s.submission).suffix == ".csv":
         frame = pd.read_csv(s.submission)
-        numeric = [c for c in frame.columns[1:] if pd.api.types.is_numeric_dtype(frame[c])][:MAX_HISTOGRAMS]
+        numeric = [c for c in frame.columns[1:] if pd.api.types.is_numeric_dtype(frame[c])]
         if numeric:
-            parts.append("<h3>target columns</h3>" + _plot(_histograms, frame[numeric]))
+            parts.append("<h3>target columns</h3>" + _histogram_grid(frame[numeric[:MAX_HISTOGRAMS]]))
+        if len(numeric) > MAX_HISTOGRAMS:  # every target has its histogram; beyond a few they wait behind a click
+            rest = numeric[MAX_HISTOGRAMS:]
+            parts.append(f"<details><summary>{len(rest)} more target column(s)</summary>"
+                         f"{_histogram_grid(frame[rest])}</details>")
     members = _member_predictions(s)
     if len(members) >= 2:
         corr = pd.DataFrame(members).corr()
@@ -151,11 +186,21 @@ def _predictions(s: ScenarioReport) -> str:
     return "\n".join(parts)
 
 
-def _histograms(ax: Any, frame: pd.DataFrame) -> None:
-    for column in frame.columns:
-        ax.hist(frame[column].dropna(), bins=30, alpha=0.6, label=str(column))
-    ax.legend(fontsize=8)
-    ax.set_xlabel("predicted value")
+def _histogram_grid(frame: pd.DataFrame) -> str:
+    """One small histogram per column, three to a row."""
+    columns = [str(column) for column in frame.columns]
+    rows = (len(columns) + 2) // 3
+    return _plot(_histograms, frame, grid=(rows, min(3, len(columns))))
+
+
+def _histograms(axes: Any, frame: pd.DataFrame) -> None:
+    flat = list(getattr(axes, "flat", [axes]))
+    for ax, column in zip(flat, frame.columns, strict=False):
+        ax.hist(frame[column].dropna(), bins=30, color="#4477aa")
+        ax.set_title(str(column), fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in flat[len(frame.columns):]:
+        ax.set_visible(False)
 
 
 def _member_predictions(s: ScenarioReport) -> dict[str, pd.Series]:
@@ -172,15 +217,16 @@ def _member_predictions(s: ScenarioReport) -> dict[str, pd.Series]:
     return members
 
 
-def _plot(draw: Any, data: Any) -> str:
+def _plot(draw: Any, data: Any, grid: tuple[int, int] = (1, 1)) -> str:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "<p class='warn'>plots missing: matplotlib is not installed</p>"
-    figure, ax = plt.subplots(figsize=(7, 2.8))
+        return "<p class='warn'>plots missing: matplotlib is not installed (pip install \"kkb[report]\")</p>"
+    rows, columns = grid
+    figure, ax = plt.subplots(rows, columns, figsize=(7, 2.8 if grid == (1, 1) else 1.9 * rows), squeeze=grid == (1, 1))
     try:
         draw(ax, data)
         figure.tight_layout()

@@ -150,8 +150,11 @@ class Projection:
         text = (f"{self.seconds:.1f} s ({self.low:.1f}-{self.high:.1f} s) for {self.hidden_rows} rows on {target}: "
                 f"{self.fixed_seconds:.1f} s fixed + {self.per_row_seconds * 1000:.3g} ms per row; basis: "
                 + "; ".join(self.basis()))
-        if self.limit_seconds:
-            text += f"; limit {self.limit_seconds:.0f} s"
+        if self.limit_seconds:  # in the terminal's unit (9 h, not 32400 s), with what is left of it
+            limit = float(self.limit_seconds)
+            unit, per = ("h", 3600.0) if limit >= 3600 else (("min", 60.0) if limit >= 60 else ("s", 1.0))
+            spare = f"{(limit - self.high) / per:.3g} {unit} to spare" if self.high <= limit else "the high end passes it"
+            text += f"; limit {limit / per:g} {unit} ({spare})"
         return text
 
     def to_json(self) -> dict[str, Any]:

@@ -67,6 +67,9 @@ class ScenarioReport:
         data["ok"] = self.ok
         for key in ("notebook", "log", "submission", "sandbox", "data"):
             data[key] = str(data[key]) if data[key] is not None else None
+        # A step's output lay in the sandbox, deleted after the run: point at the copy kept in the dry-run folder.
+        data["steps"] = [{**step, "output": self.member_outputs.get(str(step.get("name")))} if "output" in step else step
+                         for step in data["steps"]]
         return data
 
 

@@ -29,6 +29,7 @@ from builder.project.spec import load_spec
 from builder.remote.history import DATASET, DATASET_INTENT, KERNEL_INTENT, KERNEL_REFUSED, PUSH
 from builder.remote.inputs import check_inputs
 from builder.remote.kaggle_api import NotFoundError, TransientRemoteError
+from builder.remote.kernel_stamp import stamp, stamped_hash, unstamped_bytes
 from builder.remote.lock import kernel_lock
 from builder.remote.model_weights import attach_model_weights, sync_model_weights
 from builder.remote.session import ProgressEvent, PushSettings, Session, open_session, private_tmpdir
@@ -312,7 +313,7 @@ def _kernel_hash(kernel_dir: Path, code_hash: str, weights_hash: str) -> str:
     digest = hashlib.sha256()
     for path in sorted(kernel_dir.iterdir()):
         if path.is_file():
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+            digest.update(path.name.encode() + b"\0" + unstamped_bytes(path) + b"\0")
     digest.update(f"{code_hash}\0{weights_hash}".encode())
     return "sha256:" + digest.hexdigest()
 
@@ -345,9 +346,12 @@ def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[in
     current = ctx.adapter.kernel_version(kernel_id)
     last = ctx.history.last(PUSH, kernel=kernel_id)
     default_url = ctx.adapter.web_url(f"code/{kernel_id}")
-    if last and last.get("kernel_hash") == kernel_hash and current is not None and current == last.get("kernel_version"):
+    if current is not None and _current_is(ctx, kernel_id, kernel_hash, current, last):
+        if _adopt_kernel(ctx, kernel_id, kernel_hash, current) is not None:  # an interrupted push made it
+            return current, default_url, "adopted"
         ctx.emit("kernel", f"{kernel_id} v{current} unchanged")
-        return current, str(last.get("url") or default_url), "unchanged"
+        url = last.get("url") if last and last.get("kernel_hash") == kernel_hash else None
+        return current, str(url or default_url), "unchanged"
     adopted = _adopt_kernel(ctx, kernel_id, kernel_hash, current)
     if adopted is not None:
         return adopted, default_url, "adopted"
@@ -356,6 +360,7 @@ def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[in
     while True:
         ctx.history.append(KERNEL_INTENT, kernel=kernel_id, kernel_hash=kernel_hash, version_before=current)
         ctx.emit("kernel", f"pushing {kernel_id}")
+        stamp(Path(build.notebook_path), kernel_hash)  # Kaggle keeps it: a fresh clone can tell "unchanged"
         try:
             pushed = ctx.adapter.push_kernel(Path(build.kernel_dir), timeout_seconds=timeout)
         except TransientRemoteError as exc:
@@ -372,6 +377,25 @@ def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[in
         version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(kernel_id)
         ctx.emit("kernel", f"{kernel_id} v{version} pushed")
         return version, pushed.url or default_url, "pushed"
+
+
+def _current_is(ctx: Session, kernel_id: str, kernel_hash: str, current: int, last: dict[str, object] | None) -> bool:
+    """Whether Kaggle's current version is this kernel: the hash its code carries decides (so a fresh clone
+    with no history pushes nothing); the history only when Kaggle's copy has no stamp (an older kkb)."""
+    if _refused_last(ctx, kernel_hash):
+        return False  # Kaggle saved that version without its inputs: it is not a good one to keep
+    remote = stamped_hash(ctx.adapter.kernel_source(kernel_id))
+    if remote is not None:
+        return remote == kernel_hash
+    return bool(last and last.get("kernel_hash") == kernel_hash and current == last.get("kernel_version"))
+
+
+def _refused_last(ctx: Session, kernel_hash: str) -> bool:
+    """Whether the last push of ``kernel_hash`` this project recorded is one Kaggle refused."""
+    for record in reversed(ctx.history.records()):
+        if record.get("kernel_hash") == kernel_hash and record.get("event") in (PUSH, KERNEL_REFUSED):
+            return record.get("event") == KERNEL_REFUSED
+    return False
 
 
 def _adopt_kernel(ctx: Session, kernel_id: str, kernel_hash: str, current: int | None) -> int | None:

@@ -52,6 +52,7 @@ from builder.project.spec import KernelSpec, load_spec
 from builder.remote.hints import exception_tail
 from builder.remote.history import REHEARSAL, REHEARSAL_INTENT, History
 from builder.remote.kaggle_api import KaggleAdapter
+from builder.remote.lock import LOCK_WAIT_S, kernel_lock
 from builder.remote.push import DatasetResult, LazySession, build_for_push, sync_bundles, sync_dataset
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits
 
@@ -82,6 +83,7 @@ class RehearsalSettings:
     waits: Waits = field(default_factory=Waits)
     progress: ProgressFn | None = None
     adapter: KaggleAdapter | None = None  # the seam tests hand in
+    lock_wait_s: float = LOCK_WAIT_S  # how long to wait for a push/submit of the kernel to finish
 
     def __post_init__(self) -> None:
         if self.rerun_scale < 1:
@@ -121,7 +123,14 @@ class RehearsalResult:
 
 
 def rehearse_on_kaggle(settings: RehearsalSettings) -> RehearsalResult:
-    """Push the rehearsal kernel (or reuse the last result), wait, download, and return its report."""
+    """Push the rehearsal kernel (or reuse the last result), wait, download, and return its report.
+
+    It holds the project's lock as push does: both build into build/NAME and sync the same datasets."""
+    with kernel_lock(Path(settings.kernel_dir), "dry-run --on-kaggle", settings.lock_wait_s):
+        return _rehearse_locked(settings)
+
+
+def _rehearse_locked(settings: RehearsalSettings) -> RehearsalResult:
     kernel_dir = Path(settings.kernel_dir)
     spec = load_spec(kernel_dir)
     not_rehearsable = ON_KAGGLE_REFUSALS[spec.submission.kind]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import random
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -163,12 +164,27 @@ def private_tmpdir(kernel_dir: Path, endpoint: str | None) -> Iterator[Path]:
     path = path / upload_state_key(endpoint)
     path.mkdir(exist_ok=True)
     path.chmod(0o700)
+    remove_dead_archives(path)
     previous = tempfile.tempdir
     tempfile.tempdir = str(path)  # gettempdir() is cached: the env var alone would not do
     try:
         yield path
     finally:
         tempfile.tempdir = previous
+
+
+def remove_dead_archives(folder: Path) -> list[Path]:
+    """Delete the archives an upload killed mid-way left behind (the client's ``tmp*`` folders: a subfolder
+    of a dataset goes up as ``tmpXXXX/<name>.tar``, removed only when the upload returns).
+
+    Callers hold the project's lock (push, submit, the rehearsal), so no live upload owns one of them. The
+    client's resume state (``.kaggle-uploads-*``) stays: it lets a re-run resume a file that is still there."""
+    removed = []
+    for leftover in sorted(folder.glob("tmp*")):
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+            removed.append(leftover)
+    return removed
 
 
 def upload_state_key(endpoint: str | None) -> str:

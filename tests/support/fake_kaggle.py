@@ -86,12 +86,16 @@ class FakeKaggle:
     def push_kernel(self, folder: Path, *, timeout_seconds: int | None = None) -> KernelPushed:
         meta = json.loads((folder / "kernel-metadata.json").read_text())
         self.calls.append(f"kernel {meta['id']}")
-        self.kernels.setdefault(meta["id"], []).append(meta)
+        self.kernels.setdefault(meta["id"], []).append({**meta, "source": (folder / meta["code_file"]).read_text()})
         if "kernel" in self.fail_after_acting:
             self.fail_after_acting.discard("kernel")
             raise TransientRemoteError("Kaggle answered HTTP 502 while pushing the kernel")
         version = len(self.kernels[meta["id"]])
         return KernelPushed(ref=f"/code/{meta['id']}", url=f"http://fake/code/{meta['id']}", version=version)
+
+    def kernel_source(self, kernel: str) -> str | None:
+        versions = self.kernels.get(kernel)
+        return versions[-1].get("source") if versions else None
 
     def kernel_status(self, kernel: str, version: int | None = None) -> KernelStatus:
         return KernelStatus(self.run_status, "" if self.run_status == "complete" else "Notebook failed")

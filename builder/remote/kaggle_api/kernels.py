@@ -46,6 +46,21 @@ class KernelCalls(KaggleCalls):
 
         return self.call("reading the kernel", get, subject=kernel)
 
+    def kernel_source(self, kernel: str) -> str | None:
+        """The current version's code as Kaggle serves it (notebook JSON or script), None when there is none."""
+        from kagglesdk.kernels.types.kernels_api_service import ApiGetKernelRequest
+
+        owner, slug = split_ref(kernel)
+
+        def get() -> str | None:
+            request = ApiGetKernelRequest()
+            request.user_name, request.kernel_slug = owner, slug
+            blob = self._unless_absent(lambda kaggle: kaggle.kernels.kernels_api_client.get_kernel(request).blob)
+            source = getattr(blob, "source", None) if blob is not None else None
+            return str(source) if source else None
+
+        return self.call("reading the kernel's code", get, subject=kernel)
+
     def push_kernel(self, folder: Path, *, timeout_seconds: int | None = None) -> KernelPushed:
         """``SaveKernel`` from a folder holding ``kernel-metadata.json`` and the notebook."""
 
