@@ -97,7 +97,8 @@ class CardLike(Protocol):
     factory: str | None
     model_dir: str | None
     text_columns: list[str]
-    library: str | None
+    @property
+    def library(self) -> str | None: ...
     allow_joblib: bool
     transforms: str | None
     tta: list[str]

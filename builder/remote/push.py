@@ -386,7 +386,7 @@ def _current_is(ctx: Session, kernel_id: str, kernel_hash: str, current: int, la
         return False  # Kaggle saved that version without its inputs: it is not a good one to keep
     remote = stamped_hash(ctx.adapter.kernel_source(kernel_id))
     if remote is not None:
-        return remote == kernel_hash
+        return bool(remote == kernel_hash)
     return bool(last and last.get("kernel_hash") == kernel_hash and current == last.get("kernel_version"))
 
 

@@ -228,7 +228,7 @@ class _Layers:
 
     def _overlay(self, source: str, target: str) -> str | None:
         name = source.strip("/").replace("/", "_")
-        problem = "no overlay tried"
+        problem: str | None = "no overlay tried"
         for base in (self.upper, self.tmpfs_upper):
             if base == self.tmpfs_upper and not os.path.ismount(base):
                 os.makedirs(base, exist_ok=True)
