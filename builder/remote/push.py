@@ -394,7 +394,7 @@ def _refused_last(ctx: Session, kernel_hash: str) -> bool:
     """Whether the last push of ``kernel_hash`` this project recorded is one Kaggle refused."""
     for record in reversed(ctx.history.records()):
         if record.get("kernel_hash") == kernel_hash and record.get("event") in (PUSH, KERNEL_REFUSED):
-            return record.get("event") == KERNEL_REFUSED
+            return bool(record.get("event") == KERNEL_REFUSED)
     return False
 
 
