@@ -14,12 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from builder.kkb_runtime.vocabulary import CardKind, CombineKind, PostprocessKind, SubmissionKind
 from builder.project.cards import KIND_RULES, TabularCardFields, TextCardFields, expand_models
 from builder.project.ids import kernel_slug
 from builder.project.spec_errors import SPEC_FILE, read_spec_toml, spec_error_of
+from builder.project.spec_install import InstallSection, SourcePackage
 from builder.project.spec_values import (
     ACCELERATOR_SHAPES,
     CUDA_ARCH,
@@ -30,6 +31,7 @@ from builder.project.spec_values import (
     MAX_WAIT_SECONDS,
     TTA_NAMES,
     SpecErrorType,
+    StrictModel,
     check_accelerator,
     check_competition_paths,
     check_competition_slug,
@@ -39,7 +41,6 @@ from builder.project.spec_values import (
     check_framework,
     check_id,
     check_input_kind,
-    check_requirements,
     check_run_string,
     check_slug_of_title,
     check_some_columns,
@@ -56,9 +57,7 @@ from builder.project.spec_values import (
 from builder.project.spec_values import REFERENCE_RE as _REFERENCE_RE
 from builder.project.spec_values import relative_path as _relative_path
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Strict = StrictModel
 
 
 class KernelSection(_Strict):
@@ -327,72 +326,6 @@ class ModelCard(TextCardFields, TabularCardFields):
         return list(self.checkpoint) if isinstance(self.checkpoint, list) else [self.checkpoint]
 
 
-class SourcePackage(_Strict):
-    name: str
-    path: str
-    cpp_ext: bool = False
-    cuda_ext: bool = False
-    extra_env: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("path")
-    @classmethod
-    def _inside(cls, value: str) -> str:
-        return _relative_path(value)
-
-
-class InstallSection(_Strict):
-    """Extra packages the kernel installs offline (``kkb wheels``, issue 7).
-
-    * ``requirements`` / ``requirements_file``: what the install cell installs, as pip requirements.
-      ``kkb wheels`` resolves them with every transitive dependency into a wheelhouse, for the image's
-      ``python_version`` and ``platform`` (the newest manylinux the image satisfies; older manylinux tags
-      are accepted too), leaving out what the Kaggle image already has (kkb's list plus ``exclude``,
-      shell-style patterns such as ``nvidia-*``). A package named in ``requirements`` is shipped even if
-      the image has it (you asked for that version); one in ``exclude`` never is.
-    * ``wheelhouse``: *where* the wheels come from, as ``owner/slug``. By default kkb builds it:
-      ``<owner>/<kernel-slug>-wheels``, which is a dataset (``kkb wheels``, in ``build/NAME/wheels/``)
-      or, with ``on_kaggle = true``, the helper kernel of that name whose output holds wheels built in
-      Kaggle's own image (``kkb wheels --on-kaggle``; attached through ``kernel_sources``). Set it to
-      share one wheelhouse between kernels; kkb still builds and uploads it under that id. The
-      inference kernel attaches it whenever there are requirements (or, on Kaggle, source packages).
-    * ``source_packages``: trees in the kernel folder that compile (NVIDIA apex). They go into the code
-      dataset automatically; the install cell compiles them (``cpp_ext``/``cuda_ext``,
-      ``TORCH_CUDA_ARCH_LIST`` for the machine shape), or with ``on_kaggle`` installs the wheels the
-      helper kernel built from them.
-    """
-
-    requirements: list[str] = Field(default_factory=list)
-    requirements_file: str | None = None
-    wheelhouse: str | None = None
-    on_kaggle: bool = False
-    source_packages: list[SourcePackage] = Field(default_factory=list)
-    exclude: list[str] = Field(default_factory=list)
-    python_version: str = Field(default="3.12", pattern=r"^3\.\d{1,2}$")
-    # Kaggle's image is built on Colab's Ubuntu 22.04 base (glibc 2.35).
-    platform: str = "manylinux_2_35_x86_64"
-    pip_version: str | None = None
-
-    @field_validator("requirements_file")
-    @classmethod
-    def _inside(cls, value: str | None) -> str | None:
-        return None if value is None else _relative_path(value)
-
-    @field_validator("requirements")
-    @classmethod
-    def _pip_requirements(cls, values: list[str]) -> list[str]:
-        return check_requirements(values)
-
-    @field_validator("wheelhouse")
-    @classmethod
-    def _wheelhouse_id(cls, value: str | None) -> str | None:
-        return check_id(value, "a dataset or kernel id", shortest=6)
-
-    @model_validator(mode="after")
-    def _unique_sources(self) -> InstallSection:
-        check_unique([package.name for package in self.source_packages], "[[install.source_packages]] names")
-        return self
-
-
 class Step(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     run: str = Field(min_length=1)
@@ -624,6 +557,7 @@ def parse_spec(raw: dict[str, Any], source: Path | str = SPEC_FILE) -> KernelSpe
 
 __all__ = [
     "CUDA_ARCH", "DEFAULT_GPU_SHAPE", "INPUT_KINDS", "INPUT_SOURCES", "MACHINE_SHAPES", "MAX_WAIT_SECONDS", "SPEC_FILE",
-    "TTA_NAMES", "EvaluationApiSection", "InputSection", "KernelSpec", "ModelCard", "load_spec", "parse_input_ref",
+    "TTA_NAMES", "EvaluationApiSection", "InputSection", "InstallSection", "KernelSpec", "ModelCard", "SourcePackage",
+    "load_spec", "parse_input_ref",
     "parse_spec",
 ]

@@ -15,6 +15,7 @@ import string
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
+from pydantic import BaseModel, ConfigDict
 from pydantic_core import PydanticCustomError
 
 from builder.kkb_runtime.postprocess import STAGES as POSTPROCESS_STAGES
@@ -38,6 +39,12 @@ class SpecErrorType(StrEnum):
     INPUTS_NOT_UNIQUE = "kkb_inputs_not_unique"  # two [[inputs]] with one name or one mount path
     INPUT_REFERENCE = "kkb_input_reference"  # an input reference of the wrong shape
 
+
+
+class StrictModel(BaseModel):
+    """Every table of ``kernel.toml``: unknown keys refused (with "did you mean"), frozen once read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 def spec_error(kind: SpecErrorType, message: str) -> PydanticCustomError:
     """The error a validator raises: pydantic reports ``message`` as it is (no context: braces stay braces)."""
@@ -317,6 +324,7 @@ def parse_input_ref(kind: str, ref: str) -> tuple[str, ...]:
 
 
 __all__ = [
+    "StrictModel",
     "ACCELERATORS", "ACCELERATOR_SHAPES", "CUDA_ARCH", "DEFAULT_GPU_SHAPE", "DEFAULT_TPU_SHAPE", "INPUT_FORMS", "INPUT_KINDS",
     "INPUT_SOURCES", "MACHINE_SHAPES", "MAX_WAIT_SECONDS", "MODEL_FRAMEWORKS", "OWNER_RE", "REFERENCE_RE", "RETIRED_SHAPES",
     "SLUG_RE", "STEP_PLACEHOLDERS", "TTA_NAMES", "TTA_WEIGHT_NAMES", "SpecErrorType", "check_accelerator",
