@@ -15,15 +15,27 @@ from typing import Any
 
 import pytest
 
-from builder.bundle import preflight
+from builder.bundle import cards as bundle_cards
+from builder.bundle import extras, preflight
 from builder.errors import SpecError
-from builder.kkb_runtime import postprocess, submission
-from builder.kkb_runtime.vocabulary import CombineKind, PostprocessKind, SubmissionKind, Verdict
+from builder.kkb_runtime import cards as runtime_cards
+from builder.kkb_runtime import metrics, postprocess, submission
+from builder.kkb_runtime.vocabulary import (
+    CardKind,
+    CombineKind,
+    Isolation,
+    MemoryAccounting,
+    Metric,
+    PostprocessKind,
+    RootFilesystem,
+    SubmissionKind,
+    Verdict,
+)
 from builder.local_kaggle import fault_schema
 from builder.notebook import render
-from builder.project import spec, spec_errors
+from builder.project import cards, spec, spec_errors
 from builder.project.spec_values import SpecErrorType
-from builder.rehearse import dryrun, verdict
+from builder.rehearse import dryrun, isolation, memory, overlay, verdict
 from builder.remote import hints, rehearsal
 
 # (the stage, as a maintainer would look for it; its registry; the enum it must cover)
@@ -38,6 +50,19 @@ REGISTRIES: list[tuple[str, Mapping[Any, Any], type[enum.Enum]]] = [
     ("kkb_runtime/submission.py COMBINERS (the kernel's combine)", submission.COMBINERS, CombineKind),
     ("remote/hints.py DRY_RUN_HINTS (what to do about Kaggle's verdict)", hints.DRY_RUN_HINTS, Verdict),
     ("project/spec_errors.py HINTS (the hint of each typed spec error)", spec_errors.HINTS, SpecErrorType),
+    ("project/cards.py KIND_RULES (what each card kind needs of its keys)", cards.KIND_RULES, CardKind),
+    ("bundle/cards PREPARERS (a card's build-time preparation and load check)", bundle_cards.PREPARERS, CardKind),
+    ("bundle/cards EXTRA_FILES (what a card ships besides its checkpoints)", bundle_cards.EXTRA_FILES, CardKind),
+    ("bundle/cards PUBLIC_DATA_CHECKS (a card against the public test)", bundle_cards.PUBLIC_DATA_CHECKS, CardKind),
+    ("bundle/extras.py CARD_EXTRAS (the pip extra a card kind needs)", extras.CARD_EXTRAS, CardKind),
+    ("kkb_runtime/cards RUNNERS (the kernel's loader and predictor)", runtime_cards.RUNNERS, CardKind),
+    ("kkb_runtime/metrics.py REGISTRY (score and pre-scoring checks)", metrics.REGISTRY, Metric),
+    ("rehearse/isolation.py DESCRIPTIONS (what each sandbox gives the kernel)", isolation.DESCRIPTIONS, Isolation),
+    ("rehearse/memory.py AVAILABLE (whether an accounting can run here)", memory.AVAILABLE, MemoryAccounting),
+    ("rehearse/memory.py ACCOUNTANTS (how the run's memory is counted)", memory.ACCOUNTANTS, MemoryAccounting),
+    ("rehearse/memory.py DESCRIPTIONS (the report's line)", memory.DESCRIPTIONS, MemoryAccounting),
+    ("rehearse/overlay.py AVAILABLE (whether a writable root can be made here)", overlay.AVAILABLE, RootFilesystem),
+    ("rehearse/overlay.py DESCRIPTIONS (the report's line)", overlay.DESCRIPTIONS, RootFilesystem),
 ]
 
 

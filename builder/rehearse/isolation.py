@@ -37,12 +37,18 @@ from pathlib import Path
 from typing import Literal
 
 from builder.errors import DryRunError
+from builder.kkb_runtime.vocabulary import Isolation as Mode
 from builder.kkb_runtime.vocabulary import RootFilesystem
 from builder.rehearse.overlay import bwrap_folder_args, launcher_option
 
-Isolation = Literal["auto", "bwrap", "namespace", "python"]
-Mode = Literal["bwrap", "namespace", "python"]
-MODES: tuple[Mode, ...] = ("bwrap", "namespace", "python")
+Isolation = Literal["auto", "bwrap", "namespace", "python"]  # what a caller may ask for: a Mode, or the strongest
+MODES: tuple[Mode, ...] = tuple(Mode)
+# What each isolation gives the kernel, for the report.
+DESCRIPTIONS: dict[Mode, str] = {
+    Mode.BWRAP: "bubblewrap: real /kaggle paths, no network",
+    Mode.NAMESPACE: "kkb's namespace launcher: real /kaggle paths, no network",
+    Mode.PYTHON: "portable: no /kaggle paths (only $KKB_KAGGLE_ROOT), network cut for Python only",
+}
 GUEST_DIR = Path(__file__).resolve().parent / "guest"
 LAUNCH = GUEST_DIR / "launch.py"
 PROBE_SECONDS = 30
@@ -58,9 +64,7 @@ class IsolationChoice:
     skipped: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        what = {"bwrap": "bubblewrap: real /kaggle paths, no network",
-                "namespace": "kkb's namespace launcher: real /kaggle paths, no network",
-                "python": "portable: no /kaggle paths (only $KKB_KAGGLE_ROOT), network cut for Python only"}[self.mode]
+        what = DESCRIPTIONS[Mode(self.mode)]
         return what + ("" if not self.skipped else f" (not used: {'; '.join(self.skipped)})")
 
 
@@ -78,20 +82,20 @@ def choose_isolation(requested: Isolation = "auto") -> IsolationChoice:
         requested = override  # type: ignore[assignment]
     if requested not in ("auto", *MODES):
         raise DryRunError(f"unknown sandbox isolation '{requested}'", hint="use auto, bwrap, namespace or python")
-    if requested == "python":
-        return IsolationChoice("python")
+    if requested == Mode.PYTHON:
+        return IsolationChoice(Mode.PYTHON)
     skipped: list[str] = []
-    for mode in ("bwrap", "namespace"):
+    for mode in (Mode.BWRAP, Mode.NAMESPACE):  # strongest first; the portable mode always works
         if requested not in ("auto", mode):
             continue
         problem = probe(mode)
         if problem is None:
-            return IsolationChoice(mode, tuple(skipped))  # type: ignore[arg-type]
+            return IsolationChoice(mode, tuple(skipped))
         if requested == mode:
             raise DryRunError(f"the {mode} sandbox cannot start here: {problem}",
                               hint="use isolation 'auto' to fall back, or KKB_SANDBOX_ISOLATION=python")
         skipped.append(f"{mode}: {problem}")
-    return IsolationChoice("python", tuple(skipped))
+    return IsolationChoice(Mode.PYTHON, tuple(skipped))
 
 
 @functools.cache
