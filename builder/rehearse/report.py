@@ -13,6 +13,7 @@ from typing import Any, Literal
 from builder.rehearse.verdict import NOT_REHEARSED, Verdict
 
 Scenario = Literal["commit", "rerun"]
+REPORT_SCHEMA = "kkb.dry-run/1"  # what `kkb dry-run --json` prints too: bump when a field changes meaning or goes away
 
 
 @dataclass(frozen=True)
@@ -87,5 +88,5 @@ class DryRunReport:
         return all(scenario.ok for scenario in self.scenarios)
 
     def to_json(self) -> dict[str, Any]:
-        return {"kernel": self.kernel_name, "kernel_id": self.kernel_id, "kernel_type": self.kernel_type,
+        return {"schema": REPORT_SCHEMA, "kernel": self.kernel_name, "kernel_id": self.kernel_id, "kernel_type": self.kernel_type,
                 "ok": self.ok, "scenarios": [scenario.to_json() for scenario in self.scenarios]}
