@@ -161,15 +161,15 @@ def test_correct_code_with_absolute_kaggle_paths_passes_commit_and_rerun_on_a_st
 def test_a_package_the_image_has_and_this_machine_lacks_is_not_rehearsed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import importlib.util
 
-    if importlib.util.find_spec("sklearn") is not None:
-        pytest.skip("scikit-learn is installed here: the step is rehearsed")
-    code = main(["dry-run", str(FIXTURES / "needs-sklearn"), "--data", str(PUBLIC), "--scenario", "rerun",
+    if importlib.util.find_spec("catboost") is not None:
+        pytest.skip("catboost is installed here: the step is rehearsed")
+    code = main(["dry-run", str(FIXTURES / "needs-catboost"), "--data", str(PUBLIC), "--scenario", "rerun",
                  "--out", str(tmp_path / "build"), "--json"])
     report = json.loads((tmp_path / "build" / "dryrun" / "report.json").read_text())
     assert code == 5 and json.loads(capsys.readouterr().out) == report  # --json: the report, and nothing else, on stdout
     assert report["scenarios"][0]["verdict"]["name"] == NOT_REHEARSED
     assert report["scenarios"][0]["verdict"]["reason"].startswith(
-        "not rehearsed: Kaggle's image has scikit-learn 1.6.1 (2026-06-17); step 'predict' imports 'sklearn', "
+        "not rehearsed: Kaggle's image has catboost 1.2.10 (2026-06-17); step 'predict' imports 'catboost', "
         "which is not installed here; install it here to rehearse")
 
 
