@@ -121,29 +121,66 @@ def encode(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) -> Enco
     second = texts(table, list(card.get("text_pair_columns") or ()), separator)
     ids_a = tokenizer(first, add_special_tokens=False)["input_ids"] if first else []
     ids_b = tokenizer(second, add_special_tokens=False)["input_ids"] if second else [None] * len(ids_a)
-    room = int(card.get("max_len", 512)) - tokenizer.num_special_tokens_to_add(pair=bool(second))
+    shape = special_tokens(tokenizer, card, bool(second))
+    room = int(card.get("max_len", 512)) - shape.count
     mode, head = str(card.get("truncation", "head_tail")), card.get("head_tokens")
-    _check_special_tokens(tokenizer, card, bool(second))
     input_ids, token_types = [], []
     for a, b in zip(ids_a, ids_b, strict=True):
         keep_a, keep_b = budgets(len(a), len(b or ()), room)
-        a = cut(list(a), keep_a, mode, head)
-        b = cut(list(b), keep_b, mode, head) if b is not None else None
-        input_ids.append(tokenizer.build_inputs_with_special_tokens(a, b))
-        token_types.append(tokenizer.create_token_type_ids_from_sequences(a, b))
+        ids, types = shape.around(cut(list(a), keep_a, mode, head), cut(list(b), keep_b, mode, head) if b is not None else None)
+        input_ids.append(ids)
+        token_types.append(types)
     return Encoded(input_ids, token_types)
 
 
-def _check_special_tokens(tokenizer: Any, card: Mapping[str, Any], pair: bool) -> None:
-    """kkb cuts the token ids itself, then adds the special tokens with the tokenizer's own method; a tokenizer
-    class that adds them only inside its __call__ would silently get none: refused, not guessed."""
-    wanted = tokenizer.num_special_tokens_to_add(pair=pair)
-    built = tokenizer.build_inputs_with_special_tokens([5, 6], [7] if pair else None)
-    if len(built) - (3 if pair else 2) != wanted:
+@dataclass(frozen=True)
+class SpecialTokens:
+    """Where the tokenizer puts its special tokens around one text or a pair: ``prefix a middle b suffix``, each part
+    with its token types. Read off the tokenizer's own ``__call__`` (transformers 4 and 5 alike: 5 dropped
+    ``build_inputs_with_special_tokens`` from the fast tokenizers), so kkb can cut first and add them after."""
+
+    prefix: tuple[list[int], list[int]]
+    middle: tuple[list[int], list[int]]
+    suffix: tuple[list[int], list[int]]
+    type_a: int
+    type_b: int
+
+    @property
+    def count(self) -> int:
+        return len(self.prefix[0]) + len(self.middle[0]) + len(self.suffix[0])
+
+    def around(self, a: list[int], b: list[int] | None) -> tuple[list[int], list[int]]:
+        ids = [*self.prefix[0], *a, *(self.middle[0] + b if b is not None else []), *self.suffix[0]]
+        types = [*self.prefix[1], *[self.type_a] * len(a),
+                 *(self.middle[1] + [self.type_b] * len(b) if b is not None else []), *self.suffix[1]]
+        return ids, types
+
+
+def special_tokens(tokenizer: Any, card: Mapping[str, Any], pair: bool) -> SpecialTokens:
+    """The special tokens' places, found by tokenizing two probe words with and without them."""
+    probe_a = list(tokenizer("a", add_special_tokens=False)["input_ids"])
+    probe_b = list(tokenizer("b", add_special_tokens=False)["input_ids"]) if pair else []
+    full = tokenizer("a", "b" if pair else None, add_special_tokens=True, return_token_type_ids=True)
+    ids = list(full["input_ids"])
+    types = list(full.get("token_type_ids") or [0] * len(ids))
+    start_a = _find(ids, probe_a, 0)
+    start_b = _find(ids, probe_b, start_a + len(probe_a)) if pair and start_a >= 0 else start_a + len(probe_a)
+    if start_a < 0 or start_b < 0:
         raise models.ModelLoadError(
-            f"model '{card['name']}': {type(tokenizer).__name__} adds {wanted} special token(s) when it tokenizes, but "
-            f"not through build_inputs_with_special_tokens, so kkb cannot add them after truncating: save the tokenizer "
-            "with its model's own class (tokenizer_config.json's tokenizer_class, e.g. BertTokenizerFast)")
+            f"model '{card['name']}': {type(tokenizer).__name__} does not keep a text's own tokens when it adds its special "
+            "tokens, so kkb cannot cut the text first and add them after: save the tokenizer with its model's own class "
+            "(tokenizer_config.json's tokenizer_class, e.g. BertTokenizerFast)")
+    end_a, end_b = start_a + len(probe_a), start_b + len(probe_b)
+    return SpecialTokens((ids[:start_a], types[:start_a]), (ids[end_a:start_b], types[end_a:start_b]),
+                         (ids[end_b:], types[end_b:]), types[start_a] if probe_a else 0,
+                         types[start_b] if pair and probe_b else 0)
+
+
+def _find(ids: list[int], part: list[int], start: int) -> int:
+    for index in range(start, len(ids) - len(part) + 1):
+        if ids[index:index + len(part)] == part:
+            return index
+    return -1
 
 
 def length_sorted_batches(encoded: Encoded, batch_size: int) -> list[np.ndarray]:
