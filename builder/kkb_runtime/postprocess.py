@@ -64,11 +64,8 @@ def apply(frame: pd.DataFrame, stages: Sequence[Mapping[str, Any]], id_column: s
     discretised: list[str] = []
     for index, stage in enumerate(stages):
         where = f"postprocess[{index}] ({stage['kind']})"
-        if str(stage["kind"]) == "function":
-            out, columns = _call_user(out, str(stage["function"]), where, context)
-            discretised += [column for column in columns if column not in discretised]
-        else:
-            out = _apply_one(out, stage, id_column, list(prediction_columns), where)
+        out = _apply_one(out, stage, id_column, list(prediction_columns), where, context)
+        discretised += [column for column in out.attrs.pop(DISCRETISED, []) if column not in discretised]
     out.attrs[DISCRETISED] = discretised
     return out
 
@@ -80,13 +77,13 @@ def id_type(ids: pd.Series) -> str:
 
 
 def _apply_one(frame: pd.DataFrame, stage: Mapping[str, Any], id_column: str, predictions: list[str],
-               where: str) -> pd.DataFrame:
+               where: str, context: Context | None = None) -> pd.DataFrame:
     kind = str(stage["kind"])
     if kind not in STAGES:
         raise PostprocessError(f"{where}: unknown kind '{kind}' (use {', '.join(KINDS)})")
     handler = STAGES[PostprocessKind(kind)]
     if handler.default_columns is None:  # a stage that names no columns (a user function sees the whole frame)
-        return handler.run(frame, stage, [], where)
+        return handler.run(frame, stage, [], where, context)
     columns = list(stage.get("columns") or (predictions if handler.default_columns == "predictions" else
                                             [c for c in frame.columns if c != id_column]))
     if id_column in columns:
@@ -96,28 +93,35 @@ def _apply_one(frame: pd.DataFrame, stage: Mapping[str, Any], id_column: str, pr
     if missing:
         raise PostprocessError(f"{where}: the frame has no column(s) {', '.join(missing)} "
                                f"(it has: {', '.join(map(str, frame.columns))})")
-    return handler.run(frame, stage, columns, where)
+    return handler.run(frame, stage, columns, where, context)
 
 
-def _argmax_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str) -> pd.DataFrame:
+def _argmax_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str,
+                  context: Context | None) -> pd.DataFrame:
     return argmax(frame, columns, str(stage.get("into") or "label"), stage.get("labels"))
 
 
-def _threshold_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str) -> pd.DataFrame:
+def _threshold_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str,
+                     context: Context | None) -> pd.DataFrame:
     out = frame.copy()
     for column in columns:
         out[column] = (frame[column].astype(float) >= float(stage.get("value", 0.5))).astype(np.int64)
     return out
 
 
-def _clip_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str) -> pd.DataFrame:
+def _clip_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str,
+                context: Context | None) -> pd.DataFrame:
     out = frame.copy()
     out[columns] = frame[columns].astype(float).clip(lower=stage.get("min"), upper=stage.get("max"))
     return out
 
 
-def _function_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str) -> pd.DataFrame:
-    return _call_user(frame, str(stage["function"]), where)[0]
+def _function_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str,
+                    context: Context | None) -> pd.DataFrame:
+    """The user's function, with the context; the columns it says it discretised ride in ``attrs`` to :func:`apply`."""
+    result, discretised = _call_user(frame, str(stage["function"]), where, context)
+    result.attrs[DISCRETISED] = discretised
+    return result
 
 
 def argmax(frame: pd.DataFrame, columns: Sequence[str], into: str, labels: Sequence[Any] | None = None) -> pd.DataFrame:
@@ -226,7 +230,7 @@ class Stage:
     keys: frozenset[str]
     lacks: Callable[[Mapping[str, Any]], str | None]
     default_columns: str | None
-    run: Callable[[pd.DataFrame, Mapping[str, Any], list[str], str], pd.DataFrame]
+    run: Callable[[pd.DataFrame, Mapping[str, Any], list[str], str, Context | None], pd.DataFrame]
     outputs: Callable[[list[str], Mapping[str, Any], Sequence[str]], list[str] | None]
 
 
