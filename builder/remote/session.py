@@ -25,7 +25,7 @@ from builder.project.credentials import kaggle_username
 from builder.project.spec import KernelSpec
 from builder.remote.backoff import Backoff, Retrying
 from builder.remote.history import History
-from builder.remote.kaggle_api import KaggleAdapter, TransientRemoteError
+from builder.remote.kaggle_api import KaggleAdapter, TransientRemoteError, remove_dead_stages
 from builder.remote.lock import LOCK_WAIT_S
 
 
@@ -178,13 +178,14 @@ def remove_dead_archives(folder: Path) -> list[Path]:
     of a dataset goes up as ``tmpXXXX/<name>.tar``, removed only when the upload returns).
 
     Callers hold the project's lock (push, submit, the rehearsal), so no live upload owns one of them. The
-    client's resume state (``.kaggle-uploads-*``) stays: it lets a re-run resume a file that is still there."""
+    client's resume state (``.kaggle-uploads-*``) stays: it lets a re-run resume a file that is still there, and
+    so do kkb's own stages (``stage-*``, see ``kaggle_api/staging.py``) until the client could no longer resume them."""
     removed = []
     for leftover in sorted(folder.glob("tmp*")):
         if leftover.is_dir() and not leftover.is_symlink():
             shutil.rmtree(leftover, ignore_errors=True)
             removed.append(leftover)
-    return removed
+    return removed + remove_dead_stages(folder)
 
 
 def upload_state_key(endpoint: str | None) -> str:

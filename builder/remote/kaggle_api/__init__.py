@@ -9,6 +9,7 @@ is set. Its modules:
 * ``translate``: foreign errors into :mod:`builder.errors`, secrets scrubbed, the client's output logged;
 * ``calls``: one call to Kaggle with kkb's retries (:class:`~builder.remote.backoff.Backoff`);
 * ``datasets``, ``models``, ``kernels``, ``competitions``: the operations of one Kaggle service each;
+* ``staging``: folders whose sub-folders are archives at stable paths, so a killed upload resumes;
 * ``adapter``: :class:`KaggleAdapter`, all of them together.
 
 The rest of kkb imports from here, never from the modules: what is listed below is the door.
@@ -23,6 +24,7 @@ from builder.remote.kaggle_api.client import _api_class as _api_class  # tests r
 from builder.remote.kaggle_api.competitions import Submission
 from builder.remote.kaggle_api.datasets import DatasetPushed
 from builder.remote.kaggle_api.kernels import KernelPushed, KernelStatus, parse_log
+from builder.remote.kaggle_api.staging import remove_dead_stages
 from builder.remote.kaggle_api.translate import (
     CREDENTIALS_HINT,
     ENV_BASE_URL,
@@ -41,6 +43,6 @@ from builder.remote.kaggle_api.translate import (
 __all__ = [
     "CREDENTIALS_HINT", "ENV_BASE_URL", "HIDDEN", "PROD_ENDPOINT", "AuthError", "DatasetPushed", "KaggleAdapter",
     "KernelPushed", "KernelStatus", "NotFoundError", "Submission", "TransientRemoteError", "UnreachableError",
-    "client_output", "connect", "is_transient", "parse_log", "request_never_sent", "resolve_base_url", "scrub",
+    "client_output", "connect", "is_transient", "parse_log", "remove_dead_stages", "request_never_sent", "resolve_base_url", "scrub",
     "translate_error", "unreachable",
 ]

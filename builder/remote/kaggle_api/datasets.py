@@ -10,6 +10,7 @@ from typing import Any
 
 from builder.errors import RemoteError
 from builder.remote.kaggle_api.calls import KaggleCalls, split_ref, unwrap_zip
+from builder.remote.kaggle_api.staging import stable_upload_folder
 from builder.remote.kaggle_api.translate import logger, scrub
 
 
@@ -66,14 +67,16 @@ class DatasetCalls(KaggleCalls):
 
     def create_dataset(self, folder: Path, *, public: bool = False) -> DatasetPushed:
         def create() -> Any:
-            return self.api.dataset_create_new(str(folder), public=public, quiet=True, dir_mode="tar")
+            with stable_upload_folder(folder) as upload:
+                return self.api.dataset_create_new(str(upload), public=public, quiet=True, dir_mode="tar")
 
         response = self.call("creating the dataset", create, subject=_folder_ref(folder), idempotent=False)
         return self._dataset_pushed(response, "creating the dataset", folder)
 
     def version_dataset(self, folder: Path, notes: str) -> DatasetPushed:
         def version() -> Any:
-            return self.api.dataset_create_version(str(folder), notes, quiet=True, dir_mode="tar")
+            with stable_upload_folder(folder) as upload:
+                return self.api.dataset_create_version(str(upload), notes, quiet=True, dir_mode="tar")
 
         response = self.call("creating a dataset version", version, subject=_folder_ref(folder), idempotent=False)
         return self._dataset_pushed(response, "creating a dataset version", folder)

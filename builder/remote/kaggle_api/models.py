@@ -9,6 +9,7 @@ from typing import Any
 
 from builder.errors import RemoteError
 from builder.remote.kaggle_api.calls import KaggleCalls, split_ref, unwrap_zip
+from builder.remote.kaggle_api.staging import stable_upload_folder
 from builder.remote.kaggle_api.translate import scrub, status_of
 
 
@@ -89,17 +90,20 @@ class ModelCalls(KaggleCalls):
 
     def create_model_instance(self, folder: Path) -> None:
         """``CreateModelInstance`` (the variation and its version 1) from ``model-instance-metadata.json`` and the files."""
-        response = self.call("creating the model variation",
-                             lambda: self.api.model_instance_create(str(folder), quiet=True, dir_mode="tar"),
-                             subject=str(folder), idempotent=False)
+        def create() -> Any:
+            with stable_upload_folder(folder) as upload:
+                return self.api.model_instance_create(str(upload), quiet=True, dir_mode="tar")
+
+        response = self.call("creating the model variation", create, subject=str(folder), idempotent=False)
         self._model_created(response, "creating the model variation", folder)
 
     def version_model_instance(self, instance: str, folder: Path, notes: str) -> None:
         """``CreateModelInstanceVersion``: the files of ``folder`` as the variation's next version."""
-        response = self.call("creating a model version",
-                             lambda: self.api.model_instance_version_create(instance, str(folder), notes, quiet=True,
-                                                                            dir_mode="tar"),
-                             subject=instance, idempotent=False)
+        def version() -> Any:
+            with stable_upload_folder(folder) as upload:
+                return self.api.model_instance_version_create(instance, str(upload), notes, quiet=True, dir_mode="tar")
+
+        response = self.call("creating a model version", version, subject=instance, idempotent=False)
         self._model_created(response, "creating a model version", folder)
 
     def _model_created(self, response: Any, action: str, folder: Path) -> None:
