@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bench.common import RESULTS, Row, render_table, write_json
 
-BENCHMARKS = ("push", "bundle", "fast_commit", "dryrun", "inference", "sandbox", "projection", "text_inference")
+BENCHMARKS = ("push", "bundle", "fast_commit", "dryrun", "inference", "sandbox", "projection", "text_inference", "install")
 
 
 def main(argv: list[str] | None = None) -> int:
