@@ -23,8 +23,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Two workers (CI has 2 cores): tests of one file stay on one worker (their module fixtures are built once);
+# the example kernels' generated assets are made under a lock (tests/support/assets.py).
+TEST_WORKERS ?= 2
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

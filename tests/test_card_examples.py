@@ -22,6 +22,7 @@ pytest.importorskip("torch")
 from builder.local_kaggle.competition import load_competition
 from builder.local_kaggle.scoring import score_submission
 from builder.rehearse.dryrun import DryRunSettings, dry_run
+from tests.support.assets import make_assets
 from tests.support.files import KERNELS
 
 pytestmark = pytest.mark.slow
@@ -37,7 +38,7 @@ EXAMPLES: dict[str, tuple[str, Callable[[float], bool]]] = {
 def example(request: pytest.FixtureRequest) -> Path:
     pytest.importorskip(EXAMPLES[request.param][0])
     kernel = KERNELS / request.param
-    result = subprocess.run([sys.executable, str(kernel / "make_assets.py")], capture_output=True, text=True, timeout=900)
+    result = make_assets(kernel, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     return kernel
 

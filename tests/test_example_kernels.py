@@ -22,6 +22,7 @@ pytest.importorskip("timm")
 from builder.local_kaggle.competition import load_competition
 from builder.local_kaggle.scoring import ScoringError, score_submission
 from builder.rehearse.dryrun import DryRunSettings, dry_run
+from tests.support.assets import make_assets
 from tests.support.files import KERNELS
 
 pytestmark = pytest.mark.slow
@@ -33,7 +34,7 @@ EXAMPLES = {"cassava-style": 0.6, "ranzcr-style": 0.6}
 @pytest.fixture(scope="module", params=sorted(EXAMPLES))
 def example(request: pytest.FixtureRequest) -> Path:
     kernel = KERNELS / request.param
-    result = subprocess.run([sys.executable, str(kernel / "make_assets.py")], capture_output=True, text=True, timeout=600)
+    result = make_assets(kernel, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     return kernel
 

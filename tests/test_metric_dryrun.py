@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from builder import cli
+from builder.cli import views
 from builder.errors import KernelFailed
 from builder.local_kaggle import LocalKaggle
 from builder.local_kaggle.scoring import score_submission
@@ -119,6 +120,7 @@ def test_submit_of_a_file_the_local_kaggle_refuses_prints_the_column_and_part(
                             "scorer fails)"), message
     assert hint.startswith("the server names the reason above; kkb dry-run"), hint
     monkeypatch.setenv("COLUMNS", "400")  # rich folds long cells: keep the reason on one line
+    monkeypatch.setattr(views.console, "_width", None)  # a width rich took from COLUMNS at import would win
     for command in ("status", "history"):
         assert cli.main([command, str(kernel)]) == 0
         assert "column 'b' on the public part" in capsys.readouterr().out, command

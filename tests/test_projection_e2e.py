@@ -7,8 +7,6 @@ against 9 h, the projection is a range on the T4 x2 with its basis (the summary 
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +16,7 @@ pytest.importorskip("torch")
 pytest.importorskip("timm")
 
 from builder.rehearse.dryrun import DryRunSettings, dry_run
+from tests.support.assets import make_assets
 from tests.support.files import KERNELS
 
 pytestmark = pytest.mark.slow
@@ -33,7 +32,7 @@ def _one_image(public: Path, dest: Path) -> Path:
 
 def test_cassava_from_one_image_is_ok_against_9_hours_on_a_t4(tmp_path: Path) -> None:
     kernel = KERNELS / "cassava-style"
-    made = subprocess.run([sys.executable, str(kernel / "make_assets.py")], capture_output=True, text=True, timeout=600)
+    made = make_assets(kernel, timeout=600)
     assert made.returncode == 0, made.stdout + made.stderr
     data = _one_image(kernel / "data" / "competition" / "public", tmp_path / "one")
     report = dry_run(DryRunSettings(kernel_dir=kernel, data_dir=data, scenario="rerun", hidden_rows=15_000,

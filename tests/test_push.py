@@ -240,11 +240,13 @@ def test_exception_tail_and_dry_run_hints() -> None:
 
 @pytest.fixture
 def cli_fake(monkeypatch: pytest.MonkeyPatch) -> FakeKaggle:
+    from builder.cli import views
     from builder.remote import kaggle_api
 
     fake = FakeKaggle()
     monkeypatch.setattr(kaggle_api.KaggleAdapter, "connect", classmethod(lambda cls, base_url=None, **kw: fake))
     monkeypatch.setenv("COLUMNS", "160")
+    monkeypatch.setattr(views.console, "_width", None)  # a width rich took from COLUMNS at import would win
     return fake
 
 

@@ -22,6 +22,7 @@ pytest.importorskip("torch")
 pytest.importorskip("timm")
 
 from builder.build import BuildResult, BuildSettings, build_kernel
+from tests.support.assets import make_assets
 from tests.support.files import KERNELS
 
 REFERENCE = KERNELS / "reference"
@@ -31,7 +32,7 @@ CLASSES = ["circle", "square", "triangle", "cross"]
 
 @pytest.fixture(scope="session")
 def reference_assets() -> Path:
-    result = subprocess.run([sys.executable, str(REFERENCE / "make_assets.py")], capture_output=True, text=True, timeout=600)
+    result = make_assets(REFERENCE, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     return REFERENCE
 
