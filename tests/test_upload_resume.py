@@ -7,12 +7,14 @@ archive sits at a stable path (``kaggle_api/staging.py``), so the client's own r
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Callable, Iterator
 from io import BufferedIOBase
@@ -21,7 +23,9 @@ from typing import Any
 
 import pytest
 
+from builder.errors import RemoteError
 from builder.local_kaggle import InstantRunner, LocalKaggle
+from builder.remote.kaggle_api import staging
 from builder.remote.kaggle_api.staging import RESUME_WINDOW_S, remove_dead_stages, stable_upload_folder
 from builder.remote.push import push
 from builder.remote.session import PushSettings, upload_state_key
@@ -148,8 +152,6 @@ def test_a_folder_without_sub_folders_is_uploaded_as_it_is(tmp_path: Path) -> No
 
 
 def test_the_stage_is_the_clients_archive_at_a_stable_path(tmp_path: Path) -> None:
-    import tarfile
-
     folder = tmp_path / "weights-dataset"
     (folder / "weights" / ".git").mkdir(parents=True)
     (folder / "weights" / ".git" / "HEAD").write_text("ref\n")  # the client's own ignore rules apply
@@ -187,3 +189,23 @@ def test_a_changed_folder_supersedes_its_old_stage_and_old_stages_expire(tmp_pat
     (root / "stage-0-0.partial-1").mkdir()
     assert remove_dead_stages(root) == [root / "stage-0-0.partial-1"]
     assert remove_dead_stages(root, now=time.time() + RESUME_WINDOW_S + 60) == [new]
+
+
+def test_a_full_disk_while_archiving_is_named_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "weights-dataset"
+    (folder / "weights").mkdir(parents=True)
+    (folder / "weights" / "a.bin").write_bytes(b"a")
+    root = tmp_path / "state"
+    root.mkdir()
+
+    def full(source: Path, target: Path) -> None:
+        target.write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(staging, "_archive", full)
+    with pytest.raises(RemoteError) as caught, stable_upload_folder(folder, root):
+        pass
+    assert caught.value.message == (f"archiving {folder} for the upload in {root}: the disk is full (No space left on "
+                                    "device); nothing was uploaded")
+    assert caught.value.hint == f"free space there (df -h {root}); the archive needs about the size of {folder}"
+    assert not list(root.iterdir())

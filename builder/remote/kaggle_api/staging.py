@@ -16,6 +16,7 @@ resume window.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -25,6 +26,8 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from builder.errors import RemoteError
 
 STAGE_PREFIX = "stage-"
 # ResumableFileUpload.RESUMABLE_UPLOAD_EXPIRY_SECONDS: the client resumes nothing older than this.
@@ -73,13 +76,21 @@ def _stage(folder: Path, root: Path) -> Path:
         return stage
     partial = stage.with_name(f"{stage.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    for entry in sorted(folder.iterdir()):
-        if entry.is_dir():
-            _archive(entry, partial / f"{entry.name}.tar")
-        elif entry.is_file():
-            _link_or_copy(entry, partial / entry.name)
-    os.replace(partial, stage)  # only a complete stage carries the name the next run looks for
+    try:
+        partial.mkdir(parents=True)
+        for entry in sorted(folder.iterdir()):
+            if entry.is_dir():
+                _archive(entry, partial / f"{entry.name}.tar")
+            elif entry.is_file():
+                _link_or_copy(entry, partial / entry.name)
+        os.replace(partial, stage)  # only a complete stage carries the name the next run looks for
+    except BaseException as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise RemoteError(f"archiving {folder} for the upload in {root}: the disk is full ({exc.strerror}); "
+                              "nothing was uploaded", hint=f"free space there (df -h {root}); the archive needs "
+                                                           f"about the size of {folder}") from None
+        raise
     return stage
 
 
