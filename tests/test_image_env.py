@@ -3,11 +3,8 @@ here (the image's version is a wheel in a local folder), reused without pip the 
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import subprocess
-import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -19,26 +16,12 @@ from builder.rehearse import image_env
 from builder.rehearse.image_env import build_image_env, image_pins, kernel_modules
 from builder.rehearse.skew import interpreter_versions
 from tests.support.files import build_file_tree
+from tests.support.wheels import write_pure_wheel
 
 pytestmark = [pytest.mark.usefixtures("hermetic_pip"), pytest.mark.slow]
 TQDM = metadata.version("tqdm")
 IMAGE_TQDM = f"{Version(TQDM).major + 1}.0.0"
 
-
-def _wheel(folder: Path, name: str, version: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    info = f"{name}-{version}.dist-info"
-    files = {f"{name}/__init__.py": f"__version__ = {version!r}\n",
-             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: kkb-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
-              f"{len(text.encode())}" for path, text in files.items()]
-    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
-    wheel = folder / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for path, text in files.items():
-            archive.writestr(path, text)
-    return wheel
 
 
 @pytest.fixture()
@@ -59,7 +42,7 @@ def test_the_environment_is_built_once_and_reused(kernel: Path, tmp_path: Path, 
                                 "packages": {"tqdm": IMAGE_TQDM, "pandas": metadata.version("pandas")}}))
     image = load_image(path)
     wheels = tmp_path / "wheels"
-    _wheel(wheels, "tqdm", IMAGE_TQDM)
+    write_pure_wheel(wheels, "tqdm", IMAGE_TQDM)
     assert image_pins({"tqdm", "pandas"}, image) == ([f"tqdm=={IMAGE_TQDM}"], [])
 
     first = build_image_env(kernel, find_links=wheels, image=image)

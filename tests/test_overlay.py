@@ -6,12 +6,9 @@ probe's reason; the read-only fallback is tests/test_isolation.py.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import subprocess
 import sys
 import sysconfig
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -23,6 +20,7 @@ from builder.rehearse.isolation import probe
 from builder.rehearse.overlay import AVAILABLE, DESCRIPTIONS, choose_root_filesystem
 from builder.rehearse.sandbox import Mount, SandboxSpec, prepare_sandbox
 from tests.support.files import build_file_tree
+from tests.support.wheels import write_pure_wheel
 
 # root file system -> the isolation that provides it
 MODES = {RootFilesystem.OVERLAY: "namespace", RootFilesystem.FUSE_OVERLAY: "namespace",
@@ -36,24 +34,6 @@ def _available(kind: RootFilesystem) -> str:
         pytest.skip(f"{kind} is not available here: {problem}")
     return isolation
 
-
-def _wheel(folder: Path, name: str = "kkbprobe", version: str = "1.0") -> Path:
-    """A pure-Python wheel, written by hand (no build tool, no index)."""
-    folder.mkdir(parents=True)
-    info = f"{name}-{version}.dist-info"
-    files = {f"{name}/__init__.py": f"VERSION = {version!r}\n",
-             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: kkb-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    record = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(text.encode())}")
-    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
-    wheel = folder / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for path, text in files.items():
-            archive.writestr(path, text)
-    return wheel
 
 
 WRITES = """
@@ -84,7 +64,7 @@ def test_the_whole_file_system_is_writable_and_nothing_lands_on_the_host(tmp_pat
     monkeypatch.setenv("KKB_SANDBOX_ROOT_FS", str(kind))
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
     wheels = tmp_path / "wheels"
-    _wheel(wheels)
+    write_pure_wheel(wheels, "kkbprobe", "1.0")
     data = build_file_tree(tmp_path / "data", {"test.csv": "id,x\na,1\n"})
     box = prepare_sandbox(SandboxSpec(mounts=(Mount(wheels, "datasets/me/wheels"), Mount(data, "competitions/comp")),
                                       rerun=False, isolation=isolation), tmp_path / "root")  # type: ignore[arg-type]

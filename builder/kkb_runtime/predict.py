@@ -26,7 +26,7 @@ from . import device as devices
 from .config import KernelConfig, load_config
 from .inputs import find_competition, find_dataset
 from .steps import write_step_meta
-from .submission import read_sample, target_columns
+from .submission import read_sample, target_columns, write_submission
 from .tables import step_columns
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".npy")
@@ -388,11 +388,7 @@ def write_output(job: Job, values: np.ndarray) -> Path:
     columns = output_columns(job.card, job.targets, values.shape[1] if values.ndim == 2 else 0)
     frame = pd.DataFrame(values.astype(np.float64), columns=columns)
     frame.insert(0, job.id_column, job.ids)
-    job.out.parent.mkdir(parents=True, exist_ok=True)
-    partial = job.out.with_name(job.out.name + ".partial")
-    frame.to_csv(partial, index=False)
-    os.replace(partial, job.out)
-    return job.out
+    return write_submission(frame, job.out)  # a step's output is written as atomically as the submission
 
 
 def version_skew(card: Mapping[str, Any]) -> list[str]:

@@ -8,7 +8,6 @@ else the card's ``columns``, else every prediction column.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .config import KernelConfig
-from .submission import read_sample, target_columns
+from .submission import read_sample, target_columns, write_submission
 
 DEFAULT_TEST_TABLE = "test.csv"
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -114,11 +113,7 @@ def write_table_output(job: TableJob, values: np.ndarray) -> Path:
     values = np.asarray(values, dtype=np.float64).reshape(len(job.ids), -1)
     frame = pd.DataFrame(values, columns=job.columns)
     frame.insert(0, job.id_column, job.ids)
-    job.out.parent.mkdir(parents=True, exist_ok=True)
-    partial = job.out.with_name(job.out.name + ".partial")
-    frame.to_csv(partial, index=False)
-    os.replace(partial, job.out)
-    return job.out
+    return write_submission(frame, job.out)  # a step's output is written as atomically as the submission
 
 
 __all__ = ["TableError", "TableJob", "make_table_job", "prediction_columns", "read_table", "rows_in_sample_order",
