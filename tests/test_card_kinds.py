@@ -54,7 +54,7 @@ GBDT = {"name": "g", "kind": "gbdt", "library": "lightgbm", "checkpoint": "weigh
     pytest.param({**GBDT, "kind": "sklearn", "checkpoint": "weights/p.joblib"},
                  "a scikit-learn card loads a pickle (joblib), which runs code: set allow_joblib = true", id="joblib"),
     pytest.param({**GBDT, "arch": "x"}, "'g': arch do not apply to a tabular card", id="tabular-arch"),
-    pytest.param({**TEXT, "kind": "audio"}, "Input should be 'image', 'text', 'gbdt' or 'sklearn'", id="kind"),
+    pytest.param({**TEXT, "kind": "audio"}, "Input should be 'image', 'text', 'gbdt', 'sklearn' or 'torch'", id="kind"),
 ])
 def test_a_card_is_checked_against_its_kind(card: dict[str, Any], message: str) -> None:
     with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -30,6 +30,7 @@ CARD_EXTRAS: dict[CardKind, Extra] = {
     CardKind.TEXT: Extra("text", ("torch", "transformers", "safetensors")),
     CardKind.GBDT: Extra("tabular", ("lightgbm",)),
     CardKind.SKLEARN: Extra("tabular", ("sklearn", "joblib")),
+    CardKind.TORCH: Extra("torch", ("torch", "safetensors", "joblib")),
 }
 
 

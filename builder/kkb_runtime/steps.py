@@ -48,6 +48,7 @@ class StepResult:
     infer_seconds: float | None = None
     batch_seconds: list[float] | None = None
     timing: StepTiming | None = None  # a card step's phases apart from its steady batches (kkb_runtime.timing)
+    features: dict[str, Any] | None = None  # a table card's feature table: computed here or read (kkb_runtime.features)
 
 
 def step_command(run: str, values: Mapping[str, str]) -> list[str]:
@@ -132,7 +133,7 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
     return StepResult(name=name, output=str(out), seconds=round(seconds, 3), peak_rss_bytes=peak, returncode=returncode,
                       peak_gpu_bytes=meta.get("peak_gpu_bytes"), rows=meta.get("rows"), load_seconds=meta.get("load_seconds"),
                       infer_seconds=meta.get("infer_seconds"), batch_seconds=meta.get("batch_seconds"),
-                      timing=StepTiming.from_json(meta.get("timing")))
+                      timing=StepTiming.from_json(meta.get("timing")), features=meta.get("features"))
 
 
 def write_step_meta(out: Path, **fields: Any) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from builder.kkb_runtime.vocabulary import CardKind
+from builder.project.card_torch import torch_rules
 
 REFERENCE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 # kkb_runtime.cards.tabular.LIBRARIES: the file formats each booster library reads.
@@ -103,6 +104,11 @@ class CardLike(Protocol):
     transforms: str | None
     tta: list[str]
     features: bool
+    @property
+    def activation(self) -> str: ...  # torch cards (builder.project.card_torch)
+    num_classes: int
+    feature_columns: list[str]
+    preprocessor: str | list[str] | None
 
     @property
     def checkpoint_patterns(self) -> list[str]: ...
@@ -162,6 +168,7 @@ KIND_RULES: dict[CardKind, Callable[[CardLike], None]] = {
     CardKind.TEXT: _text_rules,
     CardKind.GBDT: _gbdt_rules,
     CardKind.SKLEARN: _sklearn_rules,
+    CardKind.TORCH: torch_rules,
 }
 
 

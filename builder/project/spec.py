@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from builder.kkb_runtime.vocabulary import CardKind, CombineKind, PostprocessKind, SubmissionKind
+from builder.project.card_torch import TorchCardFields, no_torch_keys
 from builder.project.cards import KIND_RULES, TabularCardFields, TextCardFields, expand_models
 from builder.project.ids import kernel_slug
 from builder.project.spec_errors import SPEC_FILE, read_spec_toml, spec_error_of
@@ -212,7 +213,7 @@ class RandomTta(_Strict):
         return _relative_path(value)
 
 
-class ModelCard(TextCardFields, TabularCardFields):
+class ModelCard(TextCardFields, TabularCardFields, TorchCardFields):
     """What the kernel needs to rebuild one model offline. Completed at build time by ``builder.bundle.cards``.
 
     ``kind`` picks what the card builds (image: timm or a factory; text: transformers; gbdt: a booster;
@@ -304,6 +305,7 @@ class ModelCard(TextCardFields, TabularCardFields):
     @model_validator(mode="after")
     def _consistent(self) -> ModelCard:
         KIND_RULES[self.kind](self)
+        no_torch_keys(self)
         if self.fold_weights is not None:
             if isinstance(self.checkpoint, str) and not any(ch in self.checkpoint for ch in "*?["):
                 raise ValueError(f"[[models]] '{self.name}': fold_weights needs several checkpoints (a list or a glob)")

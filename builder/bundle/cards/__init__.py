@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from builder.bundle.cards import image, tabular, text
+from builder.bundle.cards import torch as torch_card
 from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.spec import KernelSpec, ModelCard
 
@@ -26,18 +27,21 @@ PREPARERS: dict[CardKind, Preparer] = {
     CardKind.TEXT: text.prepare,
     CardKind.GBDT: tabular.prepare,
     CardKind.SKLEARN: tabular.prepare,
+    CardKind.TORCH: torch_card.prepare,
 }
 EXTRA_FILES: dict[CardKind, ExtraFiles] = {
     CardKind.IMAGE: image.extra_files,
     CardKind.TEXT: text.extra_files,
     CardKind.GBDT: tabular.extra_files,
     CardKind.SKLEARN: tabular.extra_files,
+    CardKind.TORCH: torch_card.extra_files,
 }
 PUBLIC_DATA_CHECKS: dict[CardKind, PublicDataCheck] = {
     CardKind.IMAGE: image.check_public_data,
     CardKind.TEXT: text.check_public_data,
     CardKind.GBDT: tabular.check_public_data,
     CardKind.SKLEARN: tabular.check_public_data,
+    CardKind.TORCH: torch_card.check_public_data,
 }
 
 

@@ -26,6 +26,8 @@ from ..steps import write_step_meta
 from ..tables import TableJob, make_table_job, write_table_output
 from ..vocabulary import CardKind
 from . import tabular, text
+from . import torch as torch_card
+from .table_features import feature_table
 
 Runner = Callable[[str, Path, Mapping[str, str], KernelConfig], Path]
 
@@ -73,13 +75,14 @@ def run_text(name: str, out: Path, environ: Mapping[str, str], config: KernelCon
 def run_tabular(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
     job = _table_job(name, out, environ, config)
     started = time.perf_counter()
-    frame = tabular.features(job.card, job.table, job.id_column)
+    frame, shared = feature_table(job, environ)  # computed once per run for the cards sharing the function
     print(f"[kkb] {name}: {job.card.get('library') or 'scikit-learn'} on {len(job.ids)} rows x "
           f"{frame.shape[1]} features, {len(checkpoint_entries(job.card))} fold(s)", flush=True)
     values = _averaged(job, lambda entry: tabular.predict_fold(job.card, job.weights_dir / str(entry["file"]), frame,
                                                                job.columns))
     written = write_table_output(job, values)
-    write_step_meta(written, rows=len(job.ids), load_seconds=0.0, infer_seconds=round(time.perf_counter() - started, 4))
+    write_step_meta(written, rows=len(job.ids), load_seconds=0.0, infer_seconds=round(time.perf_counter() - started, 4),
+                    features=shared)
     return written
 
 
@@ -93,6 +96,7 @@ RUNNERS: dict[CardKind, Runner] = {
     CardKind.TEXT: run_text,
     CardKind.GBDT: run_tabular,
     CardKind.SKLEARN: run_tabular,
+    CardKind.TORCH: torch_card.run,
 }
 
 
