@@ -177,6 +177,8 @@ def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
         for step in s.steps:
             console.print(f"  [dim]step {step.get('name')}: {float(step.get('seconds') or 0):.1f} s, "
                           f"{int(step.get('peak_rss_bytes') or 0) / 2**20:.0f} MiB[/dim]", highlight=False)
+        for shared in s.shared_features:  # a feature function the table cards share: computed once
+            console.print(f"  [dim]{_escape(shared['line'])}[/dim]", highlight=False)
         for warning in s.warnings:
             console.print(f"  [yellow]warning:[/yellow] {_escape(warning)}", highlight=False)
         for line in (s.metric or {}).get("lines", []):  # the metric: split, rounding kept, expected score
