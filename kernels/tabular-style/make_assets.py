@@ -13,7 +13,8 @@ Shaped like an atmaCup-style table notebook (seeded, offline, CPU, a few seconds
                         net_folds.pt ({fold: state_dict} of tabkernel.net.make_net, one file for the three
                         folds) and net_scaler.joblib (the StandardScaler fitted on NET_COLUMNS, in that order)
 
-The net trains deterministically (seeded, full-batch Adam, one thread, CPU). The class is the tertile of x1 * x2 + the colour's offset + noise. Skipped when ``data/.stamp.json``
+The net trains deterministically (seeded, full-batch Adam, one thread, CPU). The class is the tertile of
+x1 * x2 + the colour's offset + noise. Skipped when ``data/.stamp.json``
 matches this script, the features and the library versions; ``--force`` regenerates.
 """
 
@@ -109,7 +110,6 @@ def train_net(weights: Path, features: pd.DataFrame, labels: np.ndarray) -> dict
     import joblib
     import torch
     from sklearn.preprocessing import StandardScaler
-
     from tabkernel.net import make_net
 
     torch.set_num_threads(1)
