@@ -14,7 +14,6 @@ import pytest
 from builder.errors import BundleError, ModelError, SpecError
 from builder.kkb_runtime import features
 from builder.kkb_runtime import models as runtime_models
-from builder.project.card_torch import resolved_defaults
 from builder.project.spec import KernelSpec, parse_spec
 
 TORCH = {"name": "net", "kind": "torch", "factory": "tnet.model:make", "checkpoint": "weights/net.pt", "num_classes": 2,
@@ -47,11 +46,13 @@ def test_a_torch_card_is_checked(card: dict[str, Any], message: str) -> None:
     assert message in caught.value.message
 
 
-def test_resolved_defaults_only_where_unset() -> None:
+def test_a_torch_card_has_its_own_defaults_where_unset() -> None:
     (card,) = spec(TORCH).models
-    assert resolved_defaults(card) == {"amp": False, "batch_size": 1024}
-    (card,) = spec({**TORCH, "amp": True}, model_defaults={"batch_size": 8}).models
-    assert resolved_defaults(card) == {}  # [model_defaults] counts as set
+    assert (card.amp, card.batch_size) == (False, 1024)
+    (card,) = spec({**TORCH, "amp": True}, model_defaults={"batch_size": 32}).models
+    assert (card.amp, card.batch_size) == (True, 32)  # [model_defaults] is the user's
+    image = spec({"name": "i", "arch": "resnet18", "checkpoint": "w/i.pth", "num_classes": 2}).models[0]
+    assert (image.amp, image.batch_size) == (True, 32)
 
 
 # --- the kernel's inputs ------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 The card's keys of its own (:class:`TorchCardFields`), the rule :data:`builder.project.cards.KIND_RULES`
 runs for it (:func:`torch_rules`), the refusal of its keys on a card of another kind
-(:func:`no_torch_keys`) and the values a torch card resolves differently from the other kinds
-(:func:`resolved_defaults`: no autocast unless asked, batches of 1024 rows).
+(:func:`no_torch_keys`) and the values a torch card defaults to differently from the other kinds
+(:func:`torch_defaults`, applied to the raw card before validation: no autocast unless asked, batches of
+1024 rows).
 
 The shared keys it reads: ``factory`` (+ ``model_kwargs``), ``feature_function``, ``checkpoint`` (files,
 a glob, or one file of ``{fold: state_dict}``), ``fold_weights``, ``activation``, ``batch_size``,
@@ -12,13 +13,14 @@ a glob, or one file of ``{fold: state_dict}``), ``fold_weights``, ``activation``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from builder.project.spec_values import relative_path
 
-# What a torch card resolves when the user did not set it (the other kinds' defaults suit images and text):
+# What a torch card takes when neither the card, its base nor [model_defaults] sets it (the other kinds' defaults suit images and text):
 # a table net's outputs match a float32 notebook only without autocast, and its rows are cheap.
 RESOLVED_DEFAULTS: dict[str, Any] = {"amp": False, "batch_size": 1024}
 TORCH_KEYS = ("feature_columns", "preprocessor")
@@ -111,9 +113,11 @@ def no_torch_keys(card: Any) -> None:
                          f"of torch cards; this card is kind = '{card.kind}'")
 
 
-def resolved_defaults(card: BaseModel) -> dict[str, Any]:
-    """The torch card's own defaults for the keys the user left unset (``[model_defaults]`` counts as set)."""
-    return {key: value for key, value in RESOLVED_DEFAULTS.items() if key not in card.model_fields_set}
+def torch_defaults(card: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A raw torch card (``[model_defaults]`` and ``base`` folded in) with the torch card's own defaults under it."""
+    if card.get("kind") != "torch":
+        return card
+    return {**RESOLVED_DEFAULTS, **card}
 
 
-__all__ = ["RESOLVED_DEFAULTS", "TORCH_KEYS", "TorchCardFields", "no_torch_keys", "resolved_defaults", "torch_rules"]
+__all__ = ["RESOLVED_DEFAULTS", "TORCH_KEYS", "TorchCardFields", "no_torch_keys", "torch_defaults", "torch_rules"]

@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from builder.kkb_runtime.vocabulary import CardKind
-from builder.project.card_torch import torch_rules
+from builder.project.card_torch import torch_defaults, torch_rules
 
 REFERENCE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 # kkb_runtime.cards.tabular.LIBRARIES: the file formats each booster library reads.
@@ -189,7 +189,7 @@ def expand_models(raw: Any) -> Any:
         if not isinstance(card, Mapping):
             expanded.append(card)
             continue
-        merged = {**defaults, **_inherited(card, by_name, index), **{k: v for k, v in card.items() if k != "base"}}
+        merged = torch_defaults({**defaults, **_inherited(card, by_name, index), **{k: v for k, v in card.items() if k != "base"}})
         by_name[str(merged.get("name"))] = merged
         expanded.append(merged)
     out["models"] = expanded

@@ -28,7 +28,6 @@ from builder.kkb_runtime import models as runtime
 from builder.kkb_runtime.cards import tabular as runtime_tabular
 from builder.kkb_runtime.cards import torch as runtime_torch
 from builder.kkb_runtime.tables import TableError, read_table, rows_in_sample_order
-from builder.project.card_torch import resolved_defaults
 from builder.project.spec import SPEC_FILE, KernelSpec, ModelCard
 
 RECORDED_VERSIONS = ("torch", "safetensors")
@@ -36,7 +35,7 @@ CPU = devices.DeviceChoice("cpu", "the build runs the net on the CPU")
 
 
 def _card(card: ModelCard) -> dict[str, Any]:
-    return {**card.model_dump(mode="json"), **resolved_defaults(card)}
+    return card.model_dump(mode="json")
 
 
 def build(card: ModelCard, kernel_dir: Path) -> Any:
