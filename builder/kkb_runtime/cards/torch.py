@@ -122,7 +122,6 @@ def run(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) 
     print(f"[kkb] {name}: torch net on {devices.summary(choice)}; {len(job.ids)} rows x {frame.shape[1]} features, "
           f"{len(entries)} fold(s)" + (f"; features {'computed' if shared['computed'] else 'read from step ' + shared['computed_by']}"
                                        if shared else ""), flush=True)
-    features_seconds = time.perf_counter() - started
     scalers = load_preprocessors(card, job.weights_dir)
     inputs: dict[str | None, np.ndarray] = {}
     weighted, load_seconds = [], 0.0
@@ -140,7 +139,7 @@ def run(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) 
     written = write_table_output(job, values)
     write_step_meta(written, rows=len(job.ids), load_seconds=round(load_seconds, 4),
                     infer_seconds=round(time.perf_counter() - started - load_seconds, 4),
-                    features_seconds=round(features_seconds, 4), features=shared)
+                    features=shared)
     return written
 
 
