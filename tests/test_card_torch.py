@@ -211,7 +211,7 @@ def test_prepare_refuses(tmp_path: Path, extra: dict[str, Any], error: type[Exce
 def test_the_public_test_is_checked_as_the_kernel_computes_it(tmp_path: Path) -> None:
     from builder.bundle.cards import torch as bundle_torch
 
-    kernel = write_kernel(tmp_path / "k", folds=1)
+    kernel = write_kernel(tmp_path / "k", folds=2, scalers=2)  # one {fold: state_dict} file, a scaler per fold
     data = tmp_path / "data"
     data.mkdir()
     pd.DataFrame({"id": [1, 2], "x": [0.5, 1.5], "y": [2.0, 3.0]}).to_csv(data / "test.csv", index=False)
@@ -221,6 +221,6 @@ def test_the_public_test_is_checked_as_the_kernel_computes_it(tmp_path: Path) ->
     with pytest.raises(BundleError, match=r"models.net: on the public test: model 'net': feature_columns names 1 "
                                           r"column\(s\) the feature table lacks: z \(it has: a, b, c\)"):
         bundle_torch.check_public_data(loaded, kernel, data, loaded.models[0], ["p0", "p1"], sample)
-    fine = spec({**TORCH, "feature_columns": ["c", "a", "b"], "preprocessor": "weights/scaler_0.joblib",
+    fine = spec({**TORCH, "feature_columns": ["c", "a", "b"], "preprocessor": "weights/scaler_*.joblib",
                  "allow_joblib": True}, steps=[{"name": "s", "run": "python s.py"}])
     bundle_torch.check_public_data(fine, kernel, data, fine.models[0], ["p0", "p1"], sample)

@@ -149,8 +149,8 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Mode
     if not path.is_file():
         raise BundleError(f"{where}: no test table {path} in the public data",
                           hint="set [competition] test to the CSV (or parquet) of test rows, relative to [competition] data")
-    resolved = {**_card(card), "checkpoints": pair_preprocessors(card, kernel_dir, [
-        {"file": source, "source": source} for source in checkpoint_sources(card, kernel_dir)])}
+    resolved = _card(card)
+    scalers = preprocessor_sources(card, kernel_dir)  # the first fold's is the first (prepare checked the pairing)
     if card.num_classes != len(columns):
         raise BundleError(f"{where}: num_classes = {card.num_classes} but its step writes {len(columns)} column(s) "
                           f"({', '.join(columns)})", hint="set num_classes to the number of columns the step writes")
@@ -159,9 +159,7 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Mode
         try:
             rows = rows_in_sample_order(read_table(path, id_column), sample[id_column].astype(str).tolist(), id_column, path)
             frame = runtime_torch.select_columns(resolved, runtime_tabular.features(resolved, rows, id_column))
-            first = resolved["checkpoints"][0]
-            scaler = runtime_tabular.load_estimator(resolved, kernel_dir / first["preprocessor"]) \
-                if first.get("preprocessor") else None
+            scaler = runtime_tabular.load_estimator(resolved, kernel_dir / scalers[0]) if scalers else None
             inputs = runtime_torch.as_inputs(resolved, frame, scaler)
             # the folds were fitted strictly by prepare: the fresh net proves the widths in and out
             runtime_torch.predict_array(resolved, model.eval(), inputs, CPU, "cpu")
