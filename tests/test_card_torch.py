@@ -224,3 +224,24 @@ def test_the_public_test_is_checked_as_the_kernel_computes_it(tmp_path: Path) ->
     fine = spec({**TORCH, "feature_columns": ["c", "a", "b"], "preprocessor": "weights/scaler_*.joblib",
                  "allow_joblib": True}, steps=[{"name": "s", "run": "python s.py"}])
     bundle_torch.check_public_data(fine, kernel, data, fine.models[0], ["p0", "p1"], sample)
+
+
+def test_the_dry_runs_report_and_summary_say_which_steps_shared_a_feature_table(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from builder.cli import views
+    from builder.rehearse.report import DryRunReport, ScenarioReport
+    from builder.rehearse.verdict import Verdict
+
+    made = {"function": "pkg.f:make", "computed": True, "computed_by": "lgbm", "card": "lgbm", "seconds": 1.25}
+    read = {"function": "pkg.f:make", "computed": False, "computed_by": "lgbm", "card": "net", "seconds": 0.01}
+    scenario = ScenarioReport(
+        scenario="rerun", verdict=Verdict("OK", "the file matches the sample", None), wall_seconds=1.0,
+        peak_rss_bytes=1, peak_gpu_bytes=None, timed_out=False, failed_cell=None, failing_step=None, ename=None,
+        evalue=None, traceback_tail=None, stderr_tail=None, rows=5, hidden_rows=None,
+        steps=[{"name": "lgbm", "seconds": 2.0, "features": made}, {"name": "net", "seconds": 1.0, "features": read}],
+        projected_seconds=1.0, time_limit_seconds=32400, ram_limit_bytes=1, gpu_limit_bytes=None, fast_commit=None,
+        blocked_network=[], notebook=Path("n.ipynb"), log=Path("n.log.json"), submission=None)
+    (entry,) = scenario.to_json()["shared_features"]
+    assert (entry["computed_by"], entry["read_by"], entry["compute_seconds"]) == (["lgbm"], ["net"], 1.25)
+    views._show_dry_run(DryRunReport("k", "o/k", "notebook", Path("b"), Path("b/report.json"), (scenario,)))
+    assert "features pkg.f:make: computed once (lgbm, 1.25 s), shared with net" in capsys.readouterr().out
