@@ -242,6 +242,7 @@ def test_the_dry_runs_report_and_summary_say_which_steps_shared_a_feature_table(
         projected_seconds=1.0, time_limit_seconds=32400, ram_limit_bytes=1, gpu_limit_bytes=None, fast_commit=None,
         blocked_network=[], notebook=Path("n.ipynb"), log=Path("n.log.json"), submission=None)
     (entry,) = scenario.to_json()["shared_features"]
-    assert (entry["computed_by"], entry["read_by"], entry["compute_seconds"]) == (["lgbm"], ["net"], 1.25)
+    assert (entry["computed_by"], entry["read_by"], entry["cards"], entry["compute_seconds"]) == (
+        ["lgbm"], ["net"], ["lgbm", "net"], 1.25)
     views._show_dry_run(DryRunReport("k", "o/k", "notebook", Path("b"), Path("b/report.json"), (scenario,)))
     assert "features pkg.f:make: computed once (lgbm, 1.25 s), shared with net" in capsys.readouterr().out

@@ -86,14 +86,16 @@ def shared_features(function: str, ids: Sequence[str], who: Mapping[str, str], c
 
 
 def sharing(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per feature function the steps used: who computed it (and how often), who read it."""
+    """One entry per feature function the steps used: the steps that computed it (once, when shared) and read it,
+    and the cards of those steps."""
     out: dict[str, dict[str, Any]] = {}
     for step in steps:
         record = step.get("features")
         if not isinstance(record, Mapping) or not record.get("function"):
             continue
         entry = out.setdefault(str(record["function"]), {"function": str(record["function"]), "computed_by": [],
-                                                          "read_by": [], "compute_seconds": 0.0})
+                                                          "read_by": [], "cards": [], "compute_seconds": 0.0})
+        entry["cards"].append(str(record.get("card") or step.get("name")))
         if record.get("computed"):
             entry["computed_by"].append(str(step.get("name")))
             entry["compute_seconds"] = round(entry["compute_seconds"] + float(record.get("seconds") or 0.0), 4)
