@@ -4,6 +4,8 @@ and feature tables shared by the cards of one run (computed once, read by the ot
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -131,8 +133,6 @@ def test_a_feature_table_is_computed_once_and_read_by_the_next_card(tmp_path: Pa
 
 def test_the_cache_folder_lives_in_temp_for_the_steps_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(features.CACHE_VARIABLE, raising=False)
-    import os
-
     with features.feature_cache(tmp_path) as folder:
         assert folder.parent == tmp_path / "temp" and os.environ[features.CACHE_VARIABLE] == str(folder)
         (folder / "x.pkl").write_text("x")
@@ -246,3 +246,60 @@ def test_the_dry_runs_report_and_summary_say_which_steps_shared_a_feature_table(
         ["lgbm"], ["net"], ["lgbm", "net"], 1.25)
     views._show_dry_run(DryRunReport("k", "o/k", "notebook", Path("b"), Path("b/report.json"), (scenario,)))
     assert "features pkg.f:make: computed once (lgbm, 1.25 s), shared with net" in capsys.readouterr().out
+
+
+def test_the_kernel_runs_each_fold_with_its_scaler_and_equals_torch_itself(tmp_path: Path) -> None:
+    """The built card through the kernel's runner (two steps sharing the feature table), against a direct run."""
+    import joblib
+    import torch
+
+    from builder.bundle.cards import torch as bundle_torch
+    from builder.kkb_runtime.cards import torch as runtime_torch
+    from builder.kkb_runtime.config import KernelConfig
+
+    kernel = write_kernel(tmp_path / "k", folds=2, scalers=2)
+    (card,) = spec({**TORCH, "preprocessor": ["weights/scaler_0.joblib", "weights/scaler_1.joblib"], "allow_joblib": True,
+                    "feature_columns": ["c", "a", "b"], "batch_size": 3}).models
+    weights = tmp_path / "weights"
+    prepared = bundle_torch.prepare(card, kernel, weights, {})
+    for name in bundle_torch.extra_files(card, kernel):
+        (weights / name).write_bytes((kernel / name).read_bytes())
+    data = tmp_path / "data"
+    data.mkdir()
+    table = pd.DataFrame({"id": [3, 1, 2, 4], "x": [0.5, 1.5, -1.0, 2.0], "y": [2.0, 3.0, 0.0, 1.0]})
+    table.to_csv(data / "test.csv", index=False)
+    pd.DataFrame({"id": [1, 2, 3, 4], "p0": 0.5, "p1": 0.5}).to_csv(data / "sample_submission.csv", index=False)
+    config = KernelConfig(raw={"competition": {"slug": "kkb-torch", "sample_submission": "sample_submission.csv"},
+                               "submission": {"id_column": "id"}, "steps": [], "models": [prepared]},
+                          path=tmp_path / "kkb_kernel.json")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    environ = {"KKB_WEIGHTS_DIR": str(weights), "KKB_COMPETITION_DIR": str(data), "KKB_DEVICE": "cpu",
+               "KKB_CODE_DIR": str(kernel), features.CACHE_VARIABLE: str(cache)}
+    sys.path.insert(0, str(kernel))
+    try:
+        first = runtime_torch.run("net", tmp_path / "first.csv", {**environ, "KKB_STEP_NAME": "first"}, config)
+        second = runtime_torch.run("net", tmp_path / "second.csv", {**environ, "KKB_STEP_NAME": "second"}, config)
+        from tnet.model import feats, make
+    finally:
+        sys.path.remove(str(kernel))
+        for name in [name for name in sys.modules if name == "tnet" or name.startswith("tnet.")]:
+            del sys.modules[name]
+    meta = [json.loads(Path(f"{path}.meta.json").read_text())["features"] for path in (first, second)]
+    assert [(record["computed"], record["computed_by"]) for record in meta] == [(True, "first"), (False, "first")]
+
+    rows = table.set_index("id").loc[[1, 2, 3, 4]].reset_index()
+    chosen = feats(rows)[["c", "a", "b"]]
+    folds = torch.load(kernel / "weights" / "net.pt", weights_only=True)
+    expected = []
+    for fold, state in folds.items():
+        net = make()
+        net.load_state_dict(state)
+        scaled = joblib.load(kernel / "weights" / f"scaler_{fold}.joblib").transform(chosen)
+        with torch.no_grad():
+            expected.append(torch.softmax(net.eval()(torch.tensor(scaled, dtype=torch.float32)), 1).numpy())
+    direct = (expected[0] + expected[1]) / 2
+    for path in (first, second):
+        written = pd.read_csv(path, dtype={"id": str})
+        assert list(written["id"]) == ["1", "2", "3", "4"]
+        np.testing.assert_allclose(written[["p0", "p1"]].to_numpy(), direct, atol=1e-6)
