@@ -185,6 +185,10 @@ def test_prepare_splits_the_folds_and_pairs_one_preprocessor_per_fold(tmp_path: 
         ("weights/net.pt#0", "weights/scaler_0.joblib"), ("weights/net.pt#1", "weights/scaler_1.joblib")]
     assert all((stage / entry["file"]).is_file() for entry in prepared["checkpoints"])
     assert (prepared["amp"], prepared["batch_size"]) == (False, 1024)
+    assert prepared["preprocessing"] == {  # the build's notes: what the kernel does before the net
+        "features": "tnet.model:feats: feature_columns, in that order (3: c, a, b)",
+        "net": "float32 batches of 1024 rows, activation softmax, no autocast (amp = false)",
+        "preprocessor": "one per fold: weights/scaler_0.joblib, weights/scaler_1.joblib (joblib.load: allow_joblib = true)"}
     assert bundle_torch.extra_files(card, kernel) == ["weights/scaler_0.joblib", "weights/scaler_1.joblib"]
     json.dumps(prepared)  # what kkb_kernel.json holds
 

@@ -132,7 +132,23 @@ def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dic
         "dtype": "float16" if card.half else "float32",
         "num_params": sum(int(parameter.numel()) for parameter in model.parameters()),
         "built_with": {package: metadata.version(package) for package in RECORDED_VERSIONS},
+        "preprocessing": preprocessing(card, folds),
     }
+
+
+def preprocessing(card: ModelCard, folds: list[dict[str, Any]]) -> dict[str, str]:
+    """What the kernel does to the feature table before the net (the build's notes show it)."""
+    columns = (f"feature_columns, in that order ({len(card.feature_columns)}: {', '.join(card.feature_columns[:6])}"
+               f"{', ...' if len(card.feature_columns) > 6 else ''})" if card.feature_columns
+               else "every column the feature function returns, in its order")
+    scalers = sorted({str(fold["preprocessor"]) for fold in folds if fold.get("preprocessor")})
+    shown = {"features": f"{card.feature_function or 'the test table without the id column'}: {columns}",
+             "net": f"float32 batches of {card.batch_size} rows, activation {card.activation}, "
+                    f"{'autocast on CUDA (amp = true)' if card.amp else 'no autocast (amp = false)'}"}
+    if scalers:
+        shown["preprocessor"] = (f"{scalers[0]} for every fold" if len(scalers) == 1 else
+                                 f"one per fold: {', '.join(scalers)}") + " (joblib.load: allow_joblib = true)"
+    return shown
 
 
 def extra_files(card: ModelCard, kernel_dir: Path) -> list[str]:
