@@ -69,6 +69,8 @@ def test_feature_columns_select_and_order_and_a_missing_one_is_named() -> None:
     with pytest.raises(runtime_models.ModelLoadError, match=r"model 'net': feature_columns names 1 column\(s\) the "
                                                             r"feature table lacks: d \(it has: a, b, c\)"):
         runtime_torch.select_columns({"name": "net", "feature_columns": ["a", "d"]}, frame)
+    with pytest.raises(runtime_models.ModelLoadError, match=r"lacks: x1x2 \(did you mean x1_x2\?\)"):
+        runtime_torch.select_columns({"name": "net", "feature_columns": ["x1x2"]}, frame.assign(x1_x2=1.0))
 
 
 def test_inputs_are_float32_and_text_columns_are_refused() -> None:

@@ -17,8 +17,9 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,15 @@ def select_columns(card: Mapping[str, Any], frame: pd.DataFrame) -> pd.DataFrame
         if missing:
             raise models.ModelLoadError(
                 f"model '{card['name']}': feature_columns names {len(missing)} column(s) the feature table lacks: "
-                f"{', '.join(missing[:8])} (it has: {', '.join(map(str, list(frame.columns)[:20]))})")
+                f"{', '.join(_with_match(column, frame.columns) for column in missing[:8])} "
+                f"(it has: {', '.join(map(str, list(frame.columns)[:20]))})")
         frame = frame[wanted]
     return frame
+
+
+def _with_match(column: str, columns: Sequence[Any]) -> str:
+    close = difflib.get_close_matches(column, [str(name) for name in columns], n=1, cutoff=0.75)
+    return f"{column} (did you mean {close[0]}?)" if close else column
 
 
 def as_inputs(card: Mapping[str, Any], frame: pd.DataFrame, preprocessor: Any = None) -> np.ndarray:
