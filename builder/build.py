@@ -21,9 +21,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder import __version__
-from builder.bundle.cards import card_files, prepare_models  # torch, timm, transformers only when a kernel has models
+from builder.bundle.cards import card_files, prepare_models, require_card_extras  # torch, timm, transformers only when a kernel has models
 from builder.bundle.checkpoints import checkpoint_sources
-from builder.bundle.extras import require_card_extras
 from builder.bundle.files import (
     HashCache,
     Manifest,
@@ -43,6 +42,7 @@ from builder.bundle.submission_checks import check_postprocess
 from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
 from builder.errors import BundleError
 from builder.notebook.render import cells_for, notebook_text, render_notebook, script_text
+from builder.project.cards import ImageCard, ModelCard
 from builder.project.credentials import Secret, resolve_owner, secret_values
 from builder.project.ids import dataset_slug, dataset_title
 from builder.project.jsonfile import read_object
@@ -323,13 +323,19 @@ def _prepare_models(spec: KernelSpec, kernel_dir: Path, stage: Path, previous: P
     return reused
 
 
+def _pipelines(card: ModelCard) -> tuple[str | None, ...]:
+    """An image card's pipeline files (its own, its random TTA's): what its prepared card depends on besides checkpoints."""
+    if not isinstance(card, ImageCard):
+        return ()
+    return card.transforms, card.tta_random.transforms if card.tta_random else None
+
+
 def _models_key(spec: KernelSpec, kernel_dir: Path, cache: HashCache, code_files: dict[str, Path]) -> str:
     from importlib import metadata
 
     inputs: dict[str, Any] = {"kkb": __version__, "cards": [card.model_dump(mode="json") for card in spec.models]}
     sources = {path: kernel_dir / path for card in spec.models
-               for path in (*checkpoint_sources(card, kernel_dir), *card_files(card, kernel_dir), card.transforms,
-                            card.tta_random.transforms if card.tta_random else None) if path}
+               for path in (*checkpoint_sources(card, kernel_dir), *card_files(card, kernel_dir), *_pipelines(card)) if path}
     sources.update(code_files)  # custom transforms live in the user's code
     inputs["files"] = {rel: _cached_sha256(path, cache) for rel, path in sorted(sources.items()) if path.is_file()}
     versions: dict[str, str | None] = {}

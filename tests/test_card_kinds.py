@@ -17,14 +17,12 @@ from builder.kkb_runtime import cards as runtime_cards
 from builder.kkb_runtime import checkpoints, submission
 from builder.kkb_runtime.cards import text as runtime_text
 from builder.kkb_runtime.vocabulary import CardKind
-from builder.project.cards import KIND_RULES
+from builder.project.cards import CARD_MODELS
 from builder.project.spec import KernelSpec, parse_spec
 
 REGISTRIES = {
-    "builder.project.cards.KIND_RULES": KIND_RULES,
-    "builder.bundle.cards.PREPARERS": bundle_cards.PREPARERS,
-    "builder.bundle.cards.EXTRA_FILES": bundle_cards.EXTRA_FILES,
-    "builder.bundle.cards.PUBLIC_DATA_CHECKS": bundle_cards.PUBLIC_DATA_CHECKS,
+    "builder.project.cards.CARD_MODELS": CARD_MODELS,
+    "builder.bundle.cards.BUILD_CARDS": bundle_cards.BUILD_CARDS,
     "builder.kkb_runtime.cards.RUNNERS": runtime_cards.RUNNERS,
 }
 
@@ -47,18 +45,81 @@ GBDT = {"name": "g", "kind": "gbdt", "library": "lightgbm", "checkpoint": "weigh
 @pytest.mark.parametrize(("card", "message"), [
     pytest.param({**TEXT, "text_columns": []}, "a text card needs text_columns", id="no-columns"),
     pytest.param({**TEXT, "factory": "pkg.m:build"}, "a text card needs exactly one of model_dir", id="both"),
-    pytest.param({**TEXT, "arch": "bert"}, "arch is a timm architecture; a text card names model_dir", id="arch"),
-    pytest.param({**TEXT, "tta": ["hflip"]}, "tta apply to image cards only", id="tta"),
+    pytest.param({**TEXT, "arch": "bert"}, 'models[0].arch: `arch` is a key of image cards; this card is `kind = "text"`',
+                 id="arch"),
+    pytest.param({**TEXT, "tta": ["hflip"]}, 'models[0].tta: `tta` is a key of image cards; this card is `kind = "text"`',
+                 id="tta"),
     pytest.param({**GBDT, "library": None}, "a gbdt card needs library = 'lightgbm', 'xgboost' or 'catboost'", id="library"),
     pytest.param({**GBDT, "library": "catboost"}, "weights/g.txt is not a catboost model file (.cbm)", id="suffix"),
-    pytest.param({**GBDT, "kind": "sklearn", "checkpoint": "weights/p.joblib"},
+    pytest.param({**GBDT, "kind": "sklearn", "library": None, "checkpoint": "weights/p.joblib"},
                  "a scikit-learn card loads a pickle (joblib), which runs code: set allow_joblib = true", id="joblib"),
-    pytest.param({**GBDT, "arch": "x"}, "'g': arch do not apply to a tabular card", id="tabular-arch"),
-    pytest.param({**TEXT, "kind": "audio"}, "Input should be 'image', 'text', 'gbdt' or 'sklearn'", id="kind"),
+    pytest.param({**GBDT, "arch": "x"}, 'models[0].arch: `arch` is a key of image cards; this card is `kind = "gbdt"`',
+                 id="tabular-arch"),
+    pytest.param({**TEXT, "kind": "audio"}, "models[0].kind: Input should be 'image', 'text', 'gbdt' or 'sklearn'",
+                 id="kind"),
 ])
 def test_a_card_is_checked_against_its_kind(card: dict[str, Any], message: str) -> None:
-    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(SpecError) as caught:
         spec({k: v for k, v in card.items() if v is not None})
+    assert message in caught.value.message
+
+
+IMAGE = {"name": "i", "arch": "test_resnet", "checkpoint": "weights/i.pth", "num_classes": 2}
+SKLEARN = {"name": "s", "kind": "sklearn", "allow_joblib": True, "checkpoint": "weights/s.joblib", "num_classes": 1}
+VALID = {CardKind.IMAGE: IMAGE, CardKind.TEXT: TEXT, CardKind.GBDT: GBDT, CardKind.SKLEARN: SKLEARN}
+# A key only one kind takes, with a value that kind would accept.
+OWN_KEY = {CardKind.IMAGE: ("in_chans", 7), CardKind.TEXT: ("max_len", 10), CardKind.GBDT: ("library", "xgboost"),
+           CardKind.SKLEARN: ("allow_joblib", True)}
+# A typo of one of the kind's own keys, and the key it means.
+TYPO = {CardKind.IMAGE: ("input_sizes", "input_size"), CardKind.TEXT: ("text_column", "text_columns"),
+        CardKind.GBDT: ("libary", "library"), CardKind.SKLEARN: ("pickle_mains", "pickle_main")}
+
+
+def test_every_kind_has_a_valid_card_and_keys_of_its_own() -> None:
+    assert set(VALID) == set(OWN_KEY) == set(TYPO) == set(CardKind)
+    for kind, card in VALID.items():
+        assert type(spec(card).models[0]) is CARD_MODELS[kind]
+
+
+@pytest.mark.parametrize("kind", list(CardKind))
+@pytest.mark.parametrize("other", list(CardKind))
+def test_a_key_of_another_kind_is_refused_naming_that_kind(kind: CardKind, other: CardKind) -> None:
+    key, value = OWN_KEY[other]
+    if kind == other:
+        return
+    with pytest.raises(SpecError) as caught:
+        spec({**VALID[kind], key: value})
+    assert caught.value.message == (f"kernel.toml: models[0].{key}: `{key}` is a key of {other} cards; "
+                                    f'this card is `kind = "{kind}"`')
+
+
+@pytest.mark.parametrize("kind", list(CardKind))
+def test_a_typo_gets_a_did_you_mean_among_its_own_kinds_keys_only(kind: CardKind) -> None:
+    typo, meant = TYPO[kind]
+    with pytest.raises(SpecError) as caught:
+        spec({**VALID[kind], typo: 1})
+    assert (caught.value.message, caught.value.hint) == (f"kernel.toml: models[0].{typo}: unknown key",
+                                                          f"did you mean 'models[0].{meant}'?")
+    # max_len is a text key: on a gbdt card its typo is no key of the card, and no text key is offered
+    with pytest.raises(SpecError) as caught:
+        spec({**GBDT, "max_lenn": 3})
+    assert "max_len" not in str(caught.value.hint)
+
+
+def test_a_default_no_inheriting_card_takes_is_refused() -> None:
+    with pytest.raises(SpecError) as caught:
+        spec(GBDT, IMAGE, model_defaults={"max_len": 64})
+    assert caught.value.message == ("kernel.toml: model_defaults.max_len: no card takes it: max_len is a key of text "
+                                    "cards; the cards here are kind gbdt, image")
+    with pytest.raises(SpecError, match="batchsize is no card's key .did you mean 'batch_size'"):
+        spec(IMAGE, model_defaults={"batchsize": 4})
+    # a default one kind takes goes to the cards of that kind only, and says where it came from
+    loaded = spec(GBDT, IMAGE, model_defaults={"batch_size": 4, "feature_function": "pkg.f:make"})
+    gbdt, image = loaded.models
+    assert (image.batch_size, gbdt.feature_function) == (4, "pkg.f:make")
+    assert "batch_size" not in gbdt.model_fields_set
+    assert (image.origin("batch_size"), image.origin("arch"), image.origin("in_chans")) == (
+        "[model_defaults]", "set", "default")
 
 
 def test_defaults_inheritance_and_implicit_steps() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from builder.build import BuildSettings, build_kernel
-from builder.bundle import extras
+from builder.bundle import cards as bundle_cards
 from builder.errors import BundleError, SpecError
 from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.examples import example_kernel
@@ -56,7 +56,8 @@ def test_the_cli_and_every_module_import_and_build_without_the_heavy_packages(tm
 
 
 def test_every_card_kind_names_its_extra() -> None:
-    assert set(extras.CARD_EXTRAS) == set(CardKind)
+    assert set(bundle_cards.BUILD_CARDS) == set(CardKind)
+    assert all(unit.extra.name and unit.extra.modules for unit in bundle_cards.BUILD_CARDS.values())
 
 
 def test_a_card_without_its_extra_is_refused_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,7 +65,7 @@ def test_a_card_without_its_extra_is_refused_naming_it(tmp_path: Path, monkeypat
     with (kernel / "kernel.toml").open("a") as spec:
         spec.write('\n[[models]]\nname = "net"\narch = "test_efficientnet"\ncheckpoint = "weights/net.pt"\n'
                    'num_classes = 1\n')
-    monkeypatch.setattr(extras, "_installed", lambda module: module not in ("torch", "timm"))
+    monkeypatch.setattr(bundle_cards, "_installed", lambda module: module not in ("torch", "timm"))
     with pytest.raises(BundleError) as caught:
         build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "build"))
     assert (caught.value.message, caught.value.hint) == (

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from builder.bundle import cards as bundle_cards
-from builder.bundle import extras, preflight
+from builder.bundle import preflight
 from builder.errors import SpecError
 from builder.kkb_runtime import cards as runtime_cards
 from builder.kkb_runtime import metrics, postprocess, submission
@@ -50,11 +50,9 @@ REGISTRIES: list[tuple[str, Mapping[Any, Any], type[enum.Enum]]] = [
     ("kkb_runtime/submission.py COMBINERS (the kernel's combine)", submission.COMBINERS, CombineKind),
     ("remote/hints.py DRY_RUN_HINTS (what to do about Kaggle's verdict)", hints.DRY_RUN_HINTS, Verdict),
     ("project/spec_errors.py HINTS (the hint of each typed spec error)", spec_errors.HINTS, SpecErrorType),
-    ("project/cards.py KIND_RULES (what each card kind needs of its keys)", cards.KIND_RULES, CardKind),
-    ("bundle/cards PREPARERS (a card's build-time preparation and load check)", bundle_cards.PREPARERS, CardKind),
-    ("bundle/cards EXTRA_FILES (what a card ships besides its checkpoints)", bundle_cards.EXTRA_FILES, CardKind),
-    ("bundle/cards PUBLIC_DATA_CHECKS (a card against the public test)", bundle_cards.PUBLIC_DATA_CHECKS, CardKind),
-    ("bundle/extras.py CARD_EXTRAS (the pip extra a card kind needs)", extras.CARD_EXTRAS, CardKind),
+    ("project/cards/kinds.py CARD_MODELS (each card kind's keys and checks)", cards.CARD_MODELS, CardKind),
+    ("bundle/cards BUILD_CARDS (a card's extra, build-time preparation, files and public-data checks)",
+     bundle_cards.BUILD_CARDS, CardKind),
     ("kkb_runtime/cards RUNNERS (the kernel's loader and predictor)", runtime_cards.RUNNERS, CardKind),
     ("kkb_runtime/metrics.py REGISTRY (score and pre-scoring checks)", metrics.REGISTRY, Metric),
     ("rehearse/isolation.py DESCRIPTIONS (what each sandbox gives the kernel)", isolation.DESCRIPTIONS, Isolation),

@@ -9,15 +9,14 @@ shown (and its hint found by its type) :mod:`~builder.project.spec_errors`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from builder.kkb_runtime.vocabulary import CardKind, CombineKind, PostprocessKind, SubmissionKind
-from builder.project.cards import KIND_RULES, TabularCardFields, TextCardFields, expand_models
+from builder.kkb_runtime.vocabulary import CombineKind, PostprocessKind, SubmissionKind
+from builder.project.cards import ImageCard, ModelCard, RandomTta, expand_models
 from builder.project.ids import kernel_slug
 from builder.project.spec_errors import SPEC_FILE, read_spec_toml, spec_error_of
 from builder.project.spec_install import InstallSection, SourcePackage
@@ -46,7 +45,6 @@ from builder.project.spec_values import (
     check_some_columns,
     check_stage_keys,
     check_title_slug,
-    check_tta_names,
     check_unique,
     check_username,
     did_you_mean,
@@ -54,7 +52,6 @@ from builder.project.spec_values import (
     predict_model_of,
     spec_error,
 )
-from builder.project.spec_values import REFERENCE_RE as _REFERENCE_RE
 from builder.project.spec_values import relative_path as _relative_path
 
 _Strict = StrictModel
@@ -197,133 +194,6 @@ class WeightsSelection(FileSelection):
         if self.publish == "model" and self.dataset is not None:
             raise ValueError("dataset is set but publish = 'model': name the Model with model = 'owner/slug' instead")
         return self
-
-
-class RandomTta(_Strict):
-    """N seeded random passes of an albumentations pipeline (``A.save``'d), before the card's own pipeline."""
-
-    transforms: str
-    passes: int = Field(gt=0, le=64)
-    seed: int = 0
-
-    @field_validator("transforms")
-    @classmethod
-    def _inside(cls, value: str) -> str:
-        return _relative_path(value)
-
-
-class ModelCard(TextCardFields, TabularCardFields):
-    """What the kernel needs to rebuild one model offline. Completed at build time by ``builder.bundle.cards``.
-
-    ``kind`` picks what the card builds (image: timm or a factory; text: transformers; gbdt: a booster;
-    sklearn: a joblib pipeline); the keys only one kind reads are in ``builder.project.cards``.
-
-    ``arch`` (a timm architecture) or ``factory`` (``package.module:function`` in the code dataset,
-    called with ``model_kwargs``, returning the ``nn.Module``). ``checkpoint`` is one file, a glob or a
-    list: several are folds of one architecture, run one after another and averaged (``fold_weights``).
-    """
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    kind: CardKind = CardKind.IMAGE
-    # false: no implicit `predict --model NAME` step for this card (a step of your own uses it).
-    step: bool = True
-    # The prediction columns this card writes, when not all of them (a column group: copied to its implicit step).
-    columns: list[str] = Field(default_factory=list)
-    arch: str | None = None
-    factory: str | None = None
-    checkpoint: str | list[str]
-    fold_weights: list[float] | None = None
-    num_classes: int = Field(gt=0)
-    in_chans: int = Field(default=3, gt=0)
-    input_size: tuple[int, int] | None = None
-    mean: tuple[float, ...] | None = None
-    std: tuple[float, ...] | None = None
-    interpolation: str | None = None
-    transforms: str | None = None
-    tta: list[str] = Field(default_factory=list)
-    tta_weights: dict[str, float] = Field(default_factory=dict)
-    tta_random: RandomTta | None = None
-    batch_size: int = Field(default=32, gt=0)
-    num_workers: int = Field(default=2, ge=0)
-    activation: Literal["softmax", "sigmoid", "none"] = "softmax"
-    features: bool = False
-    model_kwargs: dict[str, Any] = Field(default_factory=dict)
-    half: bool = False
-    safetensors: bool = True
-    # Which entry of a training checkpoint holds the weights; None: timm's order (EMA first).
-    checkpoint_key: str | None = None
-    # Checkpoints saved by another wrapper: applied in this order, after module./_orig_mod. are stripped.
-    strip_prefix: str | None = None
-    key_rename: list[tuple[str, str]] = Field(default_factory=list)
-    add_prefix: str | None = None
-    # false: load what fits, listing the missing and unexpected keys in the build output (never shapes).
-    strict: bool = True
-    # true: this card's checkpoints may run pickled code (torch.load weights_only=False); recorded in the build.
-    allow_pickle: bool = False
-    amp: bool = True
-
-    @field_validator("transforms")
-    @classmethod
-    def _inside(cls, value: str | None) -> str | None:
-        # An A.save'd JSON file, or "package.module:function" returning the pipeline (called in the kernel).
-        if value is None or _REFERENCE_RE.match(value):
-            return value
-        return _relative_path(value)
-
-    @field_validator("checkpoint")
-    @classmethod
-    def _checkpoints_inside(cls, value: str | list[str]) -> str | list[str]:
-        if isinstance(value, list):
-            if not value:
-                raise ValueError("an empty list: name at least one checkpoint")
-            return [_relative_path(item) for item in value]
-        return _relative_path(value)
-
-    @field_validator("factory")
-    @classmethod
-    def _factory_reference(cls, value: str | None) -> str | None:
-        if value is not None and not _REFERENCE_RE.match(value):
-            raise ValueError(f"'{value}' is not 'package.module:function' (a function of your code that returns the nn.Module)")
-        return value
-
-    @field_validator("key_rename")
-    @classmethod
-    def _patterns_compile(cls, value: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        for pattern, _ in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"'{pattern}' is not a regular expression: {exc}") from None
-        return value
-
-    @field_validator("tta")
-    @classmethod
-    def _known_tta(cls, value: list[str]) -> list[str]:
-        return check_tta_names(value)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> ModelCard:
-        KIND_RULES[self.kind](self)
-        if self.fold_weights is not None:
-            if isinstance(self.checkpoint, str) and not any(ch in self.checkpoint for ch in "*?["):
-                raise ValueError(f"[[models]] '{self.name}': fold_weights needs several checkpoints (a list or a glob)")
-            if isinstance(self.checkpoint, list) and len(self.fold_weights) != len(self.checkpoint):
-                raise ValueError(f"[[models]] '{self.name}': {len(self.fold_weights)} fold_weights for "
-                                 f"{len(self.checkpoint)} checkpoints")
-            if any(weight < 0 for weight in self.fold_weights) or not sum(self.fold_weights) > 0:
-                raise ValueError(f"[[models]] '{self.name}': fold_weights must be >= 0 with a positive sum")
-        views = {"identity", *self.tta, *(["random"] if self.tta_random else [])}
-        unknown = sorted(set(self.tta_weights) - views)
-        if unknown:
-            raise ValueError(f"[[models]] '{self.name}': tta_weights names {', '.join(unknown)}, which this card does not "
-                             f"run; its views: {', '.join(sorted(views))}")
-        if any(weight < 0 for weight in self.tta_weights.values()):
-            raise ValueError(f"[[models]] '{self.name}': tta_weights must be >= 0")
-        return self
-
-    @property
-    def checkpoint_patterns(self) -> list[str]:
-        return list(self.checkpoint) if isinstance(self.checkpoint, list) else [self.checkpoint]
 
 
 class Step(_Strict):
@@ -557,7 +427,8 @@ def parse_spec(raw: dict[str, Any], source: Path | str = SPEC_FILE) -> KernelSpe
 
 __all__ = [
     "CUDA_ARCH", "DEFAULT_GPU_SHAPE", "INPUT_KINDS", "INPUT_SOURCES", "MACHINE_SHAPES", "MAX_WAIT_SECONDS", "SPEC_FILE",
-    "TTA_NAMES", "EvaluationApiSection", "InputSection", "InstallSection", "KernelSpec", "ModelCard", "SourcePackage",
+    "TTA_NAMES", "EvaluationApiSection", "ImageCard", "InputSection", "InstallSection", "KernelSpec", "ModelCard",
+    "RandomTta", "SourcePackage",
     "load_spec", "parse_input_ref",
     "parse_spec",
 ]

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from builder.errors import SpecError
+from builder.kkb_runtime.vocabulary import CardKind
+from builder.project.cards import UNKNOWN_KIND, keys_of, kinds_taking, kinds_words
 from builder.project.examples import example_spec_hint
 from builder.project.spec_values import MAX_WAIT_SECONDS, SpecErrorType, close_match
 
@@ -82,12 +84,15 @@ def spec_error_of(exc: ValidationError, source: Path | str, root: type[BaseModel
     lines: list[str] = []
     hints: list[str] = []
     for error in exc.errors():
-        key = dotted(error["loc"])
+        loc, kind = without_card_tag(error["loc"])
+        key = dotted(loc)
         if error["type"] == "extra_forbidden":
-            known = known_keys(root, error["loc"][:-1])
-            close = close_match(str(error["loc"][-1]), known)
-            lines.append(f"{source}: {key}: unknown key")
-            hints.append(f"did you mean '{dotted((*error['loc'][:-1], close))}'?" if close else f"known keys here: {', '.join(known)}")
+            line, hint = _unknown_key(root, loc, kind)
+            lines.append(f"{source}: {line}")
+            hints.append(hint)
+        elif error["type"] == UNKNOWN_KIND:
+            lines.append(f"{source}: {dotted((*loc, 'kind'))}: {error['msg']}")
+            hints.append(f"kind is one of {kinds_words()} (no kind: an image card)")
         elif error["type"] == "missing":
             lines.append(f"{source}: {key}: required key is missing")
             hints.append(f"add {key} to {Path(str(source)).name}")
@@ -97,6 +102,27 @@ def spec_error_of(exc: ValidationError, source: Path | str, root: type[BaseModel
             hints.append(hint_for(error))
     unique_hints = [hint for index, hint in enumerate(hints) if hint and hint not in hints[:index]]
     return SpecError("\n".join(lines), hint="; ".join(unique_hints) or None)
+
+
+def without_card_tag(loc: Sequence[int | str]) -> tuple[tuple[int | str, ...], CardKind | None]:
+    """``('models', 0, 'gbdt', 'max_len')`` (pydantic names the union member) as the user wrote it, and the card's kind."""
+    if len(loc) > 2 and loc[0] == "models" and isinstance(loc[1], int) and loc[2] in CardKind.values():
+        return (*loc[:2], *loc[3:]), CardKind(str(loc[2]))
+    return tuple(loc), None
+
+
+def _unknown_key(root: type[BaseModel], loc: Sequence[int | str], kind: CardKind | None) -> tuple[str, str]:
+    """The line and the hint of a key the table does not take: a card's key of another kind says which kind takes it,
+    and the did-you-mean looks among the keys of the card's own kind only."""
+    key, name = dotted(loc), str(loc[-1])
+    known = keys_of(kind) if kind is not None and len(loc) == 3 else known_keys(root, loc[:-1])
+    owners = kinds_taking(name) if kind is not None and len(loc) == 3 else []
+    if owners:
+        return (f"{key}: `{name}` is a key of {' and '.join(map(str, owners))} cards; this card is `kind = \"{kind}\"`",
+                f"remove {name}, or make the card kind = '{owners[0]}'")
+    close = close_match(name, known)
+    return (f"{key}: unknown key", f"did you mean '{dotted((*loc[:-1], close))}'?" if close else
+            f"known keys here: {', '.join(known)}")
 
 
 def hint_for(error: ErrorDetails) -> str:
@@ -144,5 +170,5 @@ def _model_of(annotation: object) -> type[BaseModel] | None:
     return None
 
 
-__all__ = ["DEFAULT_HINT", "HINTS", "LOCATION_HINTS", "SPEC_FILE", "dotted", "hint_for", "known_keys", "read_spec_toml",
+__all__ = ["DEFAULT_HINT", "HINTS", "without_card_tag", "LOCATION_HINTS", "SPEC_FILE", "dotted", "hint_for", "known_keys", "read_spec_toml",
            "spec_error_of"]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from builder.bundle.cards.unit import Extra, build_card
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
 from builder.errors import BundleError, ModelError
@@ -22,17 +23,18 @@ from builder.kkb_runtime import checkpoints
 from builder.kkb_runtime import models as runtime
 from builder.kkb_runtime.cards import text as runtime_text
 from builder.kkb_runtime.tables import TableError, read_table, require_columns
-from builder.project.spec import SPEC_FILE, KernelSpec, ModelCard
+from builder.project.cards import TextCard
+from builder.project.spec import SPEC_FILE, KernelSpec
 
 RECORDED_VERSIONS = ("torch", "transformers", "tokenizers")
 CHECK_TEXT = "kkb checks the model on this sentence"
 
 
-def _card(card: ModelCard) -> dict[str, Any]:
+def _card(card: TextCard) -> dict[str, Any]:
     return card.model_dump(mode="json")
 
 
-def build(card: ModelCard, kernel_dir: Path) -> tuple[Any, Any]:
+def build(card: TextCard, kernel_dir: Path) -> tuple[Any, Any]:
     """(model, tokenizer), as the kernel builds them, from the kernel folder."""
     missing = [package for package in ("transformers", "tokenizers") if not _installed(package)]
     if missing:
@@ -65,7 +67,7 @@ def _installed(package: str) -> bool:
     return True
 
 
-def check_output_width(card: ModelCard, model: Any, tokenizer: Any) -> None:
+def check_output_width(card: TextCard, model: Any, tokenizer: Any) -> None:
     """Two rows of token ids through ``forward``: the output must be (2, num_classes)."""
     import torch
 
@@ -99,7 +101,7 @@ def check_output_width(card: ModelCard, model: Any, tokenizer: Any) -> None:
                          hint=f"set num_classes = {output.shape[1]} or fix model_kwargs / the model's config")
 
 
-def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
+def prepare(card: TextCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
     model, tokenizer = build(card, kernel_dir)
     check_output_width(card, model, tokenizer)
     folds = [fold for source in checkpoint_sources(card, kernel_dir, must_exist=False)
@@ -116,7 +118,7 @@ def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dic
     }
 
 
-def extra_files(card: ModelCard, kernel_dir: Path) -> list[str]:
+def extra_files(card: TextCard, kernel_dir: Path) -> list[str]:
     """The model's and the tokenizer's folders (config, vocabulary): shipped in the weights, checkpoints aside."""
     folders = {folder for folder in (card.model_dir, card.tokenizer) if folder}
     found = []
@@ -129,7 +131,7 @@ def extra_files(card: ModelCard, kernel_dir: Path) -> list[str]:
     return found
 
 
-def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: ModelCard, columns: list[str],
+def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: TextCard, columns: list[str],
                       sample: pd.DataFrame) -> None:
     """The public test table has the id column and every text column the card joins."""
     path = data / (spec.competition.test or "test.csv")
@@ -146,4 +148,7 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Mode
                           hint="text_columns and text_pair_columns name columns of the test table") from None
 
 
-__all__ = ["check_public_data", "extra_files", "prepare"]
+BUILD = build_card(TextCard, Extra("text", ("torch", "transformers", "safetensors")), prepare, extra_files,
+                   check_public_data)
+
+__all__ = ["BUILD", "check_public_data", "extra_files", "prepare"]
