@@ -64,7 +64,7 @@ def runtime(model: Any, tokenizer: Any, texts: list[str], max_len: int, batch_si
     import pandas as pd
 
     from builder.kkb_runtime.cards import text
-    from builder.kkb_runtime.device import DeviceChoice
+    from builder.kkb_runtime.cards.common.device import DeviceChoice
 
     card = {"name": "bench", "text_columns": ["text"], "max_len": max_len, "truncation": "head", "activation": "sigmoid"}
     encoded = text.encode(tokenizer, card, pd.DataFrame({"text": texts}))

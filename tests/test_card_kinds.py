@@ -14,8 +14,9 @@ from builder.bundle import cards as bundle_cards
 from builder.bundle.preflight import check_against_public_data
 from builder.errors import BundleError, ModelError, SpecError
 from builder.kkb_runtime import cards as runtime_cards
-from builder.kkb_runtime import checkpoints, submission
+from builder.kkb_runtime import submission
 from builder.kkb_runtime.cards import text as runtime_text
+from builder.kkb_runtime.cards.common import checkpoints
 from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.cards import CARD_MODELS
 from builder.project.spec import KernelSpec, parse_spec
@@ -289,7 +290,7 @@ def test_head_and_tail_truncation() -> None:
 
 
 def test_length_sorted_dynamic_padding_equals_fixed_padding_in_the_original_order(bert: Path) -> None:
-    from builder.kkb_runtime import device as devices
+    from builder.kkb_runtime.cards.common import device as devices
 
     torch.save(bert_state(bert, 2, 0), bert / "weights" / "q.pth")
     card = {**text_spec(max_len=12).models[0].model_dump(mode="json"), "activation": "sigmoid"}
@@ -387,7 +388,7 @@ def image_kernel(root: Path, **card: Any) -> tuple[Path, KernelSpec]:
 
 def test_a_transforms_factory_runs_in_the_kernel_and_its_normalize_is_not_doubled(tmp_path: Path,
                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from builder.kkb_runtime import transforms
+    from builder.kkb_runtime.cards.image import transforms
 
     kernel, loaded = image_kernel(tmp_path / "k", transforms="pipes:normalised_tensor", input_size=[24, 24])
     (card,) = bundle_cards.prepare_models(loaded, kernel, tmp_path / "stage")

@@ -246,7 +246,7 @@ def _slow_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int) -> tu
     from PIL import Image
     from safetensors.torch import save_file
 
-    from builder.kkb_runtime import predict
+    from builder.kkb_runtime.cards.image import predict
 
     (tmp_path / "slowmodel.py").write_text(FACTORY.format(load=LOAD_S, per_row=CARD_ROW_S))
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -262,8 +262,9 @@ def _slow_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int) -> tu
 
 
 def _run_card(job: object, probe: int) -> tuple[float, StepTiming]:
-    from builder.kkb_runtime import device as devices
-    from builder.kkb_runtime import predict, timing
+    from builder.kkb_runtime import timing
+    from builder.kkb_runtime.cards.common import device as devices
+    from builder.kkb_runtime.cards.image import predict
 
     timer = StepTimer(startup_seconds=None, probe_batches=probe)
     timings: dict[str, object] = {timing.TIMER_KEY: timer}

@@ -18,10 +18,10 @@ import pytest
 torch = pytest.importorskip("torch")
 timm = pytest.importorskip("timm")
 
-from builder.kkb_runtime import device as devices  # noqa: E402
-from builder.kkb_runtime import models as runtime  # noqa: E402
-from builder.kkb_runtime import predict, tta  # noqa: E402
-from builder.kkb_runtime import transforms as pipelines  # noqa: E402
+from builder.kkb_runtime.cards.common import device as devices  # noqa: E402
+from builder.kkb_runtime.cards.common import models as runtime  # noqa: E402
+from builder.kkb_runtime.cards.image import predict, tta  # noqa: E402
+from builder.kkb_runtime.cards.image import transforms as pipelines  # noqa: E402
 from tests.support.files import REPO, build_file_tree  # noqa: E402
 
 A = pipelines.albumentations()
@@ -94,8 +94,9 @@ def test_the_device_command_reports_this_machine(tmp_path: Path) -> None:
 
 
 def test_importing_the_runtime_loads_no_heavy_library_and_no_builder(tmp_path: Path) -> None:
-    probe = ("import sys, kkb_runtime.__main__, kkb_runtime.predict, kkb_runtime.models, kkb_runtime.transforms, "
-             "kkb_runtime.device, kkb_runtime.tta, kkb_runtime.checkpoints, kkb_runtime.postprocess; "
+    probe = ("import sys, kkb_runtime.__main__, kkb_runtime.cards.image.predict, kkb_runtime.cards.common.models, "
+             "kkb_runtime.cards.image.transforms, kkb_runtime.cards.common.device, kkb_runtime.cards.image.tta, "
+             "kkb_runtime.cards.common.checkpoints, kkb_runtime.cards.text, kkb_runtime.cards.tabular, kkb_runtime.postprocess; "
              "print(sorted(m for m in ('torch', 'timm', 'albumentations', 'builder') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True,
                             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "builder")}, timeout=60)

@@ -9,7 +9,7 @@ For each ``[[models]]`` card, :func:`prepare_models`
 3. records what the kernel needs: the normalisation from timm's pretrained config (card values
    win) and the albumentations pipeline, checked to deserialise and run, custom transforms included.
 
-The loading code is the kernel's own (``builder.kkb_runtime.models``), so what loads here loads there.
+The loading code is the kernel's own (``builder.kkb_runtime.cards.common.models``), so what loads here loads there.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ import numpy as np
 
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.errors import ModelError
-from builder.kkb_runtime import checkpoints
-from builder.kkb_runtime import models as runtime
-from builder.kkb_runtime import transforms as pipelines
+from builder.kkb_runtime.cards.common import checkpoints
+from builder.kkb_runtime.cards.common import models as runtime
+from builder.kkb_runtime.cards.image import transforms as pipelines
 from builder.project.cards import ImageCard, NetworkCard
 from builder.project.spec import KernelSpec
 

@@ -13,8 +13,8 @@ import pandas as pd
 from builder.bundle.cards.unit import Extra, build_card
 from builder.bundle.models import offline_environment, prepare_model, user_code_importable
 from builder.errors import BundleError, ModelError
-from builder.kkb_runtime import predict as runtime_predict
-from builder.kkb_runtime import transforms as pipelines
+from builder.kkb_runtime.cards.image import predict as runtime_predict
+from builder.kkb_runtime.cards.image import transforms as pipelines
 from builder.project.cards import ImageCard
 from builder.project.spec import SPEC_FILE, KernelSpec
 

@@ -21,10 +21,10 @@ from builder.bundle.cards.unit import Extra, build_card
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.models import offline_environment, user_code_importable
 from builder.errors import BundleError, ModelError
-from builder.kkb_runtime import checkpoints
-from builder.kkb_runtime import models as runtime
 from builder.kkb_runtime.cards import tabular as runtime_tabular
-from builder.kkb_runtime.tables import TableError, read_table, rows_in_sample_order
+from builder.kkb_runtime.cards.common import checkpoints
+from builder.kkb_runtime.cards.common import models as runtime
+from builder.kkb_runtime.cards.common.tables import TableError, read_table, rows_in_sample_order
 from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.cards import GbdtCard, SklearnCard, TabularCard
 from builder.project.spec import SPEC_FILE, KernelSpec

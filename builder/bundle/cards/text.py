@@ -19,10 +19,10 @@ from builder.bundle.cards.unit import Extra, build_card
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
 from builder.errors import BundleError, ModelError
-from builder.kkb_runtime import checkpoints
-from builder.kkb_runtime import models as runtime
 from builder.kkb_runtime.cards import text as runtime_text
-from builder.kkb_runtime.tables import TableError, read_table, require_columns
+from builder.kkb_runtime.cards.common import checkpoints
+from builder.kkb_runtime.cards.common import models as runtime
+from builder.kkb_runtime.cards.common.tables import TableError, read_table, require_columns
 from builder.project.cards import TextCard
 from builder.project.spec import SPEC_FILE, KernelSpec
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import models
+from ..config import KernelConfig
+from ..steps import write_step_meta
+from .common import checkpoints, models
+from .common.tables import table_job, write_table_output
 
 # The package each library needs, for the message when it is not installed.
 PACKAGES = {"lightgbm": "lightgbm", "xgboost": "xgboost", "catboost": "catboost", "sklearn": "scikit-learn"}
@@ -183,4 +187,17 @@ def predict_fold(card: Mapping[str, Any], path: Path, frame: pd.DataFrame, colum
     return values
 
 
-__all__ = ["LOADERS", "class_order", "features", "load_booster", "load_estimator", "predict_fold"]
+def run(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
+    job = table_job(name, out, environ, config)
+    started = time.perf_counter()
+    frame = features(job.card, job.table, job.id_column)
+    print(f"[kkb] {name}: {job.card.get('library') or 'scikit-learn'} on {len(job.ids)} rows x "
+          f"{frame.shape[1]} features, {len(checkpoints.checkpoint_entries(job.card))} fold(s)", flush=True)
+    values = checkpoints.averaged_folds(job.card, lambda entry: predict_fold(job.card, job.weights_dir / str(entry["file"]),
+                                                                              frame, job.columns))
+    written = write_table_output(job, values)
+    write_step_meta(written, rows=len(job.ids), load_seconds=0.0, infer_seconds=round(time.perf_counter() - started, 4))
+    return written
+
+
+__all__ = ["LOADERS", "run", "class_order", "features", "load_booster", "load_estimator", "predict_fold"]

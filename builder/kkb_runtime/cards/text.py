@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +24,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import device as devices
-from .. import models
-from ..predict import activation
+from ..config import KernelConfig
+from ..steps import write_step_meta
+from .common import checkpoints, models
+from .common import device as devices
+from .common.device import free_memory
+from .common.models import activation
+from .common.tables import table_job, write_table_output
 
 
 @dataclass(frozen=True)
@@ -257,5 +262,33 @@ def pad_id(tokenizer: Any) -> int:
     return int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
 
 
-__all__ = ["Encoded", "budgets", "create_model", "cut", "encode", "length_sorted_batches", "load_model",
+def run(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
+    job = table_job(name, out, environ, config)
+    choice = devices.choose_device(environ)
+    target = devices.torch_device(choice)
+    tokenizer = load_tokenizer(job.card, job.weights_dir)
+    encoded = encode(tokenizer, job.card, job.table)
+    timings: dict[str, Any] = {"rows": len(job.ids), "load_seconds": 0.0, "infer_seconds": 0.0}
+    print(f"[kkb] {name}: text model on {devices.summary(choice)}; {len(job.ids)} rows, "
+          f"{len(checkpoints.checkpoint_entries(job.card))} fold(s), columns {', '.join(job.columns)}", flush=True)
+
+    def fold(entry: dict[str, Any]) -> np.ndarray:
+        started = time.perf_counter()
+        model = load_model(job.card, job.weights_dir, job.weights_dir, str(entry["file"])).to(target)
+        loaded = time.perf_counter()
+        forward = make_forward(model, job.card, choice, target)
+        values = predict_encoded(forward, encoded, int(job.card.get("batch_size", 32)), pad_id(tokenizer),
+                                      len(job.columns))
+        timings["load_seconds"] += round(loaded - started, 4)
+        timings["infer_seconds"] += round(time.perf_counter() - loaded, 4)
+        del model, forward
+        free_memory(choice)
+        return values
+
+    written = write_table_output(job, checkpoints.averaged_folds(job.card, fold))
+    write_step_meta(written, **timings)
+    return written
+
+
+__all__ = ["Encoded", "run", "budgets", "create_model", "cut", "encode", "length_sorted_batches", "load_model",
            "load_tokenizer", "make_forward", "padded", "predict_encoded", "select_output"]

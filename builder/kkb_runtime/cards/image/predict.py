@@ -21,20 +21,19 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from . import checkpoints, models, timing, transforms, tta
-from . import device as devices
-from .config import KernelConfig, load_config
-from .inputs import find_competition, find_dataset
-from .steps import write_step_meta
-from .submission import read_sample, target_columns, write_submission
-from .tables import step_columns
+from ... import timing
+from ...config import KernelConfig, load_config
+from ...steps import write_step_meta
+from ...submission import read_sample, target_columns, write_submission
+from ..common import checkpoints, models
+from ..common import device as devices
+from ..common.device import free_memory
+from ..common.models import activation
+from ..common.tables import PredictError, competition_dir, row_limit, step_columns, weights_dir
+from . import transforms, tta
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".npy")
 DEFAULT_TEST_DIR = "test"
-
-
-class PredictError(RuntimeError):
-    """The step cannot predict: missing images, a card that does not match the targets, ..."""
 
 
 @dataclass(frozen=True)
@@ -51,20 +50,6 @@ class Job:
 
 
 # --- where things are --------------------------------------------------------------------------
-
-def weights_dir(config: KernelConfig, environ: Mapping[str, str]) -> Path:
-    if environ.get("KKB_WEIGHTS_DIR"):
-        return Path(environ["KKB_WEIGHTS_DIR"])
-    if not config.weights_dataset:
-        raise PredictError("no weights dataset: set KKB_WEIGHTS_DIR or list the checkpoints under [weights] in kernel.toml")
-    return find_dataset(config.weights_dataset)
-
-
-def competition_dir(config: KernelConfig, environ: Mapping[str, str]) -> Path:
-    if environ.get("KKB_COMPETITION_DIR"):
-        return Path(environ["KKB_COMPETITION_DIR"])
-    return find_competition(config.competition_slug, config.sample_submission)
-
 
 TABLE_SUFFIXES = (".csv",)
 
@@ -112,11 +97,6 @@ def image_paths(ids: Sequence[str], folder: Path, id_column: str = "id") -> list
         raise PredictError(f"{len(missing)} of {len(ids)} ids have no image in {folder} ({shown}); "
                            f"looked for <id> with one of {', '.join(IMAGE_SUFFIXES)}")
     return [index[image_id] for image_id in ids]
-
-
-def row_limit(environ: Mapping[str, str]) -> int | None:
-    value = environ.get("KKB_ROW_LIMIT", "").strip()
-    return int(value) if value else None
 
 
 def output_columns(card: Mapping[str, Any], targets: Sequence[str], width: int | None = None) -> list[str]:
@@ -229,12 +209,6 @@ def data_loader(dataset: ImageDataset, card: Mapping[str, Any], choice: devices.
 
 
 # --- model --------------------------------------------------------------------------------------
-
-def activation(name: str) -> Callable[[Any], Any]:
-    import torch
-
-    return {"softmax": lambda x: torch.softmax(x, dim=1), "sigmoid": torch.sigmoid, "none": lambda x: x}[name]
-
 
 def pooled_features(model: Any, batch: Any) -> Any:
     """``forward_features`` then timm's pre-logits pooling: one vector per image."""
@@ -351,17 +325,6 @@ def probe_fold(job: Job, choice: devices.DeviceChoice, timer: timing.StepTimer, 
     forward, target, views, weights = model
     for batch in fold.timed(make_loader(replace(job, paths=paths), choice), probe=True):
         tta.averaged(forward, batch.to(target, non_blocking=choice.kind == "cuda"), views, weights).cpu()
-
-
-def free_memory(choice: devices.DeviceChoice) -> None:
-    """Between folds: the previous model's memory back before the next one loads."""
-    import gc
-
-    gc.collect()
-    if choice.kind == "cuda":
-        import torch
-
-        torch.cuda.empty_cache()
 
 
 def run_model(job: Job, choice: devices.DeviceChoice, timings: dict[str, Any] | None = None) -> np.ndarray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -229,7 +229,14 @@ def load_model(card: Mapping[str, Any], weights_dir: Path, checkpoint: str | Non
     return load_into(model, state_dict, card, relative).eval()
 
 
+def activation(name: str) -> Callable[[Any], Any]:
+    import torch
+
+    return {"softmax": lambda x: torch.softmax(x, dim=1), "sigmoid": torch.sigmoid, "none": lambda x: x}[name]
+
+
 __all__ = [
+    "activation",
     "ModelLoadError",
     "StateDictDiff",
     "clean_state_dict",

@@ -15,9 +15,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 UNSUPPORTED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
@@ -138,4 +140,14 @@ def checkpoint_entries(card: Mapping[str, Any]) -> list[dict[str, Any]]:
     return entries
 
 
-__all__ = ["CheckpointRefused", "FoldsMalformed", "checkpoint_entries", "fold_states", "load_pickle", "numpy_safe_globals", "plain", "remap_keys"]
+def averaged_folds(card: Mapping[str, Any], fold: Callable[[dict[str, Any]], Any]) -> Any:
+    """Every fold's predictions (``fold(entry)``, a numpy array) averaged with the fold weights."""
+    entries = checkpoint_entries(card)
+    total = sum(fold(entry) * float(entry["weight"]) for entry in entries)
+    return np.asarray(total, dtype=np.float64) / sum(float(entry["weight"]) for entry in entries)
+
+
+__all__ = [
+    "CheckpointRefused", "FoldsMalformed", "averaged_folds", "checkpoint_entries", "fold_states",
+    "load_pickle", "numpy_safe_globals", "plain", "remap_keys",
+]

@@ -16,11 +16,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .config import KernelConfig
-from .submission import read_sample, target_columns, write_submission
+from ...config import KernelConfig
+from ...inputs import find_competition, find_dataset
+from ...submission import read_sample, target_columns, write_submission
 
 DEFAULT_TEST_TABLE = "test.csv"
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+
+
+class PredictError(RuntimeError):
+    """The step cannot predict: missing images, a card that does not match the targets, ..."""
 
 
 class TableError(RuntimeError):
@@ -38,6 +43,25 @@ class TableJob:
     columns: list[str]
     weights_dir: Path
     out: Path
+
+
+def weights_dir(config: KernelConfig, environ: Mapping[str, str]) -> Path:
+    if environ.get("KKB_WEIGHTS_DIR"):
+        return Path(environ["KKB_WEIGHTS_DIR"])
+    if not config.weights_dataset:
+        raise PredictError("no weights dataset: set KKB_WEIGHTS_DIR or list the checkpoints under [weights] in kernel.toml")
+    return find_dataset(config.weights_dataset)
+
+
+def competition_dir(config: KernelConfig, environ: Mapping[str, str]) -> Path:
+    if environ.get("KKB_COMPETITION_DIR"):
+        return Path(environ["KKB_COMPETITION_DIR"])
+    return find_competition(config.competition_slug, config.sample_submission)
+
+
+def row_limit(environ: Mapping[str, str]) -> int | None:
+    value = environ.get("KKB_ROW_LIMIT", "").strip()
+    return int(value) if value else None
 
 
 def step_columns(config: KernelConfig, environ: Mapping[str, str], card: Mapping[str, Any],
@@ -116,5 +140,14 @@ def write_table_output(job: TableJob, values: np.ndarray) -> Path:
     return write_submission(frame, job.out)  # a step's output is written as atomically as the submission
 
 
-__all__ = ["TableError", "TableJob", "make_table_job", "prediction_columns", "read_table", "rows_in_sample_order",
-           "step_columns", "table_path", "write_table_output"]
+def table_job(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) -> TableJob:
+    card = config.model(name)
+    return make_table_job(card, out, config, competition_dir(config, environ), weights_dir(config, environ), environ,
+                          row_limit(environ))
+
+
+__all__ = [
+    "PredictError", "TableError", "TableJob", "competition_dir", "make_table_job", "prediction_columns",
+    "read_table", "row_limit", "rows_in_sample_order", "step_columns", "table_job", "table_path",
+    "weights_dir", "write_table_output",
+]

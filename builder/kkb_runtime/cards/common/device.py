@@ -97,4 +97,14 @@ def summary(choice: DeviceChoice) -> str:
     return f"cpu ({os.cpu_count()} cores, torch uses {torch.get_num_threads()} threads); {choice.reason}"
 
 
-__all__ = ["DEVICE_VARIABLE", "DeviceChoice", "DeviceError", "choose_device", "summary", "torch_device"]
+def free_memory(choice: DeviceChoice) -> None:
+    """Between folds: the previous model's memory back before the next one loads."""
+    import gc
+
+    gc.collect()
+    if choice.kind == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
+
+__all__ = ["DEVICE_VARIABLE", "DeviceChoice", "DeviceError", "choose_device", "free_memory", "summary", "torch_device"]
