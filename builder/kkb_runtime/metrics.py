@@ -90,13 +90,13 @@ Score = Callable[[pd.DataFrame, pd.DataFrame, Sequence[str], "int | None"], floa
 
 def _numbers(frame: pd.DataFrame, targets: Sequence[str], what: str) -> np.ndarray:
     try:
-        return frame[list(targets)].astype(float).to_numpy()
+        return np.asarray(frame[list(targets)].astype(float).to_numpy(), dtype=float)
     except (TypeError, ValueError) as exc:
         raise MetricError(f"non-numeric {what}: {exc}") from None
 
 
 def _ranks(values: np.ndarray) -> np.ndarray:
-    return pd.Series(values).rank(method="average").to_numpy(dtype=float)
+    return np.asarray(pd.Series(values).rank(method="average").to_numpy(dtype=float), dtype=float)
 
 
 def _correlation(a: np.ndarray, b: np.ndarray) -> float:
@@ -166,7 +166,7 @@ def _mae(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str
 
 
 def _labels(values: pd.Series) -> np.ndarray:
-    return values.map(label_text).to_numpy(dtype=object)
+    return np.asarray(values.map(label_text).to_numpy(dtype=object), dtype=object)
 
 
 def _accuracy(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: int | None) -> float:

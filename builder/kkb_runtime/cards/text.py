@@ -93,7 +93,8 @@ def texts(table: pd.DataFrame, columns: Sequence[str], separator: str) -> list[s
     if not columns:
         return []
     parts = table[list(columns)].fillna("").astype(str)
-    return parts.agg(separator.join, axis=1).tolist() if len(columns) > 1 else parts[columns[0]].tolist()
+    joined = parts.agg(separator.join, axis=1) if len(columns) > 1 else parts[columns[0]]
+    return [str(text) for text in joined]
 
 
 def cut(tokens: list[int], keep: int, mode: str, head: int | None) -> list[int]:

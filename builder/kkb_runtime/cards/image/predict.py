@@ -130,7 +130,7 @@ def make_job(model_name: str, out: Path, config: KernelConfig, environ: Mapping[
 def read_image(path: Path, in_chans: int = 3) -> np.ndarray:
     """HWC uint8 (or the array as stored, for ``.npy``): what albumentations expects."""
     if path.suffix.lower() == ".npy":
-        return np.load(path)
+        return np.asarray(np.load(path))
     from PIL import Image
 
     mode = "L" if in_chans == 1 else "RGB"

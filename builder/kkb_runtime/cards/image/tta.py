@@ -53,7 +53,7 @@ def _user_tta(name: str) -> Tta:
     if not sep or not module or not attribute:
         raise TtaError(f"unknown TTA '{name}': use one of {', '.join(BUILTIN_NAMES)} or 'package.module:function'")
     try:
-        function = getattr(importlib.import_module(module), attribute)
+        function: Tta = getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
         raise TtaError(f"TTA '{name}': cannot import {attribute} from module '{module}' ({exc})") from None
     if not callable(function):
