@@ -22,6 +22,7 @@ from typing import Any
 
 from builder import __version__
 from builder.bundle.cards import card_files, prepare_models, require_card_extras  # torch, timm, transformers only when a kernel has models
+from builder.bundle.cards.settings import ResolvedSetting, resolved_settings, with_origins
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.files import (
     HashCache,
@@ -99,6 +100,8 @@ class BuildResult:
     weights_model: str | None = None
     # What a model card's opt-ins did: pickles loaded with allow_pickle, keys left out with strict = false.
     model_notes: tuple[str, ...] = ()
+    # Each card's settings the user did not write, as the kernel will use them (printed by kkb build).
+    card_settings: tuple[ResolvedSetting, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -264,7 +267,7 @@ def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, ker
         code_hash=code_manifest.content_hash,
         weights_hash=weights_manifest.content_hash if weights_manifest else None,
         code_bytes=code_manifest.total_bytes, weights_bytes=weights_manifest.total_bytes if weights_manifest else 0,
-        model_notes=model_notes(cards),
+        model_notes=model_notes(cards), card_settings=resolved_settings(cards, spec.models),
     )
 
 
@@ -399,7 +402,7 @@ def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]],
         "steps": [step.model_dump() for step in spec.steps],
         "submission": spec.submission.model_dump(),
         "fast_commit": spec.fast_commit.model_dump(),
-        "models": cards,
+        "models": with_origins(cards, spec.models),  # every key resolved, and where each value came from
         "evaluation_api": spec.evaluation_api.model_dump() if spec.evaluation_api else None,
         # What kkb_runtime.inputs.find_input looks up by name: each [[inputs]] and where Kaggle mounts it.
         "inputs": [{"name": item.input_name, "kind": item.kind, "ref": item.ref, "mount": item.mount_target}

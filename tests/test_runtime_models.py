@@ -22,6 +22,7 @@ from builder.kkb_runtime.cards.common import device as devices  # noqa: E402
 from builder.kkb_runtime.cards.common import models as runtime  # noqa: E402
 from builder.kkb_runtime.cards.image import predict, tta  # noqa: E402
 from builder.kkb_runtime.cards.image import transforms as pipelines  # noqa: E402
+from tests.support.cards import resolved_card  # noqa: E402
 from tests.support.files import REPO, build_file_tree  # noqa: E402
 
 A = pipelines.albumentations()
@@ -105,7 +106,7 @@ def test_importing_the_runtime_loads_no_heavy_library_and_no_builder(tmp_path: P
 
 # --- loading ---------------------------------------------------------------------------------------
 
-CARD = {"name": "net", "arch": "test_efficientnet", "checkpoint": "net.safetensors", "num_classes": 3, "in_chans": 3}
+CARD = resolved_card({"name": "net", "arch": "test_efficientnet", "checkpoint": "net.safetensors", "num_classes": 3})
 
 
 def test_load_model_is_strict_and_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,7 @@ from builder.cli.views import (
     _print_json,
     _ProgressView,
     _readable_help,
+    _show_card_settings,
     _show_dry_run,
     _show_error,
     _show_init,
@@ -110,6 +111,7 @@ def build(
     console.print(f"  notebook {result.notebook_path}")
     for note in result.model_notes:
         console.print(f"  note     {note}", markup=False, highlight=False)  # file names may hold [brackets]
+    _show_card_settings(result.card_settings)
 
 
 @app.command()

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
 
+from builder.bundle.cards.settings import ResolvedSetting
 from builder.bundle.wheels import WheelsResult
 from builder.errors import KkbError
 from builder.project.init import InitResult
@@ -51,6 +52,21 @@ def _show_init(result: InitResult) -> None:
         console.print(f"  [dim]note:[/dim] {_escape(note)}", highlight=False)
     for index, step in enumerate(result.next_steps):
         console.print(f"{'next:' if index == 0 else '     '} {_escape(step)}", highlight=False)
+
+
+def _show_card_settings(settings: tuple[ResolvedSetting, ...]) -> None:
+    """Per card, the settings the user did not write, one line each (the ones that are off in one line)."""
+    for card in dict.fromkeys(setting.card for setting in settings):
+        own = [setting for setting in settings if setting.card == card]
+        console.print(f"  card     models.{card}: not set on the card, the kernel uses", markup=False, highlight=False)
+        width = max(len(setting.key) for setting in own)
+        for setting in own:
+            if not setting.unset:
+                console.print(f"             {setting.key:<{width}} = {setting.value}  ({setting.origin})", markup=False,
+                              highlight=False)
+        off = [setting.key for setting in own if setting.unset]
+        if off:
+            console.print(f"             unset: {', '.join(off)}", markup=False, highlight=False)
 
 
 def _shown_path(path: Path, kernel_dir: Path) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .cards import predict
+from .cards.common.card import CardMalformed
 from .cards.common.checkpoints import FoldsMalformed
 from .cards.common.device import DeviceError, choose_device, summary
 from .cards.common.models import ModelLoadError
@@ -25,7 +26,7 @@ from .cards.image.tta import TtaError
 from .inputs import InputNotFound
 
 KNOWN_ERRORS = (PredictError, ModelLoadError, TransformsError, TtaError, DeviceError, InputNotFound, TableError,
-                FoldsMalformed)
+                FoldsMalformed, CardMalformed)
 
 
 def _predict(args: argparse.Namespace) -> int:

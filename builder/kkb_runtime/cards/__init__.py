@@ -19,6 +19,7 @@ from ..config import KernelConfig, load_config
 from ..vocabulary import CardKind
 from . import tabular, text
 from .common import models
+from .common.card import read_card
 from .common.tables import PredictError
 from .image import predict as image
 
@@ -43,13 +44,12 @@ def predict(model_name: str, out: Path | None = None, environ: Mapping[str, str]
         raise PredictError("no output file: pass --out FILE or set KKB_STEP_OUT")
     config = config or load_config(environ.get("KKB_KERNEL_CONFIG") or None)
     try:
-        card = config.model(model_name)
+        card = read_card(config.model(model_name))  # every key as the build resolved it: no default here
     except KeyError as exc:
         raise PredictError(str(exc.args[0])) from None
     started = time.perf_counter()
-    kind = CardKind(card["kind"])
-    written = RUNNERS[kind](model_name, target, environ, config)
-    if kind != CardKind.IMAGE:
+    written = RUNNERS[card.kind](model_name, target, environ, config)
+    if card.kind != CardKind.IMAGE:
         print(f"[kkb] {model_name}: wrote {written} in {time.perf_counter() - started:.1f} s", file=sys.stdout, flush=True)
     return written
 

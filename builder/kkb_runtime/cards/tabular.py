@@ -147,7 +147,7 @@ def _joblib(card: Mapping[str, Any]) -> Any:
 
 
 def uses_proba(card: Mapping[str, Any], model: Any) -> bool:
-    method = str(card.get("method", "auto"))
+    method = str(card["method"])
     return method == "predict_proba" or (method == "auto" and hasattr(model, "predict_proba"))
 
 

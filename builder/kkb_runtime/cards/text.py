@@ -122,14 +122,14 @@ def budgets(first: int, second: int, room: int) -> tuple[int, int]:
 
 
 def encode(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) -> Encoded:
-    separator = str(card.get("separator", " "))
+    separator = str(card["separator"])
     first = texts(table, list(card.get("text_columns") or ()), separator)
     second = texts(table, list(card.get("text_pair_columns") or ()), separator)
     ids_a = tokenizer(first, add_special_tokens=False)["input_ids"] if first else []
     ids_b = tokenizer(second, add_special_tokens=False)["input_ids"] if second else [None] * len(ids_a)
     shape = special_tokens(tokenizer, card, bool(second))
-    room = int(card.get("max_len", 512)) - shape.count
-    mode, head = str(card.get("truncation", "head_tail")), card.get("head_tokens")
+    room = int(card["max_len"]) - shape.count
+    mode, head = str(card["truncation"]), card.get("head_tokens")
     input_ids, token_types = [], []
     for a, b in zip(ids_a, ids_b, strict=True):
         keep_a, keep_b = budgets(len(a), len(b or ()), room)
@@ -234,8 +234,8 @@ def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoi
     """One batch of token tensors to activated float outputs on the CPU."""
     import torch
 
-    act = activation(str(card.get("activation", "sigmoid")))
-    amp = choice.kind == "cuda" and bool(card.get("amp", True))
+    act = activation(str(card["activation"]))
+    amp = choice.kind == "cuda" and bool(card["amp"])
     keys = accepted_inputs(model)
 
     def forward(batch: dict[str, Any]) -> Any:
@@ -278,7 +278,7 @@ def run(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) 
         model = load_model(job.card, job.weights_dir, job.weights_dir, str(entry["file"])).to(target)
         loaded = time.perf_counter()
         forward = make_forward(model, job.card, choice, target)
-        values = predict_encoded(forward, encoded, int(job.card.get("batch_size", 32)), pad_id(tokenizer),
+        values = predict_encoded(forward, encoded, int(job.card["batch_size"]), pad_id(tokenizer),
                                       len(job.columns))
         timings["load_seconds"] += round(loaded - started, 4)
         timings["infer_seconds"] += round(time.perf_counter() - loaded, 4)

@@ -165,7 +165,7 @@ def describe_card(card: Mapping[str, Any]) -> str:
         return f"{card['factory']}(" + ", ".join(f"{key}={value!r}" for key, value in kwargs.items()) + ")"
     if card.get("model_dir"):  # a transformers model from its config (a text card)
         return f"{card['model_dir']}/config.json (num_labels={card['num_classes']})"
-    kwargs = {"num_classes": card["num_classes"], "in_chans": card.get("in_chans", 3), **dict(card.get("model_kwargs") or {})}
+    kwargs = {"num_classes": card["num_classes"], "in_chans": card["in_chans"], **dict(card.get("model_kwargs") or {})}
     return f"{card['arch']}(" + ", ".join(f"{key}={value!r}" for key, value in kwargs.items()) + ")"
 
 
@@ -197,7 +197,7 @@ def create_model(card: Mapping[str, Any]) -> Any:
         str(card["arch"]),
         pretrained=False,
         num_classes=int(card["num_classes"]),
-        in_chans=int(card.get("in_chans", 3)),
+        in_chans=int(card["in_chans"]),
         **dict(card.get("model_kwargs") or {}),
     )
 
@@ -206,7 +206,7 @@ def load_into(model: Any, state_dict: Mapping[str, Any], card: Mapping[str, Any]
     """Strict load; a mismatch raises with the keys named. ``strict = false`` on the card tolerates
     missing and unexpected keys (the build listed them), never a shape mismatch."""
     diff = diff_state_dicts(model.state_dict(), state_dict)
-    strict = card.get("strict", True) is not False
+    strict = bool(card["strict"])
     if not diff.ok and (strict or diff.mismatched):
         raise ModelLoadError(mismatch_message(card, source, diff))
     model.load_state_dict({name: value for name, value in state_dict.items() if name not in diff.unexpected},

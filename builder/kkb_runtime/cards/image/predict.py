@@ -188,7 +188,7 @@ def loader_workers(card: Mapping[str, Any], choice: devices.DeviceChoice, cpus: 
     the model already uses ``torch_threads`` of the ``cpus`` cores, so only the cores left over decode in
     parallel (measured on 2 cores: 0 workers 1605 img/s, 2 workers 1390, a worker's start included).
     On an accelerator the cores are free for decoding: the card's number stands."""
-    wanted = int(card.get("num_workers", 2))
+    wanted = int(card["num_workers"])
     if choice.kind != "cpu":
         return wanted
     import torch
@@ -203,7 +203,7 @@ def data_loader(dataset: ImageDataset, card: Mapping[str, Any], choice: devices.
 
     workers = loader_workers(card, choice)
     # DataLoader takes any map-style object; ImageDataset is one without importing torch at module level.
-    return DataLoader(cast("Dataset[Any]", dataset), batch_size=int(card.get("batch_size", 32)), shuffle=False, num_workers=workers,
+    return DataLoader(cast("Dataset[Any]", dataset), batch_size=int(card["batch_size"]), shuffle=False, num_workers=workers,
                       pin_memory=choice.kind == "cuda", persistent_workers=False,
                       prefetch_factor=2 if workers else None)
 
@@ -245,8 +245,8 @@ def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoi
 
     import torch
 
-    act = activation(str(card.get("activation", "softmax")))
-    amp = choice.kind == "cuda" and bool(card.get("amp", True))
+    act = activation(str(card["activation"]))
+    amp = choice.kind == "cuda" and bool(card["amp"])
 
     def forward(batch: Any) -> Any:
         if channels_last:  # per view: a flipped or rotated batch comes back in the default layout
@@ -264,12 +264,12 @@ def random_tta(card: Mapping[str, Any]) -> tuple[Any, int, int]:
     spec = card.get("tta_random")
     if not spec:
         return None, 0, 0
-    return transforms.pipeline_from_dict(spec["transforms"]), int(spec["passes"]), int(spec.get("seed", 0))
+    return transforms.pipeline_from_dict(spec["transforms"]), int(spec["passes"]), int(spec["seed"])
 
 
 def make_loader(job: Job, choice: devices.DeviceChoice) -> Any:
     random, passes, seed = random_tta(job.card)
-    dataset = ImageDataset(job.paths, transforms.inference_pipeline(job.card), int(job.card.get("in_chans", 3)),
+    dataset = ImageDataset(job.paths, transforms.inference_pipeline(job.card), int(job.card["in_chans"]),
                            random, passes, seed)
     return data_loader(dataset, job.card, choice)
 
@@ -320,7 +320,7 @@ def probe_fold(job: Job, choice: devices.DeviceChoice, timer: timing.StepTimer, 
     missing = timer.probe_batches - fold.full_steady()
     if missing <= 0 or len(timer.folds) != 1 or not job.paths:
         return
-    rows = (missing + 1) * int(job.card.get("batch_size", 32))  # + 1: the probe loader's own first batch
+    rows = (missing + 1) * int(job.card["batch_size"])  # + 1: the probe loader's own first batch
     paths = [job.paths[index % len(job.paths)] for index in range(rows)]
     forward, target, views, weights = model
     for batch in fold.timed(make_loader(replace(job, paths=paths), choice), probe=True):
