@@ -20,6 +20,7 @@ from builder.bundle import preflight
 from builder.errors import SpecError
 from builder.kkb_runtime import cards as runtime_cards
 from builder.kkb_runtime import metrics, postprocess, submission
+from builder.kkb_runtime.cards.common import card
 from builder.kkb_runtime.vocabulary import (
     CardKind,
     CombineKind,
@@ -54,6 +55,7 @@ REGISTRIES: list[tuple[str, Mapping[Any, Any], type[enum.Enum]]] = [
     ("bundle/cards BUILD_CARDS (a card's extra, build-time preparation, files and public-data checks)",
      bundle_cards.BUILD_CARDS, CardKind),
     ("kkb_runtime/cards RUNNERS (the kernel's loader and predictor)", runtime_cards.RUNNERS, CardKind),
+    ("kkb_runtime/cards/common/card.py CARD_TYPES (the card as the kernel reads it)", card.CARD_TYPES, CardKind),
     ("kkb_runtime/metrics.py REGISTRY (score and pre-scoring checks)", metrics.REGISTRY, Metric),
     ("rehearse/isolation.py DESCRIPTIONS (what each sandbox gives the kernel)", isolation.DESCRIPTIONS, Isolation),
     ("rehearse/memory.py AVAILABLE (whether an accounting can run here)", memory.AVAILABLE, MemoryAccounting),
