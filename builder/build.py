@@ -407,7 +407,7 @@ def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]],
         # What kkb_runtime.inputs.find_input looks up by name: each [[inputs]] and where Kaggle mounts it.
         "inputs": [{"name": item.input_name, "kind": item.kind, "ref": item.ref, "mount": item.mount_target}
                    for item in spec.inputs],
-        "postprocess": [stage.model_dump(exclude_unset=True) for stage in spec.postprocess],
+        "postprocess": [stage.resolved() for stage in spec.postprocess],  # every key resolved: no kernel default
     }
 
 

@@ -92,3 +92,24 @@ def test_the_build_shows_what_the_user_did_not_set_and_where_it_came_from() -> N
     assert shown[("b", "model_dir")] == ('"weights/bert"', "base 'a'")
     assert shown[("a", "activation")] == ('"softmax"', "default")
     assert ("b", "batch_size") not in shown and ("a", "name") not in shown  # set on the card: not repeated
+
+
+def test_postprocess_stages_are_written_resolved_and_the_kernel_defaults_none() -> None:
+    from builder.kkb_runtime import postprocess, rounding
+
+    loaded = parse_spec({"kernel": {"title": "seam tests"}, "competition": {"slug": "kkb-seam"},
+                         "steps": [{"name": "a", "run": "python a.py"}],
+                         "postprocess": [{"kind": "argmax"}, {"kind": "threshold", "columns": ["p"]}]})
+    assert [stage.resolved() for stage in loaded.postprocess] == [
+        {"kind": "argmax", "round": True, "columns": [], "into": "label", "labels": None},
+        {"kind": "threshold", "round": True, "columns": ["p"], "value": 0.5}]
+    found = []
+    for module in (postprocess, rounding):
+        source = Path(str(module.__file__)).read_text()
+        for node in ast.walk(ast.parse(source)):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                    and len(node.args) == 2 and "stage" in ast.unparse(node.func.value)):
+                found.append(ast.unparse(node))
+            if isinstance(node, ast.BoolOp) and "stage" in ast.unparse(node) and "'label'" in ast.unparse(node):
+                found.append(ast.unparse(node))
+    assert not found, "the kernel defaults postprocess keys: " + "; ".join(found)

@@ -90,7 +90,7 @@ def _check_column_groups(spec: KernelSpec, kernel_dir: Path, predictions: list[s
 
 def _check_postprocess(spec: KernelSpec, kernel_dir: Path, sample_path: Path, predictions: list[str],
                        targets: list[str]) -> None:
-    stages = [stage.model_dump(exclude_unset=True) for stage in spec.postprocess]
+    stages = [stage.resolved() for stage in spec.postprocess]
     result = postprocess.output_columns(stages, predictions)
     if result is None or sorted(result) == sorted(targets):
         return

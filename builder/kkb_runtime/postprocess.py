@@ -98,14 +98,14 @@ def _apply_one(frame: pd.DataFrame, stage: Mapping[str, Any], id_column: str, pr
 
 def _argmax_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str,
                   context: Context | None) -> pd.DataFrame:
-    return argmax(frame, columns, str(stage.get("into") or "label"), stage.get("labels"))
+    return argmax(frame, columns, str(stage["into"]), stage.get("labels"))
 
 
 def _threshold_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str,
                      context: Context | None) -> pd.DataFrame:
     out = frame.copy()
     for column in columns:
-        out[column] = (frame[column].astype(float) >= float(stage.get("value", 0.5))).astype(np.int64)
+        out[column] = (frame[column].astype(float) >= float(stage["value"])).astype(np.int64)
     return out
 
 
@@ -187,7 +187,7 @@ def output_columns(stages: Sequence[Mapping[str, Any]], prediction_columns: Sequ
 
 def _argmax_outputs(columns: list[str], stage: Mapping[str, Any], predictions: Sequence[str]) -> list[str]:
     used = list(stage.get("columns") or predictions)
-    into = str(stage.get("into") or "label")
+    into = str(stage["into"])
     kept = [column for column in columns if column not in used]
     return kept if into in kept else [*kept, into]
 

@@ -109,10 +109,10 @@ def unrounded_columns(postprocess: Sequence[Mapping[str, Any]], unrounded: Seque
     a function stage without ``columns``: every target)."""
     columns = set(unrounded)
     for stage in postprocess:
-        if stage.get("round", True) is not False:
+        if stage["round"]:
             continue
         if stage.get("kind") == "argmax":
-            columns.add(str(stage.get("into") or "label"))
+            columns.add(str(stage["into"]))
         elif isinstance(stage.get("columns"), list) and stage["columns"]:
             columns.update(str(c) for c in stage["columns"])
         else:

@@ -28,6 +28,7 @@ from builder.project.spec_values import (
     INPUT_SOURCES,
     MACHINE_SHAPES,
     MAX_WAIT_SECONDS,
+    POSTPROCESS_STAGES,
     TTA_NAMES,
     SpecErrorType,
     StrictModel,
@@ -255,7 +256,7 @@ class PostprocessStage(_Strict):
 
     kind: PostprocessKind
     columns: list[str] = Field(default_factory=list)
-    into: str | None = None
+    into: str = "label"
     labels: list[int] | list[str] | None = None
     value: float = 0.5
     min: float | None = None
@@ -268,6 +269,12 @@ class PostprocessStage(_Strict):
     def _keys_for_kind(self) -> PostprocessStage:
         check_stage_keys(self.kind, self.model_fields_set - {"kind", "round"}, dict(self))
         return self
+
+    def resolved(self) -> dict[str, Any]:
+        """The stage as the kernel reads it: ``kind``, ``round`` and its kind's keys, each with its value (set or
+        default); the kernel holds no default of its own."""
+        values = self.model_dump(mode="json")
+        return {key: values[key] for key in ("kind", "round", *sorted(POSTPROCESS_STAGES[self.kind].keys))}
 
 
 class FastCommitSection(_Strict):

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from builder.project.cards import ModelCard
+from builder.project.spec import PostprocessStage
 
 _CARDS: TypeAdapter[Any] = TypeAdapter(ModelCard)
 
@@ -14,3 +15,8 @@ _CARDS: TypeAdapter[Any] = TypeAdapter(ModelCard)
 def resolved_card(keys: dict[str, Any], **built: Any) -> dict[str, Any]:
     """``keys`` (a kernel.toml card) validated and dumped with every default, then what the build records (``built``)."""
     return {**_CARDS.validate_python(keys).model_dump(mode="json"), **built}
+
+
+def resolved_stages(*stages: dict[str, Any]) -> list[dict[str, Any]]:
+    """``[[postprocess]]`` stages as the build writes them (every key of the kind resolved)."""
+    return [PostprocessStage.model_validate(stage).resolved() for stage in stages]
