@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from builder.kkb_runtime.postprocess import STAGES as POSTPROCESS_STAGES
 from builder.kkb_runtime.vocabulary import CombineKind, PostprocessKind, SubmissionKind
 from builder.project.cards import ImageCard, ModelCard, RandomTta, expand_models
 from builder.project.ids import kernel_slug
@@ -28,7 +29,6 @@ from builder.project.spec_values import (
     INPUT_SOURCES,
     MACHINE_SHAPES,
     MAX_WAIT_SECONDS,
-    POSTPROCESS_STAGES,
     TTA_NAMES,
     SpecErrorType,
     StrictModel,
