@@ -15,7 +15,8 @@ from builder.bundle.models import offline_environment, prepare_model, user_code_
 from builder.errors import BundleError, ModelError
 from builder.kkb_runtime.cards.image import predict as runtime_predict
 from builder.kkb_runtime.cards.image import transforms as pipelines
-from builder.project.cards import ImageCard
+from builder.kkb_runtime.vocabulary import CardKind
+from builder.project.cards import ImageCard, kinds_words
 from builder.project.spec import SPEC_FILE, KernelSpec
 
 
@@ -104,7 +105,11 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Imag
         raise BundleError(f"{kernel_dir / SPEC_FILE}: the public test's ids do not resolve to images: {exc}",
                           hint="set [competition] test to the folder of test images or to a CSV with the id column "
                                "and a column of image paths; a card over a table of text or features is kind = "
-                               "'text', 'gbdt' or 'sklearn'") from None
+                               f"{TABLE_KINDS}") from None
+
+
+# The kinds that read the test table instead of images: every kind but this one, from the enum.
+TABLE_KINDS = kinds_words(tuple(kind for kind in CardKind.values() if kind != CardKind.IMAGE))
 
 
 def modules(card: ImageCard) -> tuple[str, ...]:
