@@ -49,6 +49,8 @@ class CardBase(StrictModel):
     @classmethod
     def _keep_origins(cls, data: Any, handler: ModelWrapValidatorHandler[CardBase],
                       info: ValidationInfo) -> CardBase:
+        if isinstance(data, CardBase):  # a card already read keeps where its values came from
+            return handler(data)
         origins: Mapping[str, str] = {}
         if isinstance(data, Mapping) and ORIGINS_KEY in data:
             origins = data[ORIGINS_KEY]
