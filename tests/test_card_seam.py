@@ -113,3 +113,23 @@ def test_postprocess_stages_are_written_resolved_and_the_kernel_defaults_none() 
             if isinstance(node, ast.BoolOp) and "stage" in ast.unparse(node) and "'label'" in ast.unparse(node):
                 found.append(ast.unparse(node))
     assert not found, "the kernel defaults postprocess keys: " + "; ".join(found)
+
+
+def test_kkb_build_prints_the_resolved_settings_grouped_by_card() -> None:
+    from builder.bundle.cards.settings import ResolvedSetting
+    from builder.cli.views import _show_card_settings, console
+
+    settings = (ResolvedSetting("q", "activation", '"softmax"', "default"),
+                ResolvedSetting("q", "max_len", "64", "[model_defaults]"),
+                ResolvedSetting("q", "head_tokens", "null", "default"),
+                ResolvedSetting("g", "method", '"auto"', "default"))
+    with console.capture() as captured:
+        _show_card_settings(settings)
+    assert captured.get().splitlines() == [
+        "  card     models.q: not set on the card, the kernel uses",
+        '             activation = "softmax"  (default)',
+        "             max_len    = 64  ([model_defaults])",
+        "             unset: head_tokens",
+        "  card     models.g: not set on the card, the kernel uses",
+        '             method = "auto"  (default)',
+    ]

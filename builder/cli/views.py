@@ -59,11 +59,11 @@ def _show_card_settings(settings: tuple[ResolvedSetting, ...]) -> None:
     for card in dict.fromkeys(setting.card for setting in settings):
         own = [setting for setting in settings if setting.card == card]
         console.print(f"  card     models.{card}: not set on the card, the kernel uses", markup=False, highlight=False)
-        width = max(len(setting.key) for setting in own)
-        for setting in own:
-            if not setting.unset:
-                console.print(f"             {setting.key:<{width}} = {setting.value}  ({setting.origin})", markup=False,
-                              highlight=False)
+        shown = [setting for setting in own if not setting.unset]
+        width = max((len(setting.key) for setting in shown), default=0)
+        for setting in shown:
+            console.print(f"             {setting.key:<{width}} = {setting.value}  ({setting.origin})", markup=False,
+                          highlight=False)
         off = [setting.key for setting in own if setting.unset]
         if off:
             console.print(f"             unset: {', '.join(off)}", markup=False, highlight=False)
