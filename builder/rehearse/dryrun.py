@@ -48,7 +48,7 @@ from builder.kkb_runtime.vocabulary import SubmissionKind
 from builder.kkb_runtime.vocabulary import Verdict as VerdictName
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
-from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
+from builder.project.spec import SPEC_FILE, KernelSpec, spec_of
 from builder.rehearse.evalapi import (
     EvalApiReport,
     RerunResult,
@@ -117,6 +117,7 @@ class DryRunSettings:
     fit: bool = True  # a second, replicated rerun when the test is too small to fit fixed + per-row time
     progress: Callable[[str], None] | None = None  # one line per event (builder.cli shows it with rich); never printed here
     answers: Path | None = None  # the rerun data's answers (id, targets, optional Usage): the expected score, the split
+    spec: KernelSpec | None = None  # the command's loaded kernel.toml (read once per command); None: load kernel_dir's
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -139,19 +140,20 @@ class DryRunSettings:
 LOCAL_OWNER = "kkb-local"
 
 
-def _owner(settings: DryRunSettings) -> str:
-    return settings.owner or load_spec(Path(settings.kernel_dir)).kernel.owner or kaggle_username() or LOCAL_OWNER
+def _owner(settings: DryRunSettings, spec: KernelSpec) -> str:
+    return settings.owner or spec.kernel.owner or kaggle_username() or LOCAL_OWNER
 
 
 def dry_run(settings: DryRunSettings) -> DryRunReport:
     """Build the kernel, run each scenario in its own sandbox, judge it, and write the report."""
     kernel_dir = Path(settings.kernel_dir)
+    spec = spec_of(settings.spec, kernel_dir)
     _progress(settings, f"building {kernel_dir}")
-    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=_owner(settings)))
+    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=_owner(settings, spec), spec=spec))
     data = competition_data(settings, build.spec)
     input_mounts(build.spec, kernel_dir)  # a missing stand-in is refused before anything runs
     rerun_data = competition_data(replace(settings, data_dir=settings.rerun_data_dir), build.spec) if settings.rerun_data_dir else data
-    dry_run_check(kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline (issue 7)
+    dry_run_check(build.spec, kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline (issue 7)
     out = build.out_dir / DRYRUN_DIR
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
