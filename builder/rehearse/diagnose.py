@@ -26,6 +26,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
+from builder.kkb_runtime.vocabulary import Layout
 from builder.project.image import image_package_for_module, load_image
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.limits import size_text
@@ -81,7 +82,7 @@ def _step_name(text: str) -> str | None:
     return match.group(1) if match else None
 
 
-def layout_mismatch(result: ExecutionResult, layout: str = "current") -> str | None:
+def layout_mismatch(result: ExecutionResult, layout: Layout = Layout.CURRENT) -> str | None:
     """A missing ``input/`` path whose counterpart in the other layout exists, in words, else None."""
     input_dir = Path(result.root) / "input"
     exists = _existence(result, input_dir)
@@ -93,9 +94,10 @@ def layout_mismatch(result: ExecutionResult, layout: str = "current") -> str | N
         other = _other_layout(relative, input_dir, exists)
         if other is None:
             continue
-        which = "legacy" if other.parts[0] not in _LEGACY_PREFIXES else "current"
+        which = Layout.LEGACY if other.parts[0] not in _LEGACY_PREFIXES else Layout.CURRENT
+        rehearse = ", pass --legacy-layout to rehearse it" if which is Layout.LEGACY else ""
         return (f"it read /kaggle/input/{relative}, which does not exist in the {layout} input layout; "
-                f"Kaggle has it at /kaggle/input/{other} (the {which} layout{', pass --legacy-layout to rehearse it' if which == 'legacy' else ''})")
+                f"Kaggle has it at /kaggle/input/{other} (the {which} layout{rehearse})")
     return None
 
 

@@ -34,7 +34,6 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 import nbformat
 import pandas as pd
@@ -44,8 +43,7 @@ from builder.bundle.model_weights import DRY_RUN_VERSION, model_source
 from builder.errors import DryRunError, SpecError
 from builder.kkb_runtime.submission import align_to_sample, read_sample
 from builder.kkb_runtime.timing import PROBE_VARIABLE
-from builder.kkb_runtime.vocabulary import SubmissionKind
-from builder.kkb_runtime.vocabulary import Verdict as VerdictName
+from builder.kkb_runtime.vocabulary import Layout, SubmissionKind, Verdict
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import SPEC_FILE, KernelSpec, spec_of
@@ -74,7 +72,7 @@ from builder.rehearse.projection import (
     project_rerun,
     timeout_reason,
 )
-from builder.rehearse.report import DryRunReport, Scenario, ScenarioReport
+from builder.rehearse.report import SCENARIOS, DryRunReport, Scenario, ScenarioChoice, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
 from builder.rehearse.skew import skew_warnings
 from builder.rehearse.stand_ins import input_mounts
@@ -83,8 +81,8 @@ from builder.rehearse.verdict import (
     NOT_REHEARSED,
     OK,
     SCORING_ERROR,
+    Judgement,
     Limits,
-    Verdict,
     failing_step,
     judge,
     machine_shape,
@@ -92,7 +90,6 @@ from builder.rehearse.verdict import (
 )
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 
-SCENARIOS: dict[str, tuple[Scenario, ...]] = {"commit": ("commit",), "rerun": ("rerun",), "both": ("commit", "rerun")}
 LOG_TAIL_LINES = 20
 # The runtime prints its fast-commit decision as "[kkb] <reason>" (kkb_runtime.commit.decide).
 _DECISION = re.compile(r"^\[kkb\] (.*(?:running every step|writing the sample submission|fast commit).*)$", re.MULTILINE)
@@ -103,11 +100,11 @@ _FAST_TAKEN = "commit run ("
 class DryRunSettings:
     kernel_dir: Path
     data_dir: Path | None = None  # default: [competition] data, relative to the kernel folder
-    scenario: Literal["commit", "rerun", "both"] = "both"
+    scenario: ScenarioChoice = "both"
     rerun_scale: int = 1
     hidden_rows: int | None = None  # default: [competition] hidden_rows
     timeout_seconds: float | None = None  # default: [kernel] timeout_seconds, else the competition's limit
-    layout: Literal["current", "legacy"] = "current"
+    layout: Layout = Layout.CURRENT
     out_dir: Path | None = None  # the build folder, default build/<kernel folder name>
     owner: str | None = None
     keep_sandbox: bool = False  # leave each sandbox on disk (its path is in the report)
@@ -121,15 +118,15 @@ class DryRunSettings:
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
-            raise DryRunError(f"unknown scenario '{self.scenario}'", hint="use commit, rerun or both")
+            raise DryRunError(f"unknown scenario '{self.scenario}'", hint=f"use {', '.join(SCENARIOS)}")
         if self.rerun_scale < 1:
             raise DryRunError(f"--rerun-scale must be at least 1, got {self.rerun_scale}")
         if self.hidden_rows is not None and self.hidden_rows < 1:
             raise DryRunError(f"--hidden-rows must be positive, got {self.hidden_rows}")
         if self.timeout_seconds is not None and self.timeout_seconds <= 0:
             raise DryRunError(f"--timeout must be positive, got {self.timeout_seconds}")
-        if self.layout not in ("current", "legacy"):
-            raise DryRunError(f"unknown input layout '{self.layout}'", hint="use current or legacy")
+        if self.layout not in Layout.values():
+            raise DryRunError(f"unknown input layout '{self.layout}'", hint=f"use {' or '.join(Layout.values())}")
         if self.memory_bytes is not None and self.memory_bytes < 64 * 2**20:
             raise DryRunError(f"--memory must be at least 64 MiB, got {self.memory_bytes} bytes")
         if self.rerun_data_dir is not None and self.scenario == "commit":
@@ -337,7 +334,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
                     target_columns=spec.submission.target_columns, limits=limits,
                     column_types=spec.submission.column_types, kernel_file=spec.submission.file,
                     projected=_judged_seconds(projection, limits))
-    if projection is not None and projection.over_limit() and verdict.name == VerdictName.TIMEOUT and not result.timed_out:
+    if projection is not None and projection.over_limit() and verdict.name == Verdict.TIMEOUT and not result.timed_out:
         verdict = replace(verdict, reason=timeout_reason(projection))
     decision = fast_commit_decision(result)
     warnings = []
@@ -401,13 +398,13 @@ def answers_for(settings: DryRunSettings, data: Path) -> Path | None:
     return beside if folder.name == "hidden" and beside.is_file() else None
 
 
-def _with_metric(verdict: Verdict, metric: MetricReport) -> Verdict:
+def _with_metric(verdict: Judgement, metric: MetricReport) -> Judgement:
     """A file the format check passes and the metric's check fails is Kaggle's "Submission Scoring Error"."""
     if not verdict.ok or not metric.failures:
         return verdict
     detail = "\n".join(part for part in (verdict.reason if "although the notebook failed" in verdict.reason else "",
                                          verdict.detail or "") if part)
-    return Verdict(SCORING_ERROR, "; ".join(metric.failures), detail or None)
+    return Judgement(SCORING_ERROR, "; ".join(metric.failures), detail or None)
 
 
 def _save_member_outputs(scenario: Scenario, result: ExecutionResult, out: Path) -> dict[str, str]:
@@ -511,7 +508,7 @@ def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build
     verdict = _verdict(report, base.verdict)
     missing = missing_gateway_package(build.spec, data)
     if missing is not None and not verdict.ok:  # not Kaggle's verdict: Kaggle's data has the package
-        verdict = Verdict(NOT_REHEARSED, missing, verdict.detail)
+        verdict = Judgement(NOT_REHEARSED, missing, verdict.detail)
     return replace(base, verdict=verdict, evaluation_api={**report.to_json(), "lines": report.lines()})
 
 
@@ -532,12 +529,12 @@ def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
         aligned.to_parquet(path, index=False) if path.suffix == ".parquet" else aligned.to_csv(path, index=False)
 
 
-def _verdict(report: EvalApiReport, judged: Verdict) -> Verdict:
+def _verdict(report: EvalApiReport, judged: Judgement) -> Judgement:
     """The gateway's error decides when there is one; otherwise the dry run's own judgement stands
     (it checks submission.parquet against the sample, the projected time and the memory)."""
     if report.succeeded or report.error_type is None or judged.name == COMPUTE:  # the memory limit ended the run first
         return judged
-    return Verdict(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
+    return Judgement(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
 
 
 def _as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:
