@@ -31,7 +31,7 @@ import pandas as pd
 from builder.kkb_runtime import vocabulary
 from builder.kkb_runtime.submission import check_submission
 from builder.kkb_runtime.vocabulary import Layout, MemoryAccounting
-from builder.rehearse.diagnose import disk_overflow, layout_mismatch, not_rehearsed, out_of_memory
+from builder.rehearse.diagnose import disk_overflow, layout_mismatch, not_rehearsed, out_of_memory, skew_beside
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.limits import duration_text, size_text
 from builder.rehearse.sandbox import blocked_network
@@ -197,7 +197,8 @@ def _not_rehearsed(result: ExecutionResult, limits: Limits) -> Judgement | None:
 def _script_exception(result: ExecutionResult, kernel_type: str, failure: str | None) -> Judgement | None:
     if kernel_type != "script" or not failure:
         return None
-    return Judgement(THREW, failure, _failure_detail(result))
+    beside = skew_beside(result)
+    return Judgement(THREW, failure + (f"; {beside}" if beside else ""), _failure_detail(result))
 
 
 def _projected_timeout(result: ExecutionResult, limits: Limits, fitted: float | None = None) -> Judgement | None:
@@ -225,7 +226,7 @@ def _submission(result: ExecutionResult, submission_file: str | Path, sample_sub
     submission_file = path.name
     if not path.is_file():
         if failure:
-            why = [why for why in (layout_mismatch(result, layout), _network_reason(result)) if why]
+            why = [why for why in (layout_mismatch(result, layout), _network_reason(result), skew_beside(result)) if why]
             return Judgement(CSV_NOT_FOUND, f"the notebook stopped before writing {submission_file}: {failure}"
                            + "".join(f"; {text}" for text in why), _failure_detail(result))
         if kernel_file and kernel_file != submission_file and (result.working_dir / kernel_file).is_file():
