@@ -70,7 +70,7 @@ INSIDE = _step(_frames(("/kaggle/input/datasets/me/code/predict.py", "df.loc['mi
 ELSEWHERE = _step(_frames(("/kaggle/input/datasets/me/code/predict.py", "mask = ImageMath.eval('a', a=image)"))
                   + "AttributeError: module 'PIL.ImageMath' has no attribute 'eval'")
 
-NOT_REHEARSED_TAIL = f"rehearse it with the image's versions (kkb env, then kkb dry-run --image-env)"
+NOT_REHEARSED_TAIL = "rehearse it with the image's versions (kkb env, then kkb dry-run --image-env)"
 
 
 @pytest.fixture(autouse=True)
