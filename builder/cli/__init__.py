@@ -125,17 +125,22 @@ def init(
     ci: CiProvider | None = typer.Option(None, "--ci", help="Also write a CI workflow (github: .github/workflows/kkb.yml "
                                          "at the repository root): build and dry-run on every push, submit on a tag v*. "
                                          "Alone, it adds the workflow to an existing project."),
+    repo_root: Path | None = typer.Option(None, "--repo-root", help="--ci: the repository's root, where .github/ goes "
+                                          "(default: the git repository holding the kernel folder; outside one, "
+                                          "kkb init refuses and writes nothing)."),
 ) -> None:
     """Start a kernel project: from a competition's sample submission, or from an existing Kaggle kernel folder; --ci adds a CI workflow."""
     if source is None and competition is None and ci is None:
         raise typer.BadParameter("pass --competition SLUG, or --from DIR (a `kaggle kernels pull -m` folder), or --ci github")
+    if repo_root is not None and ci is None:
+        raise typer.BadParameter("--repo-root says where --ci writes its workflow: pass --ci github as well")
 
     def download(folder: Path, slug: str) -> Path:
         console.print(f"downloading the data of {_escape(slug)} …")
         return fetch_competition_data(folder, slug)
 
     result = init_project(InitSettings(kernel_dir=kernel_dir, competition=competition, data_dir=data, source_dir=source,
-                                       owner=owner, ci=ci), download=download)
+                                       owner=owner, ci=ci, repo_root=repo_root), download=download)
     _show_init(result)
 
 
