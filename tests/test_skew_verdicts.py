@@ -170,8 +170,10 @@ def _rerun(kernel: Path) -> tuple[str, str, list[str]]:
 def test_a_pretrained_download_through_a_skewed_hub_is_kaggles_csv_not_found(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("timm")
-    kernel = _kernel_with(tmp_path, monkeypatch, "    import timm\n    timm.create_model('resnet18', pretrained=True)\n",
-                          "huggingface-hub")
+    # huggingface-hub retries each failed request 5 times with waits of up to 8 s; the step skips the waits only
+    # (the requests, their failures and the final error are the same).
+    kernel = _kernel_with(tmp_path, monkeypatch, "    import time\n    time.sleep = lambda seconds: None\n"
+                          "    import timm\n    timm.create_model('resnet18', pretrained=True)\n", "huggingface-hub")
     verdict, reason, warnings = _rerun(kernel)
     assert verdict == CSV_NOT_FOUND
     assert reason.startswith("the notebook stopped before writing submission.csv: ")

@@ -8,6 +8,7 @@ from one read and the datasets from another). The tests count every read of a fi
 from __future__ import annotations
 
 import builtins
+import io
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,7 +42,7 @@ def spec_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     # Path.read_text/read_bytes go through io.open, as does builtins.open: one hook sees every read.
     monkeypatch.setattr(builtins, "open", counting(builtins.open))
-    monkeypatch.setattr("io.open", counting(__import__("io").open))
+    monkeypatch.setattr(io, "open", counting(io.open))
     return reads
 
 
