@@ -231,7 +231,7 @@ def _api_skew(text: str, skews: tuple[Skew, ...]) -> tuple[Skew, str] | None:
     lines = _SOURCE_LINE.findall(text)
     if signature is not None and lines:
         used = set(re.findall(r"\b([A-Za-z_]\w*)\.", lines[-1]))
-        skew = next((by_module[name] for name in used if name in by_module), None)
+        skew = next((by_module[name] for name in sorted(used) if name in by_module), None)
         if skew is not None:
             return skew, f"{signature.group(0)} in `{lines[-1].strip()}`"
     return None
