@@ -295,8 +295,8 @@ def _scenario_choice(value: str) -> str:
 def dry_run(
     kernel_dir: Path = _KERNEL_ARG,
     data: Path | None = typer.Option(None, "--data", help="Competition data to mount (default: [competition] data)."),
-    scenario: str = typer.Option("both", "--scenario", callback=_scenario_choice,
-                                 help=f"Which run to rehearse: {', '.join(SCENARIOS)}."),
+    scenario: str = typer.Option("both", "--scenario", callback=_scenario_choice, metavar=f"[{'|'.join(SCENARIOS)}]",
+                                 help="Which run to rehearse."),
     rerun_scale: int = typer.Option(1, "--rerun-scale", help="Replicate the test N times (new ids) for the rerun."),
     hidden_rows: int | None = typer.Option(None, "--hidden-rows", help="Rows of the hidden test (default: [competition] hidden_rows)."),
     timeout: float | None = typer.Option(None, "--timeout", help="Kill each run after this many seconds."),
