@@ -60,7 +60,7 @@ from builder.project.layout import (
     WHEELS_DIR,
     out_dir_of,
 )
-from builder.project.spec import CUDA_ARCH, INPUT_KINDS, SPEC_FILE, KernelSpec, load_spec
+from builder.project.spec import CUDA_ARCH, INPUT_KINDS, SPEC_FILE, KernelSpec, spec_of
 
 # The kernel-side runtime as installed with kkb (a wheel ships it like the rest of the package).
 RUNTIME_SOURCE = Path(str(importlib.resources.files("builder.kkb_runtime")))
@@ -76,6 +76,8 @@ class BuildSettings:
     owner: str | None = None
     # Credential values no bundle may hold; None: those of the credentials in use (project.credentials).
     secrets: tuple[Secret, ...] | None = None
+    # The command's loaded kernel.toml (read once per command); None: load kernel_dir's.
+    spec: KernelSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ class _Names:
 
 def build_kernel(settings: BuildSettings) -> BuildResult:
     kernel_dir = Path(settings.kernel_dir)
-    spec = load_spec(kernel_dir)
+    spec = spec_of(settings.spec, kernel_dir)
     names = _names(spec, settings.owner, kernel_dir / SPEC_FILE)
     out_dir = out_dir_of(kernel_dir, settings.out_dir)
     _check_out_dir(out_dir, kernel_dir)
@@ -407,7 +409,7 @@ def _write_kernel(stage: Path, spec: KernelSpec, names: _Names, kernel_dir: Path
     stage.mkdir(parents=True)
     provenance = {
         "builder": "kkb", "builder_version": __version__, "git_commit": _git_commit(kernel_dir),
-        "kernel": names.kernel_id, "spec_sha256": _sha256(kernel_dir / SPEC_FILE),
+        "kernel": names.kernel_id, "spec_sha256": spec.source_sha256 or _sha256(kernel_dir / SPEC_FILE),
         "code_dataset": names.code_dataset, "code_hash": code.content_hash,
         "weights_dataset": names.weights_dataset if weights else None,
         "weights_hash": weights.content_hash if weights else None,

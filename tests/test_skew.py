@@ -59,8 +59,8 @@ def test_a_sandboxed_process_records_its_imports_and_the_skew_is_named(tmp_path:
     assert {"pandas", "numpy"} <= imported and "json" not in imported  # site-packages only, not the standard library
     assert skews == (Skew("pandas", PANDAS, NEXT_MAJOR, ("pandas",)),)
     assert skew_in_failure(out.stderr, skews) == skews[0]
-    assert skew_warnings(skews) == [f"version skew with Kaggle's image (a failure through these is not rehearsed; kkb env "
-                                    f"builds the image's versions): pandas {PANDAS} here, {NEXT_MAJOR} on Kaggle's image"]
+    assert skew_warnings(skews) == [f"version skew with Kaggle's image (a failure one of these explains is not rehearsed; "
+                                    f"kkb env builds the image's versions): pandas {PANDAS} here, {NEXT_MAJOR} on Kaggle's image"]
 
 
 def _result(tmp_path: Path, evalue: str, skews: tuple[Skew, ...]) -> ExecutionResult:

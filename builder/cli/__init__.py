@@ -12,7 +12,6 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
 import typer
 from rich.table import Table
@@ -38,6 +37,7 @@ from builder.cli.views import (
     without_kkb_frames,
 )
 from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError, NotRehearsed
+from builder.kkb_runtime.vocabulary import Layout, Scenario
 from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.ci import CiProvider
 from builder.project.image import image_summary, load_image, package_lines
@@ -49,6 +49,7 @@ from builder.rehearse.dryrun import dry_run as run_dry_run
 from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import parse_size
 from builder.rehearse.on_kaggle import report_from_kaggle
+from builder.rehearse.report import SCENARIOS, ScenarioChoice
 from builder.remote.competition_files import fetch_competition_data
 from builder.remote.image import ImageSettings, capture_image
 from builder.remote.push import push as push_kernel
@@ -124,17 +125,22 @@ def init(
     ci: CiProvider | None = typer.Option(None, "--ci", help="Also write a CI workflow (github: .github/workflows/kkb.yml "
                                          "at the repository root): build and dry-run on every push, submit on a tag v*. "
                                          "Alone, it adds the workflow to an existing project."),
+    repo_root: Path | None = typer.Option(None, "--repo-root", help="--ci: the repository's root, where .github/ goes "
+                                          "(default: the git repository holding the kernel folder; outside one, "
+                                          "kkb init refuses and writes nothing)."),
 ) -> None:
     """Start a kernel project: from a competition's sample submission, or from an existing Kaggle kernel folder; --ci adds a CI workflow."""
     if source is None and competition is None and ci is None:
         raise typer.BadParameter("pass --competition SLUG, or --from DIR (a `kaggle kernels pull -m` folder), or --ci github")
+    if repo_root is not None and ci is None:
+        raise typer.BadParameter("--repo-root says where --ci writes its workflow: pass --ci github as well")
 
     def download(folder: Path, slug: str) -> Path:
         console.print(f"downloading the data of {_escape(slug)} …")
         return fetch_competition_data(folder, slug)
 
     result = init_project(InitSettings(kernel_dir=kernel_dir, competition=competition, data_dir=data, source_dir=source,
-                                       owner=owner, ci=ci), download=download)
+                                       owner=owner, ci=ci, repo_root=repo_root), download=download)
     _show_init(result)
 
 
@@ -276,11 +282,21 @@ def history(kernel_dir: Path = _KERNEL_ARG,
     console.print(table)
 
 
+_SCENARIO_CHOICES: dict[str, ScenarioChoice] = {**{member.value: member for member in Scenario}, "both": "both"}
+
+
+def _scenario_choice(value: str) -> str:
+    if value not in SCENARIOS:
+        raise typer.BadParameter(f"'{value}' is not one of {', '.join(repr(name) for name in SCENARIOS)}")
+    return value
+
+
 @app.command("dry-run")
 def dry_run(
     kernel_dir: Path = _KERNEL_ARG,
     data: Path | None = typer.Option(None, "--data", help="Competition data to mount (default: [competition] data)."),
-    scenario: Literal["commit", "rerun", "both"] = typer.Option("both", "--scenario", help="Which run to rehearse."),
+    scenario: str = typer.Option("both", "--scenario", callback=_scenario_choice, metavar=f"[{'|'.join(SCENARIOS)}]",
+                                 help="Which run to rehearse."),
     rerun_scale: int = typer.Option(1, "--rerun-scale", help="Replicate the test N times (new ids) for the rerun."),
     hidden_rows: int | None = typer.Option(None, "--hidden-rows", help="Rows of the hidden test (default: [competition] hidden_rows)."),
     timeout: float | None = typer.Option(None, "--timeout", help="Kill each run after this many seconds."),
@@ -318,9 +334,9 @@ def dry_run(
         raise typer.BadParameter("--again and --yes go with --on-kaggle")
     memory_bytes = parse_size(memory) if memory else None
     with _DryRunProgress(enabled=not as_json) as progress:
-        report = run_dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=scenario,  # type: ignore[arg-type]
+        report = run_dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=_SCENARIO_CHOICES[scenario],
                                             rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
-                                            layout="legacy" if legacy_layout else "current", out_dir=out, owner=owner,
+                                            layout=Layout.LEGACY if legacy_layout else Layout.CURRENT, out_dir=out, owner=owner,
                                             keep_sandbox=keep_sandbox, rerun_data_dir=rerun_data, memory_bytes=memory_bytes,
                                             image_env=image_env, progress=progress, answers=answers))
     if as_json:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from builder.kkb_runtime.vocabulary import Verdict
+from builder.kkb_runtime.vocabulary import Scenario, Verdict
 from builder.local_kaggle import names
 from builder.local_kaggle.blobs import Blobs
 from builder.local_kaggle.competition import CompetitionConfig, load_competition
@@ -262,7 +262,7 @@ class Competitions:
         if config is None or version is None:
             self._finish(ref, error=KAGGLE_ERROR, log=[])
             return
-        fault = self._faults.take_kernel_failure(version.ref, "rerun")
+        fault = self._faults.take_kernel_failure(version.ref, Scenario.RERUN)
         if fault is not None:
             message = str(fault.get("message") or "RuntimeError: injected failure (local Kaggle fault)")
             self._finish(ref, error=fault.get("description") or Verdict.THREW.value,

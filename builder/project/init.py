@@ -49,7 +49,7 @@ from builder.project.scaffold import (
     predict_script,
     written_files,
 )
-from builder.project.spec import SPEC_FILE, load_spec
+from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -92,7 +92,7 @@ class InitSettings:
     source_dir: Path | None = None  # --from
     owner: str | None = None
     ci: CiProvider | None = None
-    repo_root: Path | None = None  # where .github/ goes; default: the git root above the kernel folder, else cwd
+    repo_root: Path | None = None  # where .github/ goes; default: the git root above the kernel folder (none: refused)
 
 
 Download = Callable[[Path, str], Path]  # (kernel folder, competition) -> the folder the data is in
@@ -104,6 +104,7 @@ def init_project(settings: InitSettings, download: Download | None = None) -> In
     if settings.competition is not None:
         check_competition_slug(settings.competition)
     workflow = check_workflow_target(settings.ci, kernel_dir, settings.repo_root) if settings.ci else None
+    spec: KernelSpec | None = None  # loaded here only for --ci alone; a new project's is read once, by write_workflow
     if settings.source_dir is not None:
         result = init_from_folder(kernel_dir, settings.source_dir, competition=settings.competition,
                                   data_dir=settings.data_dir, owner=settings.owner)
@@ -116,11 +117,11 @@ def init_project(settings: InitSettings, download: Download | None = None) -> In
         if not (kernel_dir / SPEC_FILE).is_file():
             raise SpecError(f"{kernel_dir / SPEC_FILE}: file not found; --ci alone adds a workflow to an existing project",
                             hint="pass --competition SLUG or --from DIR as well, to create the project first")
-        load_spec(kernel_dir)  # --ci alone: on an existing project, which must load
+        spec = load_spec(kernel_dir)  # --ci alone: on an existing project, which must load
         result = InitResult(kernel_dir, (), next_steps=())
     if workflow is None or settings.ci is None:
         return result
-    path = write_workflow(settings.ci, workflow, kernel_dir)
+    path = write_workflow(settings.ci, workflow, kernel_dir, spec)
     return replace(result, written=(*result.written, path),
                    next_steps=(*result.next_steps, f"set the repository secrets KAGGLE_USERNAME and KAGGLE_KEY, then commit "
                                f"{path} (a tag v* or 'Run workflow' submits)"))

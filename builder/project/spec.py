@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from builder.kkb_runtime.vocabulary import CardKind, CombineKind, PostprocessKind, SubmissionKind
 from builder.project.cards import KIND_RULES, TabularCardFields, TextCardFields, expand_models
@@ -505,6 +505,12 @@ class KernelSpec(_Strict):
     inputs: list[InputSection] = Field(default_factory=list)
     push: PushSection = Field(default_factory=PushSection)
     postprocess: list[PostprocessStage] = Field(default_factory=list)
+    # The sha256 of the kernel.toml bytes this spec was read from (load_spec); None for a spec parsed from a dict.
+    _source_sha256: str | None = PrivateAttr(default=None)
+
+    @property
+    def source_sha256(self) -> str | None:
+        return self._source_sha256
 
     @model_validator(mode="before")
     @classmethod
@@ -543,9 +549,16 @@ SUBMISSION_KIND_NEEDS: dict[SubmissionKind, Callable[[KernelSpec], str | None]] 
 
 
 def load_spec(kernel_dir: Path) -> KernelSpec:
-    """Read and validate ``kernel_dir/kernel.toml``."""
-    path, raw = read_spec_toml(kernel_dir)
-    return parse_spec(raw, source=path)
+    """Read and validate ``kernel_dir/kernel.toml``: once per command, the spec then travels in its settings."""
+    path, raw, digest = read_spec_toml(kernel_dir)
+    spec = parse_spec(raw, source=path)
+    spec._source_sha256 = digest
+    return spec
+
+
+def spec_of(spec: KernelSpec | None, kernel_dir: Path | str) -> KernelSpec:
+    """The spec a command's settings carry, else ``kernel_dir``'s kernel.toml loaded now (a library call without one)."""
+    return spec if spec is not None else load_spec(Path(kernel_dir))
 
 
 def parse_spec(raw: dict[str, Any], source: Path | str = SPEC_FILE) -> KernelSpec:
@@ -558,6 +571,6 @@ def parse_spec(raw: dict[str, Any], source: Path | str = SPEC_FILE) -> KernelSpe
 __all__ = [
     "CUDA_ARCH", "DEFAULT_GPU_SHAPE", "INPUT_KINDS", "INPUT_SOURCES", "MACHINE_SHAPES", "MAX_WAIT_SECONDS", "SPEC_FILE",
     "TTA_NAMES", "EvaluationApiSection", "InputSection", "InstallSection", "KernelSpec", "ModelCard", "SourcePackage",
-    "load_spec", "parse_input_ref",
+    "load_spec", "parse_input_ref", "spec_of",
     "parse_spec",
 ]

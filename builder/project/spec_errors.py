@@ -8,6 +8,7 @@ string too short, a number out of range, a value not in a list) get the hint of 
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,15 +62,18 @@ LOCATION_HINTS: tuple[tuple[str, str | None, str], ...] = (
 DEFAULT_HINT = "see kernels/minimal/kernel.toml for a valid example"
 
 
-def read_spec_toml(kernel_dir: Path) -> tuple[Path, dict[str, Any]]:
-    """``kernel_dir/kernel.toml`` read as TOML: a missing folder or file, bad encoding or bad syntax is a SpecError."""
+def read_spec_toml(kernel_dir: Path) -> tuple[Path, dict[str, Any], str]:
+    """``kernel_dir/kernel.toml`` read as TOML, with the sha256 of the bytes read (the build records which file it
+    built from without reading it again): a missing folder or file, bad encoding or bad syntax is a SpecError."""
     path = kernel_dir / SPEC_FILE
     if not kernel_dir.is_dir():
         raise SpecError(f"{kernel_dir}: no such kernel folder", hint=f"pass the folder that holds kernel.toml; {example_spec_hint()}")
     if not path.is_file():
         raise SpecError(f"{path}: file not found", hint=f"every kernel project needs a kernel.toml; {example_spec_hint()}")
     try:
-        return path, tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a BOM (Windows editors) is not TOML
+        data = path.read_bytes()
+        # A BOM (Windows editors) is not TOML.
+        return path, tomllib.loads(data.decode("utf-8-sig")), "sha256:" + hashlib.sha256(data).hexdigest()
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
                         hint="save kernel.toml with UTF-8 encoding") from None

@@ -34,7 +34,6 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 import nbformat
 import pandas as pd
@@ -44,11 +43,10 @@ from builder.bundle.model_weights import DRY_RUN_VERSION, model_source
 from builder.errors import DryRunError, SpecError
 from builder.kkb_runtime.submission import align_to_sample, read_sample
 from builder.kkb_runtime.timing import PROBE_VARIABLE
-from builder.kkb_runtime.vocabulary import SubmissionKind
-from builder.kkb_runtime.vocabulary import Verdict as VerdictName
+from builder.kkb_runtime.vocabulary import Layout, SubmissionKind, Verdict
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
-from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
+from builder.project.spec import SPEC_FILE, KernelSpec, spec_of
 from builder.rehearse.evalapi import (
     EvalApiReport,
     RerunResult,
@@ -74,7 +72,7 @@ from builder.rehearse.projection import (
     project_rerun,
     timeout_reason,
 )
-from builder.rehearse.report import DryRunReport, Scenario, ScenarioReport
+from builder.rehearse.report import SCENARIOS, DryRunReport, Scenario, ScenarioChoice, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
 from builder.rehearse.skew import skew_warnings
 from builder.rehearse.stand_ins import input_mounts
@@ -83,8 +81,8 @@ from builder.rehearse.verdict import (
     NOT_REHEARSED,
     OK,
     SCORING_ERROR,
+    Judgement,
     Limits,
-    Verdict,
     failing_step,
     judge,
     machine_shape,
@@ -92,7 +90,6 @@ from builder.rehearse.verdict import (
 )
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 
-SCENARIOS: dict[str, tuple[Scenario, ...]] = {"commit": ("commit",), "rerun": ("rerun",), "both": ("commit", "rerun")}
 LOG_TAIL_LINES = 20
 # The runtime prints its fast-commit decision as "[kkb] <reason>" (kkb_runtime.commit.decide).
 _DECISION = re.compile(r"^\[kkb\] (.*(?:running every step|writing the sample submission|fast commit).*)$", re.MULTILINE)
@@ -103,11 +100,11 @@ _FAST_TAKEN = "commit run ("
 class DryRunSettings:
     kernel_dir: Path
     data_dir: Path | None = None  # default: [competition] data, relative to the kernel folder
-    scenario: Literal["commit", "rerun", "both"] = "both"
+    scenario: ScenarioChoice = "both"
     rerun_scale: int = 1
     hidden_rows: int | None = None  # default: [competition] hidden_rows
     timeout_seconds: float | None = None  # default: [kernel] timeout_seconds, else the competition's limit
-    layout: Literal["current", "legacy"] = "current"
+    layout: Layout = Layout.CURRENT
     out_dir: Path | None = None  # the build folder, default build/<kernel folder name>
     owner: str | None = None
     keep_sandbox: bool = False  # leave each sandbox on disk (its path is in the report)
@@ -117,18 +114,19 @@ class DryRunSettings:
     fit: bool = True  # a second, replicated rerun when the test is too small to fit fixed + per-row time
     progress: Callable[[str], None] | None = None  # one line per event (builder.cli shows it with rich); never printed here
     answers: Path | None = None  # the rerun data's answers (id, targets, optional Usage): the expected score, the split
+    spec: KernelSpec | None = None  # the command's loaded kernel.toml (read once per command); None: load kernel_dir's
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
-            raise DryRunError(f"unknown scenario '{self.scenario}'", hint="use commit, rerun or both")
+            raise DryRunError(f"unknown scenario '{self.scenario}'", hint=f"use {', '.join(SCENARIOS)}")
         if self.rerun_scale < 1:
             raise DryRunError(f"--rerun-scale must be at least 1, got {self.rerun_scale}")
         if self.hidden_rows is not None and self.hidden_rows < 1:
             raise DryRunError(f"--hidden-rows must be positive, got {self.hidden_rows}")
         if self.timeout_seconds is not None and self.timeout_seconds <= 0:
             raise DryRunError(f"--timeout must be positive, got {self.timeout_seconds}")
-        if self.layout not in ("current", "legacy"):
-            raise DryRunError(f"unknown input layout '{self.layout}'", hint="use current or legacy")
+        if self.layout not in Layout.values():
+            raise DryRunError(f"unknown input layout '{self.layout}'", hint=f"use {' or '.join(Layout.values())}")
         if self.memory_bytes is not None and self.memory_bytes < 64 * 2**20:
             raise DryRunError(f"--memory must be at least 64 MiB, got {self.memory_bytes} bytes")
         if self.rerun_data_dir is not None and self.scenario == "commit":
@@ -139,19 +137,20 @@ class DryRunSettings:
 LOCAL_OWNER = "kkb-local"
 
 
-def _owner(settings: DryRunSettings) -> str:
-    return settings.owner or load_spec(Path(settings.kernel_dir)).kernel.owner or kaggle_username() or LOCAL_OWNER
+def _owner(settings: DryRunSettings, spec: KernelSpec) -> str:
+    return settings.owner or spec.kernel.owner or kaggle_username() or LOCAL_OWNER
 
 
 def dry_run(settings: DryRunSettings) -> DryRunReport:
     """Build the kernel, run each scenario in its own sandbox, judge it, and write the report."""
     kernel_dir = Path(settings.kernel_dir)
+    spec = spec_of(settings.spec, kernel_dir)
     _progress(settings, f"building {kernel_dir}")
-    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=_owner(settings)))
+    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=_owner(settings, spec), spec=spec))
     data = competition_data(settings, build.spec)
     input_mounts(build.spec, kernel_dir)  # a missing stand-in is refused before anything runs
     rerun_data = competition_data(replace(settings, data_dir=settings.rerun_data_dir), build.spec) if settings.rerun_data_dir else data
-    dry_run_check(kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline (issue 7)
+    dry_run_check(build.spec, kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline (issue 7)
     out = build.out_dir / DRYRUN_DIR
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -335,7 +334,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
                     target_columns=spec.submission.target_columns, limits=limits,
                     column_types=spec.submission.column_types, kernel_file=spec.submission.file,
                     projected=_judged_seconds(projection, limits))
-    if projection is not None and projection.over_limit() and verdict.name == VerdictName.TIMEOUT and not result.timed_out:
+    if projection is not None and projection.over_limit() and verdict.name == Verdict.TIMEOUT and not result.timed_out:
         verdict = replace(verdict, reason=timeout_reason(projection))
     decision = fast_commit_decision(result)
     warnings = []
@@ -399,13 +398,13 @@ def answers_for(settings: DryRunSettings, data: Path) -> Path | None:
     return beside if folder.name == "hidden" and beside.is_file() else None
 
 
-def _with_metric(verdict: Verdict, metric: MetricReport) -> Verdict:
+def _with_metric(verdict: Judgement, metric: MetricReport) -> Judgement:
     """A file the format check passes and the metric's check fails is Kaggle's "Submission Scoring Error"."""
     if not verdict.ok or not metric.failures:
         return verdict
     detail = "\n".join(part for part in (verdict.reason if "although the notebook failed" in verdict.reason else "",
                                          verdict.detail or "") if part)
-    return Verdict(SCORING_ERROR, "; ".join(metric.failures), detail or None)
+    return Judgement(SCORING_ERROR, "; ".join(metric.failures), detail or None)
 
 
 def _save_member_outputs(scenario: Scenario, result: ExecutionResult, out: Path) -> dict[str, str]:
@@ -509,7 +508,7 @@ def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build
     verdict = _verdict(report, base.verdict)
     missing = missing_gateway_package(build.spec, data)
     if missing is not None and not verdict.ok:  # not Kaggle's verdict: Kaggle's data has the package
-        verdict = Verdict(NOT_REHEARSED, missing, verdict.detail)
+        verdict = Judgement(NOT_REHEARSED, missing, verdict.detail)
     return replace(base, verdict=verdict, evaluation_api={**report.to_json(), "lines": report.lines()})
 
 
@@ -530,12 +529,12 @@ def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
         aligned.to_parquet(path, index=False) if path.suffix == ".parquet" else aligned.to_csv(path, index=False)
 
 
-def _verdict(report: EvalApiReport, judged: Verdict) -> Verdict:
+def _verdict(report: EvalApiReport, judged: Judgement) -> Judgement:
     """The gateway's error decides when there is one; otherwise the dry run's own judgement stands
     (it checks submission.parquet against the sample, the projected time and the memory)."""
     if report.succeeded or report.error_type is None or judged.name == COMPUTE:  # the memory limit ended the run first
         return judged
-    return Verdict(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
+    return Judgement(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
 
 
 def _as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:

@@ -37,17 +37,17 @@ from pathlib import Path
 from typing import Literal
 
 from builder.errors import DryRunError
-from builder.kkb_runtime.vocabulary import Isolation as Mode
-from builder.kkb_runtime.vocabulary import RootFilesystem
+from builder.kkb_runtime.vocabulary import Isolation, RootFilesystem
 from builder.rehearse.overlay import bwrap_folder_args, launcher_option
 
-Isolation = Literal["auto", "bwrap", "namespace", "python"]  # what a caller may ask for: a Mode, or the strongest
-MODES: tuple[Mode, ...] = tuple(Mode)
+# What a caller may ask for: an isolation, or "auto" (the strongest this machine allows).
+IsolationRequest = Isolation | Literal["auto"]
+MODES: tuple[Isolation, ...] = tuple(Isolation)
 # What each isolation gives the kernel, for the report.
-DESCRIPTIONS: dict[Mode, str] = {
-    Mode.BWRAP: "bubblewrap: real /kaggle paths, no network",
-    Mode.NAMESPACE: "kkb's namespace launcher: real /kaggle paths, no network",
-    Mode.PYTHON: "portable: no /kaggle paths (only $KKB_KAGGLE_ROOT), network cut for Python only",
+DESCRIPTIONS: dict[Isolation, str] = {
+    Isolation.BWRAP: "bubblewrap: real /kaggle paths, no network",
+    Isolation.NAMESPACE: "kkb's namespace launcher: real /kaggle paths, no network",
+    Isolation.PYTHON: "portable: no /kaggle paths (only $KKB_KAGGLE_ROOT), network cut for Python only",
 }
 GUEST_DIR = Path(__file__).resolve().parent / "guest"
 LAUNCH = GUEST_DIR / "launch.py"
@@ -60,15 +60,15 @@ SPECIAL = frozenset({"proc", "dev", "sys", "tmp", "kaggle", "lost+found"})
 class IsolationChoice:
     """The isolation a run uses, and why stronger ones were not used (empty when none was skipped)."""
 
-    mode: Mode
+    mode: Isolation
     skipped: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        what = DESCRIPTIONS[Mode(self.mode)]
+        what = DESCRIPTIONS[Isolation(self.mode)]
         return what + ("" if not self.skipped else f" (not used: {'; '.join(self.skipped)})")
 
 
-def choose_isolation(requested: Isolation = "auto") -> IsolationChoice:
+def choose_isolation(requested: IsolationRequest = "auto") -> IsolationChoice:
     """The strongest isolation this machine allows (``auto``), or the requested one, or an error saying why not.
 
     ``$KKB_SANDBOX_ISOLATION`` overrides ``auto``, for a machine where a probe passes but kernels
@@ -82,10 +82,10 @@ def choose_isolation(requested: Isolation = "auto") -> IsolationChoice:
         requested = override  # type: ignore[assignment]
     if requested not in ("auto", *MODES):
         raise DryRunError(f"unknown sandbox isolation '{requested}'", hint="use auto, bwrap, namespace or python")
-    if requested == Mode.PYTHON:
-        return IsolationChoice(Mode.PYTHON)
+    if requested == Isolation.PYTHON:
+        return IsolationChoice(Isolation.PYTHON)
     skipped: list[str] = []
-    for mode in (Mode.BWRAP, Mode.NAMESPACE):  # strongest first; the portable mode always works
+    for mode in (Isolation.BWRAP, Isolation.NAMESPACE):  # strongest first; the portable mode always works
         if requested not in ("auto", mode):
             continue
         problem = probe(mode)
@@ -95,11 +95,11 @@ def choose_isolation(requested: Isolation = "auto") -> IsolationChoice:
             raise DryRunError(f"the {mode} sandbox cannot start here: {problem}",
                               hint="use isolation 'auto' to fall back, or KKB_SANDBOX_ISOLATION=python")
         skipped.append(f"{mode}: {problem}")
-    return IsolationChoice(Mode.PYTHON, tuple(skipped))
+    return IsolationChoice(Isolation.PYTHON, tuple(skipped))
 
 
 @functools.cache
-def probe(mode: Mode) -> str | None:
+def probe(mode: Isolation) -> str | None:
     """None when ``mode`` works on this machine, else why not (one line)."""
     if not sys.platform.startswith("linux"):
         return "Linux namespaces only exist on Linux"
@@ -127,7 +127,7 @@ def _run_probe(argv: list[str]) -> str | None:
     return (lines[-1] if lines else f"probe exited with {out.returncode}").removeprefix("kkb sandbox probe: ")
 
 
-def launcher_argv(mode: Mode, root: Path, mounts: tuple[tuple[Path, Path], ...], binds: list[Path],
+def launcher_argv(mode: Isolation, root: Path, mounts: tuple[tuple[Path, Path], ...], binds: list[Path],
                   memory_bytes: int | None, readonly: tuple[Path, ...] = (),
                   root_fs: RootFilesystem | None = None) -> list[str]:
     """The argv prefix that starts a command in the sandbox at ``root`` (``mounts``: host source, target under

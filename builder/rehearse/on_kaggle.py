@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.project.spec import KernelSpec
 from builder.rehearse.dryrun import DryRunReport, ScenarioReport
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.projection import Projection, RunTimes, limit_warning, project_rerun, timeout_reason
-from builder.rehearse.verdict import COMPUTE, OK, TIMEOUT, Limits, Verdict, machine_shape
+from builder.rehearse.verdict import COMPUTE, OK, TIMEOUT, Judgement, Limits, machine_shape
 
 GB = 1024**3
 
@@ -39,7 +40,7 @@ def scenario_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, out_dir: P
     limits = Limits(time_limit_seconds=spec.competition.time_limit_hours * 3600, ram_bytes=shape.ram_bytes,
                     gpu_bytes=shape.gpu_bytes, rows_run=rows if hidden else None, hidden_rows=hidden)
     given = report.get("verdict") or {}
-    verdict = Verdict(str(given.get("name") or "unknown"), str(given.get("reason") or ""), given.get("detail"))
+    verdict = Judgement(str(given.get("name") or "unknown"), str(given.get("reason") or ""), given.get("detail"))
     measured = _measured(report, out_dir, verdict.ok)
     projection = project_rerun((RunTimes(rows, measured.wall_seconds, tuple(measured.steps)),), hidden,
                                limits.time_limit_seconds, spec.kernel.machine_shape, on_target=True) if hidden and rows else None
@@ -47,7 +48,7 @@ def scenario_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, out_dir: P
     if verdict.ok:
         verdict = _over_limits(measured, limits, projection) or verdict
     return ScenarioReport(
-        scenario="rerun", verdict=verdict, wall_seconds=measured.wall_seconds, peak_rss_bytes=measured.peak_rss_bytes,
+        scenario=Scenario.RERUN, verdict=verdict, wall_seconds=measured.wall_seconds, peak_rss_bytes=measured.peak_rss_bytes,
         peak_gpu_bytes=measured.peak_gpu_bytes, timed_out=False, failed_cell=None,
         failing_step=report.get("failing_step"), ename=report.get("ename"), evalue=report.get("evalue"),
         traceback_tail=report.get("traceback_tail"), stderr_tail=None, steps=measured.steps, rows=rows,
@@ -72,16 +73,16 @@ def _measured(report: Mapping[str, Any], out_dir: Path, ok: bool) -> ExecutionRe
     )
 
 
-def _over_limits(measured: ExecutionResult, limits: Limits, projection: Projection | None) -> Verdict | None:
+def _over_limits(measured: ExecutionResult, limits: Limits, projection: Projection | None) -> Judgement | None:
     """What Kaggle's limits say about a run that passed at the rehearsal's size."""
     if limits.ram_bytes and measured.peak_rss_bytes > limits.ram_bytes:
-        return Verdict(COMPUTE, f"peak memory {measured.peak_rss_bytes / GB:.1f} GiB on Kaggle > "
+        return Judgement(COMPUTE, f"peak memory {measured.peak_rss_bytes / GB:.1f} GiB on Kaggle > "
                                 f"{limits.ram_bytes / GB:.1f} GiB of RAM on the machine shape")
     if limits.gpu_bytes and measured.peak_gpu_bytes and measured.peak_gpu_bytes > limits.gpu_bytes:
-        return Verdict(COMPUTE, f"peak GPU memory {measured.peak_gpu_bytes / GB:.1f} GiB on Kaggle > "
+        return Judgement(COMPUTE, f"peak GPU memory {measured.peak_gpu_bytes / GB:.1f} GiB on Kaggle > "
                                 f"{limits.gpu_bytes / GB:.1f} GiB per GPU on the machine shape")
     if projection is not None and projection.over_limit():  # the lower end of the range: measured on Kaggle
-        return Verdict(TIMEOUT, f"{timeout_reason(projection)} (measured on Kaggle: {measured.wall_seconds:.1f} s for "
+        return Judgement(TIMEOUT, f"{timeout_reason(projection)} (measured on Kaggle: {measured.wall_seconds:.1f} s for "
                                 f"{limits.rows_run} rows)")
     return None
 

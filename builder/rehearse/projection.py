@@ -31,6 +31,7 @@ from typing import Any
 
 from builder.kkb_runtime.timing import BatchTiming, FoldTiming, StepTiming
 from builder.rehearse.device_factor import TABLE, DeviceFactor, compute_rate, device_factor, measured_here
+from builder.rehearse.limits import duration_text
 
 PROBE_BATCHES = 3  # full steady batches a card step times when its test gives fewer ($KKB_TIMING_PROBE)
 MIN_FIT_ROWS = 50  # below this the public test alone cannot separate fixed from per-row cost
@@ -215,16 +216,16 @@ def local_gpu() -> bool:
 
 def timeout_reason(projection: Projection) -> str:
     """The reason of a projected "Notebook Timeout": the lower end, the range and its basis."""
-    return (f"even the lower end of the projection, {_duration(projection.low)} for {projection.hidden_rows} hidden rows "
-            f"(range {_duration(projection.low)}-{_duration(projection.high)}, central {_duration(projection.seconds)}), "
-            f"passes the competition's limit of {_duration(float(projection.limit_seconds or 0))}; basis: "
+    return (f"even the lower end of the projection, {duration_text(projection.low)} for {projection.hidden_rows} hidden rows "
+            f"(range {duration_text(projection.low)}-{duration_text(projection.high)}, central {duration_text(projection.seconds)}), "
+            f"passes the competition's limit of {duration_text(float(projection.limit_seconds or 0))}; basis: "
             + "; ".join(projection.basis()))
 
 
 def limit_warning(projection: Projection) -> str:
-    return (f"the projected rerun may pass the limit: its upper end {_duration(projection.high)} is over "
-            f"{_duration(float(projection.limit_seconds or 0))} (range {_duration(projection.low)}-"
-            f"{_duration(projection.high)}, central {_duration(projection.seconds)}); to decide: {projection.decider()}")
+    return (f"the projected rerun may pass the limit: its upper end {duration_text(projection.high)} is over "
+            f"{duration_text(float(projection.limit_seconds or 0))} (range {duration_text(projection.low)}-"
+            f"{duration_text(projection.high)}, central {duration_text(projection.seconds)}); to decide: {projection.decider()}")
 
 
 def measured_device(runs: Sequence[RunTimes]) -> tuple[str, int | None]:
@@ -400,11 +401,3 @@ def _mean_at(points: list[tuple[int, float]], rows: int) -> tuple[int, float]:
 
 def _noise(seconds: float) -> float:
     return max(NOISE_FLOOR_SECONDS, NOISE_FRACTION * seconds)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.2f} h"

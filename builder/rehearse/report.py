@@ -10,16 +10,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from builder.rehearse.verdict import NOT_REHEARSED, Verdict
+from builder.kkb_runtime.vocabulary import Scenario
+from builder.rehearse.verdict import NOT_REHEARSED, Judgement
 
-Scenario = Literal["commit", "rerun"]
+# What a dry run rehearses: one scenario, or both (commit first, as Kaggle runs them).
+ScenarioChoice = Scenario | Literal["both"]
+SCENARIOS: dict[str, tuple[Scenario, ...]] = {**{member.value: (member,) for member in Scenario}, "both": tuple(Scenario)}
 REPORT_SCHEMA = "kkb.dry-run/1"  # what `kkb dry-run --json` prints too: bump when a field changes meaning or goes away
 
 
 @dataclass(frozen=True)
 class ScenarioReport:
     scenario: Scenario
-    verdict: Verdict
+    verdict: Judgement
     wall_seconds: float
     peak_rss_bytes: int
     peak_gpu_bytes: int | None

@@ -41,16 +41,14 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Literal
 
 from builder.errors import DryRunError
 from builder.kkb_runtime import scale as runtime_scale
 from builder.kkb_runtime.scale import ScaledData
-from builder.rehearse.isolation import GUEST_DIR, Isolation, IsolationChoice, Mode, choose_isolation, launcher_argv
+from builder.kkb_runtime.vocabulary import Layout
+from builder.rehearse.isolation import GUEST_DIR, Isolation, IsolationChoice, IsolationRequest, choose_isolation, launcher_argv
 from builder.rehearse.overlay import RootChoice, choose_root_filesystem, recorded
 from builder.rehearse.pip_shim import install_pip_shim
-
-Layout = Literal["current", "legacy"]
 
 PRIVATE = ".sandbox"
 NETWORK_LOG = "network.log"
@@ -80,9 +78,9 @@ class SandboxSpec:
     mounts: tuple[Mount, ...]
     rerun: bool
     timeout_seconds: float | None = None
-    layout: Layout = "current"
+    layout: Layout = Layout.CURRENT
     extra_env: Mapping[str, str] = field(default_factory=dict)
-    isolation: Isolation = "auto"  # kkb addition: "python" forces the portable mode (tests, debugging)
+    isolation: IsolationRequest = "auto"  # kkb addition: "python" forces the portable mode (tests, debugging)
     memory_bytes: int | None = None  # the whole run's memory limit (the machine shape's RAM; builder.rehearse.memory)
     working_limit_bytes: int | None = None  # /kaggle/working larger than this stops the run (what Kaggle keeps)
     visible: tuple[Path, ...] = ()  # host folders the kernel reads at their own paths (kkb's script wrapper)
@@ -99,7 +97,7 @@ class Sandbox:
     temp_dir: Path
     private_dir: Path
     env: dict[str, str]
-    isolation: Mode
+    isolation: Isolation
     mounts: tuple[tuple[Path, Path], ...]  # (source, absolute target)
     memory_bytes: int | None = None
     isolation_note: str = ""  # what ran, and why stronger isolations were not used
@@ -269,12 +267,12 @@ def kernel_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str] 
     return env
 
 
-def isolation_mode(requested: Isolation = "auto") -> Mode:
+def isolation_mode(requested: IsolationRequest = "auto") -> Isolation:
     """The isolation a sandbox gets here (see :func:`builder.rehearse.isolation.choose_isolation`)."""
     return choose_isolation(requested).mode
 
 
-def isolation_choice(requested: Isolation = "auto") -> IsolationChoice:
+def isolation_choice(requested: IsolationRequest = "auto") -> IsolationChoice:
     return choose_isolation(requested)
 
 

@@ -10,8 +10,10 @@ process of the run records the top-level packages it imported (``guest/sitecusto
 - for the packages known to break between minor versions (:data:`MINOR_BREAKING`), a different minor
   version is one too.
 
-The dry run lists the skews in the report; a failure whose traceback runs through a skewed package
-is "Not Rehearsed" naming both versions (:func:`skew_in_failure`), never a Kaggle verdict.
+The dry run lists the skews in the report. A failure whose traceback runs through a skewed package
+(:func:`skew_in_failure`) is "Not Rehearsed" naming both versions only when the skew can explain it; a shape,
+dtype, missing-file, memory or blocked-network error stays Kaggle's verdict with the skew named beside it
+(``builder.rehearse.diagnose``).
 """
 
 from __future__ import annotations
@@ -139,5 +141,5 @@ def skew_warnings(skews: tuple[Skew, ...]) -> list[str]:
     """The report's lines: one warning naming every skew (none when there is none)."""
     if not skews:
         return []
-    return ["version skew with Kaggle's image (a failure through these is not rehearsed; kkb env builds the image's "
-            "versions): " + "; ".join(skew.describe() for skew in skews)]
+    return ["version skew with Kaggle's image (a failure one of these explains is not rehearsed; kkb env builds the "
+            "image's versions): " + "; ".join(skew.describe() for skew in skews)]

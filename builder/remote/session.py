@@ -92,6 +92,7 @@ class PushSettings:
     progress: ProgressFn | None = None
     adapter: KaggleAdapter | None = None  # the seam: tests and the demo may hand one in
     lock_wait_s: float = LOCK_WAIT_S  # how long to wait for another push/submit of the kernel to finish
+    spec: KernelSpec | None = None  # the command's loaded kernel.toml (read once per command); None: load kernel_dir's
 
 
 
