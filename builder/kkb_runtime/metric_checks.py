@@ -103,6 +103,19 @@ def outside_unit_interval(frame: pd.DataFrame, targets: Sequence[str], part: str
     return found
 
 
+def each_unit_interval(frame: pd.DataFrame, targets: Sequence[str], part: str, context: CheckContext) -> list[Finding]:
+    """Independent probabilities (multi-label log loss): every column in [0, 1], however many columns."""
+    found = []
+    for column in targets:
+        values = _numbers(frame[column])
+        bad = values[(values < 0) | (values > 1)]
+        if len(bad):
+            text = (f"{len(bad)} of {len(values)} rows outside [0, 1] (e.g. {_examples(bad.tolist())}): "
+                    f"{context.label} scores each column as a probability")
+            found.append(Finding(column, "range", len(bad), len(values), part, text))
+    return found
+
+
 def negative_values(frame: pd.DataFrame, targets: Sequence[str], part: str, context: CheckContext) -> list[Finding]:
     found = []
     for column in targets:
@@ -222,8 +235,21 @@ def constant_truth(why: str, what: str = "the answers are constant") -> Check:
     return check
 
 
+def zero_truth(frame: pd.DataFrame, targets: Sequence[str], part: str, context: CheckContext) -> list[Finding]:
+    """RMSPE and MAPE divide by the answers: a 0 makes the score infinite (Kaggle's scorer fails or drops it)."""
+    found = []
+    for column in targets:
+        values = _numbers(frame[column])
+        zeros = values[values == 0]
+        if len(zeros):
+            text = (f"{len(zeros)} of {len(values)} answers are 0: {context.label} divides by the answers and is "
+                    f"undefined there (the competition's data, not the submission)")
+            found.append(Finding(column, "zero answers", len(zeros), len(values), part, text))
+    return found
+
+
 __all__ = [
     "PRIVATE", "PUBLIC", "WHOLE", "Check", "CheckContext", "Finding", "certain_probabilities", "constant_predictions",
-    "constant_truth", "label_text", "negative_values", "outside_unit_interval", "ranked_labels", "repeated_labels",
-    "row_sums", "too_many_labels", "unknown_labels",
+    "constant_truth", "each_unit_interval", "label_text", "negative_values", "outside_unit_interval", "ranked_labels", "repeated_labels",
+    "row_sums", "too_many_labels", "unknown_labels", "zero_truth",
 ]
