@@ -23,6 +23,7 @@ from typing import Any
 from builder import __version__
 from builder.bundle.cards import card_files, prepare_models  # torch, timm, transformers only when a kernel has models
 from builder.bundle.checkpoints import checkpoint_sources
+from builder.bundle.competition_checks import check_competition
 from builder.bundle.extras import require_card_extras
 from builder.bundle.files import (
     HashCache,
@@ -119,6 +120,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     require_card_extras(spec, kernel_dir)  # a card's libraries (kkb[vision], ...) before anything is read
     code_files, weights_files = _selections(spec, kernel_dir)
     check_against_public_data(spec, kernel_dir)  # widths, post-processing, test ids: before anything is staged
+    check_competition(spec, kernel_dir)  # the metric file and its arguments, public_ids
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-staging-"))

@@ -111,11 +111,15 @@ def metric_names(aliases: bool = True) -> list[str]:
     return [shown.get(member, member.value) for member in Metric] + (list(ALIASES) if aliases else [])
 
 
+def metric_guess(text: str) -> str:
+    """`` (did you mean 'spearman'?)`` for a typo of a real name (an alias included), else nothing."""
+    close = difflib.get_close_matches(text.strip().lower(), metric_names(), n=1, cutoff=0.7)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
 def unknown_metric(text: str) -> str:
     """The message for a name kkb does not know, with a did-you-mean among real names only."""
-    close = difflib.get_close_matches(text.strip().lower(), metric_names(), n=1, cutoff=0.7)
-    guess = f" (did you mean '{close[0]}'?)" if close else ""
-    return f"unknown metric '{text}'{guess}"
+    return f"unknown metric '{text}'{metric_guess(text)}"
 
 
 # --- the registry ----------------------------------------------------------------------------------
@@ -339,7 +343,7 @@ def _score_part(found: MetricRules, name: MetricName, solution: pd.DataFrame, su
 
 __all__ = [
     "ALIASES", "REGISTRY", "Finding", "MetricError", "MetricName", "MetricRules", "PartScores", "align",
-    "average_precision_at_k", "metric_names", "unknown_metric",
+    "average_precision_at_k", "metric_guess", "metric_names", "unknown_metric",
     "check_answers", "check_predictions", "constant_part_chance", "failures", "label_sets", "parse_metric",
     "parts_from_ids", "parts_from_usage", "rules", "score_frames",
 ]
