@@ -23,7 +23,7 @@ from typing import Any
 from builder import __version__
 from builder.bundle.cards import card_files, prepare_models  # torch, timm, transformers only when a kernel has models
 from builder.bundle.checkpoints import checkpoint_sources
-from builder.bundle.competition_checks import check_competition
+from builder.bundle.competition_checks import check_competition, with_competition_metric
 from builder.bundle.extras import require_card_extras
 from builder.bundle.files import (
     HashCache,
@@ -113,7 +113,7 @@ class _Names:
 
 def build_kernel(settings: BuildSettings) -> BuildResult:
     kernel_dir = Path(settings.kernel_dir)
-    spec = load_spec(kernel_dir)
+    spec = with_competition_metric(load_spec(kernel_dir), kernel_dir)  # else competition.toml's named metric
     names = _names(spec, settings.owner, kernel_dir / SPEC_FILE)
     out_dir = out_dir_of(kernel_dir, settings.out_dir)
     _check_out_dir(out_dir, kernel_dir)

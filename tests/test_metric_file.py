@@ -19,7 +19,8 @@ from builder.build import BuildSettings, build_kernel
 from builder.errors import DryRunError, SpecError
 from builder.kkb_runtime import kaggle_metric_utilities as kmu
 from builder.kkb_runtime.metric_file import MetricFile, MetricFileError, metric_file_reference, score_with_file
-from builder.kkb_runtime.metrics import MetricError, parse_metric, score_frames
+from builder.kkb_runtime.metrics import MetricError, parse_metric, score_frames, scores_floats
+from builder.kkb_runtime.submission import check_submission
 from builder.local_kaggle.competition import load_competition
 from builder.local_kaggle.scoring import ScoringError, score_submission
 from builder.rehearse.dryrun import DryRunSettings, dry_run
@@ -261,3 +262,38 @@ def test_answers_are_checked_before_the_rerun(tmp_path: Path, answers: str | Non
                                rerun_data_dir=kernel / "data" / "competition" / "hidden"))
     assert message in raised.value.message
     assert not (tmp_path / "build" / "dryrun").exists()  # nothing ran
+
+
+# --- format rules that ask the metric ---------------------------------------------------------------------------
+
+def integer_zero_sample_kernel(tmp_path: Path, metric: str) -> Path:
+    """The minimal kernel under ``metric`` with Bike Sharing's sample: integer 0s; its predictions are fractional."""
+    kernel = Path(shutil.copytree(KERNELS / "minimal", tmp_path / "minimal"))
+    for part in ("public", "hidden"):
+        sample = kernel / "data" / "competition" / part / "sample_submission.csv"
+        sample.write_text(sample.read_text().replace(",0.0\n", ",0\n"))
+    spec = (kernel / "kernel.toml").read_text().replace("hidden_rows = 200", f'hidden_rows = 200\nmetric = "{metric}"')
+    (kernel / "kernel.toml").write_text(spec + '\n[[postprocess]]\nkind = "clip"\nmin = 0\n')
+    return kernel
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("metric", "verdict"), [("rmsle", "OK"), ("accuracy", "Submission CSV Not Found")])
+def test_fractional_predictions_over_an_integer_zero_sample_follow_the_metric(tmp_path: Path, metric: str,
+                                                                              verdict: str) -> None:
+    kernel = integer_zero_sample_kernel(tmp_path, metric)
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", out_dir=tmp_path / "build",
+                                    rerun_data_dir=kernel / "data" / "competition" / "hidden"))
+    (rerun,) = report.scenarios
+    assert rerun.verdict.name == verdict, rerun.verdict
+    if metric == "accuracy":
+        assert "float values in column 'target', where the sample submission holds integers" in rerun.verdict.reason
+
+
+def test_the_format_rule_asks_the_metric() -> None:
+    sample = pd.DataFrame({"id": ["a", "b"], "y": [0, 0]})
+    frame = pd.DataFrame({"id": ["a", "b"], "y": [0.25, 3.5]})
+    assert check_submission(frame, sample, "id", ["y"], float_targets=scores_floats(parse_metric("rmsle"))) == []
+    assert check_submission(frame, sample, "id", ["y"], float_targets=scores_floats(parse_metric("qwk")))[0].startswith(
+        "float values in column 'y', where the sample submission holds integers")
+    assert check_submission(frame, sample, "id", ["y"])[0].startswith("fractional values in column 'y'")  # no metric

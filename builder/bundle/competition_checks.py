@@ -16,8 +16,22 @@ import pandas as pd
 
 from builder.errors import SpecError
 from builder.kkb_runtime.metric_file import metric_file_reference, signature_of
+from builder.kkb_runtime.metrics import parse_metric
+from builder.project.metric_setting import resolve_metric
 from builder.project.public_ids import check_public_ids
 from builder.project.spec import SPEC_FILE, KernelSpec
+
+
+def with_competition_metric(spec: KernelSpec, kernel_dir: Path) -> KernelSpec:
+    """``spec`` with the metric the competition folder's ``competition.toml`` names, where ``kernel.toml`` names
+    none and that one is a metric kkb knows (the notebook's checks and rounding follow it). A metric file there
+    stays the competition folder's: the dry run and the local Kaggle read it from there."""
+    if spec.competition.metric:
+        return spec
+    found = resolve_metric(None, {}, kernel_dir, spec.competition.data_dir(kernel_dir))
+    if found.text is None or not parse_metric(found.text).known:
+        return spec
+    return spec.model_copy(update={"competition": spec.competition.model_copy(update={"metric": found.text})})
 
 
 def check_competition(spec: KernelSpec, kernel_dir: Path) -> None:
@@ -78,4 +92,4 @@ def _check_public_ids(spec: KernelSpec, kernel_dir: Path, where: str) -> None:
                             hint="list the public ids themselves, one a line (or the CSV column named as the id column)")
 
 
-__all__ = ["check_competition"]
+__all__ = ["check_competition", "with_competition_metric"]

@@ -155,7 +155,8 @@ class KernelRun:
         with self._stage("write"):
             frame = submission.align_to_sample(self.predictions, self.sample, self.id_column)
             frame = submission.cast_like_sample(frame, self.sample, self.targets)
-            problems = submission.check_submission(frame, self.sample, self.id_column, self.targets)
+            problems = submission.check_submission(frame, self.sample, self.id_column, self.targets,
+                                                   float_targets=metrics.scores_floats(self.metric))
             if problems:
                 raise SubmissionError(problems, file=self.submission_path.name)
             self.written = submission.write_submission(frame[list(self.sample.columns)], self.submission_path)

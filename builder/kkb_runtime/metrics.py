@@ -202,6 +202,13 @@ def rules(name: MetricName) -> MetricRules | None:
     return REGISTRY[name.metric] if name.metric is not None else None
 
 
+def scores_floats(name: MetricName) -> bool | None:
+    """Whether the metric scores floats (a regression or probability metric: True) or labels (False); None where
+    kkb does not know the metric (no metric, a metric file): then the sample submission's types decide."""
+    found = rules(name)
+    return None if found is None else not found.labels_out
+
+
 # --- parts ---------------------------------------------------------------------------------------------
 
 Parts = Mapping[str, np.ndarray]  # part name -> a boolean mask over the rows
@@ -343,7 +350,7 @@ def _score_part(found: MetricRules, name: MetricName, solution: pd.DataFrame, su
 
 __all__ = [
     "ALIASES", "REGISTRY", "Finding", "MetricError", "MetricName", "MetricRules", "PartScores", "align",
-    "average_precision_at_k", "metric_guess", "metric_names", "unknown_metric",
+    "average_precision_at_k", "metric_guess", "metric_names", "scores_floats", "unknown_metric",
     "check_answers", "check_predictions", "constant_part_chance", "failures", "label_sets", "parse_metric",
     "parts_from_ids", "parts_from_usage", "rules", "score_frames",
 ]

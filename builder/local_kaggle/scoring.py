@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from builder.kkb_runtime.metric_file import MetricFileError, metric_file_reference, score_with_file
-from builder.kkb_runtime.metrics import MetricError, parse_metric, score_frames
+from builder.kkb_runtime.metrics import MetricError, parse_metric, score_frames, scores_floats
 from builder.kkb_runtime.submission import check_submission
 
 
@@ -43,9 +43,9 @@ def score_submission(submission_csv: Path, answers_csv: Path, metric: str, id_co
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise ScoringError(f"the submission is not a readable CSV: {exc}") from None
     answers = pd.read_csv(answers_csv, dtype={id_column: str})
-    _check_like_sample(submission, answers, id_column, list(target_columns),
-                       sample_csv or competition_dir / "hidden" / "sample_submission.csv", column_types)
     name, reference = parse_metric(metric), metric_file_reference(metric)
+    _check_like_sample(submission, answers, id_column, list(target_columns),
+                       sample_csv or competition_dir / "hidden" / "sample_submission.csv", column_types, scores_floats(name))
     try:
         if reference is not None:
             scores = score_with_file(reference, competition_dir, submission, answers, id_column, list(target_columns),
@@ -60,7 +60,8 @@ def score_submission(submission_csv: Path, answers_csv: Path, metric: str, id_co
 
 
 def _check_like_sample(submission: pd.DataFrame, answers: pd.DataFrame, id_column: str, targets: list[str],
-                       sample_csv: Path, column_types: Mapping[str, str] | None = None) -> None:
+                       sample_csv: Path, column_types: Mapping[str, str] | None = None,
+                       float_targets: bool | None = None) -> None:
     """The notebook's check (columns, ids, duplicates, NaN/inf, integer columns), against the sample's types.
 
     Without a sample file the answers stand in for it (the id column and the targets only, numbers as
@@ -71,6 +72,7 @@ def _check_like_sample(submission: pd.DataFrame, answers: pd.DataFrame, id_colum
     else:
         sample = answers[[id_column, *[c for c in targets if c in answers.columns]]]
         sample = sample.astype({c: float for c in sample.columns if c != id_column and pd.api.types.is_numeric_dtype(sample[c])})
-    problems = check_submission(submission, sample, id_column, targets, check_order=False, column_types=column_types)
+    problems = check_submission(submission, sample, id_column, targets, check_order=False, column_types=column_types,
+                                float_targets=float_targets)
     if problems:
         raise ScoringError("; ".join(problems))

@@ -65,7 +65,7 @@ from builder.rehearse.html_report import write_html_report
 from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport
-from builder.rehearse.metric_run import check_before_rerun, rerun_metric_report
+from builder.rehearse.metric_run import check_before_rerun, float_targets, rerun_metric_report
 from builder.rehearse.projection import (
     PROBE_BATCHES,
     Projection,
@@ -337,7 +337,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
                     sample_submission=sample, id_column=spec.submission.id_column,
                     target_columns=spec.submission.target_columns, limits=limits,
                     column_types=spec.submission.column_types, kernel_file=spec.submission.file,
-                    projected=_judged_seconds(projection, limits))
+                    projected=_judged_seconds(projection, limits), float_targets=float_targets(spec, settings.kernel_dir))
     if projection is not None and projection.over_limit() and verdict.name == VerdictName.TIMEOUT and not result.timed_out:
         verdict = replace(verdict, reason=timeout_reason(projection))
     decision = fast_commit_decision(result)

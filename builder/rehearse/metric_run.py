@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from builder.errors import DryRunError
+from builder.kkb_runtime.metrics import parse_metric, scores_floats
 from builder.kkb_runtime.submission import target_columns
 from builder.project.metric_setting import resolve_metric
 from builder.project.public_ids import check_public_ids
@@ -59,6 +60,13 @@ def check_answers_file(answers: Path, id_column: str, targets: list[str], test_i
                           + "; ".join(said), hint=hint)
 
 
+def float_targets(spec: KernelSpec, kernel_dir: Path | str) -> bool | None:
+    """The metric's word on fractional values where the sample holds integers (None: the sample decides)."""
+    metric = resolve_metric(spec.competition.metric, spec.competition.metric_args, Path(kernel_dir),
+                            spec.competition.data_dir(Path(kernel_dir)))
+    return scores_floats(parse_metric(metric.text))
+
+
 def rerun_metric_report(spec: KernelSpec, kernel_dir: Path, submission: Path, sample: Path, working: Path,
                         answers: Path | None, hidden_rows: int | None) -> MetricReport:
     """The metric's checks on the rerun's file and, with answers, the expected score."""
@@ -71,4 +79,4 @@ def rerun_metric_report(spec: KernelSpec, kernel_dir: Path, submission: Path, sa
                          MetricSource(metric.base_dir, metric.arguments))
 
 
-__all__ = ["check_answers_file", "check_before_rerun", "rerun_metric_report"]
+__all__ = ["check_answers_file", "check_before_rerun", "float_targets", "rerun_metric_report"]
