@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from builder.kkb_runtime.metrics import (
     MetricError,
     MetricName,
     Parts,
+    PartScores,
     check_predictions,
     constant_part_chance,
     label_sets,
@@ -34,9 +35,10 @@ from builder.kkb_runtime.metrics import (
     rules,
     score_frames,
 )
-from builder.kkb_runtime.rounding import ROUNDING_RECORD
+from builder.kkb_runtime.rounding import ROUNDING_RECORD, ColumnRounding, summary
 from builder.kkb_runtime.submission import target_columns
 from builder.project.public_ids import read_public_ids
+from builder.rehearse.rounding_score import Scorer, rounding_effect, unrounded_file
 
 # Above this chance of a constant public (or private) part, the report warns: one in a thousand submissions is
 # already more than a careful user wants to spend on a file the scorer refuses.
@@ -111,6 +113,11 @@ def metric_report(metric: str | None, submission: Path | None, sample: Path, id_
         warnings += [_chance_warning(name, chance, public_fraction) for chance in chances
                      if max(chance["public_chance"], chance["private_chance"]) > CONSTANT_PART_WARNING]
     expected = _expected(name, frame, truth, answers, id_column, targets, public_ids) if truth is not None and name.text else None
+    if expected is not None and truth is not None:
+        ids = read_public_ids(public_ids, id_column) if public_ids is not None else None
+        expected, said = _rounding_judged(expected, lambda f: score_frames(name, f, truth, id_column, targets, ids), frame,
+                                          working_dir, rounding, id_column, name.label)
+        warnings += said
     report = MetricReport(metric, name.known, split, note, failures, tuple(warnings), chances, rounding, expected)
     return _finish(report, name)
 
@@ -130,37 +137,53 @@ def _file_report(name: MetricName, submission: Path | None, sample: Path, id_col
     _, split = _parts(frame, id_column, truth, public_ids)
     failures: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    ids = read_public_ids(public_ids, id_column) if public_ids is not None else None
+
+    def scorer(submitted: pd.DataFrame) -> PartScores:
+        return score_with_file(reference, source.base_dir, submitted, truth, id_column, targets, source.arguments, ids)
+
     try:
-        scores = score_with_file(reference, source.base_dir, frame, truth, id_column, targets, source.arguments,
-                                 read_public_ids(public_ids, id_column) if public_ids is not None else None)
+        scores = scorer(frame)
         expected: dict[str, Any] = {"public": round(scores.public, 5), "private": round(scores.private, 5),
                                     "split": scores.split, "answers": str(answers)}
     except MetricError as exc:  # a ParticipantVisibleError (or a file the scorer cannot align): Kaggle's verdict
         failures, expected = (str(exc),), {"error": str(exc), "answers": str(answers)}
     except MetricFileError as exc:  # the metric's own failure: never the submission's
         warnings, expected = (str(exc),), {"error": str(exc), "answers": str(answers), "metric_failed": True}
-    report = MetricReport(metric, False, split, note, failures, warnings, (), rounding, expected)
+    expected, said = _rounding_judged(expected, scorer, frame, working_dir, rounding, id_column, name.label)
+    report = MetricReport(metric, False, split, note, failures, warnings + said, (), rounding, expected)
     return _finish(report, name)
+
+
+def _rounding_judged(expected: dict[str, Any], scorer: Scorer, frame: pd.DataFrame, working_dir: Path,
+                     rounding: tuple[dict[str, Any], ...], id_column: str, label: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``expected`` with the scores of the file before and after rounding (where the run kept its predictions
+    before rounding), and the warning when rounding moved the score."""
+    path = unrounded_file(working_dir)
+    if "error" in expected or not rounding or not path.is_file():
+        return expected, ()
+    try:
+        effect = rounding_effect(scorer, _read(path, id_column), frame, rounding)
+    except (MetricError, MetricFileError):  # the unrounded file cannot be scored (a constant column, ...): no effect
+        return expected, ()
+    warning = effect.warning(label)
+    return {**expected, "rounding": effect.to_json()}, (warning,) if warning else ()
 
 
 def _finish(report: MetricReport, name: MetricName) -> MetricReport:
     lines = [f"metric: {name.label} (split: {report.split})" if report.known or report.note.startswith(_OWN)
              else f"metric: {report.note}"]
-    for record in report.rounding:
-        if record["used"] != record["requested"]:
-            used = "unrounded" if record["used"] is None else f"{record['used']} decimals"
-            lines.append(f"rounding: column '{record['column']}': {used} (requested {record['requested']}): {record['why']}")
-    tied = [r for r in report.rounding if r["ties_after"] > r["ties_before"]]
-    if tied:
-        lines.append("ties after rounding: " + ", ".join(f"'{r['column']}' {r['ties_before']} -> {r['ties_after']} of "
-                                                          f"{r['rows']} rows" for r in tied[:6])
-                     + (", ..." if len(tied) > 6 else ""))
+    said = summary([ColumnRounding(**{k: v for k, v in r.items() if k in _RECORD_FIELDS}) for r in report.rounding])
+    moved = (report.expected or {}).get("rounding", {}).get("moved")
+    if said:
+        lines.append(said + (f"; the expected score moved by {moved:.2g}" if moved is not None else ""))
     expected = expected_line(report.expected, name.label)
     lines += [expected] if expected else []
     return MetricReport(**{**asdict(report), "lines": tuple(lines)})
 
 
 _OWN = "the competition's own metric file"
+_RECORD_FIELDS = {f.name for f in fields(ColumnRounding)}
 
 
 def _note(name: MetricName) -> str:
