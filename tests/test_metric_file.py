@@ -23,6 +23,7 @@ from builder.kkb_runtime.metrics import MetricError, parse_metric, score_frames,
 from builder.kkb_runtime.submission import check_submission
 from builder.local_kaggle.competition import load_competition
 from builder.local_kaggle.scoring import ScoringError, score_submission
+from builder.project.init import init_from_competition
 from builder.rehearse.dryrun import DryRunSettings, dry_run
 from tests.support.files import KERNELS
 
@@ -297,3 +298,20 @@ def test_the_format_rule_asks_the_metric() -> None:
     assert check_submission(frame, sample, "id", ["y"], float_targets=scores_floats(parse_metric("qwk")))[0].startswith(
         "float values in column 'y', where the sample submission holds integers")
     assert check_submission(frame, sample, "id", ["y"])[0].startswith("fractional values in column 'y'")  # no metric
+
+
+# --- kkb init --competition ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("layout", "expected"), [
+    ({"data/c/metric.py": metric_source()}, 'metric = "data/c/metric.py"  # the competition\'s own metric file'),
+    ({"data/competition.toml": 'metric = "rmsle"\n'}, 'metric = "rmsle"  # from '),
+    ({"data/competition.toml": 'metric = "m.py"\n', "data/m.py": metric_source()}, 'metric = "data/m.py"  # from '),
+    ({}, '# metric = "rmse"  # the competition\'s metric'),
+])
+def test_init_picks_the_competitions_metric(tmp_path: Path, layout: dict[str, str], expected: str) -> None:
+    kernel = tmp_path / "new"
+    data = Path(shutil.copytree(KERNELS / "minimal" / "data" / "competition" / "public", kernel / "data" / "c"))
+    for name, text in layout.items():
+        (kernel / name).write_text(text)
+    init_from_competition(kernel, "kkb-minimal", data, owner="someone")
+    assert expected in (kernel / "kernel.toml").read_text()
