@@ -14,6 +14,7 @@ import pytest
 from builder.kkb_runtime.metrics import parse_metric, score_frames
 from builder.kkb_runtime.rounding import SIGNIFICANT, round_safely, significant, summary
 from builder.rehearse.dryrun import DryRunSettings, dry_run
+from builder.rehearse.metric_report import metric_report
 from builder.rehearse.rounding_score import rounding_effect
 from tests.support.files import KERNELS
 
@@ -83,3 +84,15 @@ def test_the_dry_run_reports_the_score_before_and_after_rounding(tmp_path: Path)
                               f"{effect['moved']:.2g}"]
     assert any(w.startswith("rmspe: rounding moves the expected score by") for w in rerun.warnings)
     assert "expected score before rounding" in (tmp_path / "build" / "dryrun" / "report.html").read_text()
+
+
+def test_without_a_metric_the_report_says_so_in_one_quiet_line(tmp_path: Path) -> None:
+    from_answers, predictions = volatility(n=8)
+    from_answers.to_csv(tmp_path / "answers.csv", index=False)
+    predictions.to_csv(tmp_path / "submission.csv", index=False)
+    predictions.assign(target=0.0).to_csv(tmp_path / "sample.csv", index=False)
+    report = metric_report(None, tmp_path / "submission.csv", tmp_path / "sample.csv", "id", [], tmp_path,
+                           answers=tmp_path / "answers.csv")
+    assert report.lines == ("metric: no [competition] metric: no metric-specific check, rounding as requested, "
+                            "no expected score",)
+    assert report.expected is None
