@@ -88,32 +88,29 @@ def constant_predictions(failure: bool, why: str) -> Check:
     return check
 
 
-def outside_unit_interval(frame: pd.DataFrame, targets: Sequence[str], part: str, context: CheckContext) -> list[Finding]:
+def _unit_interval(each: bool) -> Check:
     """Probabilities: never negative; above 1 only where several columns are rescaled per row (multi-class
-    log loss divides each row by its sum, so there a column may hold any non-negative weight)."""
-    found = []
-    for column in targets:
-        values = _numbers(frame[column])
-        bad = values[(values < 0) | (values > 1)] if len(targets) == 1 else values[values < 0]
-        if len(bad):
-            where = "outside [0, 1]" if len(targets) == 1 else "negative"
-            text = (f"{len(bad)} of {len(values)} rows {where} (e.g. {_examples(bad.tolist())}): "
-                    f"{context.label} scores probabilities")
-            found.append(Finding(column, "range", len(bad), len(values), part, text))
-    return found
+    log loss divides each row by its sum, so there a column may hold any non-negative weight). ``each``: every
+    column is a probability of its own (multi-label log loss), however many columns."""
+
+    def check(frame: pd.DataFrame, targets: Sequence[str], part: str, context: CheckContext) -> list[Finding]:
+        whole = each or len(targets) == 1
+        found = []
+        for column in targets:
+            values = _numbers(frame[column])
+            bad = values[(values < 0) | (values > 1)] if whole else values[values < 0]
+            if len(bad):
+                what = "scores each column as a probability" if each else "scores probabilities"
+                text = (f"{len(bad)} of {len(values)} rows {'outside [0, 1]' if whole else 'negative'} (e.g. "
+                        f"{_examples(bad.tolist())}): {context.label} {what}")
+                found.append(Finding(column, "range", len(bad), len(values), part, text))
+        return found
+
+    return check
 
 
-def each_unit_interval(frame: pd.DataFrame, targets: Sequence[str], part: str, context: CheckContext) -> list[Finding]:
-    """Independent probabilities (multi-label log loss): every column in [0, 1], however many columns."""
-    found = []
-    for column in targets:
-        values = _numbers(frame[column])
-        bad = values[(values < 0) | (values > 1)]
-        if len(bad):
-            text = (f"{len(bad)} of {len(values)} rows outside [0, 1] (e.g. {_examples(bad.tolist())}): "
-                    f"{context.label} scores each column as a probability")
-            found.append(Finding(column, "range", len(bad), len(values), part, text))
-    return found
+outside_unit_interval = _unit_interval(each=False)
+each_unit_interval = _unit_interval(each=True)
 
 
 def negative_values(frame: pd.DataFrame, targets: Sequence[str], part: str, context: CheckContext) -> list[Finding]:
