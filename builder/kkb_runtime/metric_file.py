@@ -154,11 +154,12 @@ def _positional(function: Callable[..., Any]) -> int:
 
 def score_with_file(reference: MetricFile, base_dir: Path, submission: pd.DataFrame, answers: pd.DataFrame,
                     id_column: str, targets: Sequence[str], arguments: Mapping[str, Any] | None = None,
-                    public_ids: set[str] | None = None) -> PartScores:
+                    public_ids: set[str] | None = None, function: Callable[..., Any] | None = None) -> PartScores:
     """The metric file's score of each part (the answers' ``Usage``, else ``public_ids``; else the whole file),
     ``Usage`` dropped from the solution as Kaggle does. A ParticipantVisibleError is :class:`MetricError`
-    ("Submission Scoring Error") with its message; the metric's own failure is :class:`MetricFileError`."""
-    function = load_metric(reference, base_dir)
+    ("Submission Scoring Error") with its message; the metric's own failure is :class:`MetricFileError`.
+    ``function``: the file's function already loaded (:func:`load_metric`), for repeated scoring."""
+    function = function or load_metric(reference, base_dir)
     file = (base_dir / reference.path).resolve()
     solution, aligned = align(submission, answers, id_column, targets)
     parts = parts_from_usage(solution["Usage"]) if "Usage" in solution.columns else None

@@ -12,7 +12,7 @@ A failing check is the verdict "Submission Scoring Error" with the check's reaso
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from builder.kkb_runtime.metric_checks import PRIVATE, PUBLIC, Finding
-from builder.kkb_runtime.metric_file import MetricFile, MetricFileError, metric_file_reference, score_with_file
+from builder.kkb_runtime.metric_file import MetricFile, MetricFileError, load_metric, metric_file_reference, score_with_file
 from builder.kkb_runtime.metrics import (
     MetricError,
     MetricName,
@@ -139,8 +139,12 @@ def _file_report(name: MetricName, submission: Path | None, sample: Path, id_col
     warnings: tuple[str, ...] = ()
     ids = read_public_ids(public_ids, id_column) if public_ids is not None else None
 
+    loaded: list[Callable[..., Any]] = []  # the file loads once, however often rounding is judged
+
     def scorer(submitted: pd.DataFrame) -> PartScores:
-        return score_with_file(reference, source.base_dir, submitted, truth, id_column, targets, source.arguments, ids)
+        loaded[:] = loaded or [load_metric(reference, source.base_dir)]
+        return score_with_file(reference, source.base_dir, submitted, truth, id_column, targets, source.arguments, ids,
+                               loaded[0])
 
     try:
         scores = scorer(frame)
