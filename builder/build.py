@@ -23,6 +23,7 @@ from typing import Any
 from builder import __version__
 from builder.bundle.cards import card_files, prepare_models  # torch, timm, transformers only when a kernel has models
 from builder.bundle.checkpoints import checkpoint_sources
+from builder.bundle.competition_checks import check_competition, with_competition_metric
 from builder.bundle.extras import require_card_extras
 from builder.bundle.files import (
     HashCache,
@@ -114,13 +115,14 @@ class _Names:
 
 def build_kernel(settings: BuildSettings) -> BuildResult:
     kernel_dir = Path(settings.kernel_dir)
-    spec = spec_of(settings.spec, kernel_dir)
+    spec = with_competition_metric(spec_of(settings.spec, kernel_dir), kernel_dir)  # else competition.toml's named metric
     names = _names(spec, settings.owner, kernel_dir / SPEC_FILE)
     out_dir = out_dir_of(kernel_dir, settings.out_dir)
     _check_out_dir(out_dir, kernel_dir)
     require_card_extras(spec, kernel_dir)  # a card's libraries (kkb[vision], ...) before anything is read
     code_files, weights_files = _selections(spec, kernel_dir)
     check_against_public_data(spec, kernel_dir)  # widths, post-processing, test ids: before anything is staged
+    check_competition(spec, kernel_dir)  # the metric file and its arguments, public_ids
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-staging-"))

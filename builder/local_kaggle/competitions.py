@@ -303,7 +303,7 @@ class Competitions:
         try:
             scores = score_submission(submission_file, competition_dir / "answers.csv", config.metric,
                                       config.id_column, config.target_columns, competition_dir,
-                                      column_types=config.column_types)
+                                      column_types=config.column_types, metric_args=config.metric_args)
         except ScoringError as exc:
             self._finish(ref, error=SCORING_ERROR, log=log, reason=str(exc))
             return

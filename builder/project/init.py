@@ -35,6 +35,7 @@ from builder.project import pulled_kernel as pulled
 from builder.project.ci import CiProvider, check_workflow_target, write_workflow
 from builder.project.credentials import kaggle_username
 from builder.project.ids import kernel_slug
+from builder.project.metric_setting import resolve_metric
 from builder.project.scaffold import (
     NOTEBOOK_SCRIPT,
     STEP_SCRIPT,
@@ -157,6 +158,7 @@ def init_from_competition(kernel_dir: Path, competition: str, data_dir: Path, *,
                        data=_data_key(data_dir, kernel_dir), sample_submission=sample.relative_to(data_dir).as_posix(),
                        test=_test_name(data_dir), id_column=id_column, targets=targets, float_columns=floats,
                        weights_include=_existing_weights(kernel_dir))
+    project.metric, project.metric_note = competition_metric(data_dir, kernel_dir)
     files = {SPEC_FILE: kernel_toml(project, f"the sample submission {sample}"),
              STEP_SCRIPT: predict_script(competition, project.sample_submission, id_column, targets, floats)}
     written = written_files(kernel_dir, files)
@@ -349,6 +351,26 @@ def _reads_comment(code_name: str, reads: tuple[InputRead, ...]) -> list[str]:
 def _title_for(kernel_dir: Path) -> str:
     base = re.sub(r"[^A-Za-z0-9]+", " ", kernel_dir.resolve().name).strip() or "kkb"
     return f"{base} inference"[:50].strip()
+
+
+METRIC_FILES = ("metric.py", "score.py")  # a downloaded metric notebook, as Kaggle's metric pages name it
+
+
+def competition_metric(data_dir: Path, kernel_dir: Path) -> tuple[str | None, str]:
+    """``[competition] metric`` for a new project: the competition's own metric file beside its data (Kaggle's
+    format, the most faithful scorer there is), else the metric a local competition's ``competition.toml`` names.
+    A file outside the kernel folder cannot be named (the path is relative to it): none then."""
+    for folder in (data_dir, data_dir.parent):
+        for name in METRIC_FILES:
+            if (folder / name).is_file() and kernel_dir.resolve() in (folder / name).resolve().parents:
+                return (folder / name).resolve().relative_to(kernel_dir.resolve()).as_posix(), (
+                    "the competition's own metric file (Kaggle's format): the dry run's expected score")
+    found = resolve_metric(None, {}, kernel_dir, data_dir)
+    if found.text is not None and found.file is None:
+        return found.text, f"from {found.source}"
+    if found.file is not None and kernel_dir.resolve() in (found.base_dir / found.file.path).resolve().parents:
+        return (found.base_dir / found.file.path).resolve().relative_to(kernel_dir.resolve()).as_posix(), f"from {found.source}"
+    return None, ""
 
 
 def _data_key(data_dir: Path, kernel_dir: Path) -> str:

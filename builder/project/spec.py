@@ -19,6 +19,7 @@ from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_
 from builder.kkb_runtime.vocabulary import CardKind, CombineKind, PostprocessKind, SubmissionKind
 from builder.project.cards import KIND_RULES, TabularCardFields, TextCardFields, expand_models
 from builder.project.ids import kernel_slug
+from builder.project.metric_setting import MetricArgument, check_metric
 from builder.project.spec_errors import SPEC_FILE, read_spec_toml, spec_error_of
 from builder.project.spec_install import InstallSection, SourcePackage
 from builder.project.spec_values import (
@@ -120,9 +121,11 @@ class CompetitionSection(_Strict):
     time_limit_hours: float = Field(default=9.0, gt=0)
     # The file Kaggle looks for in /kaggle/working; only a competition that declares another name changes it.
     submission_file: str = "submission.csv"
-    # The competition's metric (builder.kkb_runtime.metrics: spearman, auc, logloss, map@5, ...): its checks,
-    # rounding that keeps what a rank metric ranks, the expected score. Another name: no metric-specific rule.
+    # The competition's metric (builder.kkb_runtime.metrics: spearman, auc, logloss, map@5, rmspe, ...): its
+    # checks, rounding that keeps what the metric scores, the expected score. Or the competition's own metric
+    # file in Kaggle's format ("metric.py", "module:function"), its keyword arguments in metric_args.
     metric: str | None = None
+    metric_args: dict[str, MetricArgument] = Field(default_factory=dict)
     # A file (one id a line, or a CSV whose first column is the id) of the test's public rows: the checks run per part.
     public_ids: str | None = None
     # The public part's share of the test when public_ids is not known. 0.2: the low end of Kaggle's usual
@@ -133,6 +136,11 @@ class CompetitionSection(_Strict):
     @classmethod
     def _slug_shape(cls, value: str) -> str:
         return check_competition_slug(value)
+
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, value: str | None) -> str | None:
+        return check_metric(value)
 
     @field_validator("sample_submission", "test", "public_ids")
     @classmethod

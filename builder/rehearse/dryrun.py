@@ -62,7 +62,8 @@ from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
 from builder.rehearse.html_report import write_html_report
 from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
-from builder.rehearse.metric_report import MetricReport, metric_report
+from builder.rehearse.metric_report import MetricReport
+from builder.rehearse.metric_run import check_before_rerun, float_targets, rerun_metric_report
 from builder.rehearse.projection import (
     PROBE_BATCHES,
     Projection,
@@ -151,6 +152,8 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     input_mounts(build.spec, kernel_dir)  # a missing stand-in is refused before anything runs
     rerun_data = competition_data(replace(settings, data_dir=settings.rerun_data_dir), build.spec) if settings.rerun_data_dir else data
     dry_run_check(build.spec, kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline (issue 7)
+    if "rerun" in SCENARIOS[settings.scenario]:  # public_ids and the answers against the rerun's test, before it runs
+        check_before_rerun(build.spec, kernel_dir, rerun_data, answers_for(settings, rerun_data))
     out = build.out_dir / DRYRUN_DIR
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -333,7 +336,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
                     sample_submission=sample, id_column=spec.submission.id_column,
                     target_columns=spec.submission.target_columns, limits=limits,
                     column_types=spec.submission.column_types, kernel_file=spec.submission.file,
-                    projected=_judged_seconds(projection, limits))
+                    projected=_judged_seconds(projection, limits), float_targets=float_targets(spec, settings.kernel_dir))
     if projection is not None and projection.over_limit() and verdict.name == Verdict.TIMEOUT and not result.timed_out:
         verdict = replace(verdict, reason=timeout_reason(projection))
     decision = fast_commit_decision(result)
@@ -376,14 +379,8 @@ def _metric_report(scenario: Scenario, settings: DryRunSettings, spec: KernelSpe
     """The metric's checks on the rerun's file (the commit run is not scored) and, with answers, the expected score."""
     if scenario != "rerun":
         return None
-    kernel_dir = Path(settings.kernel_dir)
-    public_ids = kernel_dir / spec.competition.public_ids if spec.competition.public_ids else None
-    if public_ids is not None and not public_ids.is_file():
-        raise SpecError(f"{kernel_dir / SPEC_FILE}: competition.public_ids: {public_ids} does not exist",
-                        hint="name a file of the test's public ids (one a line), relative to the kernel folder")
-    return metric_report(spec.competition.metric, submission, sample, spec.submission.id_column,
-                         list(spec.submission.target_columns), working, answers_for(settings, data), public_ids,
-                         spec.competition.public_fraction, settings.hidden_rows or spec.competition.hidden_rows)
+    return rerun_metric_report(spec, Path(settings.kernel_dir), submission, sample, working, answers_for(settings, data),
+                               settings.hidden_rows)
 
 
 def answers_for(settings: DryRunSettings, data: Path) -> Path | None:

@@ -131,14 +131,15 @@ def projected_seconds(result: ExecutionResult, limits: Limits) -> float:
 def judge(result: ExecutionResult, *, kernel_type: Literal["notebook", "script"] | str, submission_file: str | Path,
           sample_submission: Path, id_column: str, target_columns: Sequence[str],
           limits: Limits | None = None, column_types: Mapping[str, str] | None = None, kernel_file: str | None = None,
-          projected: float | None = None) -> Judgement:
+          projected: float | None = None, float_targets: bool | None = None) -> Judgement:
     """Kaggle's verdict for this run, with the reason Kaggle would not give.
 
     ``submission_file`` is the name Kaggle looks for in the working dir (the competition's, usually
     ``submission.csv``) or a full path there; ``kernel_file`` the name the kernel was told to write,
     when it differs (its file is then not found, as on Kaggle). ``limits`` (kkb's addition) enables
     the projected timeout and compute checks; ``projected`` replaces the proportional projection
-    (``builder.rehearse.projection``'s fit).
+    (``builder.rehearse.projection``'s fit). ``float_targets``: the metric's word on fractional values in a
+    column the sample holds as integers (:func:`builder.kkb_runtime.metrics.scores_floats`).
     """
     limits = limits or Limits()
     failure = _failure(result, kernel_type)
@@ -149,7 +150,7 @@ def judge(result: ExecutionResult, *, kernel_type: Literal["notebook", "script"]
         lambda: _script_exception(result, kernel_type, failure),
         lambda: _projected_timeout(result, limits, projected),
         lambda: _submission(result, submission_file, sample_submission, id_column, target_columns, failure, column_types,
-                            kernel_file, limits.layout),
+                            kernel_file, limits.layout, float_targets),
     )
     for check in checks:
         verdict = check()
@@ -221,7 +222,7 @@ def _projected_timeout(result: ExecutionResult, limits: Limits, fitted: float | 
 def _submission(result: ExecutionResult, submission_file: str | Path, sample_submission: Path, id_column: str,
                 target_columns: Sequence[str], failure: str | None,
                 column_types: Mapping[str, str] | None = None, kernel_file: str | None = None,
-                layout: Layout = Layout.CURRENT) -> Judgement | None:
+                layout: Layout = Layout.CURRENT, float_targets: bool | None = None) -> Judgement | None:
     path = result.working_dir / submission_file
     submission_file = path.name
     if not path.is_file():
@@ -235,7 +236,7 @@ def _submission(result: ExecutionResult, submission_file: str | Path, sample_sub
                                           f"(set [competition] submission_file only if it does)", None)
         return Judgement(CSV_NOT_FOUND, f"the run finished but wrote no {submission_file} in /kaggle/working "
                                       f"(it wrote: {_listing(result.working_dir)})", None)
-    problems = submission_file_problems(path, Path(sample_submission), id_column, target_columns, column_types)
+    problems = submission_file_problems(path, Path(sample_submission), id_column, target_columns, column_types, float_targets)
     if problems:
         detail = None
         if failure:
@@ -245,20 +246,22 @@ def _submission(result: ExecutionResult, submission_file: str | Path, sample_sub
 
 
 def submission_problems(submission: pd.DataFrame, sample: pd.DataFrame, id_column: str,
-                        target_columns: Sequence[str] = (), column_types: Mapping[str, str] | None = None) -> list[str]:
+                        target_columns: Sequence[str] = (), column_types: Mapping[str, str] | None = None,
+                        float_targets: bool | None = None) -> list[str]:
     """Every reason Kaggle's scorer would refuse ``submission`` (kkb's runtime checks the same)."""
-    return check_submission(submission, sample, id_column, list(target_columns), column_types=column_types)
+    return check_submission(submission, sample, id_column, list(target_columns), column_types=column_types,
+                            float_targets=float_targets)
 
 
 def submission_file_problems(path: Path, sample_path: Path, id_column: str, target_columns: Sequence[str] = (),
-                             column_types: Mapping[str, str] | None = None) -> list[str]:
+                             column_types: Mapping[str, str] | None = None, float_targets: bool | None = None) -> list[str]:
     """:func:`submission_problems` for files; an unreadable file is a problem too."""
     sample = pd.read_csv(sample_path, dtype={id_column: str})
     try:
         submission = pd.read_csv(path, dtype={id_column: str}) if path.suffix != ".parquet" else pd.read_parquet(path)
     except Exception as exc:
         return [f"{path.name} is not a readable table: {exc}"]
-    return submission_problems(submission, sample, id_column, target_columns, column_types)
+    return submission_problems(submission, sample, id_column, target_columns, column_types, float_targets)
 
 
 # --- what went wrong, in words ------------------------------------------------------------------

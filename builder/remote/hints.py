@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from builder.kkb_runtime.metric_file import metric_file_reference
 from builder.kkb_runtime.metrics import parse_metric, rules
 from builder.kkb_runtime.vocabulary import Verdict
 
@@ -53,6 +54,8 @@ def scoring_error_hint(error_description: str, kernel_dir: Path | str, metric: s
     found = rules(name)
     if name.known and found is not None:
         checks = f"the {name.label} checks ({found.checked})"
+    elif metric and metric_file_reference(metric) is not None:
+        checks = f"the competition's metric file {metric} with the answers (--answers), as Kaggle runs it"
     elif metric:
         checks = f"no check of the metric '{metric}' (kkb does not know it)"
     else:
