@@ -75,9 +75,9 @@ from builder.rehearse.projection import (
     timeout_reason,
 )
 from builder.rehearse.report import DryRunReport, Scenario, ScenarioReport
-from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
+from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox
 from builder.rehearse.skew import skew_warnings
-from builder.rehearse.stand_ins import input_mounts
+from builder.rehearse.stand_ins import input_mounts, replicated_test
 from builder.rehearse.verdict import (
     COMPUTE,
     NOT_REHEARSED,
@@ -197,9 +197,9 @@ def _run_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
     source = data
     try:
         if scenario == "rerun" and settings.rerun_scale > 1:
-            data = scale_competition_data(data, work / "scaled", settings.rerun_scale, id_column=spec.submission.id_column,
-                                          sample_submission=spec.competition.sample_submission,
-                                          test=spec.competition.test).path
+            scaled = replicated_test(spec, data, work / "scaled", settings.rerun_scale)
+            data = scaled.path
+            _progress(settings, f"rerun: {scaled.description}")
         return REHEARSALS[spec.submission.kind].run(scenario, settings, build, data, source, out, work)
     finally:
         if not settings.keep_sandbox:
@@ -238,10 +238,10 @@ def _fit_runs(scenario: Scenario, settings: DryRunSettings, build: BuildResult, 
     if not REHEARSALS[spec.submission.kind].fits_second_size or _card_steps_only(result):
         return tuple(runs)  # card steps time themselves; the gateway drives evaluation-API kernels
     try:
-        scaled = scale_competition_data(source, work / "fit-data", factor * settings.rerun_scale, id_column=spec.submission.id_column,
-                                        sample_submission=spec.competition.sample_submission, test=spec.competition.test)
+        scaled = replicated_test(spec, source, work / "fit-data", factor * settings.rerun_scale)
     except DryRunError as error:
-        _progress(settings, f"rerun: no second size for the time fit ({error.message}); projecting proportionally")
+        _progress(settings, f"rerun: no second size for the time fit ({error.message}); the projection's basis is the "
+                            "measured run only")
         return tuple(runs)
     _progress(settings, f"rerun: a second run on {scaled.rows} rows ({factor}x) to separate fixed from per-row time")
     if scaled.rows <= rows:
