@@ -3,6 +3,7 @@ joined tables, an id composed of keys; what it cannot follow is refused by name.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -162,3 +163,27 @@ def test_a_partitioned_test_dry_runs_at_ten_times_with_real_data_in_every_replic
     assert "rerun: a second run on 60 rows (2x) to separate fixed from per-row time" in lines
     assert rerun.projection is not None and {c["points"][-1][0] for c in rerun.projection["components"]} == {60}
     assert not [w for w in rerun.warnings if "distinct" in w]
+
+
+@pytest.mark.loopback
+@pytest.mark.slow
+def test_a_stand_in_whose_replicated_rows_have_no_data_gets_the_collapse_warning(tmp_path: Path) -> None:
+    """The rows copied, the partitions they point at left out (what copying test.csv alone gives): every new row
+    predicts the model's default; the warning names the step and the column."""
+    data = optiver_like(tmp_path / "public", stocks=(0,))
+    stand_in = tmp_path / "hidden"
+    shutil.copytree(data, stand_in)
+    rows = [(s, t) for s in range(10) for t in (4, 32, 34)]
+    (stand_in / "test.csv").write_text("stock_id,time_id,row_id\n" + "".join(f"{s},{t},{s}-{t}\n" for s, t in rows))
+    (stand_in / "sample_submission.csv").write_text("row_id,target\n" + "".join(f"{s}-{t},0.003\n" for s, t in rows))
+    report = dry_run(DryRunSettings(kernel_dir=FIXTURE, data_dir=data, rerun_data_dir=stand_in, out_dir=tmp_path / "build",
+                                    scenario="rerun"))
+
+    rerun, = report.scenarios
+    assert rerun.verdict.name == "OK"  # a well-formed file: only its values show it
+    hint = "the replicated rows may have no data: check what the test's rows reference"
+    assert [w.split(": check")[0] for w in rerun.warnings if hint in w] == [
+        "step 'predict': column 'target': 1 distinct prediction for the 27 replicated rows; on the public test 3 of 3 "
+        "were distinct: the replicated rows may have no data",
+        "submission.csv: column 'target': 1 distinct prediction for the 27 replicated rows; on the public test 3 of 3 "
+        "were distinct: the replicated rows may have no data"]

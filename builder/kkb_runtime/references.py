@@ -332,6 +332,8 @@ def _copy_named(folder: Path, names: list[str], rename: Callable[[str, int], str
     added = []
     for name in names:
         original = folder / name
+        if not original.exists():  # a test row with no data of its own: nothing to copy
+            continue
         for k in range(1, factor):
             target = folder / rename(name, k)
             (link_tree if original.is_dir() else link)(original, target)

@@ -49,6 +49,7 @@ from builder.kkb_runtime.vocabulary import Verdict as VerdictName
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
+from builder.rehearse.collapse import rerun_collapse
 from builder.rehearse.evalapi import (
     EvalApiReport,
     RerunResult,
@@ -235,7 +236,7 @@ def _fit_runs(scenario: Scenario, settings: DryRunSettings, build: BuildResult, 
     factor = fit_factor(rows)
     if scenario != "rerun" or not settings.fit or not hidden or hidden <= rows or factor == 1 or not result.ok:
         return tuple(runs)
-    if not REHEARSALS[spec.submission.kind].fits_second_size or _card_steps_only(result):
+    if not REHEARSALS[spec.submission.kind].fits_second_size or (result.steps and all(s.get("infer_seconds") is not None for s in result.steps)):
         return tuple(runs)  # card steps time themselves; the gateway drives evaluation-API kernels
     try:
         scaled = replicated_test(spec, source, work / "fit-data", factor * settings.rerun_scale)
@@ -259,10 +260,6 @@ def _with_script(sandbox: SandboxSpec, work: Path) -> SandboxSpec:
     """A script kernel runs from ``work/script`` (see :func:`scenario_notebook`): the kernel must see it there."""
     script = work / "script"
     return replace(sandbox, visible=(*sandbox.visible, script)) if script.is_dir() else sandbox
-
-
-def _card_steps_only(result: ExecutionResult) -> bool:
-    return bool(result.steps) and all(step.get("infer_seconds") is not None for step in result.steps)
 
 
 def _rows(data: Path, spec: KernelSpec) -> int:
@@ -346,7 +343,9 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         warnings.append(limit_warning(projection))
     if result.isolation == "python":
         warnings.append(f"weaker sandbox: {result.isolation_note}")
-    warnings += skew_warnings(result.version_skew)
+    members = _save_member_outputs(scenario, result, out)
+    warnings += skew_warnings(result.version_skew) + rerun_collapse(scenario, out, members, result.working_dir / expected,
+                                                                    competition_data(settings, spec) / sample.name, spec.submission)
     metric = _metric_report(scenario, settings, spec, result.working_dir / expected, sample, result.working_dir, data)
     if metric is not None:
         verdict = _with_metric(verdict, metric)
@@ -367,7 +366,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         memory_limit=memory_enforcement(result.memory_limit_bytes, result.memory_accounting).how, working_bytes=result.working_bytes,
         working_limit=working_enforcement(result.working_limit_bytes).how,
         projection=projection.to_json() if projection else None, warnings=tuple(warnings),
-        member_outputs=_save_member_outputs(scenario, result, out),
+        member_outputs=members,
         metric=metric.to_json() if metric is not None else None,
     )
 
