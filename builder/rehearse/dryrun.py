@@ -62,7 +62,7 @@ from builder.rehearse.evalapi import (
     verdict_reason,
 )
 from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
-from builder.rehearse.html_report import write_html_report
+from builder.rehearse.html_report import prewarm, write_html_report
 from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport, metric_report
@@ -156,6 +156,7 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     out = build.out_dir / DRYRUN_DIR
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    prewarm()  # the report's plotting library loads while the notebook runs
     reports = tuple(_run_scenario(scenario, settings, build, rerun_data if scenario == "rerun" else data, out)
                     for scenario in SCENARIOS[settings.scenario])
     report = DryRunReport(kernel_name=build.kernel_name, kernel_id=build.kernel_id, kernel_type=build.spec.kernel.kernel_type,
