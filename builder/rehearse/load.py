@@ -5,8 +5,8 @@ waits for a CPU. ``kkb_runtime.steps`` records, per step, that wait (``run_delay
 scheduler statistics of the step's process), its process tree's CPU time (user + system), the 1-minute
 load average and the CPUs it could use. A step that waits (for I/O, a GPU, a sleep) is not slowed by the
 load and keeps its time; one kept from a CPU has every time scaled by the share it ran (the wall time less
-the wait, over the wall time). The projection's central and low ends come from those times, its high end
-from the wall clock (:func:`builder.rehearse.projection.project_rerun`): the lower end never rises because
+the wait, over the wall time). The projection's range comes from those times, its high end at least the
+wall clock's central (:func:`builder.rehearse.projection.project_rerun`): the lower end never rises because
 other work shared the CPUs. A quiet machine leaves every time as measured.
 """
 
@@ -33,8 +33,8 @@ class Load:
 
     def basis(self) -> str:
         return (f"machine load {self.load:.1f} on {self.cpus} CPUs: the steps waited for a CPU (the least a step ran: "
-                f"{self.share:.0%} of its time); low and central count only the time they ran, as on CPUs of their "
-                f"own like a Kaggle session's {KAGGLE_CPU_CORES} cores; the high end keeps the wall clock")
+                f"{self.share:.0%} of its time); the range counts only the time they ran, as on CPUs of their "
+                f"own like a Kaggle session's {KAGGLE_CPU_CORES} cores; the high end at least the wall clock's")
 
 
 def machine_load(steps: Sequence[Mapping[str, Any]]) -> Load | None:

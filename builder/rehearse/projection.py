@@ -42,6 +42,7 @@ NOISE_FRACTION = 0.10
 # measured rate or fixed cost allows this much either way (on top of the spread between batches).
 RATE_SPREAD = 1.5
 FIXED_SPREAD = 1.5
+WIDE_RANGE = 3.0  # a high end past this many times the central is named with what would narrow it
 OUTSIDE = "(notebook outside steps)"
 CARD = "card timings"
 TWO_SIZES = "two sizes"
@@ -157,6 +158,8 @@ class Projection:
             unit, per = ("h", 3600.0) if limit >= 3600 else (("min", 60.0) if limit >= 60 else ("s", 1.0))
             spare = f"{(limit - self.high) / per:.3g} {unit} to spare" if self.high <= limit else "the high end passes it"
             text += f"; limit {limit / per:g} {unit} ({spare})"
+        if self.high > WIDE_RANGE * self.seconds:  # a range that informs little says what would narrow it
+            text += f"; the high end is {self.high / max(self.seconds, 1e-9):.1f}x the central: to narrow it, {self.decider()}"
         return text
 
     def to_json(self) -> dict[str, Any]:
@@ -210,10 +213,11 @@ def project_rerun(runs: Sequence[RunTimes], hidden_rows: int, limit_seconds: flo
     load = machine_load([step for run in runs for step in run.steps])
     if load is None:
         return project(runs, hidden_rows, limit_seconds, factor)
-    # Oversubscribed: low and central as if the steps had their CPUs; the wall clock keeps the high end.
+    # Oversubscribed: the range as if the steps had their CPUs, its high end at least the wall clock's central
+    # (what the same run takes on this machine as loaded; its spread on top would count the load twice).
     quiet = project([_on_own_cpus(run) for run in runs], hidden_rows, limit_seconds, factor)
     loud = project(runs, hidden_rows, limit_seconds, factor)
-    return replace(quiet, high=max(quiet.high, loud.high), load=load)
+    return replace(quiet, high=round(max(quiet.high, loud.seconds), 3), load=load)
 
 
 def _on_own_cpus(run: RunTimes) -> RunTimes:
