@@ -75,6 +75,18 @@ def test_files_named_by_a_key_column_follow_their_rows(tmp_path: Path) -> None:
     assert "test_audio files by clip_id x 2" in scaled.description
 
 
+def test_a_key_that_is_a_file_name_keeps_its_extension(tmp_path: Path) -> None:
+    source = build_file_tree(tmp_path / "public", {
+        "sample_submission.csv": "id,label\np0,0\np1,0\n",
+        "test.csv": "id,image\np0,a.jpg\np1,b.jpg\n",
+        "test_images/a.jpg": b"\xff\xd8a", "test_images/b.jpg": b"\xff\xd8b",
+    })
+    scaled = scale_competition_data(source, tmp_path / "scaled", 2, id_column="id")
+
+    assert list(pd.read_csv(scaled.path / "test.csv")["image"]) == ["a.jpg", "b.jpg", "a_r1.jpg", "b_r1.jpg"]
+    assert (scaled.path / "test_images/b_r1.jpg").read_bytes() == b"\xff\xd8b"
+
+
 def test_per_id_folders_are_copied_under_new_keys(tmp_path: Path) -> None:
     source = build_file_tree(tmp_path / "public", {
         "sample_submission.csv": "row_id,score\n10_0,0\n10_1,0\n12_0,0\n",

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 TABLE_SUFFIXES = (".csv", ".parquet")
@@ -294,7 +294,15 @@ def key_maker(values: Iterable[str]) -> KeyMaker:
     if seen and all(v.lstrip("-").isdigit() and (v.lstrip("-") == "0" or not v.lstrip("-").startswith("0")) for v in seen):
         span = max(int(v) for v in seen) + 1
         return lambda value, k: value if k == 0 else type(value)(int(str(value)) + k * span)  # type: ignore[call-arg]
-    return lambda value, k: value if k == 0 else f"{value}_r{k}"
+    return lambda value, k: value if k == 0 else suffixed(str(value), k)
+
+
+def suffixed(value: str, k: int) -> str:
+    """``abc_r1``; a value that carries a file extension keeps it last: ``abc.jpg`` -> ``abc_r1.jpg``."""
+    path = PurePosixPath(value)
+    if re.fullmatch(r"\.[A-Za-z][A-Za-z0-9]{0,4}", path.suffix) and path.stem:
+        return value[: -len(path.suffix)] + f"_r{k}" + path.suffix
+    return f"{value}_r{k}"
 
 
 def _group(paths: Iterable[str]) -> list[str]:

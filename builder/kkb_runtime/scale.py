@@ -9,13 +9,12 @@ library + pandas only, like the rest of the runtime.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from .references import KeyMaker, Scan, StandInConfig, StandInPlan, detect, key_maker, render, replicate_reference, scan, test_side
+from .references import KeyMaker, Scan, StandInConfig, StandInPlan, detect, key_maker, render, replicate_reference, scan, suffixed, test_side
 
 Fallback = Literal["copy", "symlink"]
 
@@ -150,15 +149,7 @@ def _id_maker(ids: list[str]):  # type: ignore[no-untyped-def]
     if numeric:
         span = max(int(value) for value in ids) + 1
         return lambda value, k: value if k == 0 else str(int(value) + k * span)
-    return lambda value, k: value if k == 0 else _suffixed(value, k)
-
-
-def _suffixed(value: str, k: int) -> str:
-    """``abc_r1``; an id that carries a file extension keeps it last: ``abc.jpg`` -> ``abc_r1.jpg``."""
-    path = PurePosixPath(value)
-    if re.fullmatch(r"\.[A-Za-z][A-Za-z0-9]{0,4}", path.suffix) and path.stem:
-        return value[: -len(path.suffix)] + f"_r{k}" + path.suffix
-    return f"{value}_r{k}"
+    return lambda value, k: value if k == 0 else suffixed(value, k)
 
 
 def _replicate(frame, id_column: str, mapping: list[dict[str, str]],  # type: ignore[no-untyped-def]
