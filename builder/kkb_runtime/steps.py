@@ -154,12 +154,21 @@ class _RunDelay:
         self.seconds: float | None = None
 
     def follow(self, process: subprocess.Popen[str]) -> None:
+        if not self._ours():  # a /proc of another PID namespace: its numbers are some other process's
+            return
         while process.poll() is None:
             try:
                 self.seconds = round(int(self.path.read_text().split()[1]) / 1e9, 3)
             except (OSError, IndexError, ValueError):
                 return
             time.sleep(0.05)
+
+
+    def _ours(self) -> bool:
+        try:  # /proc/PID/stat: "pid (comm) state ppid ...": the comm may hold spaces and parentheses
+            return int(self.path.with_name("stat").read_text().rpartition(")")[2].split()[1]) == os.getpid()
+        except (OSError, IndexError, ValueError):
+            return False
 
 
 def _children_cpu() -> float:
