@@ -199,3 +199,19 @@ def test_a_stand_in_whose_replicated_rows_have_no_data_gets_the_collapse_warning
         "were distinct: the replicated rows may have no data",
         "submission.csv: column 'target': 1 distinct prediction for the 27 replicated rows; on the public test 3 of 3 "
         "were distinct: the replicated rows may have no data"]
+
+
+@pytest.mark.parametrize(("stated", "message"), [
+    (StandInConfig(keys=("stock",)),
+     "[competition.stand_in] keys: 'stock' is not a column of test.csv (stock_id, time_id, row_id)"),
+    (StandInConfig(id="{stock_id}-{time}"),
+     "[competition.stand_in] id: 'time' is not a column of test.csv (stock_id, time_id, row_id)"),
+    (StandInConfig(files=("test_audio/clip.ogg",)), "[competition.stand_in] files: 'test_audio/clip.ogg' names no key"),
+    (StandInConfig(tables=("book.parquet",)),
+     "[competition.stand_in] tables: 'book.parquet' is neither a table nor a partitioned dataset in "),
+])
+def test_a_stand_in_section_naming_what_is_not_there_is_refused(tmp_path: Path, stated: StandInConfig, message: str) -> None:
+    source = optiver_like(tmp_path / "public", stocks=(0,))
+    with pytest.raises(DryRunError) as caught:
+        scale_competition_data(source, tmp_path / "scaled", 2, id_column="row_id", stand_in=stated)
+    assert caught.value.message.startswith(message) and caught.value.hint

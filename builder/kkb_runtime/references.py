@@ -36,6 +36,15 @@ ReferenceKind = Literal["partitions", "files", "table"]
 KeyMaker = Callable[[object, int], object]
 
 
+class ScaleError(ValueError):
+    """The data cannot be scaled (no sample submission, no id column, a bad factor, a stand-in stated wrong)."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
 @dataclass(frozen=True)
 class Reference:
     """One way the test's rows reach data: ``path`` (relative to the data folder) keyed by ``key``."""
@@ -151,6 +160,7 @@ def detect(source: Path, test_table: str | None, frame: Any, id_column: str,
     """The plan for ``frame`` (the test table, or None without one): what its keys reference."""
     if frame is None:
         return StandInPlan(test_table=None)
+    _check_stated(config, source, test_table, [str(c) for c in frame.columns], found)
     columns = key_columns(frame, id_column)
     values = {column: {str(v) for v in frame[column].dropna()} for column in columns}
     references = (_partitions(found, values) + _inside_partitions(source, found, values, read_columns)
@@ -163,6 +173,23 @@ def detect(source: Path, test_table: str | None, frame: Any, id_column: str,
                        id_template=template,
                        declared=bool(config.keys or config.tables or config.files or config.id))
     return _with_unfollowed(plan, found, read_columns, source, set(frame.columns))
+
+
+def _check_stated(config: StandInConfig, source: Path, test_table: str | None, columns: list[str], found: Scan) -> None:
+    """``[competition.stand_in]`` names columns of the test table and tables of the data, or it is refused."""
+    named = [("keys", key) for key in config.keys] + [("id", c) for c in template_columns(config.id or "")]
+    named += [("files", c) for pattern in config.files for c in template_columns(pattern)]
+    for item, column in named:
+        if column not in columns:
+            raise ScaleError(f"[competition.stand_in] {item}: '{column}' is not a column of {test_table} ({', '.join(columns)})",
+                             "name the test table's columns that key the data (kernel.toml)")
+    for pattern in config.files:
+        if not template_columns(pattern):
+            raise ScaleError(f"[competition.stand_in] files: '{pattern}' names no key", 'write the key in braces: "test_audio/{clip_id}.ogg"')
+    for table in config.tables:
+        if table not in found.partitions and not (source / table).is_file():
+            raise ScaleError(f"[competition.stand_in] tables: '{table}' is neither a table nor a partitioned dataset in {source}",
+                             "name a file or a key=value/ dataset folder, relative to the competition data")
 
 
 def _keys_to_shift(references: list[Reference]) -> list[str]:

@@ -14,18 +14,22 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from .references import KeyMaker, Scan, StandInConfig, StandInPlan, detect, key_maker, render, replicate_reference, scan, suffixed, test_side
+from .references import (
+    KeyMaker,
+    ScaleError,
+    Scan,
+    StandInConfig,
+    StandInPlan,
+    detect,
+    key_maker,
+    render,
+    replicate_reference,
+    scan,
+    suffixed,
+    test_side,
+)
 
 Fallback = Literal["copy", "symlink"]
-
-
-class ScaleError(ValueError):
-    """The data cannot be scaled (no sample submission, no id column, a bad factor)."""
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
 
 
 TABLE_SUFFIXES = (".csv", ".parquet")
