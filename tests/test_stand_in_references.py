@@ -215,3 +215,15 @@ def test_a_stand_in_section_naming_what_is_not_there_is_refused(tmp_path: Path, 
     with pytest.raises(DryRunError) as caught:
         scale_competition_data(source, tmp_path / "scaled", 2, id_column="row_id", stand_in=stated)
     assert caught.value.message.startswith(message) and caught.value.hint
+
+
+def test_stated_tables_replace_detection_and_a_stated_key_is_followed_once(tmp_path: Path) -> None:
+    source = optiver_like(tmp_path / "public", stocks=(0,))
+    stated = StandInConfig(keys=("stock_id",), tables=("book_test.parquet", "trade_test.parquet"))
+    scaled = scale_competition_data(source, tmp_path / "scaled", 3, id_column="row_id", stand_in=stated)
+
+    for side in ("book_test.parquet", "trade_test.parquet"):
+        assert sorted(p.name for p in (scaled.path / side).iterdir()) == ["stock_id=0", "stock_id=12", "stock_id=6"]
+    assert scaled.description == ("stand-in: test.csv rows x 3; book_test.parquet partitions by stock_id x 3; "
+                                  "trade_test.parquet partitions by stock_id x 3; id rebuilt as {stock_id}-{time_id}; "
+                                  "new stock_id per copy (as [competition.stand_in] states)")

@@ -163,12 +163,16 @@ def detect(source: Path, test_table: str | None, frame: Any, id_column: str,
     _check_stated(config, source, test_table, [str(c) for c in frame.columns], found)
     columns = key_columns(frame, id_column)
     values = {column: {str(v) for v in frame[column].dropna()} for column in columns}
-    references = (_partitions(found, values) + _inside_partitions(source, found, values, read_columns)
-                  + _named_files(found, values, config) + _joined(source, found, values, test_table, read_columns, config))
+    if config.tables:  # stated: these tables and datasets, nothing detected
+        tables = [ref for name in config.tables for ref in _declared_table(source, name, found, values, read_columns)]
+    else:
+        tables = (_partitions(found, values) + _inside_partitions(source, found, values, read_columns)
+                  + _joined(source, found, values, test_table, read_columns))
+    references = list(dict.fromkeys(tables + _named_files(found, values, config)))
     template = config.id or composed_id(frame, id_column, columns)
     keys = list(config.keys) or _keys_to_shift(references)
-    if template and not any(f"{{{key}}}" in template for key in keys):
-        keys += [next(c for c in template_columns(template) if c in columns)]  # copies need ids of their own
+    if template and not any(f"{{{key}}}" in template for key in keys):  # copies need ids of their own
+        keys += [c for c in template_columns(template) if c in columns][:1]
     plan = StandInPlan(test_table=test_table, keys=tuple(dict.fromkeys(keys)), references=tuple(references),
                        id_template=template,
                        declared=bool(config.keys or config.tables or config.files or config.id))
@@ -232,10 +236,8 @@ def _named_files(found: Scan, values: Mapping[str, set[str]], config: StandInCon
 
 
 def _joined(source: Path, found: Scan, values: Mapping[str, set[str]], test_table: str | None,
-            read_columns: Callable[[Path], list[str]], config: StandInConfig) -> list[Reference]:
-    """Further tables with a key column whose values are all test values (or the tables ``tables`` names)."""
-    if config.tables:
-        return [ref for name in config.tables for ref in _declared_table(source, name, found, values, read_columns)]
+            read_columns: Callable[[Path], list[str]]) -> list[Reference]:
+    """Further tables with a key column whose values are all test values."""
     references = []
     for relative in found.tables:
         if relative == test_table or not test_side(relative):
@@ -250,8 +252,10 @@ def _joined(source: Path, found: Scan, values: Mapping[str, set[str]], test_tabl
 
 def _declared_table(source: Path, name: str, found: Scan, values: Mapping[str, set[str]],
                     read_columns: Callable[[Path], list[str]]) -> list[Reference]:
-    if name in found.partitions:
-        return [Reference("partitions", name, key) for key in found.partitions[name] if key in values]
+    if name in found.partitions:  # by its partition key, and by a key inside its files
+        inner = set(read_columns(source / found.inner[name])) - set(found.partitions[name]) if name in found.inner else set()
+        return ([Reference("partitions", name, key) for key in found.partitions[name] if key in values]
+                + [Reference("table", name, key) for key in values if key in inner])
     if not (source / name).is_file():
         return []
     columns = read_columns(source / name)
