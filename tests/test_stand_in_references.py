@@ -169,8 +169,8 @@ def test_a_partitioned_test_dry_runs_at_ten_times_with_real_data_in_every_replic
     scaled_test = [f"{s}-{t}" for s, t in zip(public["stock_id"], public["time_id"], strict=True)]
     assert list(predictions["target"]) == [originals[row] for row in scaled_test] * 10
     assert predictions["target"].nunique() == 3
-    assert ("rerun: stand-in: test.csv rows x 10; book_test.parquet partitions by stock_id x 10; trade_test.parquet "
-            "partitions by stock_id x 10; id rebuilt as {stock_id}-{time_id}; new stock_id per copy") in lines
+    assert rerun.stand_in == ("stand-in: test.csv rows x 10; book_test.parquet partitions by stock_id x 10; trade_test.parquet "
+                              "partitions by stock_id x 10; id rebuilt as {stock_id}-{time_id}; new stock_id per copy")
     # the projection's second size (x20) is replicated the same way: real data again, no collapse
     assert "rerun: a second run on 60 rows (2x) to separate fixed from per-row time" in lines
     assert rerun.projection is not None and {c["points"][-1][0] for c in rerun.projection["components"]} == {60}

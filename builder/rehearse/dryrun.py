@@ -198,11 +198,9 @@ def _run_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
     work = Path(tempfile.mkdtemp(prefix=f"kkb-dryrun-{scenario}-"))
     source = data
     try:
-        if scenario == "rerun" and settings.rerun_scale > 1:
-            scaled = replicated_test(spec, data, work / "scaled", settings.rerun_scale)
-            data = scaled.path
-            _progress(settings, f"rerun: {scaled.description}")
-        return REHEARSALS[spec.submission.kind].run(scenario, settings, build, data, source, out, work)
+        scaled = replicated_test(spec, data, work / "scaled", settings.rerun_scale) if scenario == "rerun" and settings.rerun_scale > 1 else None
+        report = REHEARSALS[spec.submission.kind].run(scenario, settings, build, scaled.path if scaled else data, source, out, work)
+        return replace(report, stand_in=scaled.description) if scaled else report
     finally:
         if not settings.keep_sandbox:
             remove_sandbox(work)
