@@ -148,7 +148,7 @@ def run(repeat: int = 3, warmup: int = 1, datasets: tuple[str, ...] = ("public",
                                        ("notebook", info["dry_run"]["notebook_s"]), ("build", build_s)):
                         if value is not None:
                             samples[key].append(value)
-            info["profile"] = profile_phases(kernel, root / f"build-{name}-profiled", data_arg)
+            info["profile"] = profile_phases(kernel, out, data_arg)  # the same build folder: a no-change build
             rows += _rows(name, samples, info, repeat)
     return rows
 
