@@ -142,7 +142,7 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
                       peak_gpu_bytes=meta.get("peak_gpu_bytes"), rows=meta.get("rows"), load_seconds=meta.get("load_seconds"),
                       infer_seconds=meta.get("infer_seconds"), batch_seconds=meta.get("batch_seconds"),
                       timing=StepTiming.from_json(meta.get("timing")), cpu_seconds=round(_children_cpu() - cpu_before, 3),
-                      run_delay_seconds=delay.seconds, load=round(os.getloadavg()[0], 2), cpus=len(os.sched_getaffinity(0)))
+                      run_delay_seconds=delay.seconds, load=round(os.getloadavg()[0], 2), cpus=_cpus())
 
 
 class _RunDelay:
@@ -169,6 +169,11 @@ class _RunDelay:
             return int(self.path.with_name("stat").read_text().rpartition(")")[2].split()[1]) == os.getpid()
         except (OSError, IndexError, ValueError):
             return False
+
+
+def _cpus() -> int | None:
+    """The CPUs this process may run on (Linux's affinity), else the machine's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def _children_cpu() -> float:
