@@ -386,12 +386,19 @@ def _stage_code(stage: Path, previous: Path, spec: KernelSpec, names: _Names, fi
     return manifest
 
 
+def _stand_in(spec: KernelSpec) -> dict[str, Any]:
+    """``[competition.stand_in]`` for a rehearsal on Kaggle that replicates the test (only when stated)."""
+    stated = spec.competition.stand_in.model_dump(exclude_defaults=True)
+    return {"stand_in": stated} if stated else {}
+
+
 def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]], has_weights: bool) -> dict[str, Any]:
     return {
         "kkb_version": __version__,
         "kernel": {"id": names.kernel_id, "type": spec.kernel.kernel_type, "machine_shape": spec.kernel.machine_shape},
         "competition": {"slug": spec.competition.slug, "sample_submission": spec.competition.sample_submission,
-                        "test": spec.competition.test, "metric": spec.competition.metric},
+                        "test": spec.competition.test, "metric": spec.competition.metric,
+                        **_stand_in(spec)},
         "datasets": {"code": names.code_dataset, "weights": names.weights_dataset if has_weights else None},
         "weights_kind": spec.weights.publish,  # "model": find the weights under input/models/ (kkb_runtime.inputs)
         "steps": [step.model_dump() for step in spec.steps],

@@ -357,7 +357,8 @@ def _dry_run_on_kaggle(settings: RehearsalSettings, hidden_rows: int | None) -> 
     with _ProgressView() as view:
         result = rehearse_on_kaggle(RehearsalSettings(**{**settings.__dict__, "progress": view}))
     report = report_from_kaggle(result.report, result.spec, kernel_name=Path(settings.kernel_dir).resolve().name,
-                                kernel_id=result.plan.kernel_id, out_dir=result.out_dir, hidden_rows=hidden_rows)
+                                kernel_id=result.plan.kernel_id, out_dir=result.out_dir, hidden_rows=hidden_rows,
+                                kernel_dir=Path(settings.kernel_dir))
     _show_rehearsal(result)
     _show_dry_run(report, heading=result.heading)
     if not report.ok:

@@ -179,7 +179,7 @@ def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
                           f"{int(step.get('peak_rss_bytes') or 0) / 2**20:.0f} MiB[/dim]", highlight=False)
         for warning in s.warnings:
             console.print(f"  [yellow]warning:[/yellow] {_escape(warning)}", highlight=False)
-        for line in (s.metric or {}).get("lines", []):  # the metric: split, rounding kept, expected score
+        for line in filter(None, [s.stand_in, *(s.metric or {}).get("lines", [])]):  # what --rerun-scale replicated; the metric
             console.print(f"  {_escape(line)}", highlight=False)
         if s.projection:
             console.print(f"  [dim]projection: {_escape(s.projection['summary'])}[/dim]", highlight=False)

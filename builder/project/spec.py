@@ -112,6 +112,16 @@ class KernelSection(_Strict):
         return shape is not None and shape.startswith("Tpu")
 
 
+class StandInSection(_Strict):
+    """``[competition.stand_in]``: how the test's rows reference their data, where detection cannot tell
+    (``--rerun-scale`` and the time projection's replicated run follow it; see docs/projections.md)."""
+
+    keys: list[str] = Field(default_factory=list)  # test-table columns given new values per copy
+    tables: list[str] = Field(default_factory=list)  # tables or partitioned datasets joined on those keys
+    files: list[str] = Field(default_factory=list)  # files named by a key: "test_audio/{clip_id}.ogg"
+    id: str | None = None  # the id composed of keys: "{stock_id}-{time_id}"
+
+
 class CompetitionSection(_Strict):
     slug: str
     data: str | None = None
@@ -131,6 +141,7 @@ class CompetitionSection(_Strict):
     # The public part's share of the test when public_ids is not known. 0.2: the low end of Kaggle's usual
     # splits (20-30 %); a smaller part is the likelier to be constant, so the warning errs on the safe side.
     public_fraction: float = Field(default=0.2, gt=0, lt=1)
+    stand_in: StandInSection = Field(default_factory=StandInSection)
 
     @field_validator("slug")
     @classmethod

@@ -47,6 +47,7 @@ from builder.kkb_runtime.vocabulary import Layout, SubmissionKind, Verdict
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import SPEC_FILE, KernelSpec, spec_of
+from builder.rehearse.collapse import rerun_collapse
 from builder.rehearse.evalapi import (
     EvalApiReport,
     RerunResult,
@@ -59,7 +60,7 @@ from builder.rehearse.evalapi import (
     verdict_reason,
 )
 from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
-from builder.rehearse.html_report import write_html_report
+from builder.rehearse.html_report import prewarm, write_html_report
 from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport
@@ -74,9 +75,9 @@ from builder.rehearse.projection import (
     timeout_reason,
 )
 from builder.rehearse.report import SCENARIOS, DryRunReport, Scenario, ScenarioChoice, ScenarioReport
-from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
+from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox
 from builder.rehearse.skew import skew_warnings
-from builder.rehearse.stand_ins import input_mounts
+from builder.rehearse.stand_ins import input_mounts, replicated_test
 from builder.rehearse.verdict import (
     COMPUTE,
     NOT_REHEARSED,
@@ -157,6 +158,7 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     out = build.out_dir / DRYRUN_DIR
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    prewarm()  # the report's plotting library loads while the notebook runs
     reports = tuple(_run_scenario(scenario, settings, build, rerun_data if scenario == "rerun" else data, out)
                     for scenario in SCENARIOS[settings.scenario])
     report = DryRunReport(kernel_name=build.kernel_name, kernel_id=build.kernel_id, kernel_type=build.spec.kernel.kernel_type,
@@ -198,11 +200,9 @@ def _run_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
     work = Path(tempfile.mkdtemp(prefix=f"kkb-dryrun-{scenario}-"))
     source = data
     try:
-        if scenario == "rerun" and settings.rerun_scale > 1:
-            data = scale_competition_data(data, work / "scaled", settings.rerun_scale, id_column=spec.submission.id_column,
-                                          sample_submission=spec.competition.sample_submission,
-                                          test=spec.competition.test).path
-        return REHEARSALS[spec.submission.kind].run(scenario, settings, build, data, source, out, work)
+        scaled = replicated_test(spec, data, work / "scaled", settings.rerun_scale) if scenario == "rerun" and settings.rerun_scale > 1 else None
+        report = REHEARSALS[spec.submission.kind].run(scenario, settings, build, scaled.path if scaled else data, source, out, work)
+        return replace(report, stand_in=scaled.description) if scaled else report
     finally:
         if not settings.keep_sandbox:
             remove_sandbox(work)
@@ -237,13 +237,13 @@ def _fit_runs(scenario: Scenario, settings: DryRunSettings, build: BuildResult, 
     factor = fit_factor(rows)
     if scenario != "rerun" or not settings.fit or not hidden or hidden <= rows or factor == 1 or not result.ok:
         return tuple(runs)
-    if not REHEARSALS[spec.submission.kind].fits_second_size or _card_steps_only(result):
+    if not REHEARSALS[spec.submission.kind].fits_second_size or (result.steps and all(s.get("infer_seconds") is not None for s in result.steps)):
         return tuple(runs)  # card steps time themselves; the gateway drives evaluation-API kernels
     try:
-        scaled = scale_competition_data(source, work / "fit-data", factor * settings.rerun_scale, id_column=spec.submission.id_column,
-                                        sample_submission=spec.competition.sample_submission, test=spec.competition.test)
+        scaled = replicated_test(spec, source, work / "fit-data", factor * settings.rerun_scale)
     except DryRunError as error:
-        _progress(settings, f"rerun: no second size for the time fit ({error.message}); projecting proportionally")
+        _progress(settings, f"rerun: no second size for the time fit ({error.message}); the projection's basis is the "
+                            "measured run only")
         return tuple(runs)
     _progress(settings, f"rerun: a second run on {scaled.rows} rows ({factor}x) to separate fixed from per-row time")
     if scaled.rows <= rows:
@@ -261,10 +261,6 @@ def _with_script(sandbox: SandboxSpec, work: Path) -> SandboxSpec:
     """A script kernel runs from ``work/script`` (see :func:`scenario_notebook`): the kernel must see it there."""
     script = work / "script"
     return replace(sandbox, visible=(*sandbox.visible, script)) if script.is_dir() else sandbox
-
-
-def _card_steps_only(result: ExecutionResult) -> bool:
-    return bool(result.steps) and all(step.get("infer_seconds") is not None for step in result.steps)
 
 
 def _rows(data: Path, spec: KernelSpec) -> int:
@@ -348,7 +344,9 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         warnings.append(limit_warning(projection))
     if result.isolation == "python":
         warnings.append(f"weaker sandbox: {result.isolation_note}")
-    warnings += skew_warnings(result.version_skew)
+    members = _save_member_outputs(scenario, result, out)
+    warnings += skew_warnings(result.version_skew) + rerun_collapse(scenario, out, members, result.working_dir / expected,
+                                                                    competition_data(settings, spec) / sample.name, spec.submission)
     metric = _metric_report(scenario, settings, spec, result.working_dir / expected, sample, result.working_dir, data)
     if metric is not None:
         verdict = _with_metric(verdict, metric)
@@ -369,7 +367,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         memory_limit=memory_enforcement(result.memory_limit_bytes, result.memory_accounting).how, working_bytes=result.working_bytes,
         working_limit=working_enforcement(result.working_limit_bytes).how,
         projection=projection.to_json() if projection else None, warnings=tuple(warnings),
-        member_outputs=_save_member_outputs(scenario, result, out),
+        member_outputs=members,
         metric=metric.to_json() if metric is not None else None,
     )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +227,22 @@ def _member_predictions(s: ScenarioReport) -> dict[str, pd.Series]:
     return members
 
 
+def prewarm() -> None:
+    """Import matplotlib in a background thread while the notebook runs (kkb waits on the kernel then): the
+    report's plots then cost only their drawing. Python's import lock makes the report wait for it if needed."""
+    threading.Thread(target=_import_matplotlib, name="kkb-prewarm-matplotlib", daemon=True).start()
+
+
+def _import_matplotlib() -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot
+    except ImportError:
+        return
+
+
 def _plot(draw: Any, data: Any, grid: tuple[int, int] = (1, 1)) -> str:
     try:
         import matplotlib
@@ -235,10 +252,10 @@ def _plot(draw: Any, data: Any, grid: tuple[int, int] = (1, 1)) -> str:
     except ImportError:
         return "<p class='warn'>plots missing: matplotlib is not installed (pip install \"kkb[report]\")</p>"
     rows, columns = grid
-    figure, ax = plt.subplots(rows, columns, figsize=(7, 2.8 if grid == (1, 1) else 1.9 * rows), squeeze=grid == (1, 1))
+    figure, ax = plt.subplots(rows, columns, figsize=(7, 2.8 if grid == (1, 1) else 1.9 * rows), squeeze=grid == (1, 1),
+                              layout="constrained")  # laid out while drawn: one pass, not tight_layout's two
     try:
         draw(ax, data)
-        figure.tight_layout()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=90)
     finally:

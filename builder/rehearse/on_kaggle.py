@@ -14,8 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from builder.kkb_runtime.vocabulary import Scenario
 from builder.project.spec import KernelSpec
+from builder.rehearse.collapse import collapse_warnings
 from builder.rehearse.dryrun import DryRunReport, ScenarioReport
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.projection import Projection, RunTimes, limit_warning, project_rerun, timeout_reason
@@ -25,15 +28,18 @@ GB = 1024**3
 
 
 def report_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, *, kernel_name: str, kernel_id: str,
-                       out_dir: Path, hidden_rows: int | None = None) -> DryRunReport:
-    """The kernel's ``report.json`` (downloaded into ``out_dir``) as the dry run's report."""
-    scenario = scenario_from_kaggle(report, spec, out_dir, hidden_rows)
+                       out_dir: Path, hidden_rows: int | None = None, kernel_dir: Path | None = None) -> DryRunReport:
+    """The kernel's ``report.json`` (downloaded into ``out_dir``) as the dry run's report; ``kernel_dir``: where
+    the local public test is (``[competition] data``), to tell the replicated rows from the public ones."""
+    data = spec.competition.data_dir(kernel_dir) if kernel_dir is not None else None
+    public_sample = data / spec.competition.sample_submission if data is not None else None
+    scenario = scenario_from_kaggle(report, spec, out_dir, hidden_rows, public_sample)
     return DryRunReport(kernel_name=kernel_name, kernel_id=kernel_id, kernel_type=spec.kernel.kernel_type,
                         out_dir=out_dir, report_path=out_dir / "report.json", scenarios=(scenario,))
 
 
 def scenario_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, out_dir: Path,
-                         hidden_rows: int | None = None) -> ScenarioReport:
+                         hidden_rows: int | None = None, public_sample: Path | None = None) -> ScenarioReport:
     shape = machine_shape(spec.kernel.machine_shape)
     rows = int(report.get("rows") or 0)
     hidden = hidden_rows or spec.competition.hidden_rows
@@ -58,8 +64,19 @@ def scenario_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, out_dir: P
         notebook=out_dir / "report.json", log=Path(str(report.get("log") or out_dir / "report.json")),
         submission=Path(str(report["submission"])) if report.get("submission") else None,
         projection=projection.to_json() if projection is not None else None,
-        warnings=(limit_warning(projection),) if projection is not None and projection.may_pass_limit() else (),
+        warnings=((limit_warning(projection),) if projection is not None and projection.may_pass_limit() else ())
+        + tuple(_collapsed(report, spec, public_sample)),
     )
+
+
+def _collapsed(report: Mapping[str, Any], spec: KernelSpec, public_sample: Path | None) -> list[str]:
+    """The rehearsal's submission against the public rows it holds (a test replicated ``--rerun-scale`` times)."""
+    submission = Path(str(report["submission"])) if report.get("submission") else None
+    if submission is None or public_sample is None or not public_sample.is_file():
+        return []
+    id_column = spec.submission.id_column
+    public_ids = set(pd.read_csv(public_sample, dtype={id_column: str}, usecols=[id_column])[id_column])
+    return collapse_warnings({"submission.csv (on Kaggle)": submission}, id_column, spec.submission.target_columns, public_ids)
 
 
 def _measured(report: Mapping[str, Any], out_dir: Path, ok: bool) -> ExecutionResult:

@@ -57,6 +57,7 @@ class ScenarioReport:
     warnings: tuple[str, ...] = ()
     member_outputs: dict[str, str] = field(default_factory=dict)  # step name -> its CSV, kept in the dry-run folder
     metric: dict[str, Any] | None = None  # builder.rehearse.metric_report.MetricReport.to_json() (the rerun)
+    stand_in: str | None = None  # --rerun-scale: what was replicated ("stand-in: test.csv rows x 10; ...")
 
     @property
     def ok(self) -> bool:

@@ -44,6 +44,7 @@ from pathlib import Path, PurePosixPath
 
 from builder.errors import DryRunError
 from builder.kkb_runtime import scale as runtime_scale
+from builder.kkb_runtime.references import StandInConfig
 from builder.kkb_runtime.scale import ScaledData
 from builder.kkb_runtime.vocabulary import Layout
 from builder.rehearse.isolation import GUEST_DIR, Isolation, IsolationChoice, IsolationRequest, choose_isolation, launcher_argv
@@ -310,10 +311,11 @@ def blocked_network(root: Path) -> list[str]:
 
 
 def scale_competition_data(source: Path, dest: Path, factor: int, *, id_column: str,
-                           sample_submission: str = "sample_submission.csv", test: str | None = None) -> ScaledData:
+                           sample_submission: str = "sample_submission.csv", test: str | None = None,
+                           stand_in: StandInConfig | None = None) -> ScaledData:
     """:func:`builder.kkb_runtime.scale.scale_competition_data`, its errors as :class:`DryRunError`."""
     try:
         return runtime_scale.scale_competition_data(source, dest, factor, id_column=id_column,
-                                                    sample_submission=sample_submission, test=test)
+                                                    sample_submission=sample_submission, test=test, stand_in=stand_in)
     except runtime_scale.ScaleError as exc:
         raise DryRunError(exc.message, hint=exc.hint) from None
