@@ -299,7 +299,8 @@ def scenario_sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildR
                        extra_env=probe,
                        layout=settings.layout, memory_bytes=_memory(settings, build.spec),
                        working_limit_bytes=WORKING_LIMIT_BYTES, python=python,
-                       visible=(python.parent.parent,) if python else ())
+                       visible=(python.parent.parent,) if python else (),
+                       gpu=machine_shape(build.spec.kernel.machine_shape).gpu_bytes is not None)
 
 
 def _memory(settings: DryRunSettings, spec: KernelSpec) -> int:
