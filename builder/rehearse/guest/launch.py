@@ -40,6 +40,7 @@ Needs CAP_SYS_ADMIN (root, outside a locked-down container) or unprivileged user
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import fcntl
@@ -225,9 +226,8 @@ def minimal_dev(dev: str, gpu: bool) -> None:
     if _libc.mount(b"devpts", os.path.join(dev, "pts").encode(), b"devpts", MS_NOSUID | MS_NOEXEC,
                    b"newinstance,ptmxmode=0666,mode=620") == 0:
         os.symlink("pts/ptmx", os.path.join(dev, "ptmx"))
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                         ("stderr", "/proc/self/fd/2")):
-        os.symlink(target, os.path.join(dev, name))
+    for name, target in (("fd", ""), ("stdin", "/0"), ("stdout", "/1"), ("stderr", "/2")):
+        os.symlink("/proc/self/fd" + target, os.path.join(dev, name))
 
 
 def gpu_nodes() -> list[str]:
@@ -518,21 +518,15 @@ def _init(options: LaunchOptions, command: list[str], report: int) -> int:
 
 def _forward_signals(pid: int) -> None:
     def forward(signum: int, _frame: object) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
-        except ProcessLookupError:
-            pass
 
     for signum in FORWARDED:
         signal.signal(signum, forward)
 
 
 def _wait_for(pid: int) -> int:
-    while True:
-        try:
-            return os.waitpid(pid, 0)[1]
-        except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for a handler that raises
-            continue
+    return os.waitpid(pid, 0)[1]  # PEP 475: retried after a forwarded signal
 
 
 def drop_capabilities() -> None:
