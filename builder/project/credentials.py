@@ -84,6 +84,7 @@ MIN_SECRET_LENGTH = 8  # shorter values would match by chance; real keys and tok
 # An environment variable with such a name holds a credential (its value is refused in every bundle).
 CREDENTIAL_VARIABLE = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_KEY|_KEY$|^AWS_SESSION", re.IGNORECASE)
 PUBLIC_VARIABLES = frozenset({"GPG_KEY"})
+NOT_SECRETS = frozenset({"disabled", "enabled", "disable", "enable", "false", "true"})  # TOKENIZERS_PARALLELISM=...
 
 
 @dataclass(frozen=True)
@@ -113,14 +114,16 @@ def secret_values(environ: Mapping[str, str] | None = None) -> tuple[Secret, ...
 
 def environment_credentials(env: Mapping[str, str]) -> list[Secret]:
     """Variables whose name says they hold a credential (``HF_TOKEN``, ``AWS_SECRET_ACCESS_KEY``, ``GITHUB_TOKEN``,
-    ``*_API_KEY``, ``*_PASSWORD``...): their values, as a secret each. A path or a value with spaces is not a key,
+    ``*_API_KEY``, ``*_PASSWORD``...): their values, as a secret each. A path, a number, a switch (``false``) or a
+    value with spaces is not a key,
     and a few well-known public values (``GPG_KEY``: the Python image's release-signing key id) are left out."""
     found = []
     for name, value in sorted(env.items()):
         value = value.strip()
         if not CREDENTIAL_VARIABLE.search(name) or name in PUBLIC_VARIABLES or name.startswith("KAGGLE_"):
             continue
-        if len(value) < MIN_SECRET_LENGTH or any(char.isspace() for char in value) or value.startswith(("/", "~", ".")):
+        if (len(value) < MIN_SECRET_LENGTH or any(char.isspace() for char in value) or value.startswith(("/", "~", "."))
+                or value.isdigit() or value.lower() in NOT_SECRETS):
             continue
         found.append(Secret(f"the value of ${name}", value))
     return found
