@@ -496,6 +496,7 @@ def _init(options: LaunchOptions, command: list[str], report: int) -> int:
     """PID 1 of the kernel's namespace: the new root (with a /proc of this namespace), then the command as PID 2."""
     try:
         _die_with_parent()
+        os.setpgid(0, 0)  # a signal to the launcher's group (Jupyter's interrupt) reaches the command once, forwarded
         assert options.kaggle is not None
         new_root(options.kaggle, options.mounts, options.readonly, options.binds, options.root_fs, options.gpu)
     except OSError as exc:
