@@ -15,7 +15,6 @@ import pickle
 import shutil
 import struct
 import tarfile
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from builder.bundle.secret_scan import find_key, npy_text
 from builder.errors import BundleError
 from builder.project.credentials import Secret, environment_credentials, secret_values
 from tests.support.files import KERNELS
+from tests.test_archive_secrets import _with_weight, _zip
 
 # Made-up keys of each kind (the shapes of real ones, no real value).
 KEYS = {
@@ -38,14 +38,6 @@ KEYS = {
     "huggingface": ("hf_" + "AbCdEfGhIj" * 3 + "KlMn", "holds a Hugging Face token"),
     "environment": ("plain-looking-value-9f8e7d6c5b4a", "holds the value of $MY_SERVICE_TOKEN"),
 }
-
-
-def _zip(members: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
-        for name, data in members.items():
-            bundle.writestr(name, data)
-    return buffer.getvalue()
 
 
 def _tar(name: str, data: bytes, mode: str) -> bytes:
@@ -125,12 +117,6 @@ def minimal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MY_SERVICE_TOKEN", KEYS["environment"][0])
     return Path(shutil.copytree(KERNELS / "minimal", tmp_path / "minimal", ignore=shutil.ignore_patterns(".kkb")))
-
-
-def _with_weight(kernel: Path, name: str, data: bytes) -> None:
-    (kernel / "weights" / name).write_bytes(data)
-    spec = kernel / "kernel.toml"
-    spec.write_text(spec.read_text().replace('include = ["weights/*.json"]', f'include = ["weights/*.json", "weights/{name}"]'))
 
 
 @pytest.mark.parametrize("kind", list(KEYS))
