@@ -120,7 +120,8 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     out_dir = out_dir_of(kernel_dir, settings.out_dir)
     _check_out_dir(out_dir, kernel_dir)
     require_card_extras(spec, kernel_dir)  # a card's libraries (kkb[vision], ...) before anything is read
-    code_files, weights_files = _selections(spec, kernel_dir)
+    secrets = settings.secrets if settings.secrets is not None else secret_values()
+    code_files, weights_files = _selections(spec, kernel_dir, secrets)
     check_against_public_data(spec, kernel_dir)  # widths, post-processing, test ids: before anything is staged
     check_competition(spec, kernel_dir)  # the metric file and its arguments, public_ids
     try:
@@ -131,7 +132,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     try:
         result = _build_into(stage, out_dir, spec, names, kernel_dir, code_files, weights_files)
         keep_wheel_folders(out_dir, stage)  # kkb wheels' output lives in build/NAME too
-        _refuse_secrets(stage, settings.secrets if settings.secrets is not None else secret_values())
+        _refuse_secrets(stage, secrets)
         try:
             swap_into_place(stage, out_dir)
         except OSError as exc:
@@ -208,7 +209,7 @@ def _names(spec: KernelSpec, owner: str | None, spec_path: Path) -> _Names:
     return _Names(owner, slug, f"{owner}/{slug}", spec.code.dataset or f"{owner}/{dataset_slug(slug, 'code')}", weights)
 
 
-def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], dict[str, Path]]:
+def _selections(spec: KernelSpec, kernel_dir: Path, secrets: tuple[Secret, ...]) -> tuple[dict[str, Path], dict[str, Path]]:
     code = select_files(kernel_dir, spec.code.include, spec.code.exclude, "code")
     code.update(source_package_files(spec, kernel_dir))  # the install cell compiles them from the code dataset
     weights = select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights", allow_links=True)
@@ -223,8 +224,8 @@ def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], di
         if relative in weights:
             raise BundleError(f"{relative}: selected for both the code and the weights dataset",
                               hint="add it to [code] exclude or [weights] exclude: weights travel apart from code")
-    refuse_credentials(code, "code")
-    refuse_credentials(weights, "weights")
+    refuse_credentials(code, "code", secrets)
+    refuse_credentials(weights, "weights", secrets)
     _check_step_scripts(spec, kernel_dir, code)
     check_postprocess(spec, kernel_dir, code)  # functions in the code dataset, no stage on the id column
     return code, dict(sorted(weights.items()))

@@ -145,7 +145,7 @@ def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "vocab.txt").write_text("\n".join(words) + "\n")
     BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
     BertConfig(vocab_size=len(words), hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
-               max_position_embeddings=64).save_pretrained(folder)
+               max_position_embeddings=512).save_pretrained(folder)
     return kernel
 
 

@@ -20,6 +20,7 @@ from pydantic_core import ErrorDetails
 from builder.errors import SpecError
 from builder.project.examples import example_spec_hint
 from builder.project.spec_values import MAX_WAIT_SECONDS, SpecErrorType, close_match
+from builder.project.table_hints import misnamed_table
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -72,8 +73,9 @@ def read_spec_toml(kernel_dir: Path) -> tuple[Path, dict[str, Any], str]:
         raise SpecError(f"{path}: file not found", hint=f"every kernel project needs a kernel.toml; {example_spec_hint()}")
     try:
         data = path.read_bytes()
-        # A BOM (Windows editors) is not TOML.
-        return path, tomllib.loads(data.decode("utf-8-sig")), "sha256:" + hashlib.sha256(data).hexdigest()
+        text = data.decode("utf-8-sig")  # a BOM (Windows editors) is not TOML
+        misnamed_table(text, str(path))  # [models.defaults] and the like: the table kkb knows, not a TOML error
+        return path, tomllib.loads(text), "sha256:" + hashlib.sha256(data).hexdigest()
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
                         hint="save kernel.toml with UTF-8 encoding") from None

@@ -296,8 +296,8 @@ def scenario_sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildR
     return SandboxSpec(mounts=tuple(mounts), rerun=scenario == "rerun", timeout_seconds=_timeout(settings, build.spec),
                        extra_env=probe,
                        layout=settings.layout, memory_bytes=_memory(settings, build.spec),
-                       working_limit_bytes=WORKING_LIMIT_BYTES, python=python,
-                       visible=(python.parent.parent,) if python else ())
+                       working_limit_bytes=WORKING_LIMIT_BYTES, python=python, visible=(python.parent.parent,) if python else (),
+                       gpu=machine_shape(build.spec.kernel.machine_shape).gpu_bytes is not None)
 
 
 def _memory(settings: DryRunSettings, spec: KernelSpec) -> int:

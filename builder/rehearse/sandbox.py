@@ -86,6 +86,7 @@ class SandboxSpec:
     working_limit_bytes: int | None = None  # /kaggle/working larger than this stops the run (what Kaggle keeps)
     visible: tuple[Path, ...] = ()  # host folders the kernel reads at their own paths (kkb's script wrapper)
     python: Path | None = None  # the kernel's interpreter (kkb env's, --image-env); default: this one
+    gpu: bool = False  # the run uses the GPU: its device nodes exist in the namespaces' minimal /dev
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ class Sandbox:
     visible: tuple[Path, ...] = ()
     root_choice: RootChoice = RootChoice(None)  # how the container's file system is writable (builder.rehearse.overlay)
     python: Path = Path(sys.executable)  # the kernel's interpreter, first on its PATH
+    gpu: bool = False  # the GPU's device nodes are visible to the kernel
 
     @property
     def root_filesystem(self) -> str:
@@ -130,7 +132,7 @@ class Sandbox:
         ``binds``: host folders the command must be able to write at their own paths (the kernel's ipc sockets).
         """
         return launcher_argv(self.isolation, self.root, self.mounts, list(binds), self.memory_bytes, self.visible,
-                             self.root_choice.kind)
+                             self.root_choice.kind, self.gpu)
 
 
 def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
@@ -159,7 +161,8 @@ def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
     return Sandbox(root=root, input_dir=root / "input", working_dir=root / "working", temp_dir=root / "temp",
                    private_dir=root / PRIVATE, env=env, isolation=isolation, mounts=mounts,
                    memory_bytes=spec.memory_bytes, isolation_note=choice.describe(),
-                   visible=tuple(Path(folder).resolve() for folder in spec.visible), root_choice=root_choice, python=python)
+                   visible=tuple(Path(folder).resolve() for folder in spec.visible), root_choice=root_choice, python=python,
+                   gpu=spec.gpu)
 
 
 def mount_path(target: str, layout: Layout) -> PurePosixPath:

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from builder.bundle.checkpoints import checkpoint_sources
+from builder.bundle.child_check import load_in_child
 from builder.bundle.kernel_env import kernel_environment, user_frames
 from builder.bundle.models import offline_environment, user_code_importable
 from builder.errors import BundleError, ModelError
@@ -71,6 +72,7 @@ def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dic
     folds = []
     with user_code_importable(kernel_dir), offline_environment():
         for source in checkpoint_sources(card, kernel_dir):
+            load_in_child(_card(card), kernel_dir / source, kernel_dir, _load_hint(card))  # a crash there, not here
             _load(card, kernel_dir / source)
             target = weights_stage / source
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -97,6 +99,7 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Mode
         raise BundleError(f"{where}: no test table {path} in the public data",
                           hint="set [competition] test to the CSV (or parquet) of test rows, relative to [competition] data")
     sources = checkpoint_sources(card, kernel_dir)
+    load_in_child(_card(card), kernel_dir / sources[0], kernel_dir, _load_hint(card))  # a crash there, not here
     with user_code_importable(kernel_dir), offline_environment(), kernel_environment(spec, kernel_dir, data) as env:
         try:
             rows = rows_in_sample_order(read_table(path, id_column), sample[id_column].astype(str).tolist(), id_column, path)
