@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.rehearse.isolation import DESCRIPTIONS, Mode, launcher_argv, probe
+from builder.kkb_runtime.vocabulary import Isolation
+from builder.rehearse.isolation import DESCRIPTIONS, launcher_argv, probe
 from builder.rehearse.sandbox import SandboxSpec, prepare_sandbox
 
 CONFINING = ["bwrap", "namespace"]
@@ -123,12 +124,12 @@ def test_the_dev_of_a_sandbox_is_minimal(tmp_path: Path, mode: str, monkeypatch:
 
 
 def test_the_gpu_nodes_exist_only_when_the_run_uses_the_gpu(tmp_path: Path) -> None:
-    assert "--gpu" in launcher_argv(Mode.NAMESPACE, tmp_path, (), [], None, gpu=True)
-    assert "--gpu" not in launcher_argv(Mode.NAMESPACE, tmp_path, (), [], None)
-    bwrap = launcher_argv(Mode.BWRAP, tmp_path, (), [], None)
+    assert "--gpu" in launcher_argv(Isolation.NAMESPACE, tmp_path, (), [], None, gpu=True)
+    assert "--gpu" not in launcher_argv(Isolation.NAMESPACE, tmp_path, (), [], None)
+    bwrap = launcher_argv(Isolation.BWRAP, tmp_path, (), [], None)
     assert ["--dev", "/dev"] == bwrap[bwrap.index("--dev"):bwrap.index("--dev") + 2]
     assert "--dev-bind" not in bwrap and "--unshare-pid" in bwrap and ["--proc", "/proc"] == bwrap[bwrap.index("--proc"):][:2]
 
 
 def test_the_portable_fallback_says_it_does_not_confine() -> None:
-    assert "does NOT confine" in DESCRIPTIONS[Mode.PYTHON]
+    assert "does NOT confine" in DESCRIPTIONS[Isolation.PYTHON]
