@@ -65,6 +65,7 @@ from builder.rehearse.html_report import write_html_report
 from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport, metric_report
+from builder.rehearse.own_imports import own_modules
 from builder.rehearse.projection import (
     PROBE_BATCHES,
     Projection,
@@ -76,7 +77,7 @@ from builder.rehearse.projection import (
 )
 from builder.rehearse.report import DryRunReport, Scenario, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
-from builder.rehearse.skew import skew_warnings
+from builder.rehearse.skew import skew_records, skew_warnings
 from builder.rehearse.stand_ins import input_mounts
 from builder.rehearse.verdict import (
     COMPUTE,
@@ -346,7 +347,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         warnings.append(limit_warning(projection))
     if result.isolation == "python":
         warnings.append(f"weaker sandbox: {result.isolation_note}")
-    warnings += skew_warnings(result.version_skew)
+    warnings += skew_warnings(result.version_skew, own := own_modules(settings.kernel_dir, spec))
     metric = _metric_report(scenario, settings, spec, result.working_dir / expected, sample, result.working_dir, data)
     if metric is not None:
         verdict = _with_metric(verdict, metric)
@@ -368,8 +369,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         working_limit=working_enforcement(result.working_limit_bytes).how,
         projection=projection.to_json() if projection else None, warnings=tuple(warnings),
         member_outputs=_save_member_outputs(scenario, result, out),
-        metric=metric.to_json() if metric is not None else None,
-    )
+        metric=metric.to_json() if metric is not None else None, version_skew=skew_records(result.version_skew, own))
 
 
 def _metric_report(scenario: Scenario, settings: DryRunSettings, spec: KernelSpec, submission: Path, sample: Path,

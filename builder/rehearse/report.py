@@ -54,6 +54,9 @@ class ScenarioReport:
     warnings: tuple[str, ...] = ()
     member_outputs: dict[str, str] = field(default_factory=dict)  # step name -> its CSV, kept in the dry-run folder
     metric: dict[str, Any] | None = None  # builder.rehearse.metric_report.MetricReport.to_json() (the rerun)
+    # every package whose version differs from the image's (builder.rehearse.skew.skew_records); the summary's
+    # warning names only those the kernel's own code imports
+    version_skew: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
