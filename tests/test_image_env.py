@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from builder.cli.views import _show_dry_run
 from builder.project.image import load_image
 from builder.rehearse import image_env
-from builder.rehearse.image_env import build_image_env, image_pins, kernel_modules
+from builder.rehearse.image_env import build_image_env, image_env_note, image_pins, kernel_modules
+from builder.rehearse.report import DryRunReport
 from builder.rehearse.skew import interpreter_versions
 from tests.support.files import build_file_tree
 from tests.support.wheels import write_pure_wheel
@@ -56,3 +58,11 @@ def test_the_environment_is_built_once_and_reused(kernel: Path, tmp_path: Path, 
     second = build_image_env(kernel, find_links=wheels, image=image)
     assert not second.built and second.root == first.root
     assert second.lines()[0] == f"{first.root}: reused (nothing to install), 1 pins from Kaggle's image"
+
+
+def test_an_image_env_dry_run_says_so_in_its_summary_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = DryRunReport("k", "me/k", "notebook", tmp_path, tmp_path / "report.json", environment=image_env_note(True))
+    assert report.to_json()["environment"].startswith("kkb env's environment: the image's versions")
+    _show_dry_run(report)
+    assert "environment: kkb env's environment: the image's versions" in capsys.readouterr().out
+    assert image_env_note(False) == "" and DryRunReport("k", "me/k", "notebook", tmp_path, tmp_path).to_json()["environment"] is None

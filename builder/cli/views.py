@@ -155,9 +155,15 @@ def _show_rehearsal(result: RehearsalResult) -> None:
         console.print(f"rehearsed {result.plan.rehearsal_id}{version} ({result.status}); never submitted", highlight=False)
 
 
-def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
+def _show_heading(report: DryRunReport, heading: str | None) -> None:
     if heading:
         console.print(f"[bold]{_escape(heading)}[/bold]", highlight=False)
+    if report.environment:  # --image-env: the kernel ran with the image's versions
+        console.print(f"environment: {_escape(report.environment)}", highlight=False)
+
+
+def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
+    _show_heading(report, heading)
     table = Table(box=None, header_style="bold")
     for name in ("scenario", "verdict", "time", "projected", "limit", "peak RAM", "peak GPU"):
         table.add_column(name)

@@ -62,7 +62,7 @@ from builder.rehearse.evalapi import (
 )
 from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
 from builder.rehearse.html_report import write_html_report
-from builder.rehearse.image_env import build_image_env
+from builder.rehearse.image_env import build_image_env, image_env_note
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport, metric_report
 from builder.rehearse.own_imports import own_modules
@@ -159,7 +159,7 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     reports = tuple(_run_scenario(scenario, settings, build, rerun_data if scenario == "rerun" else data, out)
                     for scenario in SCENARIOS[settings.scenario])
     report = DryRunReport(kernel_name=build.kernel_name, kernel_id=build.kernel_id, kernel_type=build.spec.kernel.kernel_type,
-                          out_dir=out, report_path=out / REPORT_FILE, scenarios=reports)
+                          out_dir=out, report_path=out / REPORT_FILE, scenarios=reports, environment=image_env_note(settings.image_env))
     report.report_path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
     write_html_report(report)
     return report

@@ -58,6 +58,12 @@ class ImageEnv:
         return lines
 
 
+def image_env_note(used: bool) -> str:
+    """The dry run's summary line for ``--image-env``: the kernel ran with the image's versions (else nothing)."""
+    return ("kkb env's environment: the image's versions of what the kernel imports (torch stays the local build)"
+            if used else "")
+
+
 def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "kkb" / "image-envs")
 

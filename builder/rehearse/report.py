@@ -85,6 +85,8 @@ class DryRunReport:
     out_dir: Path
     report_path: Path
     scenarios: tuple[ScenarioReport, ...] = field(default_factory=tuple)
+    # what the kernel ran with, when not kkb's own environment (--image-env: builder.rehearse.image_env.image_env_note)
+    environment: str = ""
 
     @property
     def ok(self) -> bool:
@@ -92,4 +94,5 @@ class DryRunReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": REPORT_SCHEMA, "kernel": self.kernel_name, "kernel_id": self.kernel_id, "kernel_type": self.kernel_type,
-                "ok": self.ok, "scenarios": [scenario.to_json() for scenario in self.scenarios]}
+                "ok": self.ok, "environment": self.environment or None,
+                "scenarios": [scenario.to_json() for scenario in self.scenarios]}
