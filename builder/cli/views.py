@@ -187,12 +187,15 @@ def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
             console.print(f"  [yellow]warning:[/yellow] {_escape(warning)}", highlight=False)
         for line in (s.metric or {}).get("lines", []):  # the metric: split, rounding kept, expected score
             console.print(f"  {_escape(line)}", highlight=False)
-        if s.projection:
-            console.print(f"  [dim]projection: {_escape(s.projection['summary'])}[/dim]", highlight=False)
-        console.print(f"  [dim]sandbox: {_escape(s.isolation_note)}; memory: {_escape(s.memory_limit)}[/dim]", highlight=False)
+        if s.projection:  # its basis (what was measured, per step) is in report.json and report.html
+            console.print(f"  [dim]projection: {_escape(s.projection['summary'].split('; basis:')[0])}[/dim]", highlight=False)
         if not s.ok and s.verdict.detail:
             detail = s.verdict.detail if _state["verbose"] else without_kkb_frames(s.verdict.detail)
             console.print(_escape(detail), style="dim", highlight=False)
+    if report.scenarios:  # one line: the isolation and the memory accounting (the details: report.json)
+        last = report.scenarios[-1]
+        console.print(f"[dim]sandbox: {_escape(last.isolation_note.split(';')[0])}; memory: "
+                      f"{_escape(last.memory_limit.split(',')[0])}[/dim]", highlight=False)
     console.print(f"notebooks and report: {report.out_dir} (report.html)", highlight=False)
 
 
