@@ -128,3 +128,11 @@ def test_the_site_is_configured_for_every_page() -> None:
     pages = sorted(path.relative_to(REPO / "docs").as_posix() for path in (REPO / "docs").rglob("*.md"))
     assert [page for page in pages if page not in nav] == []
     assert Path(REPO / "docs" / "hooks.py").is_file()
+
+
+def test_the_readme_fits_on_a_screen_or_two_and_opens_with_the_two_commands() -> None:
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    first_block = re.search(r"```sh\n(.*?)```", text, re.DOTALL)
+    assert first_block is not None and text.index("```sh") < text.index("\n## ")
+    assert [line.split("#")[0].strip() for line in first_block.group(1).splitlines()] == ["make demo", "make test"]
