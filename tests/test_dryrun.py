@@ -204,7 +204,7 @@ def test_cli_maps_options_to_settings(monkeypatch: pytest.MonkeyPatch, tmp_path:
         return DryRunReport(kernel_name="k", kernel_id="o/k", kernel_type="notebook", out_dir=tmp_path,
                             report_path=tmp_path / "report.json", scenarios=())
 
-    monkeypatch.setattr("builder.cli.run_dry_run", fake)  # the CLI calls the library function it imported
+    monkeypatch.setattr("builder.api.dryrun.dry_run", fake)  # the CLI calls the API, the API the library function
     code = main(["dry-run", "kernels/x", "--data", "d", "--scenario", "rerun", "--rerun-scale", "4", "--hidden-rows",
                  "1000", "--timeout", "60", "--legacy-layout", "--out", "o", "--owner", "me", "--keep-sandbox",
                  "--rerun-data", "h", "--memory", "16G", "--json"])

@@ -17,8 +17,8 @@ from typing import Literal
 import typer
 from rich.table import Table
 
-from builder import __version__
-from builder.build import BuildSettings, build_kernel
+from builder import __version__, api
+from builder.build import BuildSettings
 from builder.cli.views import (
     _DryRunProgress,
     _escape,
@@ -42,16 +42,14 @@ from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.ci import CiProvider
 from builder.project.image import image_summary, load_image, package_lines
 from builder.project.image_store import stored_image_path
-from builder.project.init import InitSettings, init_project
+from builder.project.init import InitSettings
 from builder.project.spec import MAX_WAIT_SECONDS
 from builder.rehearse.dryrun import DryRunSettings
-from builder.rehearse.dryrun import dry_run as run_dry_run
 from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import parse_size
 from builder.rehearse.on_kaggle import report_from_kaggle
 from builder.remote.competition_files import fetch_competition_data
 from builder.remote.image import ImageSettings, capture_image
-from builder.remote.push import push as push_kernel
 from builder.remote.queries import QuerySettings
 from builder.remote.queries import history as kernel_history
 from builder.remote.queries import logs as kernel_logs
@@ -59,7 +57,6 @@ from builder.remote.queries import status as kernel_status
 from builder.remote.rehearsal import RehearsalSettings, rehearse_on_kaggle
 from builder.remote.session import PushSettings, Waits
 from builder.remote.submit import SubmitSettings
-from builder.remote.submit import submit as submit_kernel
 from builder.remote.wheels import WheelsSettings, build_wheels
 
 app = typer.Typer(
@@ -103,7 +100,7 @@ def build(
     owner: str | None = typer.Option(None, "--owner", help="Kaggle username (default: [kernel] owner, then credentials)."),
 ) -> None:
     """Build the code and weights datasets and the rendered notebook, offline."""
-    result = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner))
+    result = api.build(BuildSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner))
     console.print(f"[green]built[/green] {result.kernel_id} → {result.out_dir}")
     console.print(f"  code     {result.code_dataset}  {result.code_hash}")
     console.print(f"  weights  {result.weights_dataset or result.weights_model}  {result.weights_hash}")
@@ -133,7 +130,7 @@ def init(
         console.print(f"downloading the data of {_escape(slug)} …")
         return fetch_competition_data(folder, slug)
 
-    result = init_project(InitSettings(kernel_dir=kernel_dir, competition=competition, data_dir=data, source_dir=source,
+    result = api.init(InitSettings(kernel_dir=kernel_dir, competition=competition, data_dir=data, source_dir=source,
                                        owner=owner, ci=ci), download=download)
     _show_init(result)
 
@@ -177,7 +174,7 @@ def push(
 ) -> None:
     """Build, upload only what changed, and push a kernel version (internet off) to Kaggle."""
     with _ProgressView() as view:
-        result = push_kernel(PushSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message,
+        result = api.push(PushSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message,
                                           waits=_waits(wait_dataset), progress=view))
     if as_json:
         _print_json("push", dataclasses.asdict(result))
@@ -202,7 +199,7 @@ def submit(
     settings = SubmitSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message, version=version,
                               resubmit=resubmit, waits=_waits(wait_dataset, wait_run, wait_score))
     with _ProgressView() as view:
-        result = submit_kernel(SubmitSettings(**{**settings.__dict__, "progress": view}))
+        result = api.submit(SubmitSettings(**{**settings.__dict__, "progress": view}))
     if as_json:
         _print_json("submit", dataclasses.asdict(result))
         return
@@ -318,7 +315,7 @@ def dry_run(
         raise typer.BadParameter("--again and --yes go with --on-kaggle")
     memory_bytes = parse_size(memory) if memory else None
     with _DryRunProgress(enabled=not as_json) as progress:
-        report = run_dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=scenario,  # type: ignore[arg-type]
+        report = api.dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=scenario,  # type: ignore[arg-type]
                                             rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
                                             layout="legacy" if legacy_layout else "current", out_dir=out, owner=owner,
                                             keep_sandbox=keep_sandbox, rerun_data_dir=rerun_data, memory_bytes=memory_bytes,
