@@ -136,3 +136,13 @@ def test_the_readme_fits_on_a_screen_or_two_and_opens_with_the_two_commands() ->
     first_block = re.search(r"```sh\n(.*?)```", text, re.DOTALL)
     assert first_block is not None and text.index("```sh") < text.index("\n## ")
     assert [line.split("#")[0].strip() for line in first_block.group(1).splitlines()] == ["make demo", "make test"]
+
+
+def test_nothing_points_at_an_issue_number_a_user_cannot_open() -> None:
+    pattern = re.compile(r"issue [0-9]+")
+    found = [f"{path.relative_to(REPO)}:{number}" for folder in ("builder", "templates", "kernels", "docs")
+             for path in sorted((REPO / folder).rglob("*")) if path.is_file() and path.suffix in {".py", ".md", ".toml", ".j2"}
+             for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if pattern.search(line)]
+    found += [f"README.md:{number}" for number, line in enumerate((REPO / "README.md").read_text().splitlines(), 1)
+              if pattern.search(line)]
+    assert found == []

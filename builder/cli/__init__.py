@@ -135,7 +135,7 @@ def init(
     _show_init(result)
 
 
-# -- push / submit / status / logs / history (issue 5) ------------------------------------------
+# -- push / submit / status / logs / history ------------------------------------------
 
 
 _KERNEL_ARG = typer.Argument(..., help="The kernel project folder (holds kernel.toml).")

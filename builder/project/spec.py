@@ -410,7 +410,7 @@ class FastCommitSection(_Strict):
 
 
 class EvaluationApiSection(_Strict):
-    """Competitions scored through ``kaggle_evaluation`` (issue 8)."""
+    """Competitions scored through ``kaggle_evaluation``."""
 
     # The server module as imported from the competition folder, e.g. "kaggle_evaluation.<comp>_inference_server".
     module: str = Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")

@@ -152,7 +152,7 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     data = competition_data(settings, build.spec)
     input_mounts(build.spec, kernel_dir)  # a missing stand-in is refused before anything runs
     rerun_data = competition_data(replace(settings, data_dir=settings.rerun_data_dir), build.spec) if settings.rerun_data_dir else data
-    dry_run_check(kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline (issue 7)
+    dry_run_check(kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline
     out = build.out_dir / DRYRUN_DIR
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -486,7 +486,7 @@ def _save_outputs(scenario: Scenario, result: ExecutionResult, submission_file: 
 
 def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, source: Path,
                              out: Path, work: Path) -> ScenarioReport:
-    """One dry-run scenario of an evaluation-API kernel (issue 8). The gateway drives the rerun: no second
+    """One dry-run scenario of an evaluation-API kernel. The gateway drives the rerun: no second
     size is run for the time fit (``source`` is unused)."""
     section = evaluation_section(build.spec)
     sandbox = scenario_sandbox(scenario, settings, build, data)

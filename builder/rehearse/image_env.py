@@ -1,4 +1,4 @@
-"""``kkb env``: a virtual environment with Kaggle's image's versions of what a kernel imports (issue 22).
+"""``kkb env``: a virtual environment with Kaggle's image's versions of what a kernel imports.
 
 The dry run runs the kernel on the local interpreter; where its packages differ from the image's
 (:mod:`builder.rehearse.skew`), a failure says nothing about Kaggle. :func:`build_image_env` builds,

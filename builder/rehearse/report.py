@@ -43,7 +43,7 @@ class ScenarioReport:
     log: Path
     submission: Path | None
     sandbox: Path | None = None
-    evaluation_api: dict[str, Any] | None = None  # builder.rehearse.evalapi.EvalApiReport.to_json(), issue 8
+    evaluation_api: dict[str, Any] | None = None  # builder.rehearse.evalapi.EvalApiReport.to_json()
     data: Path | None = None
     isolation: str = "python"
     isolation_note: str = ""

@@ -1,4 +1,4 @@
-"""Version skew between this environment and Kaggle's image, for the packages a run really imported (issue 22).
+"""Version skew between this environment and Kaggle's image, for the packages a run really imported.
 
 The sandbox runs the kernel on the local interpreter, so its packages are the local versions. Where
 they differ from the image's in a way that changes behaviour, a failure says nothing about Kaggle:
