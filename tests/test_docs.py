@@ -146,3 +146,20 @@ def test_nothing_points_at_an_issue_number_a_user_cannot_open() -> None:
     found += [f"README.md:{number}" for number, line in enumerate((REPO / "README.md").read_text().splitlines(), 1)
               if pattern.search(line)]
     assert found == []
+
+
+def _table_order(text: str) -> list[str]:
+    headers = [re.sub(r"\s*#.*", "", line).strip("[] ") for line in text.splitlines() if line.startswith("[")]
+    return [header for header in headers if "." not in header or header.startswith("model_defaults")]
+
+
+@pytest.mark.parametrize("kernel", sorted(path.parent.name for path in (REPO / "kernels").glob("*/kernel.toml")))
+def test_the_example_kernels_are_written_in_table_style_in_the_reference_s_order(kernel: str) -> None:
+    text = (REPO / "kernels" / kernel / "kernel.toml").read_text()
+    inline = [line for line in text.splitlines() if re.search(r"=\s*\{[^}]*,", line.split("#")[0])]
+    assert inline == []  # a table of several keys is a [table], not an inline table
+    order = [table for table in keys_by_table() if "." not in table] + ["postprocess"]
+    order.insert(order.index("models"), "model_defaults")
+    tables = [table.split(".")[0] for table in _table_order(text)]
+    ranks = [order.index(table) for table in tables]
+    assert ranks == sorted(ranks), tables
