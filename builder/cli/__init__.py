@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TextIO
 
 import typer
 from rich.table import Table
@@ -44,6 +45,7 @@ from builder.project.image import image_summary, load_image, package_lines
 from builder.project.image_store import stored_image_path
 from builder.project.init import InitSettings
 from builder.project.spec import MAX_WAIT_SECONDS
+from builder.project.spec_renames import SpecDeprecation
 from builder.rehearse.dryrun import DryRunSettings
 from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import parse_size
@@ -150,12 +152,12 @@ def _wait_seconds(value: float | None) -> float | None:
 
 _WAIT_DATASET_OPT = typer.Option(None, "--wait-dataset", callback=_wait_seconds,
                                  help="Seconds to wait for a dataset version to be ready (default: [push] "
-                                 "dataset_timeout_s, else 1800).")
+                                 "dataset_timeout_seconds, else 1800).")
 _WAIT_RUN_OPT = typer.Option(None, "--wait-run", callback=_wait_seconds,
-                             help="Seconds to wait for the kernel run (default: [push] run_timeout_s, else the "
+                             help="Seconds to wait for the kernel run (default: [push] run_timeout_seconds, else the "
                              "time limit plus an hour).")
 _WAIT_SCORE_OPT = typer.Option(None, "--wait-score", callback=_wait_seconds,
-                               help="Seconds to wait for the score (default: [push] score_timeout_s, else the "
+                               help="Seconds to wait for the score (default: [push] score_timeout_seconds, else the "
                                "time limit plus an hour).")
 
 
@@ -432,8 +434,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` and return the exit code (the one error boundary)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        # Without standalone mode typer *returns* the code of an Exit, Ctrl-C's 130 included.
-        code = app(args=args, prog_name="kkb", standalone_mode=False)
+        with warnings.catch_warnings():  # kernel.toml's old spellings: one "warning:" line each
+            warnings.showwarning = _show_warning
+            warnings.simplefilter("default", SpecDeprecation)
+            # Without standalone mode typer *returns* the code of an Exit, Ctrl-C's 130 included.
+            code = app(args=args, prog_name="kkb", standalone_mode=False)
     except KkbError as exc:
         _show_error(exc)
         return exc.exit_code
@@ -449,6 +454,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             err_console.print("[red]interrupted[/red]")
         return code
     return EXIT_OK
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: TextIO | None = None,
+                  line: str | None = None) -> None:
+    if issubclass(category, SpecDeprecation):
+        err_console.print(f"[yellow]warning:[/yellow] {_escape(str(message))}", highlight=False)
+    else:
+        err_console.print(warnings.formatwarning(message, category, filename, lineno, line), markup=False, highlight=False)
 
 
 def _unexpected(exc: Exception) -> int:

@@ -21,6 +21,7 @@ from builder.project.cards import KIND_RULES, TabularCardFields, TextCardFields,
 from builder.project.ids import kernel_slug
 from builder.project.spec_errors import SPEC_FILE, read_spec_toml, spec_error_of
 from builder.project.spec_install import InstallSection, SourcePackage
+from builder.project.spec_renames import renamed
 from builder.project.spec_values import (
     ACCELERATOR_SHAPES,
     CUDA_ARCH,
@@ -486,9 +487,14 @@ class PushSection(_Strict):
     ``timeout_seconds`` (else the competition's time limit) plus an hour of queueing.
     """
 
-    dataset_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
-    run_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
-    score_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+    dataset_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+    run_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+    score_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spellings(cls, raw: Any) -> Any:
+        return renamed("push", raw)  # dataset_timeout_s and the like: read, with a warning naming the new key
 
 
 class KernelSpec(_Strict):
