@@ -204,6 +204,8 @@ def _walk_members(members: list[type[BaseModel]], table: str, array: bool) -> It
         comments = _comments(member)
         for name, field in member.model_fields.items():
             key = field.alias or name
+            if isinstance(field.json_schema_extra, dict) and "derived_from" in field.json_schema_extra:
+                continue  # not a key of its own: set from another (its docs are there)
             models, is_array = _table_of(field.annotation)
             if models:
                 nested.setdefault(key, (models, is_array))
