@@ -393,3 +393,11 @@ def test_upload_state_folder_per_server(tmp_path: Path, endpoint: str | None, ke
     assert upload_state_key(endpoint) == key
     with private_tmpdir(tmp_path, endpoint) as path:
         assert path == tmp_path / ".kkb" / "tmp" / key and path.stat().st_mode & 0o077 == 0
+
+
+def test_the_command_shows_an_old_spelling_as_one_warning_line(minimal: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    _with_push_table(minimal, "run_timeout_s = 60")
+    assert cli.main(["build", str(minimal), "--out", str(tmp_path / "out")]) == 0
+    assert ("warning: kernel.toml: [push] run_timeout_s is deprecated: write run_timeout_seconds = 60 (the same value, "
+            "in seconds)") in " ".join(capsys.readouterr().err.split())
