@@ -1,4 +1,4 @@
-"""The cassava-style and ranzcr-style example kernels (issue 12): generated, dry-run in both scenarios, scored.
+"""The cassava-style and ranzcr-style example kernels: generated, dry-run in both scenarios, scored.
 
 Each example's assets come from its seeded ``make_assets.py`` (skipped when up to date). The dry run
 runs the commit (fast path) and the rerun on the public test scaled x2 (ids must stay valid: the

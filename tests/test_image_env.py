@@ -1,4 +1,4 @@
-"""``kkb env`` (issue 22): an environment with the image's versions of what the kernel imports, built once, offline
+"""``kkb env``: an environment with the image's versions of what the kernel imports, built once, offline
 here (the image's version is a wheel in a local folder), reused without pip the second time."""
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from builder.cli.views import _show_dry_run
 from builder.errors import DryRunError
 from builder.project.image import load_image
 from builder.rehearse import image_env
 from builder.rehearse.env_check import PTH_FILE, env_damage, site_packages
-from builder.rehearse.image_env import build_image_env, image_pins, kernel_modules
+from builder.rehearse.image_env import build_image_env, image_env_note, image_pins, kernel_modules
+from builder.rehearse.report import DryRunReport
 from builder.rehearse.skew import interpreter_versions
 from tests.support.files import build_file_tree
 from tests.support.wheels import write_pure_wheel
@@ -105,3 +107,11 @@ def test_a_damaged_environment_that_cannot_be_rebuilt_is_refused_naming_the_dama
     assert caught.value.message.startswith(
         f"kkb env: the cached environment {first.root} was damaged ({site_packages(first.root) / PTH_FILE} "
         "(kkb's environment behind it) is missing) and could not be rebuilt: kkb env: could not install")
+
+
+def test_an_image_env_dry_run_says_so_in_its_summary_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = DryRunReport("k", "me/k", "notebook", tmp_path, tmp_path / "report.json", environment=image_env_note(True))
+    assert report.to_json()["environment"].startswith("kkb env's environment: the image's versions")
+    _show_dry_run(report)
+    assert "environment: kkb env's environment: the image's versions" in capsys.readouterr().out
+    assert image_env_note(False) == "" and DryRunReport("k", "me/k", "notebook", tmp_path, tmp_path).to_json()["environment"] is None

@@ -1,4 +1,4 @@
-"""kkb wheels (issue 7): wheelhouse resolution, exclusions, the install cell, the offline check, the helper kernel.
+"""kkb wheels: wheelhouse resolution, exclusions, the install cell, the offline check, the helper kernel.
 
 No internet: the packages are tiny projects built here and served from a folder by the session's
 ``index`` fixture, pip reads nothing else (``hermetic_pip``); both live in tests/support/wheels.py.

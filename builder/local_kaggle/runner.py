@@ -69,7 +69,7 @@ class InstantRunner:
 
 
 class SandboxRunner:
-    """Runs kernels with the dry run's sandbox (issue 3's ``execute_notebook`` and ``judge``)."""
+    """Runs kernels with the dry run's sandbox (``execute_notebook`` and ``judge``)."""
 
     def run(self, request: RunRequest) -> RunResult:
         spec = SandboxSpec(

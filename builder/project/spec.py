@@ -22,6 +22,7 @@ from builder.project.ids import kernel_slug
 from builder.project.metric_setting import MetricArgument, check_metric
 from builder.project.spec_errors import SPEC_FILE, read_spec_toml, spec_error_of
 from builder.project.spec_install import InstallSection, SourcePackage
+from builder.project.spec_renames import one_submission_file, renamed
 from builder.project.spec_values import (
     ACCELERATOR_SHAPES,
     CUDA_ARCH,
@@ -129,7 +130,8 @@ class CompetitionSection(_Strict):
     test: str | None = None
     hidden_rows: int | None = Field(default=None, gt=0)
     time_limit_hours: float = Field(default=9.0, gt=0)
-    # The file Kaggle looks for in /kaggle/working; only a competition that declares another name changes it.
+    # The file Kaggle scores in /kaggle/working, which the kernel writes (an evaluation-API competition's gateway
+    # writes its own, e.g. submission.parquet); only a competition that declares another name changes it.
     submission_file: str = "submission.csv"
     # The competition's metric (builder.kkb_runtime.metrics: spearman, auc, logloss, map@5, rmspe, ...): its
     # checks, rounding that keeps what the metric scores, the expected score. Or the competition's own metric
@@ -162,6 +164,11 @@ class CompetitionSection(_Strict):
     @classmethod
     def _anywhere(cls, value: str | None) -> str | None:
         return check_folder(value)
+
+    @field_validator("submission_file")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        return check_file_name(value)
 
     def data_dir(self, kernel_dir: Path) -> Path | None:
         """``data`` resolved: ``~`` expanded, a relative path taken from the kernel folder."""
@@ -373,7 +380,9 @@ class Step(_Strict):
 
 
 class SubmissionSection(_Strict):
-    file: str = "submission.csv"
+    # Not a key of its own: always [competition] submission_file, the file the kernel writes and Kaggle scores
+    # (builder.project.spec_renames.one_submission_file reads the old key); the reference leaves it out.
+    file: str = Field(default="submission.csv", json_schema_extra={"derived_from": "competition.submission_file"})
     id_column: str = "id"
     target_columns: list[str] = Field(default_factory=list)
     # What the steps write and combine averages, when [[postprocess]] turns them into the targets
@@ -429,7 +438,7 @@ class FastCommitSection(_Strict):
 
 
 class EvaluationApiSection(_Strict):
-    """Competitions scored through ``kaggle_evaluation`` (issue 8)."""
+    """Competitions scored through ``kaggle_evaluation``."""
 
     # The server module as imported from the competition folder, e.g. "kaggle_evaluation.<comp>_inference_server".
     module: str = Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -505,9 +514,14 @@ class PushSection(_Strict):
     ``timeout_seconds`` (else the competition's time limit) plus an hour of queueing.
     """
 
-    dataset_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
-    run_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
-    score_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+    dataset_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+    run_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+    score_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spellings(cls, raw: Any) -> Any:
+        return renamed("push", raw)  # dataset_timeout_s and the like: read, with a warning naming the new key
 
 
 class KernelSpec(_Strict):
@@ -536,6 +550,11 @@ class KernelSpec(_Strict):
     def _shorthands(cls, raw: Any) -> Any:
         # [model_defaults], base = "NAME", and a step for every card without one (builder.project.cards)
         return expand_models(raw)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _submission_file(cls, raw: Any) -> Any:
+        return one_submission_file(raw)  # one name for the file Kaggle scores: [competition] submission_file
 
     @model_validator(mode="after")
     def _consistent(self) -> KernelSpec:

@@ -8,8 +8,10 @@ string too short, a number out of range, a value not in a list) get the hint of 
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import sys
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -95,7 +97,7 @@ def spec_error_of(exc: ValidationError, source: Path | str, root: type[BaseModel
             lines.append(f"{source}: {key}: unknown key")
             hints.append(f"did you mean '{dotted((*error['loc'][:-1], close))}'?" if close else f"known keys here: {', '.join(known)}")
         elif error["type"] == "missing":
-            lines.append(f"{source}: {key}: required key is missing")
+            lines.append(f"{source}: {key}: required key is missing{allowed_values(root, error['loc'])}")
             hints.append(f"add {key} to {Path(str(source)).name}")
         else:
             message = str(error["msg"]).removeprefix("Value error, ")
@@ -140,6 +142,23 @@ def known_keys(root: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
     return sorted(model.model_fields) if model is not None else []
 
 
+def allowed_values(root: type[BaseModel], loc: Sequence[int | str]) -> str:
+    """``"; one of: a, b, c"`` for a key whose values are a closed set (an enum or a Literal), else ``""``."""
+    parent: type[BaseModel] | None = root
+    for part in [part for part in loc[:-1] if not isinstance(part, int)]:
+        field = parent.model_fields.get(str(part)) if parent is not None else None
+        parent = _model_of(field.annotation) if field is not None else None
+    field = parent.model_fields.get(str(loc[-1])) if parent is not None and loc else None
+    annotation = field.annotation if field is not None else None
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        values = [str(member.value) for member in annotation]
+    elif typing.get_origin(annotation) is typing.Literal:
+        values = [str(value) for value in typing.get_args(annotation)]
+    else:
+        return ""
+    return f"; one of: {', '.join(values)}"
+
+
 def _model_of(annotation: object) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
@@ -150,5 +169,5 @@ def _model_of(annotation: object) -> type[BaseModel] | None:
     return None
 
 
-__all__ = ["DEFAULT_HINT", "HINTS", "LOCATION_HINTS", "SPEC_FILE", "dotted", "hint_for", "known_keys", "read_spec_toml",
+__all__ = ["DEFAULT_HINT", "HINTS", "LOCATION_HINTS", "SPEC_FILE", "allowed_values", "dotted", "hint_for", "known_keys", "read_spec_toml",
            "spec_error_of"]

@@ -61,10 +61,11 @@ from builder.rehearse.evalapi import (
 )
 from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
 from builder.rehearse.html_report import prewarm, write_html_report
-from builder.rehearse.image_env import build_image_env
+from builder.rehearse.image_env import build_image_env, image_env_note
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport
 from builder.rehearse.metric_run import check_before_rerun, float_targets, rerun_metric_report
+from builder.rehearse.own_imports import own_modules
 from builder.rehearse.projection import (
     PROBE_BATCHES,
     Projection,
@@ -76,7 +77,7 @@ from builder.rehearse.projection import (
 )
 from builder.rehearse.report import SCENARIOS, DryRunReport, Scenario, ScenarioChoice, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox
-from builder.rehearse.skew import skew_warnings
+from builder.rehearse.skew import skew_records, skew_warnings
 from builder.rehearse.stand_ins import input_mounts, replicated_test
 from builder.rehearse.verdict import (
     COMPUTE,
@@ -152,7 +153,7 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     data = competition_data(settings, build.spec)
     input_mounts(build.spec, kernel_dir)  # a missing stand-in is refused before anything runs
     rerun_data = competition_data(replace(settings, data_dir=settings.rerun_data_dir), build.spec) if settings.rerun_data_dir else data
-    dry_run_check(build.spec, kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline (issue 7)
+    dry_run_check(build.spec, kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline
     if "rerun" in SCENARIOS[settings.scenario]:  # public_ids and the answers against the rerun's test, before it runs
         check_before_rerun(build.spec, kernel_dir, rerun_data, answers_for(settings, rerun_data))
     out = build.out_dir / DRYRUN_DIR
@@ -162,7 +163,7 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     reports = tuple(_run_scenario(scenario, settings, build, rerun_data if scenario == "rerun" else data, out)
                     for scenario in SCENARIOS[settings.scenario])
     report = DryRunReport(kernel_name=build.kernel_name, kernel_id=build.kernel_id, kernel_type=build.spec.kernel.kernel_type,
-                          out_dir=out, report_path=out / REPORT_FILE, scenarios=reports)
+                          out_dir=out, report_path=out / REPORT_FILE, scenarios=reports, environment=image_env_note(settings.image_env))
     report.report_path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
     write_html_report(report)
     return report
@@ -345,8 +346,9 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
     if result.isolation == "python":
         warnings.append(f"weaker sandbox: {result.isolation_note}")
     members = _save_member_outputs(scenario, result, out)
-    warnings += skew_warnings(result.version_skew) + rerun_collapse(scenario, out, members, result.working_dir / expected,
-                                                                    competition_data(settings, spec) / sample.name, spec.submission)
+    own = own_modules(settings.kernel_dir, spec)
+    warnings += skew_warnings(result.version_skew, own) + rerun_collapse(scenario, out, members, result.working_dir / expected,
+                                                                         competition_data(settings, spec) / sample.name, spec.submission)
     metric = _metric_report(scenario, settings, spec, result.working_dir / expected, sample, result.working_dir, data)
     if metric is not None:
         verdict = _with_metric(verdict, metric)
@@ -368,7 +370,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         working_limit=working_enforcement(result.working_limit_bytes).how,
         projection=projection.to_json() if projection else None, warnings=tuple(warnings),
         member_outputs=members,
-        metric=metric.to_json() if metric is not None else None,
+        metric=metric.to_json() if metric is not None else None, version_skew=skew_records(result.version_skew, own),
     )
 
 
@@ -480,7 +482,7 @@ def _save_outputs(scenario: Scenario, result: ExecutionResult, submission_file: 
 
 def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, source: Path,
                              out: Path, work: Path) -> ScenarioReport:
-    """One dry-run scenario of an evaluation-API kernel (issue 8). The gateway drives the rerun: no second
+    """One dry-run scenario of an evaluation-API kernel. The gateway drives the rerun: no second
     size is run for the time fit (``source`` is unused)."""
     section = evaluation_section(build.spec)
     sandbox = scenario_sandbox(scenario, settings, build, data)

@@ -1,4 +1,4 @@
-"""Dry runs of evaluation-API kernels (issue 8): the gateway's verdict, the time to ``serve()``, the slowest ``predict``.
+"""Dry runs of evaluation-API kernels: the gateway's verdict, the time to ``serve()``, the slowest ``predict``.
 
 Kaggle scores these competitions without a ``submission.csv``: the notebook wraps ``predict`` in the
 competition's inference server (``kaggle_evaluation``, shipped in the competition data) and
@@ -214,7 +214,7 @@ class RerunResult:
     notebook_stdout: str
     notebook_stderr: str
     gateway_log: str
-    # The sandbox and memory, described as for a CSV kernel's run (issue 22).
+    # The sandbox and memory, described as for a CSV kernel's run.
     isolation: str = "python"
     isolation_note: str = ""
     memory_limit_bytes: int | None = None

@@ -1,4 +1,4 @@
-"""``kkb env``: a virtual environment with Kaggle's image's versions of what a kernel imports (issue 22).
+"""``kkb env``: a virtual environment with Kaggle's image's versions of what a kernel imports.
 
 The dry run runs the kernel on the local interpreter; where its packages differ from the image's
 (:mod:`builder.rehearse.skew`), a failure says nothing about Kaggle. :func:`build_image_env` builds,
@@ -62,6 +62,12 @@ class ImageEnv:
         lines = [f"{self.root}: {action}, {len(self.pins)} pins from Kaggle's image", *(f"  {pin}" for pin in self.pins)]
         lines += [f"  kept local: {what}" for what in self.kept_local]
         return lines
+
+
+def image_env_note(used: bool) -> str:
+    """The dry run's summary line for ``--image-env``: the kernel ran with the image's versions (else nothing)."""
+    return ("kkb env's environment: the image's versions of what the kernel imports (torch stays the local build)"
+            if used else "")
 
 
 def cache_root() -> Path:

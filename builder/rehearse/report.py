@@ -46,7 +46,7 @@ class ScenarioReport:
     log: Path
     submission: Path | None
     sandbox: Path | None = None
-    evaluation_api: dict[str, Any] | None = None  # builder.rehearse.evalapi.EvalApiReport.to_json(), issue 8
+    evaluation_api: dict[str, Any] | None = None  # builder.rehearse.evalapi.EvalApiReport.to_json()
     data: Path | None = None
     isolation: str = "python"
     isolation_note: str = ""
@@ -58,6 +58,9 @@ class ScenarioReport:
     member_outputs: dict[str, str] = field(default_factory=dict)  # step name -> its CSV, kept in the dry-run folder
     metric: dict[str, Any] | None = None  # builder.rehearse.metric_report.MetricReport.to_json() (the rerun)
     stand_in: str | None = None  # --rerun-scale: what was replicated ("stand-in: test.csv rows x 10; ...")
+    # every package whose version differs from the image's (builder.rehearse.skew.skew_records); the summary's
+    # warning names only those the kernel's own code imports
+    version_skew: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -86,6 +89,8 @@ class DryRunReport:
     out_dir: Path
     report_path: Path
     scenarios: tuple[ScenarioReport, ...] = field(default_factory=tuple)
+    # what the kernel ran with, when not kkb's own environment (--image-env: builder.rehearse.image_env.image_env_note)
+    environment: str = ""
 
     @property
     def ok(self) -> bool:
@@ -93,4 +98,5 @@ class DryRunReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": REPORT_SCHEMA, "kernel": self.kernel_name, "kernel_id": self.kernel_id, "kernel_type": self.kernel_type,
-                "ok": self.ok, "scenarios": [scenario.to_json() for scenario in self.scenarios]}
+                "ok": self.ok, "environment": self.environment or None,
+                "scenarios": [scenario.to_json() for scenario in self.scenarios]}

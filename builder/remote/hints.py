@@ -17,7 +17,7 @@ DRY_RUN_HINTS: dict[Verdict, str | None] = {
     "[competition] time_limit_hours and reports 'Notebook Timeout': kkb dry-run {kernel_dir}",
     Verdict.THREW: "the dry run runs the scoring rerun (KAGGLE_IS_COMPETITION_RERUN set, hidden "
     "test data, internet off) and shows the exception with its traceback: kkb dry-run {kernel_dir}",
-    Verdict.CSV_NOT_FOUND: "the dry run checks that the rerun writes [submission] file into "
+    Verdict.CSV_NOT_FOUND: "the dry run checks that the rerun writes [competition] submission_file into "
     "/kaggle/working under exactly that name: kkb dry-run {kernel_dir}",
     Verdict.SCORING_ERROR: "the dry run checks the CSV against sample_submission.csv: same ids in any order, "
     "the same columns, one row per id, no NaN or infinite values: kkb dry-run {kernel_dir}",

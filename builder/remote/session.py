@@ -67,9 +67,9 @@ class Waits:
 
     def with_spec(self, spec: KernelSpec) -> Waits:
         """These waits with what kernel.toml's ``[push]`` sets filled in where none was given (--wait-*)."""
-        return replace(self, dataset_timeout_s=self.dataset_timeout_s or spec.push.dataset_timeout_s,
-                       run_timeout_s=self.run_timeout_s or spec.push.run_timeout_s,
-                       scoring_timeout_s=self.scoring_timeout_s or spec.push.score_timeout_s)
+        return replace(self, dataset_timeout_s=self.dataset_timeout_s or spec.push.dataset_timeout_seconds,
+                       run_timeout_s=self.run_timeout_s or spec.push.run_timeout_seconds,
+                       scoring_timeout_s=self.scoring_timeout_s or spec.push.score_timeout_seconds)
 
     def poll(self, timeout_s: float) -> Backoff:
         """The policy of one wait: no try limit, ``timeout_s`` in all."""

@@ -186,7 +186,7 @@ def _push_helper(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, o
     folder = out_dir / HELPER_DIR
     write_helper_kernel(helper, folder)
     record = read_object(folder / HELPER_RECORD)
-    # push's session: the same adapter, retries, progress events and polling as kkb push (issue 5).
+    # push's session: the same adapter, retries, progress events and polling as kkb push.
     ctx = open_session(PushSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner, base_url=settings.base_url,
                                 progress=settings.progress, adapter=settings.adapter, waits=settings.waits or Waits(),
                                     spec=spec))

@@ -424,7 +424,7 @@ def parse_options(options: list[str]) -> LaunchOptions:
         elif flag == "--root-fs":
             parsed.root_fs = value
         elif flag == "--memory":
-            pass  # kkb before issue 22 set RLIMIT_DATA here; memory is now counted by the host (cgroup or PSS)
+            pass  # kkb once set RLIMIT_DATA here; memory is now counted by the host (cgroup or PSS)
         else:
             raise SystemExit(f"kkb sandbox launcher: unknown option {flag}")
     return parsed
