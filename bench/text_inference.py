@@ -29,10 +29,12 @@ WORDS = "the a cat dog is on mat why how what good bad model data file code run 
 
 def _assets(folder: Path, max_len: int) -> tuple[Any, Any]:
     import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
     (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
-    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
+    # from the folder (transformers 5's BertTokenizer(vocab_file=...) ignores the file: every word would be [UNK])
+    (folder / "tokenizer_config.json").write_text('{"tokenizer_class": "BertTokenizer", "do_lower_case": true}')
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=256, max_position_embeddings=max_len, num_labels=3)

@@ -24,6 +24,7 @@ from builder import __version__
 from builder.bundle.cards import card_files, prepare_models, require_card_extras  # torch, timm, transformers only when a kernel has models
 from builder.bundle.cards.settings import ResolvedSetting, resolved_settings, with_origins
 from builder.bundle.checkpoints import checkpoint_sources
+from builder.bundle.competition_checks import check_competition, with_competition_metric
 from builder.bundle.files import (
     HashCache,
     Manifest,
@@ -61,7 +62,7 @@ from builder.project.layout import (
     WHEELS_DIR,
     out_dir_of,
 )
-from builder.project.spec import CUDA_ARCH, INPUT_KINDS, SPEC_FILE, KernelSpec, load_spec
+from builder.project.spec import CUDA_ARCH, INPUT_KINDS, SPEC_FILE, KernelSpec, spec_of
 
 # The kernel-side runtime as installed with kkb (a wheel ships it like the rest of the package).
 RUNTIME_SOURCE = Path(str(importlib.resources.files("builder.kkb_runtime")))
@@ -77,6 +78,8 @@ class BuildSettings:
     owner: str | None = None
     # Credential values no bundle may hold; None: those of the credentials in use (project.credentials).
     secrets: tuple[Secret, ...] | None = None
+    # The command's loaded kernel.toml (read once per command); None: load kernel_dir's.
+    spec: KernelSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -115,13 +118,15 @@ class _Names:
 
 def build_kernel(settings: BuildSettings) -> BuildResult:
     kernel_dir = Path(settings.kernel_dir)
-    spec = load_spec(kernel_dir)
+    spec = with_competition_metric(spec_of(settings.spec, kernel_dir), kernel_dir)  # else competition.toml's named metric
     names = _names(spec, settings.owner, kernel_dir / SPEC_FILE)
     out_dir = out_dir_of(kernel_dir, settings.out_dir)
     _check_out_dir(out_dir, kernel_dir)
     require_card_extras(spec, kernel_dir)  # a card's libraries (kkb[vision], ...) before anything is read
-    code_files, weights_files = _selections(spec, kernel_dir)
+    secrets = settings.secrets if settings.secrets is not None else secret_values()
+    code_files, weights_files = _selections(spec, kernel_dir, secrets)
     check_against_public_data(spec, kernel_dir)  # widths, post-processing, test ids: before anything is staged
+    check_competition(spec, kernel_dir)  # the metric file and its arguments, public_ids
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-staging-"))
@@ -130,7 +135,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     try:
         result = _build_into(stage, out_dir, spec, names, kernel_dir, code_files, weights_files)
         keep_wheel_folders(out_dir, stage)  # kkb wheels' output lives in build/NAME too
-        _refuse_secrets(stage, settings.secrets if settings.secrets is not None else secret_values())
+        _refuse_secrets(stage, secrets)
         try:
             swap_into_place(stage, out_dir)
         except OSError as exc:
@@ -207,7 +212,7 @@ def _names(spec: KernelSpec, owner: str | None, spec_path: Path) -> _Names:
     return _Names(owner, slug, f"{owner}/{slug}", spec.code.dataset or f"{owner}/{dataset_slug(slug, 'code')}", weights)
 
 
-def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], dict[str, Path]]:
+def _selections(spec: KernelSpec, kernel_dir: Path, secrets: tuple[Secret, ...]) -> tuple[dict[str, Path], dict[str, Path]]:
     code = select_files(kernel_dir, spec.code.include, spec.code.exclude, "code")
     code.update(source_package_files(spec, kernel_dir))  # the install cell compiles them from the code dataset
     weights = select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights", allow_links=True)
@@ -222,8 +227,8 @@ def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], di
         if relative in weights:
             raise BundleError(f"{relative}: selected for both the code and the weights dataset",
                               hint="add it to [code] exclude or [weights] exclude: weights travel apart from code")
-    refuse_credentials(code, "code")
-    refuse_credentials(weights, "weights")
+    refuse_credentials(code, "code", secrets)
+    refuse_credentials(weights, "weights", secrets)
     _check_step_scripts(spec, kernel_dir, code)
     check_postprocess(spec, kernel_dir, code)  # functions in the code dataset, no stage on the id column
     return code, dict(sorted(weights.items()))
@@ -391,12 +396,19 @@ def _stage_code(stage: Path, previous: Path, spec: KernelSpec, names: _Names, fi
     return manifest
 
 
+def _stand_in(spec: KernelSpec) -> dict[str, Any]:
+    """``[competition.stand_in]`` for a rehearsal on Kaggle that replicates the test (only when stated)."""
+    stated = spec.competition.stand_in.model_dump(exclude_defaults=True)
+    return {"stand_in": stated} if stated else {}
+
+
 def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]], has_weights: bool) -> dict[str, Any]:
     return {
         "kkb_version": __version__,
         "kernel": {"id": names.kernel_id, "type": spec.kernel.kernel_type, "machine_shape": spec.kernel.machine_shape},
         "competition": {"slug": spec.competition.slug, "sample_submission": spec.competition.sample_submission,
-                        "test": spec.competition.test, "metric": spec.competition.metric},
+                        "test": spec.competition.test, "metric": spec.competition.metric,
+                        **_stand_in(spec)},
         "datasets": {"code": names.code_dataset, "weights": names.weights_dataset if has_weights else None},
         "weights_kind": spec.weights.publish,  # "model": find the weights under input/models/ (kkb_runtime.inputs)
         "steps": [step.model_dump() for step in spec.steps],
@@ -416,7 +428,7 @@ def _write_kernel(stage: Path, spec: KernelSpec, names: _Names, kernel_dir: Path
     stage.mkdir(parents=True)
     provenance = {
         "builder": "kkb", "builder_version": __version__, "git_commit": _git_commit(kernel_dir),
-        "kernel": names.kernel_id, "spec_sha256": _sha256(kernel_dir / SPEC_FILE),
+        "kernel": names.kernel_id, "spec_sha256": spec.source_sha256 or _sha256(kernel_dir / SPEC_FILE),
         "code_dataset": names.code_dataset, "code_hash": code.content_hash,
         "weights_dataset": names.weights_dataset if weights else None,
         "weights_hash": weights.content_hash if weights else None,

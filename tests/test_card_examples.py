@@ -1,4 +1,4 @@
-"""The text-style and tabular-style example kernels (issue 24): dry-run OK in both scenarios, scored on the hidden
+"""The text-style and tabular-style example kernels: dry-run OK in both scenarios, scored on the hidden
 test, equal to a direct run of the same models on the same data, and submitted end to end to the local Kaggle.
 
 Each example's assets come from its seeded ``make_assets.py`` (skipped when up to date). The direct run

@@ -1,4 +1,4 @@
-"""Card kinds (issue 24): the registries, text cards, folds in one file, tabular cards, column groups, shorter specs."""
+"""Card kinds: the registries, text cards, folds in one file, tabular cards, column groups, shorter specs."""
 
 from __future__ import annotations
 
@@ -195,16 +195,18 @@ torch = pytest.importorskip("torch")
 def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A kernel folder with a tiny BERT's config and a tokenizer made from a vocabulary file."""
     pytest.importorskip("transformers")
-    from transformers import BertConfig, BertTokenizerFast
+    from transformers import AutoTokenizer, BertConfig
 
     kernel = tmp_path_factory.mktemp("text") / "kernel"
     folder = kernel / "weights" / "bert"
     folder.mkdir(parents=True)
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"the a cat dog is on mat why how good bad".split()]
     (folder / "vocab.txt").write_text("\n".join(words) + "\n")
-    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    # from the folder: transformers 5's BertTokenizer(vocab_file=...) ignores the file (every word would be [UNK])
+    (folder / "tokenizer_config.json").write_text('{"tokenizer_class": "BertTokenizer", "do_lower_case": true}')
+    AutoTokenizer.from_pretrained(folder, local_files_only=True).save_pretrained(folder)
     BertConfig(vocab_size=len(words), hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
-               max_position_embeddings=64).save_pretrained(folder)
+               max_position_embeddings=512).save_pretrained(folder)
     return kernel
 
 
@@ -225,9 +227,12 @@ def test_a_text_card_with_folds_in_one_file_becomes_one_safetensors_per_fold(ber
     (card,) = bundle_cards.prepare_models(text_spec(), bert, tmp_path)
     assert [(entry["file"], entry["source"]) for entry in card["checkpoints"]] == [
         ("weights/q.fold0.safetensors", "weights/q.pth#0"), ("weights/q.fold1.safetensors", "weights/q.pth#1")]
-    assert card["tokenizer_class"] == "BertTokenizerFast"
-    assert bundle_cards.card_files(text_spec().models[0], bert) == [f"weights/bert/{name}" for name in (
-        "config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")]
+    # transformers 5 (the image's) has one tokenizers-backed BertTokenizer, BertTokenizerFast its alias; 4 had both
+    assert card["tokenizer_class"] in {"BertTokenizerFast", "BertTokenizer"}
+    # every file of model_dir, as this transformers saved them (5 writes no special_tokens_map.json)
+    saved = sorted(path.name for path in (bert / "weights" / "bert").iterdir())
+    assert {"config.json", "tokenizer.json", "tokenizer_config.json"} <= set(saved)
+    assert bundle_cards.card_files(text_spec().models[0], bert) == [f"weights/bert/{name}" for name in saved]
 
 
 @pytest.mark.parametrize(("saved", "message", "hint"), [
@@ -462,3 +467,12 @@ def test_a_tokenizer_that_adds_special_tokens_only_when_called_encodes_like_its_
     table = pd.DataFrame({"title": ["the cat " * 40, "the"]})
     assert runtime_text.encode(generic, card, table) == runtime_text.encode(own, card, table)
     assert runtime_text.encode(own, card, table).input_ids[1] == own("the")["input_ids"]
+
+
+def test_the_tiny_bert_s_tokenizer_knows_its_vocabulary(bert: Path) -> None:
+    """Not every word [UNK]: the tokenizer is read from its folder (transformers 4 and 5 alike)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(bert / "weights" / "bert", local_files_only=True)
+    assert tokenizer.convert_ids_to_tokens(tokenizer("The cat is on the mat")["input_ids"]) == [
+        "[CLS]", "the", "cat", "is", "on", "the", "mat", "[SEP]"]

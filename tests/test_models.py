@@ -353,7 +353,7 @@ def test_a_file_that_is_not_a_pipeline_is_refused(tmp_path: Path, state: dict[st
 
 
 
-# --- real training checkpoints, factories, remapping, folds (issue 12) ------------------------------
+# --- real training checkpoints, factories, remapping, folds ------------------------------
 
 def test_trainer_checkpoints_with_numpy_load_without_opting_in(tmp_path: Path, state: dict[str, Any]) -> None:
     import numpy as np

@@ -338,7 +338,7 @@ def test_run_model_averages_tta_views_and_extracts_features(tmp_path: Path) -> N
     assert pd.read_csv(tmp_path / "out.csv").columns[:3].tolist() == ["id", "feat_0", "feat_1"]
 
 
-# --- folds, weighted and random TTA, test layouts (issue 12) ----------------------------------------
+# --- folds, weighted and random TTA, test layouts ----------------------------------------
 
 def test_folds_run_one_after_another_and_average_with_weights(tmp_path: Path) -> None:
     from PIL import Image

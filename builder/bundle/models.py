@@ -190,7 +190,7 @@ def _read_hint(message: str, card: NetworkCard) -> str:
 
 
 # What runtime.offline() sets. The build sets them only while it builds a model: a dry run that follows in the
-# same process must hand its sandbox the environment Kaggle gives, and Kaggle sets none of them (issue 13).
+# same process must hand its sandbox the environment Kaggle gives, and Kaggle sets none of them.
 OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "NO_ALBUMENTATIONS_UPDATE")
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from builder.bundle.cards import BUILD_CARDS
 from builder.bundle.submission_checks import check_column_types
+from builder.bundle.target_checks import check_named_columns
 from builder.errors import BundleError
 from builder.kkb_runtime import postprocess
 from builder.kkb_runtime.submission import read_sample, target_columns
@@ -46,6 +47,7 @@ def _check_csv_kernel(spec: KernelSpec, kernel_dir: Path) -> None:
     check_column_types(spec, kernel_dir, sample_path, sample)
     targets = target_columns(sample, id_column, spec.submission.target_columns)
     predictions = list(spec.submission.prediction_columns) or targets
+    check_named_columns(spec, kernel_dir, predictions, targets)  # stage columns, unrounded: no silent no-op
     _check_postprocess(spec, kernel_dir, sample_path, predictions, targets)
     cards = {card.name: card for card in spec.models}
     _check_column_groups(spec, kernel_dir, predictions, cards)

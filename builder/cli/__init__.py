@@ -10,15 +10,16 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TextIO
 
 import typer
 from rich.table import Table
 
-from builder import __version__
-from builder.build import BuildSettings, build_kernel
+from builder import __version__, api
+from builder.build import BuildSettings
 from builder.cli.views import (
     _DryRunProgress,
     _escape,
@@ -39,20 +40,21 @@ from builder.cli.views import (
     without_kkb_frames,
 )
 from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError, NotRehearsed
+from builder.kkb_runtime.vocabulary import Layout, Scenario
 from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.ci import CiProvider
 from builder.project.image import image_summary, load_image, package_lines
 from builder.project.image_store import stored_image_path
-from builder.project.init import InitSettings, init_project
+from builder.project.init import InitSettings
 from builder.project.spec import MAX_WAIT_SECONDS
+from builder.project.spec_renames import SpecDeprecation
 from builder.rehearse.dryrun import DryRunSettings
-from builder.rehearse.dryrun import dry_run as run_dry_run
 from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import parse_size
 from builder.rehearse.on_kaggle import report_from_kaggle
+from builder.rehearse.report import SCENARIOS, ScenarioChoice
 from builder.remote.competition_files import fetch_competition_data
 from builder.remote.image import ImageSettings, capture_image
-from builder.remote.push import push as push_kernel
 from builder.remote.queries import QuerySettings
 from builder.remote.queries import history as kernel_history
 from builder.remote.queries import logs as kernel_logs
@@ -60,7 +62,6 @@ from builder.remote.queries import status as kernel_status
 from builder.remote.rehearsal import RehearsalSettings, rehearse_on_kaggle
 from builder.remote.session import PushSettings, Waits
 from builder.remote.submit import SubmitSettings
-from builder.remote.submit import submit as submit_kernel
 from builder.remote.wheels import WheelsSettings, build_wheels
 
 app = typer.Typer(
@@ -104,7 +105,7 @@ def build(
     owner: str | None = typer.Option(None, "--owner", help="Kaggle username (default: [kernel] owner, then credentials)."),
 ) -> None:
     """Build the code and weights datasets and the rendered notebook, offline."""
-    result = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner))
+    result = api.build(BuildSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner))
     console.print(f"[green]built[/green] {result.kernel_id} → {result.out_dir}")
     console.print(f"  code     {result.code_dataset}  {result.code_hash}")
     console.print(f"  weights  {result.weights_dataset or result.weights_model}  {result.weights_hash}")
@@ -126,21 +127,26 @@ def init(
     ci: CiProvider | None = typer.Option(None, "--ci", help="Also write a CI workflow (github: .github/workflows/kkb.yml "
                                          "at the repository root): build and dry-run on every push, submit on a tag v*. "
                                          "Alone, it adds the workflow to an existing project."),
+    repo_root: Path | None = typer.Option(None, "--repo-root", help="--ci: the repository's root, where .github/ goes "
+                                          "(default: the git repository holding the kernel folder; outside one, "
+                                          "kkb init refuses and writes nothing)."),
 ) -> None:
     """Start a kernel project: from a competition's sample submission, or from an existing Kaggle kernel folder; --ci adds a CI workflow."""
     if source is None and competition is None and ci is None:
         raise typer.BadParameter("pass --competition SLUG, or --from DIR (a `kaggle kernels pull -m` folder), or --ci github")
+    if repo_root is not None and ci is None:
+        raise typer.BadParameter("--repo-root says where --ci writes its workflow: pass --ci github as well")
 
     def download(folder: Path, slug: str) -> Path:
         console.print(f"downloading the data of {_escape(slug)} …")
         return fetch_competition_data(folder, slug)
 
-    result = init_project(InitSettings(kernel_dir=kernel_dir, competition=competition, data_dir=data, source_dir=source,
-                                       owner=owner, ci=ci), download=download)
+    result = api.init(InitSettings(kernel_dir=kernel_dir, competition=competition, data_dir=data, source_dir=source,
+                                owner=owner, ci=ci, repo_root=repo_root), download=download)
     _show_init(result)
 
 
-# -- push / submit / status / logs / history (issue 5) ------------------------------------------
+# -- push / submit / status / logs / history ------------------------------------------
 
 
 _KERNEL_ARG = typer.Argument(..., help="The kernel project folder (holds kernel.toml).")
@@ -155,12 +161,12 @@ def _wait_seconds(value: float | None) -> float | None:
 
 _WAIT_DATASET_OPT = typer.Option(None, "--wait-dataset", callback=_wait_seconds,
                                  help="Seconds to wait for a dataset version to be ready (default: [push] "
-                                 "dataset_timeout_s, else 1800).")
+                                 "dataset_timeout_seconds, else 1800).")
 _WAIT_RUN_OPT = typer.Option(None, "--wait-run", callback=_wait_seconds,
-                             help="Seconds to wait for the kernel run (default: [push] run_timeout_s, else the "
+                             help="Seconds to wait for the kernel run (default: [push] run_timeout_seconds, else the "
                              "time limit plus an hour).")
 _WAIT_SCORE_OPT = typer.Option(None, "--wait-score", callback=_wait_seconds,
-                               help="Seconds to wait for the score (default: [push] score_timeout_s, else the "
+                               help="Seconds to wait for the score (default: [push] score_timeout_seconds, else the "
                                "time limit plus an hour).")
 
 
@@ -179,7 +185,7 @@ def push(
 ) -> None:
     """Build, upload only what changed, and push a kernel version (internet off) to Kaggle."""
     with _ProgressView() as view:
-        result = push_kernel(PushSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message,
+        result = api.push(PushSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message,
                                           waits=_waits(wait_dataset), progress=view))
     if as_json:
         _print_json("push", dataclasses.asdict(result))
@@ -204,7 +210,7 @@ def submit(
     settings = SubmitSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message, version=version,
                               resubmit=resubmit, waits=_waits(wait_dataset, wait_run, wait_score))
     with _ProgressView() as view:
-        result = submit_kernel(SubmitSettings(**{**settings.__dict__, "progress": view}))
+        result = api.submit(SubmitSettings(**{**settings.__dict__, "progress": view}))
     if as_json:
         _print_json("submit", dataclasses.asdict(result))
         return
@@ -278,11 +284,21 @@ def history(kernel_dir: Path = _KERNEL_ARG,
     console.print(table)
 
 
+_SCENARIO_CHOICES: dict[str, ScenarioChoice] = {**{member.value: member for member in Scenario}, "both": "both"}
+
+
+def _scenario_choice(value: str) -> str:
+    if value not in SCENARIOS:
+        raise typer.BadParameter(f"'{value}' is not one of {', '.join(repr(name) for name in SCENARIOS)}")
+    return value
+
+
 @app.command("dry-run")
 def dry_run(
     kernel_dir: Path = _KERNEL_ARG,
     data: Path | None = typer.Option(None, "--data", help="Competition data to mount (default: [competition] data)."),
-    scenario: Literal["commit", "rerun", "both"] = typer.Option("both", "--scenario", help="Which run to rehearse."),
+    scenario: str = typer.Option("both", "--scenario", callback=_scenario_choice, metavar=f"[{'|'.join(SCENARIOS)}]",
+                                 help="Which run to rehearse."),
     rerun_scale: int = typer.Option(1, "--rerun-scale", help="Replicate the test N times (new ids) for the rerun."),
     hidden_rows: int | None = typer.Option(None, "--hidden-rows", help="Rows of the hidden test (default: [competition] hidden_rows)."),
     timeout: float | None = typer.Option(None, "--timeout", help="Kill each run after this many seconds."),
@@ -320,9 +336,9 @@ def dry_run(
         raise typer.BadParameter("--again and --yes go with --on-kaggle")
     memory_bytes = parse_size(memory) if memory else None
     with _DryRunProgress(enabled=not as_json) as progress:
-        report = run_dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=scenario,  # type: ignore[arg-type]
+        report = api.dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=_SCENARIO_CHOICES[scenario],
                                             rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
-                                            layout="legacy" if legacy_layout else "current", out_dir=out, owner=owner,
+                                            layout=Layout.LEGACY if legacy_layout else Layout.CURRENT, out_dir=out, owner=owner,
                                             keep_sandbox=keep_sandbox, rerun_data_dir=rerun_data, memory_bytes=memory_bytes,
                                             image_env=image_env, progress=progress, answers=answers))
     if as_json:
@@ -343,7 +359,8 @@ def _dry_run_on_kaggle(settings: RehearsalSettings, hidden_rows: int | None) -> 
     with _ProgressView() as view:
         result = rehearse_on_kaggle(RehearsalSettings(**{**settings.__dict__, "progress": view}))
     report = report_from_kaggle(result.report, result.spec, kernel_name=Path(settings.kernel_dir).resolve().name,
-                                kernel_id=result.plan.kernel_id, out_dir=result.out_dir, hidden_rows=hidden_rows)
+                                kernel_id=result.plan.kernel_id, out_dir=result.out_dir, hidden_rows=hidden_rows,
+                                kernel_dir=Path(settings.kernel_dir))
     _show_rehearsal(result)
     _show_dry_run(report, heading=result.heading)
     if not report.ok:
@@ -437,8 +454,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` and return the exit code (the one error boundary)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        # Without standalone mode typer *returns* the code of an Exit, Ctrl-C's 130 included.
-        code = app(args=args, prog_name="kkb", standalone_mode=False)
+        with warnings.catch_warnings():  # kernel.toml's old spellings: one "warning:" line each
+            warnings.showwarning = _show_warning
+            warnings.simplefilter("default", SpecDeprecation)
+            # Without standalone mode typer *returns* the code of an Exit, Ctrl-C's 130 included.
+            code = app(args=args, prog_name="kkb", standalone_mode=False)
     except KkbError as exc:
         _show_error(exc)
         return exc.exit_code
@@ -454,6 +474,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             err_console.print("[red]interrupted[/red]")
         return code
     return EXIT_OK
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: TextIO | None = None,
+                  line: str | None = None) -> None:
+    if issubclass(category, SpecDeprecation):
+        err_console.print(f"[yellow]warning:[/yellow] {_escape(str(message))}", highlight=False)
+    else:
+        err_console.print(warnings.formatwarning(message, category, filename, lineno, line), markup=False, highlight=False)
 
 
 def _unexpected(exc: Exception) -> int:

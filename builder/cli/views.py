@@ -171,9 +171,15 @@ def _show_rehearsal(result: RehearsalResult) -> None:
         console.print(f"rehearsed {result.plan.rehearsal_id}{version} ({result.status}); never submitted", highlight=False)
 
 
-def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
+def _show_heading(report: DryRunReport, heading: str | None) -> None:
     if heading:
         console.print(f"[bold]{_escape(heading)}[/bold]", highlight=False)
+    if report.environment:  # --image-env: the kernel ran with the image's versions
+        console.print(f"environment: {_escape(report.environment)}", highlight=False)
+
+
+def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
+    _show_heading(report, heading)
     table = Table(box=None, header_style="bold")
     for name in ("scenario", "verdict", "time", "projected", "limit", "peak RAM", "peak GPU"):
         table.add_column(name)
@@ -195,14 +201,17 @@ def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
                           f"{int(step.get('peak_rss_bytes') or 0) / 2**20:.0f} MiB[/dim]", highlight=False)
         for warning in s.warnings:
             console.print(f"  [yellow]warning:[/yellow] {_escape(warning)}", highlight=False)
-        for line in (s.metric or {}).get("lines", []):  # the metric: split, rounding kept, expected score
+        for line in filter(None, [s.stand_in, *(s.metric or {}).get("lines", [])]):  # what --rerun-scale replicated; the metric
             console.print(f"  {_escape(line)}", highlight=False)
-        if s.projection:
-            console.print(f"  [dim]projection: {_escape(s.projection['summary'])}[/dim]", highlight=False)
-        console.print(f"  [dim]sandbox: {_escape(s.isolation_note)}; memory: {_escape(s.memory_limit)}[/dim]", highlight=False)
+        if s.projection:  # its basis (what was measured, per step) is in report.json and report.html
+            console.print(f"  [dim]projection: {_escape(s.projection['summary'].split('; basis:')[0])}[/dim]", highlight=False)
         if not s.ok and s.verdict.detail:
             detail = s.verdict.detail if _state["verbose"] else without_kkb_frames(s.verdict.detail)
             console.print(_escape(detail), style="dim", highlight=False)
+    if report.scenarios:  # one line: the isolation and the memory accounting (the details: report.json)
+        last = report.scenarios[-1]
+        console.print(f"[dim]sandbox: {_escape(last.isolation_note.split(';')[0])}; memory: "
+                      f"{_escape(last.memory_limit.split(',')[0])}[/dim]", highlight=False)
     console.print(f"notebooks and report: {report.out_dir} (report.html)", highlight=False)
 
 

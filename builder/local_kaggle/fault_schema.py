@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from builder.errors import LocalKaggleError
-from builder.kkb_runtime.vocabulary import Verdict
+from builder.kkb_runtime.vocabulary import Scenario, Verdict
 
 KINDS = ("rpc", "datasetNotReady", "uploadBreak", "kernelFail")
 REASONS = {400: "Bad request", 401: "Unauthenticated", 403: "Permission denied", 404: "Not found",
@@ -67,7 +67,7 @@ class UploadBreakFault(_Entry):
 
 class KernelFailFault(_Entry):
     kernel: str = Field("*", min_length=1, description="'owner/slug' or '*'")
-    phase: Literal["commit", "rerun", "any"] = "commit"
+    phase: Scenario | Literal["any"] = Scenario.COMMIT
     message: str = DEFAULT_KERNEL_MESSAGE
     description: Literal[DESCRIPTIONS] = Verdict.THREW.value  # type: ignore[valid-type]
 

@@ -13,14 +13,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from builder.kkb_runtime.postprocess import STAGES as POSTPROCESS_STAGES
 from builder.kkb_runtime.vocabulary import CombineKind, PostprocessKind, SubmissionKind
 from builder.project.cards import ImageCard, ModelCard, RandomTta, expand_models
 from builder.project.ids import kernel_slug
+from builder.project.metric_setting import MetricArgument, check_metric
 from builder.project.spec_errors import SPEC_FILE, read_spec_toml, spec_error_of
 from builder.project.spec_install import InstallSection, SourcePackage
+from builder.project.spec_renames import one_submission_file, renamed
 from builder.project.spec_values import (
     ACCELERATOR_SHAPES,
     CUDA_ARCH,
@@ -109,6 +111,16 @@ class KernelSection(_Strict):
         return shape is not None and shape.startswith("Tpu")
 
 
+class StandInSection(_Strict):
+    """``[competition.stand_in]``: how the test's rows reference their data, where detection cannot tell
+    (``--rerun-scale`` and the time projection's replicated run follow it; see docs/projections.md)."""
+
+    keys: list[str] = Field(default_factory=list)  # test-table columns given new values per copy
+    tables: list[str] = Field(default_factory=list)  # tables or partitioned datasets joined on those keys
+    files: list[str] = Field(default_factory=list)  # files named by a key: "test_audio/{clip_id}.ogg"
+    id: str | None = None  # the id composed of keys: "{stock_id}-{time_id}"
+
+
 class CompetitionSection(_Strict):
     slug: str
     data: str | None = None
@@ -116,21 +128,30 @@ class CompetitionSection(_Strict):
     test: str | None = None
     hidden_rows: int | None = Field(default=None, gt=0)
     time_limit_hours: float = Field(default=9.0, gt=0)
-    # The file Kaggle looks for in /kaggle/working; only a competition that declares another name changes it.
+    # The file Kaggle scores in /kaggle/working, which the kernel writes (an evaluation-API competition's gateway
+    # writes its own, e.g. submission.parquet); only a competition that declares another name changes it.
     submission_file: str = "submission.csv"
-    # The competition's metric (builder.kkb_runtime.metrics: spearman, auc, logloss, map@5, ...): its checks,
-    # rounding that keeps what a rank metric ranks, the expected score. Another name: no metric-specific rule.
+    # The competition's metric (builder.kkb_runtime.metrics: spearman, auc, logloss, map@5, rmspe, ...): its
+    # checks, rounding that keeps what the metric scores, the expected score. Or the competition's own metric
+    # file in Kaggle's format ("metric.py", "module:function"), its keyword arguments in metric_args.
     metric: str | None = None
+    metric_args: dict[str, MetricArgument] = Field(default_factory=dict)
     # A file (one id a line, or a CSV whose first column is the id) of the test's public rows: the checks run per part.
     public_ids: str | None = None
     # The public part's share of the test when public_ids is not known. 0.2: the low end of Kaggle's usual
     # splits (20-30 %); a smaller part is the likelier to be constant, so the warning errs on the safe side.
     public_fraction: float = Field(default=0.2, gt=0, lt=1)
+    stand_in: StandInSection = Field(default_factory=StandInSection)
 
     @field_validator("slug")
     @classmethod
     def _slug_shape(cls, value: str) -> str:
         return check_competition_slug(value)
+
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, value: str | None) -> str | None:
+        return check_metric(value)
 
     @field_validator("sample_submission", "test", "public_ids")
     @classmethod
@@ -141,6 +162,11 @@ class CompetitionSection(_Strict):
     @classmethod
     def _anywhere(cls, value: str | None) -> str | None:
         return check_folder(value)
+
+    @field_validator("submission_file")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        return check_file_name(value)
 
     def data_dir(self, kernel_dir: Path) -> Path | None:
         """``data`` resolved: ``~`` expanded, a relative path taken from the kernel folder."""
@@ -225,7 +251,9 @@ class Step(_Strict):
 
 
 class SubmissionSection(_Strict):
-    file: str = "submission.csv"
+    # Not a key of its own: always [competition] submission_file, the file the kernel writes and Kaggle scores
+    # (builder.project.spec_renames.one_submission_file reads the old key); the reference leaves it out.
+    file: str = Field(default="submission.csv", json_schema_extra={"derived_from": "competition.submission_file"})
     id_column: str = "id"
     target_columns: list[str] = Field(default_factory=list)
     # What the steps write and combine averages, when [[postprocess]] turns them into the targets
@@ -287,7 +315,7 @@ class FastCommitSection(_Strict):
 
 
 class EvaluationApiSection(_Strict):
-    """Competitions scored through ``kaggle_evaluation`` (issue 8)."""
+    """Competitions scored through ``kaggle_evaluation``."""
 
     # The server module as imported from the competition folder, e.g. "kaggle_evaluation.<comp>_inference_server".
     module: str = Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -363,9 +391,14 @@ class PushSection(_Strict):
     ``timeout_seconds`` (else the competition's time limit) plus an hour of queueing.
     """
 
-    dataset_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
-    run_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
-    score_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+    dataset_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+    run_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+    score_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spellings(cls, raw: Any) -> Any:
+        return renamed("push", raw)  # dataset_timeout_s and the like: read, with a warning naming the new key
 
 
 class KernelSpec(_Strict):
@@ -382,12 +415,23 @@ class KernelSpec(_Strict):
     inputs: list[InputSection] = Field(default_factory=list)
     push: PushSection = Field(default_factory=PushSection)
     postprocess: list[PostprocessStage] = Field(default_factory=list)
+    # The sha256 of the kernel.toml bytes this spec was read from (load_spec); None for a spec parsed from a dict.
+    _source_sha256: str | None = PrivateAttr(default=None)
+
+    @property
+    def source_sha256(self) -> str | None:
+        return self._source_sha256
 
     @model_validator(mode="before")
     @classmethod
     def _shorthands(cls, raw: Any) -> Any:
         # [model_defaults], base = "NAME", and a step for every card without one (builder.project.cards)
         return expand_models(raw)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _submission_file(cls, raw: Any) -> Any:
+        return one_submission_file(raw)  # one name for the file Kaggle scores: [competition] submission_file
 
     @model_validator(mode="after")
     def _consistent(self) -> KernelSpec:
@@ -420,9 +464,16 @@ SUBMISSION_KIND_NEEDS: dict[SubmissionKind, Callable[[KernelSpec], str | None]] 
 
 
 def load_spec(kernel_dir: Path) -> KernelSpec:
-    """Read and validate ``kernel_dir/kernel.toml``."""
-    path, raw = read_spec_toml(kernel_dir)
-    return parse_spec(raw, source=path)
+    """Read and validate ``kernel_dir/kernel.toml``: once per command, the spec then travels in its settings."""
+    path, raw, digest = read_spec_toml(kernel_dir)
+    spec = parse_spec(raw, source=path)
+    spec._source_sha256 = digest
+    return spec
+
+
+def spec_of(spec: KernelSpec | None, kernel_dir: Path | str) -> KernelSpec:
+    """The spec a command's settings carry, else ``kernel_dir``'s kernel.toml loaded now (a library call without one)."""
+    return spec if spec is not None else load_spec(Path(kernel_dir))
 
 
 def parse_spec(raw: dict[str, Any], source: Path | str = SPEC_FILE) -> KernelSpec:
@@ -436,6 +487,6 @@ __all__ = [
     "CUDA_ARCH", "DEFAULT_GPU_SHAPE", "INPUT_KINDS", "INPUT_SOURCES", "MACHINE_SHAPES", "MAX_WAIT_SECONDS", "SPEC_FILE",
     "TTA_NAMES", "EvaluationApiSection", "ImageCard", "InputSection", "InstallSection", "KernelSpec", "ModelCard",
     "RandomTta", "SourcePackage",
-    "load_spec", "parse_input_ref",
+    "load_spec", "parse_input_ref", "spec_of",
     "parse_spec",
 ]

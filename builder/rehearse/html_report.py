@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -157,7 +158,8 @@ def _metric(s: ScenarioReport) -> str:
         return ""
     lines = "".join(f"<li>{_e(line)}</li>" for line in s.metric.get("lines", []))
     rows = "".join(f"<tr><td>{_e(r['column'])}</td><td>{_e(r['requested'])}</td>"
-                   f"<td>{_e('unrounded' if r['used'] is None else r['used'])}</td><td>{r['ties_before']}</td>"
+                   f"<td>{_e(_used(r))}</td>"
+                   f"<td>{r['ties_before']}</td>"
                    f"<td>{r['ties_after']}</td><td>{r['rows']}</td><td>{_e(r['why'])}</td></tr>" for r in s.metric.get("rounding", []))
     table = (f"<table><tr><th>column</th><th>decimals requested</th><th>used</th><th>ties before</th><th>ties after</th>"
              f"<th>rows</th><th>why</th></tr>{rows}</table>") if rows else ""
@@ -165,7 +167,15 @@ def _metric(s: ScenarioReport) -> str:
                       f"<td>{c['private_chance']:.3%}</td></tr>" for c in s.metric.get("constant_chance", []))
     chance_table = (f"<p>chance that a random part is constant (the split is not known)</p><table><tr><th>column</th>"
                     f"<th>public rows</th><th>public part</th><th>private part</th></tr>{chances}</table>") if chances else ""
-    return f"<h3>metric</h3><ul>{lines}</ul>{table}{chance_table}"
+    effect = (s.metric.get("expected") or {}).get("rounding")
+    scores = (f"<p>expected score before rounding: public {effect['unrounded']['public']:.7g}, private "
+              f"{effect['unrounded']['private']:.7g}; after: public {effect['rounded']['public']:.7g}, private "
+              f"{effect['rounded']['private']:.7g}</p>") if effect else ""
+    return f"<h3>metric</h3><ul>{lines}</ul>{scores}{table}{chance_table}"
+
+
+def _used(record: dict[str, Any]) -> str:
+    return "unrounded" if record["used"] is None else f"{record['used']} {record.get('kind', 'decimals')}"
 
 
 def _predictions(s: ScenarioReport) -> str:
@@ -217,6 +227,22 @@ def _member_predictions(s: ScenarioReport) -> dict[str, pd.Series]:
     return members
 
 
+def prewarm() -> None:
+    """Import matplotlib in a background thread while the notebook runs (kkb waits on the kernel then): the
+    report's plots then cost only their drawing. Python's import lock makes the report wait for it if needed."""
+    threading.Thread(target=_import_matplotlib, name="kkb-prewarm-matplotlib", daemon=True).start()
+
+
+def _import_matplotlib() -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot
+    except ImportError:
+        return
+
+
 def _plot(draw: Any, data: Any, grid: tuple[int, int] = (1, 1)) -> str:
     try:
         import matplotlib
@@ -226,10 +252,10 @@ def _plot(draw: Any, data: Any, grid: tuple[int, int] = (1, 1)) -> str:
     except ImportError:
         return "<p class='warn'>plots missing: matplotlib is not installed (pip install \"kkb[report]\")</p>"
     rows, columns = grid
-    figure, ax = plt.subplots(rows, columns, figsize=(7, 2.8 if grid == (1, 1) else 1.9 * rows), squeeze=grid == (1, 1))
+    figure, ax = plt.subplots(rows, columns, figsize=(7, 2.8 if grid == (1, 1) else 1.9 * rows), squeeze=grid == (1, 1),
+                              layout="constrained")  # laid out while drawn: one pass, not tight_layout's two
     try:
         draw(ax, data)
-        figure.tight_layout()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=90)
     finally:

@@ -19,6 +19,8 @@ import pandas as pd
 
 from builder.bundle.cards.unit import Extra, build_card
 from builder.bundle.checkpoints import checkpoint_sources
+from builder.bundle.child_check import load_in_child
+from builder.bundle.kernel_env import kernel_environment, user_frames
 from builder.bundle.models import offline_environment, user_code_importable
 from builder.errors import BundleError, ModelError
 from builder.kkb_runtime.cards import tabular as runtime_tabular
@@ -72,6 +74,7 @@ def prepare(card: TabularCard, kernel_dir: Path, weights_stage: Path, written: d
     folds = []
     with user_code_importable(kernel_dir), offline_environment():
         for source in checkpoint_sources(card, kernel_dir):
+            load_in_child(_card(card), kernel_dir / source, kernel_dir, _load_hint(card))  # a crash there, not here
             _load(card, kernel_dir / source)
             target = weights_stage / source
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -98,7 +101,8 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Tabu
         raise BundleError(f"{where}: no test table {path} in the public data",
                           hint="set [competition] test to the CSV (or parquet) of test rows, relative to [competition] data")
     sources = checkpoint_sources(card, kernel_dir)
-    with user_code_importable(kernel_dir), offline_environment():
+    load_in_child(_card(card), kernel_dir / sources[0], kernel_dir, _load_hint(card))  # a crash there, not here
+    with user_code_importable(kernel_dir), offline_environment(), kernel_environment(spec, kernel_dir, data) as env:
         try:
             rows = rows_in_sample_order(read_table(path, id_column), sample[id_column].astype(str).tolist(), id_column, path)
             frame = runtime_tabular.features(_card(card), rows, id_column)
@@ -106,8 +110,10 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Tabu
         except (TableError, runtime.ModelLoadError) as exc:
             raise BundleError(f"{where}: on the public test: {exc}", hint=_predict_hint(card)) from None
         except Exception as exc:
-            raise BundleError(f"{where}: on the public test: {type(exc).__name__}: {checkpoints.plain(str(exc))}",
-                              hint=_predict_hint(card)) from None
+            frames = user_frames(exc, [kernel_dir])
+            raise BundleError(f"{where}: on the public test: {type(exc).__name__}: {checkpoints.plain(str(exc))}"
+                              + (f"\nin your code (most recent call last):\n{frames}" if frames else ""),
+                              hint=f"{_predict_hint(card)}; {env.describe()}") from None
 
 
 def _predict_hint(card: TabularCard) -> str:

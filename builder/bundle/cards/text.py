@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from builder.bundle.cards.text_checks import check_files, check_max_len
 from builder.bundle.cards.unit import Extra, build_card
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
@@ -40,6 +41,7 @@ def build(card: TextCard, kernel_dir: Path) -> tuple[Any, Any]:
     if missing:
         raise ModelError(f"[[models]] '{card.name}': a text card needs {' and '.join(missing)}, not installed here",
                          hint=f"pip install {' '.join(missing)} (the Kaggle image has them)")
+    check_files(card, kernel_dir)  # config.json and the tokenizer's files, before transformers guesses
     with user_code_importable(kernel_dir), offline_environment():
         try:
             model = runtime_text.create_model(_card(card), kernel_dir)
@@ -56,6 +58,7 @@ def build(card: TextCard, kernel_dir: Path) -> tuple[Any, Any]:
     if not hasattr(model, "state_dict"):
         raise ModelError(f"[[models]] '{card.name}': the factory returned {type(model).__name__}, not a torch nn.Module",
                          hint="return the nn.Module from the factory")
+    check_max_len(card, kernel_dir, model, tokenizer)
     return model, tokenizer
 
 
