@@ -117,7 +117,7 @@ def test_pandas_copy_on_write_read_only_arrays_are_the_skew_not_the_kernel() -> 
 def test_the_summary_names_only_the_skews_of_what_the_kernel_imports_and_the_report_keeps_every_one() -> None:
     skews = (Skew("pandas", "3.0.0", "2.3.3", ("pandas",)), Skew("pytz", "2026.6", "2025.2", ("pytz",)))
     assert skew_warnings(skews, {"pandas", "numpy"}) == [
-        "version skew with Kaggle's image (a failure through these is not rehearsed; kkb env builds the image's versions): "
+        "version skew with Kaggle's image (a failure one of these explains is not rehearsed; kkb env builds the image's versions): "
         "pandas 3.0.0 here, 2.3.3 on Kaggle's image (1 more in report.json: packages your code does not import)"]
     assert skew_warnings(skews[1:], {"pandas"}) == []  # pytz alone: no line
     assert [record["kernel_imports"] for record in skew_records(skews, {"pandas"})] == [True, False]

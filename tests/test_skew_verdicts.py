@@ -179,7 +179,8 @@ def test_a_pretrained_download_through_a_skewed_hub_is_kaggles_csv_not_found(tmp
     assert reason.startswith("the notebook stopped before writing submission.csv: ")
     hub = f"huggingface-hub {metadata.version('huggingface-hub')} here, {_major_ahead('huggingface-hub')} on Kaggle's image"
     assert f"version skew beside it: {hub}, but a blocked network access fails the same with any version" in reason
-    assert any(hub in warning for warning in warnings)
+    # the summary's skew line names the packages the kernel's own code imports (timm); the hub is in the reason
+    assert not any(hub in warning for warning in warnings)
 
 
 @pytest.mark.slow

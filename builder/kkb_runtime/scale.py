@@ -231,9 +231,9 @@ def _columns(path: Path) -> list[str]:
 
     try:
         if path.suffix == ".parquet":
-            import pyarrow.parquet as pq  # type: ignore[import-untyped]
+            import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
-            return [str(name) for name in pq.read_schema(path).names]
+            return [str(name) for name in pq.read_schema(path).names]  # type: ignore[no-untyped-call,unused-ignore]
         return [str(name) for name in pd.read_csv(path, nrows=0).columns]
     except Exception:  # a parquet without pyarrow, a CSV that is not one: not a table here
         return []
