@@ -187,7 +187,19 @@ def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
         if not s.ok and s.verdict.detail:
             detail = s.verdict.detail if _state["verbose"] else without_kkb_frames(s.verdict.detail)
             console.print(_escape(detail), style="dim", highlight=False)
+    _show_reference(report.reference)
     console.print(f"notebooks and report: {report.out_dir} (report.html)", highlight=False)
+
+
+def _show_reference(reference: dict[str, Any] | None) -> None:
+    """``--reference``: equal or not, and the comparison table (worst columns first)."""
+    if reference is None:
+        return
+    style = "green" if reference.get("ok") else "bold red"
+    console.print(f"[bold]reference[/bold] ({reference.get('scenario')}): "
+                  f"[{style}]{'equal' if reference.get('ok') else 'differs'}[/{style}]", highlight=False)
+    for line in reference.get("lines", []):
+        console.print(f"  {_escape(line)}", highlight=False, soft_wrap=True)
 
 
 def _show_wheels(result: WheelsResult) -> None:

@@ -74,6 +74,7 @@ from builder.rehearse.projection import (
     project_rerun,
     timeout_reason,
 )
+from builder.rehearse.reference import ReferenceSettings, check_reference, compare_reference
 from builder.rehearse.report import DryRunReport, Scenario, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
 from builder.rehearse.skew import skew_warnings
@@ -117,6 +118,7 @@ class DryRunSettings:
     fit: bool = True  # a second, replicated rerun when the test is too small to fit fixed + per-row time
     progress: Callable[[str], None] | None = None  # one line per event (builder.cli shows it with rich); never printed here
     answers: Path | None = None  # the rerun data's answers (id, targets, optional Usage): the expected score, the split
+    reference: ReferenceSettings = ReferenceSettings()  # --reference: the original notebook's output on the same data
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -152,13 +154,15 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     input_mounts(build.spec, kernel_dir)  # a missing stand-in is refused before anything runs
     rerun_data = competition_data(replace(settings, data_dir=settings.rerun_data_dir), build.spec) if settings.rerun_data_dir else data
     dry_run_check(kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline (issue 7)
+    check_reference(settings.reference, build.spec, settings.rerun_scale)
     out = build.out_dir / DRYRUN_DIR
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     reports = tuple(_run_scenario(scenario, settings, build, rerun_data if scenario == "rerun" else data, out)
                     for scenario in SCENARIOS[settings.scenario])
     report = DryRunReport(kernel_name=build.kernel_name, kernel_id=build.kernel_id, kernel_type=build.spec.kernel.kernel_type,
-                          out_dir=out, report_path=out / REPORT_FILE, scenarios=reports)
+                          out_dir=out, report_path=out / REPORT_FILE, scenarios=reports,
+                          reference=compare_reference(settings.reference, build.spec, reports, rerun_data))
     report.report_path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
     write_html_report(report)
     return report
@@ -212,8 +216,7 @@ def _csv_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
     ``source`` is the data before ``--rerun-scale``: the time projection may run a second size from it."""
     _progress(settings, f"{scenario}: running the notebook")
     result = execute_notebook(scenario_notebook(build, work), _with_script(scenario_sandbox(scenario, settings, build, data), work),
-                              work / "kaggle",
-                              progress=lambda line: _progress(settings, f"{scenario}: {line}"))
+                              work / "kaggle", progress=lambda line: _progress(settings, f"{scenario}: {line}"))
     _progress(settings, f"{scenario}: finished in {result.wall_seconds:.1f} s ({result.isolation} sandbox)")
     fit_runs = _fit_runs(scenario, settings, build, source, _rows(data, build.spec), result, work)
     return scenario_report(scenario, settings, build, data, result, out, work if settings.keep_sandbox else None,
@@ -296,8 +299,7 @@ def scenario_sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildR
     python = build_image_env(Path(settings.kernel_dir)).python if settings.image_env else None  # built once, then cached
     probe = {PROBE_VARIABLE: str(PROBE_BATCHES)} if scenario == "rerun" else {}  # card steps time steady batches
     return SandboxSpec(mounts=tuple(mounts), rerun=scenario == "rerun", timeout_seconds=_timeout(settings, build.spec),
-                       extra_env=probe,
-                       layout=settings.layout, memory_bytes=_memory(settings, build.spec),
+                       extra_env=probe, layout=settings.layout, memory_bytes=_memory(settings, build.spec),
                        working_limit_bytes=WORKING_LIMIT_BYTES, python=python,
                        visible=(python.parent.parent,) if python else ())
 
@@ -325,7 +327,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
             out: Path, sandbox: Path | None, fit_runs: tuple[RunTimes, ...] = ()) -> ScenarioReport:
     spec = build.spec
     sample = data / spec.competition.sample_submission
-    rows = len(pd.read_csv(sample, dtype={spec.submission.id_column: str}))
+    rows = _rows(data, spec)
     limits = _limits(scenario, settings, spec, rows)
     projection = _projection(limits, fit_runs or (RunTimes(rows, result.wall_seconds, tuple(result.steps)),),
                              spec.kernel.machine_shape, build.out_dir)
@@ -481,8 +483,7 @@ def _save_outputs(scenario: Scenario, result: ExecutionResult, submission_file: 
 
 
 # --- the evaluation-API kind ----------------------------------------------------------------------
-# The same sandbox settings and report as a CSV kernel (judged against the sample, projected time,
-# memory), plus the gateway's view: in the rerun, the competition's gateway drives the notebook.
+# The sandbox and report of a CSV kernel (judged against the sample, time, memory), plus the gateway's view.
 
 def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, source: Path,
                              out: Path, work: Path) -> ScenarioReport:
@@ -516,7 +517,6 @@ def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build
 def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
     """The gateway decides the row order (batch by batch) and Kaggle matches rows by id, so the sample's
     order is no requirement here: reorder before the dry run's check, which would flag it."""
-
     if not path.is_file() or not sample_path.is_file():
         return
     try:
