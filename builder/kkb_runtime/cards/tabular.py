@@ -15,10 +15,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .. import models
+from ..pickles import main_module
 
 # The package each library needs, for the message when it is not installed.
 PACKAGES = {"lightgbm": "lightgbm", "xgboost": "xgboost", "catboost": "catboost", "sklearn": "scikit-learn"}
@@ -108,20 +107,6 @@ def load_booster(card: Mapping[str, Any], path: Path) -> tuple[Any, list[str] | 
 
 
 # --- scikit-learn --------------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def main_module(name: str | None) -> Iterator[None]:
-    """While a notebook's pickle loads, ``__main__`` is the card's ``pickle_main`` module (its classes)."""
-    if not name:
-        yield
-        return
-    saved = sys.modules["__main__"]
-    sys.modules["__main__"] = importlib.import_module(name)
-    try:
-        yield
-    finally:
-        sys.modules["__main__"] = saved
-
 
 def load_estimator(card: Mapping[str, Any], path: Path) -> Any:
     if not card.get("allow_joblib"):
