@@ -142,14 +142,31 @@ def estimator_predict(card: Mapping[str, Any], model: Any, frame: pd.DataFrame, 
 
 
 def class_order(classes: Any, columns: Sequence[str], card: Mapping[str, Any]) -> list[int]:
-    """Which probability column feeds each prediction column: by label where the columns are the class labels."""
+    """Which probability column feeds each prediction column: by exact label, never by position, but for a model
+    without labels or with the integer classes 0..k-1 (column i is class i; the build prints it). Labels that
+    differ from the columns (in case, a class missing or extra) are refused naming both lists."""
     labels = [str(label) for label in (list(classes) if classes is not None else range(len(columns)))]
     if len(labels) != len(columns):
         raise models.ModelLoadError(f"model '{card['name']}': predict_proba gives {len(labels)} classes "
                                     f"({', '.join(labels)}) for {len(columns)} column(s) ({', '.join(columns)})")
     if set(labels) == set(columns):
         return [labels.index(column) for column in columns]
-    return list(range(len(columns)))
+    if classes is None or labels == [str(index) for index in range(len(labels))]:
+        return list(range(len(columns)))
+    raise models.ModelLoadError(class_mismatch(str(card["name"]), labels, list(columns)))
+
+
+def class_mismatch(name: str, labels: Sequence[str], columns: Sequence[str]) -> str:
+    """Why a classifier's labels are not the step's columns, naming both lists."""
+    folded = {label.casefold(): label for label in labels}
+    case = [f"'{folded[column.casefold()]}' vs '{column}'" for column in columns
+            if column not in labels and column.casefold() in folded]
+    why = (f"they differ in case ({', '.join(case)})" if case else
+           f"classes without a column: {', '.join(sorted(set(labels) - set(columns))) or 'none'}; "
+           f"columns without a class: {', '.join(sorted(set(columns) - set(labels))) or 'none'}")
+    return (f"model '{name}': its classes ({', '.join(labels)}) are not the step's columns ({', '.join(columns)}): {why}. "
+            "kkb matches classes to columns by exact label, never by position: rename the columns (the step's "
+            "columns, [submission] prediction_columns) or the classes to match")
 
 
 # --- one fold -----------------------------------------------------------------------------------
@@ -168,4 +185,4 @@ def predict_fold(card: Mapping[str, Any], path: Path, frame: pd.DataFrame, colum
     return values
 
 
-__all__ = ["LOADERS", "class_order", "features", "load_booster", "load_estimator", "predict_fold"]
+__all__ = ["LOADERS", "class_mismatch", "class_order", "features", "load_booster", "load_estimator", "predict_fold"]
