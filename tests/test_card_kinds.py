@@ -46,7 +46,8 @@ GBDT = {"name": "g", "kind": "gbdt", "library": "lightgbm", "checkpoint": "weigh
 
 @pytest.mark.parametrize(("card", "message"), [
     pytest.param({**TEXT, "text_columns": []}, "a text card needs text_columns", id="no-columns"),
-    pytest.param({**TEXT, "factory": "pkg.m:build"}, "a text card needs exactly one of model_dir", id="both"),
+    pytest.param({**TEXT, "model_dir": None}, "a text card needs model_dir (a folder with the transformers config.json) "
+                 "or factory ('package.module:function' returning the nn.Module), or both", id="neither"),
     pytest.param({**TEXT, "arch": "bert"}, "arch is a timm architecture; a text card names model_dir", id="arch"),
     pytest.param({**TEXT, "tta": ["hflip"]}, "tta apply to image cards only", id="tta"),
     pytest.param({**GBDT, "library": None}, "a gbdt card needs library = 'lightgbm', 'xgboost' or 'catboost'", id="library"),

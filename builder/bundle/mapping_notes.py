@@ -14,6 +14,7 @@ from pathlib import Path
 
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.models import offline_environment, user_code_importable
+from builder.bundle.text_notes import text_notes
 from builder.kkb_runtime.cards import tabular as runtime_tabular
 from builder.kkb_runtime.mapping import class_notes, feature_notes
 from builder.kkb_runtime.submission import read_sample, target_columns
@@ -25,7 +26,12 @@ TABULAR = (CardKind.GBDT, CardKind.SKLEARN)
 
 
 def mapping_notes(spec: KernelSpec, kernel_dir: Path) -> tuple[str, ...]:
-    """One line per reorder or mapping kkb applies to a tabular card's input or output (needs the public data)."""
+    """One line per reorder or mapping kkb applies to a tabular card's input or output (needs the public data), and
+    the text cards' tokens the tokenizer does not know (:mod:`builder.bundle.text_notes`)."""
+    return _tabular_notes(spec, kernel_dir) + text_notes(spec, kernel_dir)
+
+
+def _tabular_notes(spec: KernelSpec, kernel_dir: Path) -> tuple[str, ...]:
     data = kernel_dir / spec.competition.data if spec.competition.data else None
     if data is None or spec.submission.kind != SubmissionKind.CSV or not (data / spec.competition.sample_submission).is_file():
         return ()

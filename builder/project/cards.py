@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from builder.kkb_runtime.vocabulary import CardKind
+from builder.project.text_inputs import TextInputFields, check_text_inputs
 
 REFERENCE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 # kkb_runtime.cards.tabular.LIBRARIES: the file formats each booster library reads.
@@ -37,8 +38,9 @@ def _inside(value: str) -> str:
     return value
 
 
-class TextCardFields(_Fields):
-    """``kind = "text"``: a transformers model over the test table's text columns."""
+class TextCardFields(TextInputFields):
+    """``kind = "text"``: a transformers model over the test table's text columns (with the notebook-parity keys of
+    :mod:`builder.project.text_inputs`)."""
 
     # A folder in the kernel folder with config.json (and the tokenizer's files): shipped in the weights.
     model_dir: str | None = None
@@ -97,6 +99,11 @@ class CardLike(Protocol):
     factory: str | None
     model_dir: str | None
     text_columns: list[str]
+    text_pair_columns: list[str]
+    encode_function: str | None
+    column_max_len: dict[str, int]
+    @property
+    def model_fields_set(self) -> set[str]: ...
     @property
     def library(self) -> str | None: ...
     allow_joblib: bool
@@ -115,13 +122,12 @@ def _image_rules(card: CardLike) -> None:
 
 
 def _text_rules(card: CardLike) -> None:
-    if (card.model_dir is None) == (card.factory is None):
-        raise ValueError(f"[[models]] '{card.name}': a text card needs exactly one of model_dir (a folder with the "
-                         "transformers config.json) or factory ('package.module:function' returning the nn.Module)")
+    if card.model_dir is None and card.factory is None:  # both: the factory gets the folder (model_dir=)
+        raise ValueError(f"[[models]] '{card.name}': a text card needs model_dir (a folder with the transformers "
+                         "config.json) or factory ('package.module:function' returning the nn.Module), or both")
     if card.arch is not None:
         raise ValueError(f"[[models]] '{card.name}': arch is a timm architecture; a text card names model_dir")
-    if not card.text_columns:
-        raise ValueError(f"[[models]] '{card.name}': a text card needs text_columns (the test table's columns it reads)")
+    check_text_inputs(card)  # encode_function, or text_columns (and column_max_len naming them)
     _no_image_keys(card)
 
 

@@ -25,7 +25,7 @@ from ..predict import predict as predict_images
 from ..steps import write_step_meta
 from ..tables import TableJob, make_table_job, write_table_output
 from ..vocabulary import CardKind
-from . import tabular, text
+from . import tabular, text, text_inputs
 
 Runner = Callable[[str, Path, Mapping[str, str], KernelConfig], Path]
 
@@ -47,7 +47,7 @@ def run_text(name: str, out: Path, environ: Mapping[str, str], config: KernelCon
     choice = devices.choose_device(environ)
     target = devices.torch_device(choice)
     tokenizer = text.load_tokenizer(job.card, job.weights_dir)
-    encoded = text.encode(tokenizer, job.card, job.table)
+    encoded = text_inputs.encode_rows(tokenizer, job.card, job.table)  # kkb's tokenization or the notebook's
     timings: dict[str, Any] = {"rows": len(job.ids), "load_seconds": 0.0, "infer_seconds": 0.0}
     print(f"[kkb] {name}: text model on {devices.summary(choice)}; {len(job.ids)} rows, "
           f"{len(checkpoint_entries(job.card))} fold(s), columns {', '.join(job.columns)}", flush=True)
@@ -58,7 +58,7 @@ def run_text(name: str, out: Path, environ: Mapping[str, str], config: KernelCon
         loaded = time.perf_counter()
         forward = text.make_forward(model, job.card, choice, target)
         values = text.predict_encoded(forward, encoded, int(job.card.get("batch_size", 32)), text.pad_id(tokenizer),
-                                      len(job.columns))
+                                      len(job.columns), text_inputs.padding_length(job.card))
         timings["load_seconds"] += round(loaded - started, 4)
         timings["infer_seconds"] += round(time.perf_counter() - loaded, 4)
         del model, forward

@@ -30,10 +30,11 @@ from ..predict import activation
 
 @dataclass(frozen=True)
 class Encoded:
-    """Token ids per row (special tokens included), and each row's token types."""
+    """Token ids per row (special tokens included), each row's token types, and (from an encode function) its mask."""
 
     input_ids: list[list[int]]
     token_type_ids: list[list[int]]
+    attention_mask: list[list[int]] | None = None  # None: 1 for every token of the row
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -201,7 +202,8 @@ def padded(encoded: Encoded, rows: Sequence[int] | np.ndarray, pad_id: int, leng
         tokens = encoded.input_ids[row][:width]
         ids[slot, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
         types[slot, :len(tokens)] = torch.tensor(encoded.token_type_ids[row][:width], dtype=torch.long)
-        mask[slot, :len(tokens)] = 1
+        given = encoded.attention_mask[row][:width] if encoded.attention_mask is not None else None
+        mask[slot, :len(tokens)] = torch.tensor(given, dtype=torch.long) if given is not None else 1
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
@@ -242,14 +244,14 @@ def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoi
 
 
 def predict_encoded(forward: Callable[[dict[str, Any]], Any], encoded: Encoded, batch_size: int, pad_id: int,
-                    width: int) -> np.ndarray:
-    """Every row's output, batched by length and put back in the rows' order."""
+                    width: int, length: int | None = None) -> np.ndarray:
+    """Every row's output, batched by length (each batch padded to ``length``, else its longest row), in the rows' order."""
     import torch
 
     out = np.zeros((len(encoded), width), dtype=np.float64)
     with torch.inference_mode():
         for rows in length_sorted_batches(encoded, batch_size):
-            out[rows] = forward(padded(encoded, rows, pad_id)).numpy().reshape(len(rows), -1)
+            out[rows] = forward(padded(encoded, rows, pad_id, length)).numpy().reshape(len(rows), -1)
     return out
 
 
