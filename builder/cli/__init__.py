@@ -44,6 +44,7 @@ from builder.project.image import image_summary, load_image, package_lines
 from builder.project.image_store import stored_image_path
 from builder.project.init import InitSettings, init_project
 from builder.project.spec import MAX_WAIT_SECONDS
+from builder.rehearse.card_inputs import DEFAULT_ROWS
 from builder.rehearse.dryrun import DryRunReport, DryRunSettings
 from builder.rehearse.dryrun import dry_run as run_dry_run
 from builder.rehearse.image_env import build_image_env
@@ -278,6 +279,16 @@ def history(kernel_dir: Path = _KERNEL_ARG,
     console.print(table)
 
 
+_REFERENCE_OPT = typer.Option(None, "--reference", help="The original notebook's submission on the same data: the rerun's "
+                              "(--scenario commit: the commit's) file must equal it (else exit 2).")
+_REFERENCE_TOLERANCE_OPT = typer.Option(None, "--reference-tolerance", help="Largest difference allowed per value (default: "
+                                        "what rounding to [submission] decimals explains, else 1e-6).")
+_REFERENCE_STEP_OPT = typer.Option([], "--reference-step", help="NAME=FILE: compare one step's output (its own columns) "
+                                   "with FILE; may be repeated.")
+_SHOW_INPUTS_OPT = typer.Option(None, "--show-inputs", metavar="[N]", help=f"Print what each card feeds its model for the first N test rows (default "
+                                f"{DEFAULT_ROWS}; report.json always carries them).")
+
+
 @app.command("dry-run")
 def dry_run(
     kernel_dir: Path = _KERNEL_ARG,
@@ -303,12 +314,10 @@ def dry_run(
     yes: bool = typer.Option(False, "--yes", help="--on-kaggle: spend more than an hour of Kaggle quota."),
     image_env: bool = typer.Option(False, "--image-env", help="Run the kernel in kkb env's environment: Kaggle's image's "
                                    "versions of what it imports (built once, then cached)."),
-    reference: Path | None = typer.Option(None, "--reference", help="The original notebook's submission on the same data: "
-                                          "the rerun's (--scenario commit: the commit's) file must equal it (else exit 2)."),
-    reference_tolerance: float | None = typer.Option(None, "--reference-tolerance", help="Largest difference allowed per "
-                                                     "value (default: what rounding to [submission] decimals explains, else 1e-6)."),
-    reference_step: list[str] = typer.Option([], "--reference-step", help="NAME=FILE: compare one step's output (its own "
-                                             "columns) with FILE; may be repeated."),
+    reference: Path | None = _REFERENCE_OPT,
+    reference_tolerance: float | None = _REFERENCE_TOLERANCE_OPT,
+    reference_step: list[str] = _REFERENCE_STEP_OPT,
+    show_inputs: int | None = _SHOW_INPUTS_OPT,
 ) -> None:
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
     if on_kaggle:
@@ -331,11 +340,12 @@ def dry_run(
                                             rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
                                             layout="legacy" if legacy_layout else "current", out_dir=out, owner=owner,
                                             keep_sandbox=keep_sandbox, rerun_data_dir=rerun_data, memory_bytes=memory_bytes,
-                                            image_env=image_env, progress=progress, answers=answers, reference=references))
+                                            image_env=image_env, progress=progress, answers=answers, reference=references,
+                                            show_inputs=DEFAULT_ROWS if show_inputs is None else show_inputs))
     if as_json:
         _print_json("dry-run", report.to_json())
     else:
-        _show_dry_run(report)
+        _show_dry_run(report, show_inputs=show_inputs is not None)
     _raise_unless_ok(report)
 
 
@@ -478,7 +488,7 @@ def demo(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` and return the exit code (the one error boundary)."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = optional_values(list(sys.argv[1:] if argv is None else argv))
     try:
         # Without standalone mode typer *returns* the code of an Exit, Ctrl-C's 130 included.
         code = app(args=args, prog_name="kkb", standalone_mode=False)
@@ -497,6 +507,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             err_console.print("[red]interrupted[/red]")
         return code
     return EXIT_OK
+
+
+OPTIONAL_VALUES = {"--show-inputs": str(DEFAULT_ROWS)}  # an option whose value may be left out: its default then
+
+
+def optional_values(args: list[str]) -> list[str]:
+    """``--show-inputs`` alone means ``--show-inputs 3``: click has no option with an optional value."""
+    out: list[str] = []
+    for index, arg in enumerate(args):
+        out.append(arg)
+        following = args[index + 1] if index + 1 < len(args) else None
+        if arg in OPTIONAL_VALUES and (following is None or not following.isdigit()):
+            out.append(OPTIONAL_VALUES[arg])
+    return out
 
 
 def _unexpected(exc: Exception) -> int:

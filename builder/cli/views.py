@@ -155,7 +155,7 @@ def _show_rehearsal(result: RehearsalResult) -> None:
         console.print(f"rehearsed {result.plan.rehearsal_id}{version} ({result.status}); never submitted", highlight=False)
 
 
-def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
+def _show_dry_run(report: DryRunReport, heading: str | None = None, show_inputs: bool = False) -> None:
     if heading:
         console.print(f"[bold]{_escape(heading)}[/bold]", highlight=False)
     table = Table(box=None, header_style="bold")
@@ -188,7 +188,16 @@ def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
             detail = s.verdict.detail if _state["verbose"] else without_kkb_frames(s.verdict.detail)
             console.print(_escape(detail), style="dim", highlight=False)
     _show_reference(report.reference)
+    _show_inputs(report.inputs if show_inputs else [])
     console.print(f"notebooks and report: {report.out_dir} (report.html)", highlight=False)
+
+
+def _show_inputs(inputs: list[dict[str, Any]]) -> None:
+    """``--show-inputs``: what each card feeds its model, for the first test rows."""
+    if inputs:
+        console.print("[bold]inputs[/bold] (what each card feeds its model)", highlight=False)
+    for line in (line for entry in inputs for line in entry.get("lines", [])):
+        console.print(f"  {_escape(line)}", highlight=False, soft_wrap=True)
 
 
 def _show_reference(reference: dict[str, Any] | None) -> None:

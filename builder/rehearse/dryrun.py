@@ -1,27 +1,24 @@
 """``kkb dry-run``: rehearse Kaggle's commit run and scoring rerun locally, and say what Kaggle would say.
 
-Each scenario builds nothing new: the kernel is built once (as ``kkb build``), then each scenario runs
-the rendered notebook in a fresh sandbox (``builder.rehearse.sandbox``) with the code and weights bundles
-mounted as datasets and the competition data as the competition:
+Each scenario builds nothing new: the kernel is built once (as ``kkb build``), then each scenario runs the rendered
+notebook in a fresh sandbox (``builder.rehearse.sandbox``), the code and weights bundles mounted as datasets:
 
 ``commit``
-    No ``KAGGLE_IS_COMPETITION_RERUN``, the public test as given. When ``[fast_commit]`` says the
-    fast path should trigger and the commit ran every step anyway, Kaggle still accepts the commit:
-    the report keeps its verdict and adds a warning (the full inference time, and GPU quota, is
-    spent at every save).
+    No ``KAGGLE_IS_COMPETITION_RERUN``, the public test as given. When ``[fast_commit]`` says the fast path
+    should trigger and the commit ran every step anyway, Kaggle still accepts the commit: the report keeps
+    its verdict and warns (the full inference time, and GPU quota, is spent at every save).
 ``rerun``
-    ``KAGGLE_IS_COMPETITION_RERUN=1``, the full pipeline, on the public test, on a test replicated
-    ``--rerun-scale`` times, or on a hidden stand-in (``--rerun-data DIR``). Its time is projected
-    to the hidden test's rows by :mod:`builder.rehearse.projection` (fixed + per-row cost; when the test is
-    too small to separate them, a second run on a replicated test measures the second size), its
-    memory limited to and compared with the machine shape's RAM (``--memory`` overrides).
+    ``KAGGLE_IS_COMPETITION_RERUN=1``, the full pipeline, on the public test, on a test replicated ``--rerun-scale``
+    times, or on a hidden stand-in (``--rerun-data DIR``). Its time is projected to the hidden test's rows by
+    :mod:`builder.rehearse.projection` (fixed + per-row cost; a second run on a replicated test when it is too small to
+    separate them), its memory limited to and compared with the machine shape's RAM (``--memory`` overrides).
 
 Each scenario's sandbox says which isolation ran (:mod:`builder.rehearse.isolation`) and which limits were
-enforced (:mod:`builder.rehearse.limits`); both go into the report.
-
-Results go to ``build/NAME/dryrun/``: ``<scenario>.ipynb`` (the executed notebook),
-``<scenario>.log.json`` (Kaggle's log shape), ``<scenario>.submission.csv`` when one was written, and
-``report.json``. The sandboxes are temporary; the project and the bundles are never written to.
+enforced (:mod:`builder.rehearse.limits`); both go into the report, with what each card fed its model
+(:mod:`builder.rehearse.card_inputs`) and the comparison with a reference (:mod:`builder.rehearse.reference`).
+Results go to ``build/NAME/dryrun/``: ``<scenario>.ipynb`` (the executed notebook), ``<scenario>.log.json`` (Kaggle's
+log shape), ``<scenario>.submission.csv`` when one was written, and ``report.json``. The sandboxes are temporary; the
+project and the bundles are never written to.
 """
 
 from __future__ import annotations
@@ -49,6 +46,7 @@ from builder.kkb_runtime.vocabulary import Verdict as VerdictName
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
+from builder.rehearse.card_inputs import DEFAULT_ROWS, card_inputs
 from builder.rehearse.evalapi import (
     EvalApiReport,
     RerunResult,
@@ -119,6 +117,7 @@ class DryRunSettings:
     progress: Callable[[str], None] | None = None  # one line per event (builder.cli shows it with rich); never printed here
     answers: Path | None = None  # the rerun data's answers (id, targets, optional Usage): the expected score, the split
     reference: ReferenceSettings = ReferenceSettings()  # --reference: the original notebook's output on the same data
+    show_inputs: int = DEFAULT_ROWS  # the first test rows each card's input is shown for (report.json inputs)
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -162,7 +161,8 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
                     for scenario in SCENARIOS[settings.scenario])
     report = DryRunReport(kernel_name=build.kernel_name, kernel_id=build.kernel_id, kernel_type=build.spec.kernel.kernel_type,
                           out_dir=out, report_path=out / REPORT_FILE, scenarios=reports,
-                          reference=compare_reference(settings.reference, build.spec, reports, rerun_data))
+                          reference=compare_reference(settings.reference, build.spec, reports, rerun_data),
+                          inputs=card_inputs(build, data, settings.show_inputs))
     report.report_path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
     write_html_report(report)
     return report

@@ -48,6 +48,7 @@ def render(report: DryRunReport) -> str:
              _summary(report)]
     parts += [_scenario(scenario) for scenario in report.scenarios]
     parts.append(_reference(report.reference))
+    parts.append(_inputs(report.inputs))
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -188,6 +189,14 @@ def _predictions(s: ScenarioReport) -> str:
         corr = pd.DataFrame(members).corr()
         parts.append("<h3>ensemble members: correlation</h3>" + corr.round(3).to_html(border=0))
     return "\n".join(parts)
+
+
+def _inputs(inputs: list[dict[str, Any]]) -> str:
+    """What each card fed its model for the first test rows (``kkb dry-run --show-inputs`` prints the same)."""
+    if not inputs:
+        return ""
+    text = "\n".join(line for entry in inputs for line in entry.get("lines", []))
+    return f"<h2>inputs: what each card feeds its model</h2><pre>{_e(text)}</pre>"
 
 
 def _reference(reference: dict[str, Any] | None) -> str:
