@@ -14,7 +14,7 @@ from builder.cli import main, optional_values
 from builder.errors import EXIT_OK
 from builder.kkb_runtime.cards import text as runtime_text
 from builder.rehearse.card_inputs import card_inputs
-from tests.test_no_silent_mapping import SKLEARN_CARD, _classifier
+from tests.test_no_silent_mapping import SKLEARN_CARD, _classifier, lgbm_kernel
 from tests.test_no_silent_mapping import _kernel as tabular_kernel
 
 torch = pytest.importorskip("torch")
@@ -47,16 +47,7 @@ def test_text_rows_are_decoded_tokens_with_segments_lengths_and_cuts(tmp_path: P
 
 
 def test_tabular_rows_are_the_features_in_the_models_order(tmp_path: Path) -> None:
-    lgb = pytest.importorskip("lightgbm")
-    card = ('[[models]]\nname = "lgbm"\nkind = "gbdt"\nlibrary = "lightgbm"\ncheckpoint = "weights/lgbm.txt"\n'
-            'feature_function = "feats.make:make"\nnum_classes = 3\n')
-    kernel = tabular_kernel(tmp_path / "k", card, features=["x3", "x1", "x2"])
-    rng = np.random.default_rng(2)
-    x = pd.DataFrame(rng.normal(size=(90, 3)), columns=["x1", "x2", "x3"])
-    booster = lgb.train({"objective": "multiclass", "num_class": 3, "verbose": -1, "min_data_in_leaf": 5},
-                        lgb.Dataset(x, rng.integers(0, 3, 90)), num_boost_round=2)
-    (kernel / "weights").mkdir()
-    booster.save_model(str(kernel / "weights" / "lgbm.txt"))
+    kernel = lgbm_kernel(tmp_path / "k", ["x3", "x1", "x2"])
     build = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "build"))
     (entry,) = card_inputs(build, kernel / "data", 3)
     test = pd.read_csv(kernel / "data" / "test.csv")

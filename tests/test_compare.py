@@ -146,3 +146,12 @@ def test_kkb_compare_against_the_last_scored_version(tmp_path: Path) -> None:
     assert main(["compare", str(new), "--kernel", str(kernel)]) == EXIT_OK
     moved = _write(tmp_path / "moved.csv", sample.assign(target=0.26))
     assert main(["compare", str(moved), "--kernel", str(kernel)]) == EXIT_KERNEL
+
+
+def test_a_parquet_submission_compares_like_a_csv(pair: tuple[Path, pd.DataFrame], tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    path, frame = pair
+    frame.to_parquet(tmp_path / "b.parquet", index=False)
+    assert compare_files(path, tmp_path / "b.parquet", "qa_id", decimals=6).ok
+    frame.assign(a=frame["a"] + 0.5).to_parquet(tmp_path / "c.parquet", index=False)
+    assert compare_files(path, tmp_path / "c.parquet", "qa_id", decimals=6).worst()[0].column == "a"

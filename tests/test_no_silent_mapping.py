@@ -91,17 +91,23 @@ def test_integer_classes_and_binary_models_are_said() -> None:
     assert class_notes("m", COLUMNS, COLUMNS, 3) == []
 
 
-def test_a_feature_function_in_another_order_than_training_is_printed_by_the_build(tmp_path: Path) -> None:
+def lgbm_kernel(root: Path, features: list[str]) -> Path:
+    """A LightGBM card trained on x1, x2, x3 whose feature function returns ``features``."""
     lgb = pytest.importorskip("lightgbm")
     card = ('[[models]]\nname = "lgbm"\nkind = "gbdt"\nlibrary = "lightgbm"\ncheckpoint = "weights/lgbm.txt"\n'
             'feature_function = "feats.make:make"\nnum_classes = 3\n')
-    kernel = _kernel(tmp_path / "k", card, features=["x3", "x1", "x2"])
+    kernel = _kernel(root, card, features=features)
     rng = np.random.default_rng(2)
     x = pd.DataFrame(rng.normal(size=(90, 3)), columns=["x1", "x2", "x3"])
     booster = lgb.train({"objective": "multiclass", "num_class": 3, "verbose": -1, "min_data_in_leaf": 5},
                         lgb.Dataset(x, rng.integers(0, 3, 90)), num_boost_round=3)
     (kernel / "weights").mkdir()
     booster.save_model(str(kernel / "weights" / "lgbm.txt"))
+    return kernel
+
+
+def test_a_feature_function_in_another_order_than_training_is_printed_by_the_build(tmp_path: Path) -> None:
+    kernel = lgbm_kernel(tmp_path / "k", ["x3", "x1", "x2"])
     result = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "build"))
     assert ("models.lgbm: features reordered to the model's training order (x1, x2, x3); the feature function returns "
             "them as x3, x1, x2 (3 column(s) moved)") in result.model_notes

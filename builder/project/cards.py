@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from builder.kkb_runtime.vocabulary import CardKind
-from builder.project.text_inputs import TextInputFields, check_text_inputs
+from builder.project.text_inputs import TextInputCard, TextInputFields, check_text_inputs
 
 REFERENCE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 # kkb_runtime.cards.tabular.LIBRARIES: the file formats each booster library reads.
@@ -91,19 +91,12 @@ class TabularCardFields(_Fields):
         return value
 
 
-class CardLike(Protocol):
-    """The fields :data:`KIND_RULES` reads (a ``ModelCard``)."""
+class CardLike(TextInputCard, Protocol):
+    """The fields :data:`KIND_RULES` reads (a ``ModelCard``; the text input keys' in ``TextInputCard``)."""
 
-    name: str
     arch: str | None
     factory: str | None
     model_dir: str | None
-    text_columns: list[str]
-    text_pair_columns: list[str]
-    encode_function: str | None
-    column_max_len: dict[str, int]
-    @property
-    def model_fields_set(self) -> set[str]: ...
     @property
     def library(self) -> str | None: ...
     allow_joblib: bool

@@ -201,12 +201,16 @@ def _inferred_kind(ids: pd.Series) -> IdKind:
 
 
 def _read(path: Path) -> pd.DataFrame:
+    """Every column as text (ids keep their leading zeros; values are converted back per column)."""
     try:
+        if path.suffix == ".parquet":  # an evaluation-API kernel's submission
+            frame = pd.read_parquet(path)
+            return frame.astype("string").astype(object).where(frame.notna(), None)
         return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
     except FileNotFoundError as exc:
         raise KkbError(f"{path}: no such file", hint="name a submission CSV file") from exc
     except (OSError, ValueError) as exc:
-        raise KkbError(f"{path}: not a readable CSV file: {exc}", hint="name a submission CSV file") from exc
+        raise KkbError(f"{path}: not a readable submission file: {exc}", hint="name a submission CSV (or parquet) file") from exc
 
 
 def _by_id(frame: pd.DataFrame, id_column: str, kind: IdKind, path: Path) -> pd.DataFrame:

@@ -80,4 +80,4 @@ def check_text_inputs(card: TextInputCard) -> None:
                          f"read (its text columns: {', '.join(joined)})")
 
 
-__all__ = ["OWN_TOKENIZATION", "TextInputFields", "check_text_inputs"]
+__all__ = ["OWN_TOKENIZATION", "TextInputCard", "TextInputFields", "check_text_inputs"]
