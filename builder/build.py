@@ -38,6 +38,7 @@ from builder.bundle.files import (
     swap_into_place,
     write_metadata,
 )
+from builder.bundle.mapping_notes import mapping_notes
 from builder.bundle.model_weights import publishes_model, weights_model_id, write_model_metadata
 from builder.bundle.preflight import check_against_public_data
 from builder.bundle.submission_checks import check_postprocess
@@ -272,7 +273,8 @@ def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, ker
         code_hash=code_manifest.content_hash,
         weights_hash=weights_manifest.content_hash if weights_manifest else None,
         code_bytes=code_manifest.total_bytes, weights_bytes=weights_manifest.total_bytes if weights_manifest else 0,
-        model_notes=model_notes(cards), card_settings=resolved_settings(cards, spec.models),
+        model_notes=model_notes(cards) + mapping_notes(spec, kernel_dir),  # every reorder/mapping of a model's input or output
+        card_settings=resolved_settings(cards, spec.models),
     )
 
 

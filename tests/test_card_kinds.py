@@ -45,7 +45,8 @@ GBDT = {"name": "g", "kind": "gbdt", "library": "lightgbm", "checkpoint": "weigh
 
 @pytest.mark.parametrize(("card", "message"), [
     pytest.param({**TEXT, "text_columns": []}, "a text card needs text_columns", id="no-columns"),
-    pytest.param({**TEXT, "factory": "pkg.m:build"}, "a text card needs exactly one of model_dir", id="both"),
+    pytest.param({**TEXT, "model_dir": None}, "a text card needs model_dir (a folder with the transformers config.json) "
+                 "or factory ('package.module:function' returning the nn.Module), or both", id="neither"),
     pytest.param({**TEXT, "arch": "bert"}, 'models[0].arch: `arch` is a key of image cards; this card is `kind = "text"`',
                  id="arch"),
     pytest.param({**TEXT, "tta": ["hflip"]}, 'models[0].tta: `tta` is a key of image cards; this card is `kind = "text"`',

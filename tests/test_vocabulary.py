@@ -36,7 +36,7 @@ from builder.local_kaggle import fault_schema
 from builder.notebook import render
 from builder.project import cards, spec, spec_errors
 from builder.project.spec_values import SpecErrorType
-from builder.rehearse import dryrun, isolation, memory, overlay, verdict
+from builder.rehearse import card_inputs, dryrun, isolation, memory, overlay, verdict
 from builder.remote import hints, rehearsal
 
 # (the stage, as a maintainer would look for it; its registry; the enum it must cover)
@@ -56,6 +56,7 @@ REGISTRIES: list[tuple[str, Mapping[Any, Any], type[enum.Enum]]] = [
      bundle_cards.BUILD_CARDS, CardKind),
     ("kkb_runtime/cards RUNNERS (the kernel's loader and predictor)", runtime_cards.RUNNERS, CardKind),
     ("kkb_runtime/cards/common/card.py CARD_TYPES (the card as the kernel reads it)", card.CARD_TYPES, CardKind),
+    ("rehearse/card_inputs.py VIEWS (what a card feeds its model, --show-inputs)", card_inputs.VIEWS, CardKind),
     ("kkb_runtime/metrics.py REGISTRY (score and pre-scoring checks)", metrics.REGISTRY, Metric),
     ("rehearse/isolation.py DESCRIPTIONS (what each sandbox gives the kernel)", isolation.DESCRIPTIONS, Isolation),
     ("rehearse/memory.py AVAILABLE (whether an accounting can run here)", memory.AVAILABLE, MemoryAccounting),

@@ -48,13 +48,16 @@ from builder.project.image_store import stored_image_path
 from builder.project.init import InitSettings
 from builder.project.spec import MAX_WAIT_SECONDS
 from builder.project.spec_renames import SpecDeprecation
-from builder.rehearse.dryrun import DryRunSettings
+from builder.rehearse.card_inputs import DEFAULT_ROWS
+from builder.rehearse.dryrun import DryRunReport, DryRunSettings
 from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import parse_size
 from builder.rehearse.on_kaggle import report_from_kaggle
+from builder.rehearse.reference import ReferenceSettings, parse_step_reference, reference_failure
 from builder.rehearse.report import SCENARIOS, ScenarioChoice
 from builder.remote.competition_files import fetch_competition_data
 from builder.remote.image import ImageSettings, capture_image
+from builder.remote.outputs import CompareSettings, compare_submissions
 from builder.remote.queries import QuerySettings
 from builder.remote.queries import history as kernel_history
 from builder.remote.queries import logs as kernel_logs
@@ -293,6 +296,16 @@ def _scenario_choice(value: str) -> str:
     return value
 
 
+_REFERENCE_OPT = typer.Option(None, "--reference", help="The original notebook's submission on the same data: the rerun's "
+                              "(--scenario commit: the commit's) file must equal it (else exit 2).")
+_REFERENCE_TOLERANCE_OPT = typer.Option(None, "--reference-tolerance", help="Largest difference allowed per value (default: "
+                                        "what rounding to [submission] decimals explains, else 1e-6).")
+_REFERENCE_STEP_OPT = typer.Option([], "--reference-step", help="NAME=FILE: compare one step's output (its own columns) "
+                                   "with FILE; may be repeated.")
+_SHOW_INPUTS_OPT = typer.Option(None, "--show-inputs", metavar="[N]", help=f"Print what each card feeds its model for the first N test rows (default "
+                                f"{DEFAULT_ROWS}; report.json always carries them).")
+
+
 @app.command("dry-run")
 def dry_run(
     kernel_dir: Path = _KERNEL_ARG,
@@ -319,32 +332,43 @@ def dry_run(
     yes: bool = typer.Option(False, "--yes", help="--on-kaggle: spend more than an hour of Kaggle quota."),
     image_env: bool = typer.Option(False, "--image-env", help="Run the kernel in kkb env's environment: Kaggle's image's "
                                    "versions of what it imports (built once, then cached)."),
+    reference: Path | None = _REFERENCE_OPT,
+    reference_tolerance: float | None = _REFERENCE_TOLERANCE_OPT,
+    reference_step: list[str] = _REFERENCE_STEP_OPT,
+    show_inputs: int | None = _SHOW_INPUTS_OPT,
 ) -> None:
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
     if on_kaggle:
         local_only = (scenario not in ("both", "rerun") or data is not None or legacy_layout or keep_sandbox
                       or timeout is not None or rerun_data is not None or memory is not None or as_json
-                      or answers is not None)
+                      or answers is not None or reference is not None or bool(reference_step))
         if local_only:
             raise typer.BadParameter("--on-kaggle rehearses the scoring rerun with Kaggle's own inputs and limits: --scenario, "
-                                     "--data, --rerun-data, --answers, --memory, --timeout, --legacy-layout, --keep-sandbox and --json "
-                                     "do not apply")
+                                     "--data, --rerun-data, --answers, --memory, --timeout, --legacy-layout, --keep-sandbox, "
+                                     "--reference and --json do not apply")
         _dry_run_on_kaggle(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale,
                                              again=again, yes=yes), hidden_rows)
         return
     if again or yes:
         raise typer.BadParameter("--again and --yes go with --on-kaggle")
     memory_bytes = parse_size(memory) if memory else None
+    references = ReferenceSettings(reference, reference_tolerance, tuple(parse_step_reference(text) for text in reference_step))
     with _DryRunProgress(enabled=not as_json) as progress:
         report = api.dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=_SCENARIO_CHOICES[scenario],
                                             rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
                                             layout=Layout.LEGACY if legacy_layout else Layout.CURRENT, out_dir=out, owner=owner,
                                             keep_sandbox=keep_sandbox, rerun_data_dir=rerun_data, memory_bytes=memory_bytes,
-                                            image_env=image_env, progress=progress, answers=answers))
+                                            image_env=image_env, progress=progress, answers=answers, reference=references,
+                                            show_inputs=DEFAULT_ROWS if show_inputs is None else show_inputs))
     if as_json:
         _print_json("dry-run", report.to_json())
     else:
-        _show_dry_run(report)
+        _show_dry_run(report, show_inputs=show_inputs is not None)
+    _raise_unless_ok(report)
+
+
+def _raise_unless_ok(report: DryRunReport) -> None:
+    """A dry run's exit: a failing scenario (2), one not rehearsed here (5), an output unlike the reference (2)."""
     failed = [s.scenario for s in report.scenarios if not s.ok and s.rehearsed]
     if failed:
         raise KernelFailed(f"dry run: {', '.join(failed)} would fail on Kaggle",
@@ -353,6 +377,9 @@ def dry_run(
     if unrehearsed:
         raise NotRehearsed(f"dry run: {', '.join(unrehearsed)} not rehearsed here",
                            hint=f"see the reasons above and {report.report_path}")
+    if report.reference is not None and report.differs_from_reference:
+        raise KernelFailed(reference_failure(report.reference),
+                           hint=f"the table above and report.html compare each column; {report.report_path}")
 
 
 def _dry_run_on_kaggle(settings: RehearsalSettings, hidden_rows: int | None) -> None:
@@ -366,6 +393,34 @@ def _dry_run_on_kaggle(settings: RehearsalSettings, hidden_rows: int | None) -> 
     if not report.ok:
         raise KernelFailed(f"rehearsal on Kaggle: the rerun would fail ({report.scenarios[0].verdict.name})",
                            hint=f"read {result.out_dir} (the kernel's report.json and log); nothing was submitted")
+
+
+@app.command()
+def compare(
+    left: Path = typer.Argument(..., help="A submission CSV (e.g. build/NAME/dryrun/rerun.submission.csv)."),
+    right: Path | None = typer.Argument(None, help="The other one (default with --kernel: the output of the last scored "
+                                        "version in kkb history)."),
+    kernel: Path | None = typer.Option(None, "--kernel", help="The kernel project: its id column, decimals and sample "
+                                       "submission, and its history's last scored output."),
+    tolerance: float | None = typer.Option(None, "--tolerance", help="Largest difference allowed per value (default: what "
+                                           "rounding to [submission] decimals explains, else 1e-6)."),
+    id_column: str | None = typer.Option(None, "--id", help="The id column (default: [submission] id_column, else the "
+                                         "first column)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON on stdout."),
+) -> None:
+    """Compare two submissions column by column (rows matched by id); exit 2 when they differ beyond the tolerance."""
+    if right is None and kernel is None:
+        raise typer.BadParameter("name two files, or --kernel DIR to compare with the last scored version's output")
+    comparison = compare_submissions(CompareSettings(left=left, right=right, kernel_dir=kernel, tolerance=tolerance,
+                                                     id_column=id_column))
+    if as_json:
+        _print_json("compare", comparison.to_json())
+    else:
+        for line in comparison.lines():
+            console.print(_escape(line), highlight=False, soft_wrap=True)
+    if not comparison.ok:
+        raise KernelFailed(f"{comparison.left} differs from {comparison.right}: {'; '.join(comparison.failures()[:3])}",
+                           hint="the table compares each column; pass --tolerance to allow more")
 
 
 # `kkb local-kaggle serve|add-competition|add-user`.
@@ -452,7 +507,7 @@ def demo(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` and return the exit code (the one error boundary)."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = optional_values(list(sys.argv[1:] if argv is None else argv))
     try:
         with warnings.catch_warnings():  # kernel.toml's old spellings: one "warning:" line each
             warnings.showwarning = _show_warning
@@ -482,6 +537,20 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
         err_console.print(f"[yellow]warning:[/yellow] {_escape(str(message))}", highlight=False)
     else:
         err_console.print(warnings.formatwarning(message, category, filename, lineno, line), markup=False, highlight=False)
+
+
+OPTIONAL_VALUES = {"--show-inputs": str(DEFAULT_ROWS)}  # an option whose value may be left out: its default then
+
+
+def optional_values(args: list[str]) -> list[str]:
+    """``--show-inputs`` alone means ``--show-inputs 3``: click has no option with an optional value."""
+    out: list[str] = []
+    for index, arg in enumerate(args):
+        out.append(arg)
+        following = args[index + 1] if index + 1 < len(args) else None
+        if arg in OPTIONAL_VALUES and (following is None or not following.isdigit()):
+            out.append(OPTIONAL_VALUES[arg])
+    return out
 
 
 def _unexpected(exc: Exception) -> int:

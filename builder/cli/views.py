@@ -178,7 +178,7 @@ def _show_heading(report: DryRunReport, heading: str | None) -> None:
         console.print(f"environment: {_escape(report.environment)}", highlight=False)
 
 
-def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
+def _show_dry_run(report: DryRunReport, heading: str | None = None, show_inputs: bool = False) -> None:
     _show_heading(report, heading)
     table = Table(box=None, header_style="bold")
     for name in ("scenario", "verdict", "time", "projected", "limit", "peak RAM", "peak GPU"):
@@ -212,7 +212,28 @@ def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
         last = report.scenarios[-1]
         console.print(f"[dim]sandbox: {_escape(last.isolation_note.split(';')[0])}; memory: "
                       f"{_escape(last.memory_limit.split(',')[0])}[/dim]", highlight=False)
+    _show_reference(report.reference)
+    _show_inputs(report.inputs if show_inputs else [])
     console.print(f"notebooks and report: {report.out_dir} (report.html)", highlight=False)
+
+
+def _show_inputs(inputs: list[dict[str, Any]]) -> None:
+    """``--show-inputs``: what each card feeds its model, for the first test rows."""
+    if inputs:
+        console.print("[bold]inputs[/bold] (what each card feeds its model)", highlight=False)
+    for line in (line for entry in inputs for line in entry.get("lines", [])):
+        console.print(f"  {_escape(line)}", highlight=False, soft_wrap=True)
+
+
+def _show_reference(reference: dict[str, Any] | None) -> None:
+    """``--reference``: equal or not, and the comparison table (worst columns first)."""
+    if reference is None:
+        return
+    style = "green" if reference.get("ok") else "bold red"
+    console.print(f"[bold]reference[/bold] ({reference.get('scenario')}): "
+                  f"[{style}]{'equal' if reference.get('ok') else 'differs'}[/{style}]", highlight=False)
+    for line in reference.get("lines", []):
+        console.print(f"  {_escape(line)}", highlight=False, soft_wrap=True)
 
 
 def _show_wheels(result: WheelsResult) -> None:

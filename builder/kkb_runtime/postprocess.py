@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .pickles import main_module
 from .vocabulary import PostprocessKind
 
 KINDS = PostprocessKind.values()
@@ -119,7 +120,8 @@ def _clip_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str
 def _function_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str,
                     context: Context | None) -> pd.DataFrame:
     """The user's function, with the context; the columns it says it discretised ride in ``attrs`` to :func:`apply`."""
-    result, discretised = _call_user(frame, str(stage["function"]), where, context)
+    with main_module(stage.get("pickle_main")):  # a pickle the function loads names its classes __main__.X
+        result, discretised = _call_user(frame, str(stage["function"]), where, context)
     result.attrs[DISCRETISED] = discretised
     return result
 
@@ -241,7 +243,7 @@ STAGES: dict[PostprocessKind, Stage] = {
     PostprocessKind.THRESHOLD: Stage(frozenset({"columns", "value"}), lambda stage: None, "all",
                                      _threshold_stage, _same_columns),
     PostprocessKind.CLIP: Stage(frozenset({"columns", "min", "max"}), _clip_lacks, "all", _clip_stage, _same_columns),
-    PostprocessKind.FUNCTION: Stage(frozenset({"function", "columns"}), _function_lacks, None, _function_stage, _unknowable),
+    PostprocessKind.FUNCTION: Stage(frozenset({"function", "columns", "pickle_main"}), _function_lacks, None, _function_stage, _unknowable),
 }
 
 

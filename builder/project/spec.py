@@ -290,6 +290,9 @@ class PostprocessStage(_Strict):
     min: float | None = None
     max: float | None = None
     function: str | None = Field(default=None, pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+    # A function stage: the module of the code dataset that stands in for __main__ while the function runs
+    # (a pickle saved from a notebook names its classes __main__.X: an OptimizedRounder's coefficients).
+    pickle_main: str | None = Field(default=None, pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
     # false: kkb does not round what this stage writes (a function stage: its `columns`, else every target)
     round: bool = True
 

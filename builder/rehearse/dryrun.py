@@ -1,27 +1,24 @@
 """``kkb dry-run``: rehearse Kaggle's commit run and scoring rerun locally, and say what Kaggle would say.
 
-Each scenario builds nothing new: the kernel is built once (as ``kkb build``), then each scenario runs
-the rendered notebook in a fresh sandbox (``builder.rehearse.sandbox``) with the code and weights bundles
-mounted as datasets and the competition data as the competition:
+Each scenario builds nothing new: the kernel is built once (as ``kkb build``), then each scenario runs the rendered
+notebook in a fresh sandbox (``builder.rehearse.sandbox``), the code and weights bundles mounted as datasets:
 
 ``commit``
-    No ``KAGGLE_IS_COMPETITION_RERUN``, the public test as given. When ``[fast_commit]`` says the
-    fast path should trigger and the commit ran every step anyway, Kaggle still accepts the commit:
-    the report keeps its verdict and adds a warning (the full inference time, and GPU quota, is
-    spent at every save).
+    No ``KAGGLE_IS_COMPETITION_RERUN``, the public test as given. When ``[fast_commit]`` says the fast path
+    should trigger and the commit ran every step anyway, Kaggle still accepts the commit: the report keeps
+    its verdict and warns (the full inference time, and GPU quota, is spent at every save).
 ``rerun``
-    ``KAGGLE_IS_COMPETITION_RERUN=1``, the full pipeline, on the public test, on a test replicated
-    ``--rerun-scale`` times, or on a hidden stand-in (``--rerun-data DIR``). Its time is projected
-    to the hidden test's rows by :mod:`builder.rehearse.projection` (fixed + per-row cost; when the test is
-    too small to separate them, a second run on a replicated test measures the second size), its
-    memory limited to and compared with the machine shape's RAM (``--memory`` overrides).
+    ``KAGGLE_IS_COMPETITION_RERUN=1``, the full pipeline, on the public test, on a test replicated ``--rerun-scale``
+    times, or on a hidden stand-in (``--rerun-data DIR``). Its time is projected to the hidden test's rows by
+    :mod:`builder.rehearse.projection` (fixed + per-row cost; a second run on a replicated test when it is too small to
+    separate them), its memory limited to and compared with the machine shape's RAM (``--memory`` overrides).
 
 Each scenario's sandbox says which isolation ran (:mod:`builder.rehearse.isolation`) and which limits were
-enforced (:mod:`builder.rehearse.limits`); both go into the report.
-
-Results go to ``build/NAME/dryrun/``: ``<scenario>.ipynb`` (the executed notebook),
-``<scenario>.log.json`` (Kaggle's log shape), ``<scenario>.submission.csv`` when one was written, and
-``report.json``. The sandboxes are temporary; the project and the bundles are never written to.
+enforced (:mod:`builder.rehearse.limits`); both go into the report, with what each card fed its model
+(:mod:`builder.rehearse.card_inputs`) and the comparison with a reference (:mod:`builder.rehearse.reference`).
+Results go to ``build/NAME/dryrun/``: ``<scenario>.ipynb`` (the executed notebook), ``<scenario>.log.json`` (Kaggle's
+log shape), ``<scenario>.submission.csv`` when one was written, and ``report.json``. The sandboxes are temporary; the
+project and the bundles are never written to.
 """
 
 from __future__ import annotations
@@ -47,6 +44,7 @@ from builder.kkb_runtime.vocabulary import Layout, SubmissionKind, Verdict
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import SPEC_FILE, KernelSpec, spec_of
+from builder.rehearse.card_inputs import DEFAULT_ROWS, card_inputs
 from builder.rehearse.collapse import rerun_collapse
 from builder.rehearse.evalapi import (
     EvalApiReport,
@@ -75,6 +73,7 @@ from builder.rehearse.projection import (
     project_rerun,
     timeout_reason,
 )
+from builder.rehearse.reference import ReferenceSettings, check_reference, compare_reference
 from builder.rehearse.report import SCENARIOS, DryRunReport, Scenario, ScenarioChoice, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox
 from builder.rehearse.skew import skew_records, skew_warnings
@@ -118,6 +117,8 @@ class DryRunSettings:
     progress: Callable[[str], None] | None = None  # one line per event (builder.cli shows it with rich); never printed here
     answers: Path | None = None  # the rerun data's answers (id, targets, optional Usage): the expected score, the split
     spec: KernelSpec | None = None  # the command's loaded kernel.toml (read once per command); None: load kernel_dir's
+    reference: ReferenceSettings = ReferenceSettings()  # --reference: the original notebook's output on the same data
+    show_inputs: int = DEFAULT_ROWS  # the first test rows each card's input is shown for (report.json inputs)
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -156,6 +157,7 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     dry_run_check(build.spec, kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline
     if "rerun" in SCENARIOS[settings.scenario]:  # public_ids and the answers against the rerun's test, before it runs
         check_before_rerun(build.spec, kernel_dir, rerun_data, answers_for(settings, rerun_data))
+    check_reference(settings.reference, build.spec, settings.rerun_scale)
     out = build.out_dir / DRYRUN_DIR
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -163,7 +165,9 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     reports = tuple(_run_scenario(scenario, settings, build, rerun_data if scenario == "rerun" else data, out)
                     for scenario in SCENARIOS[settings.scenario])
     report = DryRunReport(kernel_name=build.kernel_name, kernel_id=build.kernel_id, kernel_type=build.spec.kernel.kernel_type,
-                          out_dir=out, report_path=out / REPORT_FILE, scenarios=reports, environment=image_env_note(settings.image_env))
+                          out_dir=out, report_path=out / REPORT_FILE, scenarios=reports, environment=image_env_note(settings.image_env),
+                          reference=compare_reference(settings.reference, build.spec, reports, rerun_data),
+                          inputs=card_inputs(build, data, settings.show_inputs))
     report.report_path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
     write_html_report(report)
     return report
@@ -215,8 +219,7 @@ def _csv_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
     ``source`` is the data before ``--rerun-scale``: the time projection may run a second size from it."""
     _progress(settings, f"{scenario}: running the notebook")
     result = execute_notebook(scenario_notebook(build, work), _with_script(scenario_sandbox(scenario, settings, build, data), work),
-                              work / "kaggle",
-                              progress=lambda line: _progress(settings, f"{scenario}: {line}"))
+                              work / "kaggle", progress=lambda line: _progress(settings, f"{scenario}: {line}"))
     _progress(settings, f"{scenario}: finished in {result.wall_seconds:.1f} s ({result.isolation} sandbox)")
     fit_runs = _fit_runs(scenario, settings, build, source, _rows(data, build.spec), result, work)
     return scenario_report(scenario, settings, build, data, result, out, work if settings.keep_sandbox else None,
@@ -324,7 +327,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
             out: Path, sandbox: Path | None, fit_runs: tuple[RunTimes, ...] = ()) -> ScenarioReport:
     spec = build.spec
     sample = data / spec.competition.sample_submission
-    rows = len(pd.read_csv(sample, dtype={spec.submission.id_column: str}))
+    rows = _rows(data, spec)
     limits = _limits(scenario, settings, spec, rows)
     projection = _projection(limits, fit_runs or (RunTimes(rows, result.wall_seconds, tuple(result.steps)),),
                              spec.kernel.machine_shape, build.out_dir)
@@ -477,8 +480,7 @@ def _save_outputs(scenario: Scenario, result: ExecutionResult, submission_file: 
 
 
 # --- the evaluation-API kind ----------------------------------------------------------------------
-# The same sandbox settings and report as a CSV kernel (judged against the sample, projected time,
-# memory), plus the gateway's view: in the rerun, the competition's gateway drives the notebook.
+# The sandbox and report of a CSV kernel (judged against the sample, time, memory), plus the gateway's view.
 
 def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, source: Path,
                              out: Path, work: Path) -> ScenarioReport:
@@ -512,7 +514,6 @@ def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build
 def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
     """The gateway decides the row order (batch by batch) and Kaggle matches rows by id, so the sample's
     order is no requirement here: reorder before the dry run's check, which would flag it."""
-
     if not path.is_file() or not sample_path.is_file():
         return
     try:

@@ -19,10 +19,13 @@ from typing import Any
 
 import pandas as pd
 
+from builder.errors import KkbError
+from builder.project.compare import aligned_frames
 from builder.rehearse.report import DryRunReport, ScenarioReport
 
 REPORT_HTML = "report.html"
 MAX_HISTOGRAMS = 6
+MAX_SCATTERS = 12  # the worst columns of a reference comparison (its table lists them all)
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;color:#222}
 h1{font-size:1.4em} h2{font-size:1.2em;border-bottom:1px solid #ccc;padding-bottom:.2em}
@@ -45,6 +48,8 @@ def render(report: DryRunReport) -> str:
              f"<h1>kkb dry run: {_e(report.kernel_name)} <small>({_e(report.kernel_id)}, {_e(report.kernel_type)})</small></h1>",
              _summary(report)]
     parts += [_scenario(scenario) for scenario in report.scenarios]
+    parts.append(_reference(report.reference))
+    parts.append(_inputs(report.inputs))
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -194,6 +199,50 @@ def _predictions(s: ScenarioReport) -> str:
         corr = pd.DataFrame(members).corr()
         parts.append("<h3>ensemble members: correlation</h3>" + corr.round(3).to_html(border=0))
     return "\n".join(parts)
+
+
+def _inputs(inputs: list[dict[str, Any]]) -> str:
+    """What each card fed its model for the first test rows (``kkb dry-run --show-inputs`` prints the same)."""
+    if not inputs:
+        return ""
+    text = "\n".join(line for entry in inputs for line in entry.get("lines", []))
+    return f"<h2>inputs: what each card feeds its model</h2><pre>{_e(text)}</pre>"
+
+
+def _reference(reference: dict[str, Any] | None) -> str:
+    """``--reference``: the comparison table and, per compared file, one scatter per column, worst first."""
+    if reference is None:
+        return ""
+    verdict = "<span class='ok'>equal</span>" if reference.get("ok") else "<span class='bad'>differs</span>"
+    parts = [f"<h2>reference ({_e(reference.get('scenario'))}): {verdict}</h2>",
+             f"<pre>{_e(chr(10).join(map(str, reference.get('lines', []))))}</pre>"]
+    for comparison in reference.get("comparisons", []):
+        try:
+            left_file, right_file = (Path(f) for f in comparison["files"])
+            left, right, _ = aligned_frames(left_file, right_file, comparison["id_column"])
+        except (KkbError, KeyError, TypeError, ValueError):
+            continue
+        pairs = [(str(c["column"]), left[c["column"]], right[c["column"]])
+                 for c in sorted(comparison.get("columns", []), key=lambda c: (-c["beyond"], -(c["max_abs"] or 0.0)))
+                 if c.get("numeric")][:MAX_SCATTERS]
+        if pairs:
+            columns = min(3, len(pairs))
+            parts.append(f"<h3>{_e(comparison.get('left'))} (x) vs {_e(comparison.get('right'))} (y)</h3>"
+                         + _plot(_scatters, pairs, grid=((len(pairs) + columns - 1) // columns, columns)))
+    return "\n".join(parts)
+
+
+def _scatters(axes: Any, pairs: list[tuple[str, pd.Series, pd.Series]]) -> None:
+    flat = list(getattr(axes, "flat", [axes]))
+    for ax, (name, x, y) in zip(flat, pairs, strict=False):
+        x, y = pd.to_numeric(x, errors="coerce"), pd.to_numeric(y.reindex(x.index), errors="coerce")
+        ax.scatter(x, y, s=4, alpha=0.5, color="#4477aa")
+        low, high = min(x.min(), y.min()), max(x.max(), y.max())
+        ax.plot([low, high], [low, high], color="#999", linewidth=0.8)
+        ax.set_title(name, fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in flat[len(pairs):]:
+        ax.set_visible(False)
 
 
 def _histogram_grid(frame: pd.DataFrame) -> str:

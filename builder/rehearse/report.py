@@ -91,12 +91,19 @@ class DryRunReport:
     scenarios: tuple[ScenarioReport, ...] = field(default_factory=tuple)
     # what the kernel ran with, when not kkb's own environment (--image-env: builder.rehearse.image_env.image_env_note)
     environment: str = ""
+    reference: dict[str, Any] | None = None  # builder.rehearse.reference.compare_reference (--reference)
+    inputs: list[dict[str, Any]] = field(default_factory=list)  # what each card fed its model (the first test rows)
 
     @property
     def ok(self) -> bool:
         return all(scenario.ok for scenario in self.scenarios)
 
+    @property
+    def differs_from_reference(self) -> bool:
+        return self.reference is not None and not self.reference.get("ok", True)
+
     def to_json(self) -> dict[str, Any]:
         return {"schema": REPORT_SCHEMA, "kernel": self.kernel_name, "kernel_id": self.kernel_id, "kernel_type": self.kernel_type,
                 "ok": self.ok, "environment": self.environment or None,
-                "scenarios": [scenario.to_json() for scenario in self.scenarios]}
+                "scenarios": [scenario.to_json() for scenario in self.scenarios],
+                "reference": self.reference, "inputs": self.inputs}

@@ -15,6 +15,7 @@ from builder.remote.hints import dry_run_hint, tail_block
 from builder.remote.history import PUSH, RUN, SCORE, SUBMISSION, SUBMISSION_INTENT
 from builder.remote.kaggle_api import Submission, TransientRemoteError
 from builder.remote.lock import kernel_lock
+from builder.remote.outputs import keep_run_output
 from builder.remote.push import LazySession, PushResult, build_for_push, push_built, with_spec
 from builder.remote.queries import record_score_once
 from builder.remote.session import PushSettings, Session, kernel_id_of, open_session
@@ -62,6 +63,7 @@ def _submit(settings: SubmitSettings) -> SubmitResult:
         ctx = open_session(settings)
         kernel_id, version = kernel_id_of(ctx, spec), settings.version
     _await_run(ctx, spec, kernel_id, version)
+    keep_run_output(ctx, spec, kernel_id, version)  # what kkb compare --kernel compares a new file with
     return _submit_version(ctx, settings, spec, kernel_id, version, pushed)
 
 

@@ -21,6 +21,7 @@ from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
 from builder.errors import BundleError, ModelError
 from builder.kkb_runtime.cards import text as runtime_text
+from builder.kkb_runtime.cards import text_inputs
 from builder.kkb_runtime.cards.common import checkpoints
 from builder.kkb_runtime.cards.common import models as runtime
 from builder.kkb_runtime.cards.common.tables import TableError, read_table, require_columns
@@ -74,14 +75,12 @@ def check_output_width(card: TextCard, model: Any, tokenizer: Any) -> None:
     """Two rows of token ids through ``forward``: the output must be (2, num_classes)."""
     import torch
 
-    columns = [*card.text_columns, *card.text_pair_columns]
-    table = pd.DataFrame({column: [CHECK_TEXT, CHECK_TEXT + " twice " + CHECK_TEXT] for column in columns})
     try:
-        encoded = runtime_text.encode(tokenizer, _card(card), table)
+        encoded = text_inputs.probe_rows(tokenizer, _card(card), [CHECK_TEXT, CHECK_TEXT + " twice " + CHECK_TEXT])
     except runtime.ModelLoadError as exc:
         raise ModelError(f"[[models]] '{card.name}': {str(exc).removeprefix(f'model {card.name!r}: ')}",
                          hint="tokenizer_class in tokenizer_config.json names the model's tokenizer class") from None
-    batch = runtime_text.padded(encoded, [0, 1], runtime_text.pad_id(tokenizer))
+    batch = runtime_text.padded(encoded, [0, 1], runtime_text.pad_id(tokenizer), text_inputs.padding_length(_card(card)))
     keys = runtime_text.accepted_inputs(model)
     width = batch["input_ids"].shape[1]
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..config import KernelConfig, load_config
 from ..vocabulary import CardKind
-from . import tabular, text
+from . import tabular, text_run
 from .common import models
 from .common.card import read_card
 from .common.tables import PredictError
@@ -28,7 +28,7 @@ Runner = Callable[[str, Path, Mapping[str, str], KernelConfig], Path]
 # One runner per kind (tests/test_vocabulary.py checks that it covers CardKind).
 RUNNERS: dict[CardKind, Runner] = {
     CardKind.IMAGE: image.predict,
-    CardKind.TEXT: text.run,
+    CardKind.TEXT: text_run.run,
     CardKind.GBDT: tabular.run,
     CardKind.SKLEARN: tabular.run,
 }

@@ -15,11 +15,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import KernelConfig
+from ..pickles import main_module
 from ..steps import write_step_meta
 from .common import checkpoints, models
 from .common.tables import table_job, write_table_output
@@ -113,20 +112,6 @@ def load_booster(card: Mapping[str, Any], path: Path) -> tuple[Any, list[str] | 
 
 # --- scikit-learn --------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def main_module(name: str | None) -> Iterator[None]:
-    """While a notebook's pickle loads, ``__main__`` is the card's ``pickle_main`` module (its classes)."""
-    if not name:
-        yield
-        return
-    saved = sys.modules["__main__"]
-    sys.modules["__main__"] = importlib.import_module(name)
-    try:
-        yield
-    finally:
-        sys.modules["__main__"] = saved
-
-
 def load_estimator(card: Mapping[str, Any], path: Path) -> Any:
     if not card.get("allow_joblib"):
         raise models.ModelLoadError(f"model '{card['name']}': {path.name} is a pickle: loading it needs allow_joblib = true")
@@ -161,14 +146,31 @@ def estimator_predict(card: Mapping[str, Any], model: Any, frame: pd.DataFrame, 
 
 
 def class_order(classes: Any, columns: Sequence[str], card: Mapping[str, Any]) -> list[int]:
-    """Which probability column feeds each prediction column: by label where the columns are the class labels."""
+    """Which probability column feeds each prediction column: by exact label, never by position, but for a model
+    without labels or with the integer classes 0..k-1 (column i is class i; the build prints it). Labels that
+    differ from the columns (in case, a class missing or extra) are refused naming both lists."""
     labels = [str(label) for label in (list(classes) if classes is not None else range(len(columns)))]
     if len(labels) != len(columns):
         raise models.ModelLoadError(f"model '{card['name']}': predict_proba gives {len(labels)} classes "
                                     f"({', '.join(labels)}) for {len(columns)} column(s) ({', '.join(columns)})")
     if set(labels) == set(columns):
         return [labels.index(column) for column in columns]
-    return list(range(len(columns)))
+    if classes is None or labels == [str(index) for index in range(len(labels))]:
+        return list(range(len(columns)))
+    raise models.ModelLoadError(class_mismatch(str(card["name"]), labels, list(columns)))
+
+
+def class_mismatch(name: str, labels: Sequence[str], columns: Sequence[str]) -> str:
+    """Why a classifier's labels are not the step's columns, naming both lists."""
+    folded = {label.casefold(): label for label in labels}
+    case = [f"'{folded[column.casefold()]}' vs '{column}'" for column in columns
+            if column not in labels and column.casefold() in folded]
+    why = (f"they differ in case ({', '.join(case)})" if case else
+           f"classes without a column: {', '.join(sorted(set(labels) - set(columns))) or 'none'}; "
+           f"columns without a class: {', '.join(sorted(set(columns) - set(labels))) or 'none'}")
+    return (f"model '{name}': its classes ({', '.join(labels)}) are not the step's columns ({', '.join(columns)}): {why}. "
+            "kkb matches classes to columns by exact label, never by position: rename the columns (the step's "
+            "columns, [submission] prediction_columns) or the classes to match")
 
 
 # --- one fold -----------------------------------------------------------------------------------
@@ -200,4 +202,4 @@ def run(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) 
     return written
 
 
-__all__ = ["LOADERS", "run", "class_order", "features", "load_booster", "load_estimator", "predict_fold"]
+__all__ = ["LOADERS", "run", "class_mismatch", "class_order", "features", "load_booster", "load_estimator", "predict_fold"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,21 +23,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..config import KernelConfig
-from ..steps import write_step_meta
-from .common import checkpoints, models
 from .common import device as devices
-from .common.device import free_memory
+from .common import models
 from .common.models import activation
-from .common.tables import table_job, write_table_output
 
 
 @dataclass(frozen=True)
 class Encoded:
-    """Token ids per row (special tokens included), and each row's token types."""
+    """Token ids per row (special tokens included), each row's token types, and (from an encode function) its mask."""
 
     input_ids: list[list[int]]
     token_type_ids: list[list[int]]
+    attention_mask: list[list[int]] | None = None  # None: 1 for every token of the row
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -207,7 +203,8 @@ def padded(encoded: Encoded, rows: Sequence[int] | np.ndarray, pad_id: int, leng
         tokens = encoded.input_ids[row][:width]
         ids[slot, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
         types[slot, :len(tokens)] = torch.tensor(encoded.token_type_ids[row][:width], dtype=torch.long)
-        mask[slot, :len(tokens)] = 1
+        given = encoded.attention_mask[row][:width] if encoded.attention_mask is not None else None
+        mask[slot, :len(tokens)] = torch.tensor(given, dtype=torch.long) if given is not None else 1
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
@@ -248,14 +245,14 @@ def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoi
 
 
 def predict_encoded(forward: Callable[[dict[str, Any]], Any], encoded: Encoded, batch_size: int, pad_id: int,
-                    width: int) -> np.ndarray:
-    """Every row's output, batched by length and put back in the rows' order."""
+                    width: int, length: int | None = None) -> np.ndarray:
+    """Every row's output, batched by length (each batch padded to ``length``, else its longest row), in the rows' order."""
     import torch
 
     out = np.zeros((len(encoded), width), dtype=np.float64)
     with torch.inference_mode():
         for rows in length_sorted_batches(encoded, batch_size):
-            out[rows] = forward(padded(encoded, rows, pad_id)).numpy().reshape(len(rows), -1)
+            out[rows] = forward(padded(encoded, rows, pad_id, length)).numpy().reshape(len(rows), -1)
     return out
 
 
@@ -263,33 +260,5 @@ def pad_id(tokenizer: Any) -> int:
     return int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
 
 
-def run(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
-    job = table_job(name, out, environ, config)
-    choice = devices.choose_device(environ)
-    target = devices.torch_device(choice)
-    tokenizer = load_tokenizer(job.card, job.weights_dir)
-    encoded = encode(tokenizer, job.card, job.table)
-    timings: dict[str, Any] = {"rows": len(job.ids), "load_seconds": 0.0, "infer_seconds": 0.0}
-    print(f"[kkb] {name}: text model on {devices.summary(choice)}; {len(job.ids)} rows, "
-          f"{len(checkpoints.checkpoint_entries(job.card))} fold(s), columns {', '.join(job.columns)}", flush=True)
-
-    def fold(entry: dict[str, Any]) -> np.ndarray:
-        started = time.perf_counter()
-        model = load_model(job.card, job.weights_dir, job.weights_dir, str(entry["file"])).to(target)
-        loaded = time.perf_counter()
-        forward = make_forward(model, job.card, choice, target)
-        values = predict_encoded(forward, encoded, int(job.card["batch_size"]), pad_id(tokenizer),
-                                      len(job.columns))
-        timings["load_seconds"] += round(loaded - started, 4)
-        timings["infer_seconds"] += round(time.perf_counter() - loaded, 4)
-        del model, forward
-        free_memory(choice)
-        return values
-
-    written = write_table_output(job, checkpoints.averaged_folds(job.card, fold))
-    write_step_meta(written, **timings)
-    return written
-
-
-__all__ = ["Encoded", "run", "budgets", "create_model", "cut", "encode", "length_sorted_batches", "load_model",
+__all__ = ["Encoded", "budgets", "create_model", "cut", "encode", "length_sorted_batches", "load_model",
            "load_tokenizer", "make_forward", "padded", "predict_encoded", "select_output"]

@@ -82,6 +82,9 @@ class TextCard(NetworkCard):
     truncation: str
     head_tokens: int | None
     output: int | str | None
+    encode_function: str | None
+    padding: str
+    column_max_len: dict[str, int]
 
 
 @dataclass(frozen=True)
