@@ -9,6 +9,7 @@ notebook padded them). A direct run of the same model code on the same data is t
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+
+from tests.support.cards import resolved_card
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -86,7 +89,9 @@ def _kernel(root: Path, card: str, net: str = NET) -> Path:
     bert = root / "weights" / "bert"
     bert.mkdir(parents=True)
     (bert / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    BertTokenizerFast(vocab_file=str(bert / "vocab.txt")).save_pretrained(bert)
+    # the tokenizer read from its folder, as a notebook reads it (transformers 5's vocab_file= argument is ignored)
+    (bert / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": True}))
+    BertTokenizerFast.from_pretrained(bert).save_pretrained(bert)
     BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                max_position_embeddings=32).save_pretrained(bert)
     (root / "parity").mkdir()
@@ -167,8 +172,9 @@ def _encoded(kernel: Path, card: dict[str, Any], table: pd.DataFrame) -> tuple[A
 def test_the_runtime_batches_pads_and_restores_row_order_like_the_notebook(tmp_path: Path) -> None:
     kernel = _kernel(tmp_path / "k", CARD)
     table = _table(14, 0)
-    card = {"name": "quest", "model_dir": "weights/bert", "factory": "parity.net:build", "encode_function": "parity.net:encode",
-            "max_len": MAX_LEN, "num_classes": 2, "activation": "sigmoid", "checkpoint": "fold0.pth"}
+    card = resolved_card({"name": "quest", "kind": "text", "model_dir": "weights/bert", "factory": "parity.net:build",
+                          "encode_function": "parity.net:encode", "max_len": MAX_LEN, "num_classes": 2, "activation": "sigmoid",
+                          "checkpoint": "fold0.pth"})
     tokenizer, encoded = _encoded(kernel, card, table)
     assert [len(row) for row in encoded.input_ids] != sorted(len(row) for row in encoded.input_ids)  # batches reorder
     sys.path.insert(0, str(kernel))
@@ -189,8 +195,9 @@ def test_the_runtime_batches_pads_and_restores_row_order_like_the_notebook(tmp_p
 def test_column_budgets_cut_each_column_before_joining(tmp_path: Path) -> None:
     kernel = _kernel(tmp_path / "k", CARD)
     table = pd.DataFrame({"title": ["why the cat is good"], "body": ["the dog run on the file the code model data"]})
-    card = {"name": "q", "model_dir": "weights/bert", "text_columns": ["title", "body"], "max_len": 40, "separator": " ",
-            "truncation": "head", "column_max_len": {"title": 2, "body": 3}}
+    card = resolved_card({"name": "q", "kind": "text", "model_dir": "weights/bert", "text_columns": ["title", "body"],
+                          "max_len": 40, "separator": " ", "truncation": "head", "column_max_len": {"title": 2, "body": 3},
+                          "num_classes": 1, "checkpoint": "fold0.pth"})
     tokenizer, encoded = _encoded(kernel, card, table)
     assert tokenizer.convert_ids_to_tokens(encoded.input_ids[0]) == ["[CLS]", "why", "the", "the", "dog", "run", "[SEP]"]
     tail = {**card, "truncation": "tail"}

@@ -24,14 +24,14 @@ PARTS = ("input_ids", "attention_mask", "token_type_ids")
 
 def padding_length(card: Mapping[str, Any]) -> int | None:
     """What every batch is padded to: ``max_len`` with ``padding = "max_length"``, else None (its longest row)."""
-    return int(card.get("max_len", 512)) if card.get("padding") == "max_length" else None
+    return int(card["max_len"]) if card["padding"] == "max_length" else None
 
 
 def encode_rows(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) -> text.Encoded:
     """The card's token rows for ``table``: its encode function's, kkb's with per-column budgets, or kkb's own."""
-    if card.get("encode_function"):
+    if card["encode_function"]:
         encoded = encode_with_function(tokenizer, card, table)
-    elif card.get("column_max_len"):
+    elif card["column_max_len"]:
         encoded = encode_with_budgets(tokenizer, card, table)
     else:
         encoded = text.encode(tokenizer, card, table)
@@ -47,11 +47,11 @@ def encode_rows(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) ->
 def probe_rows(tokenizer: Any, card: Mapping[str, Any], sentences: Sequence[str]) -> text.Encoded:
     """Rows to check a model's output on: the card's own encoding of ``sentences`` in every text column, or (a card
     with an encode function, whose columns kkb does not know) the tokenizer's own encoding of them."""
-    if card.get("encode_function"):
+    if card["encode_function"]:
         batch = tokenizer(list(sentences), add_special_tokens=True)
         ids = [list(row) for row in batch["input_ids"]]
         return text.Encoded(ids, [[0] * len(row) for row in ids])
-    columns = [*(card.get("text_columns") or ()), *(card.get("text_pair_columns") or ())]
+    columns = [*(card["text_columns"] or ()), *(card["text_pair_columns"] or ())]
     return encode_rows(tokenizer, card, pd.DataFrame({column: list(sentences) for column in columns}))
 
 
@@ -97,10 +97,10 @@ def _rows(value: Any, where: str, name: str, count: int) -> list[list[int]]:
 
 def encode_with_budgets(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) -> text.Encoded:
     """kkb's tokenization, each column cut to its ``column_max_len`` budget first, joined by the separator's tokens."""
-    separator = str(card.get("separator", " "))
+    separator = str(card["separator"])
     joiner = list(tokenizer(separator, add_special_tokens=False)["input_ids"]) if separator.strip() else []
-    mode, head = str(card.get("truncation", "head_tail")), card.get("head_tokens")
-    budgets = {str(column): int(tokens) for column, tokens in dict(card.get("column_max_len") or {}).items()}
+    mode, head = str(card["truncation"]), card["head_tokens"]
+    budgets = {str(column): int(tokens) for column, tokens in dict(card["column_max_len"] or {}).items()}
 
     def segment(columns: Sequence[str]) -> list[list[int]]:
         per_column = [_column_tokens(tokenizer, table, column, budgets.get(column), mode, head) for column in columns]
@@ -112,11 +112,11 @@ def encode_with_budgets(tokenizer: Any, card: Mapping[str, Any], table: pd.DataF
             rows.append(row)
         return rows
 
-    first = segment(list(card.get("text_columns") or ()))
-    pairs = list(card.get("text_pair_columns") or ())
+    first = segment(list(card["text_columns"] or ()))
+    pairs = list(card["text_pair_columns"] or ())
     second: list[list[int] | None] = list(segment(pairs)) if pairs else [None] * len(first)
     shape = text.special_tokens(tokenizer, card, bool(pairs))
-    room = int(card.get("max_len", 512)) - shape.count
+    room = int(card["max_len"]) - shape.count
     input_ids, token_types = [], []
     for a, b in zip(first, second, strict=True):
         keep_a, keep_b = text.budgets(len(a), len(b or ()), room)
