@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test lint docs bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,13 @@ lint: $(STAMP)
 # Two workers (CI has 2 cores): tests of one file stay on one worker (their module fixtures are built once);
 # the example kernels' generated assets are made under a lock (tests/support/assets.py).
 TEST_WORKERS ?= 2
-test: lint
+test: lint docs
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The docs site (mkdocs.yml, docs/) into build/site; --strict: a broken link or a page left out of the nav fails.
+# The kernel.toml reference page is generated from the spec's models at build time (docs/hooks.py).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -78,6 +78,31 @@ def direct_steps(build: Path, data: Path, work: Path) -> tuple[float, dict]:
 
 QUICK = {"repeat": 1, "warmup": 0, "datasets": ("public",)}
 
+# Where a dry run's seconds go besides the notebook: each phase's cumulative time in one profiled run (not timed
+# with the rest: the profiler slows Python code, not the notebook's kernel).
+PHASES = {"cli import": ("builder/cli/__init__.py", "<module>"), "build": ("builder/build.py", "build_kernel"),
+          "notebook": ("rehearse/execute.py", "execute_notebook"), "second size (projection fit)": ("rehearse/dryrun.py", "_fit_runs"),
+          "html report": ("rehearse/html_report.py", "write_html_report"), "metric report": ("rehearse/metric_report.py", "metric_report"),
+          "skew check": ("rehearse/skew.py", "skew_warnings"), "image env": ("rehearse/image_env.py", "build_image_env"),
+          "wheelhouse check": ("rehearse/wheelhouse.py", "dry_run_check")}
+
+
+def profile_phases(kernel: Path, out: Path, data: Path | None) -> dict[str, float]:
+    """One ``kkb dry-run`` under cProfile: the cumulative seconds of each phase (:data:`PHASES`)."""
+    import pstats
+
+    stats_file = out.parent / f"{out.name}.prof"
+    argv = [sys.executable, "-m", "cProfile", "-o", str(stats_file), "-m", "builder", "dry-run", str(kernel), "--scenario",
+            "rerun", "--out", str(out), "--owner", OWNER, *(["--data", str(data)] if data else [])]
+    subprocess.run(argv, cwd=REPO, env=clean_environ(), capture_output=True, text=True, check=True)
+    table = pstats.Stats(str(stats_file)).stats  # type: ignore[attr-defined]
+    found: dict[str, float] = {}
+    for (filename, _, name), (_, _, _, cumulative, _) in table.items():
+        for phase, (suffix, function) in PHASES.items():
+            if name == function and filename.endswith(suffix):
+                found[phase] = round(found.get(phase, 0.0) + cumulative, 3)
+    return found
+
 
 def build_cli(kernel: Path, out: Path) -> float:
     """``kkb build`` over an existing build with nothing changed: the first thing ``kkb dry-run`` does."""
@@ -123,6 +148,7 @@ def run(repeat: int = 3, warmup: int = 1, datasets: tuple[str, ...] = ("public",
                                        ("notebook", info["dry_run"]["notebook_s"]), ("build", build_s)):
                         if value is not None:
                             samples[key].append(value)
+            info["profile"] = profile_phases(kernel, out, data_arg)  # the same build folder: a no-change build
             rows += _rows(name, samples, info, repeat)
     return rows
 
@@ -134,7 +160,7 @@ def _rows(name: str, samples: dict[str, list[float]], info: dict[str, dict], rep
     detail = {"repeat": repeat, "data": name, "rows": info["dry_run"]["rows"], "samples": samples,
               "empty_notebook_s": empty, "overhead_s": dry - direct, "overhead_minus_kernel_start_s": overhead,
               "overhead_pct_minus_kernel_start": 100 * overhead / direct, "outside_notebook_s": dry - notebook,
-              "dry_run": info["dry_run"], "direct": info["direct"]}
+              "dry_run": info["dry_run"], "direct": info["direct"], "profile_s": info.get("profile")}
     rows = [
         Row("dry-run overhead", f"rerun ({label}): kkb dry-run", dry, "s", "steps with python", direct, dry / direct,
             "< 1.15x + kernel start", detail),

@@ -4,7 +4,7 @@ The reference kernel is built once (its normalised checkpoints and model cards, 
 the images are its hidden test (300 PNGs, 48x48), cycled to ``images``. For each model card, with TTA
 off, each repetition runs side by side:
 
-* the runtime's batch predict: ``kkb_runtime.predict.run_model`` (the card's DataLoader: batch size
+* the runtime's batch predict: ``kkb_runtime.cards.image.predict.run_model`` (the card's DataLoader: batch size
   and workers; on CUDA also AMP fp16 and channels_last, which the runtime enables only there), model
   loading included;
 * a plain per-image loop over the same model and images: load the model the same way, then for each
@@ -50,8 +50,9 @@ def per_image_loop(card: dict, weights: Path, paths: list[Path], target: Any) ->
     import numpy as np
     import torch
 
-    from builder.kkb_runtime import models, transforms
-    from builder.kkb_runtime.predict import read_image
+    from builder.kkb_runtime.cards.common import models
+    from builder.kkb_runtime.cards.image import transforms
+    from builder.kkb_runtime.cards.image.predict import read_image
 
     model = models.load_model(card, weights).to(target)
     pipeline = transforms.inference_pipeline(card)
@@ -68,8 +69,8 @@ def forward_ceiling(card: dict, weights: Path, target: Any, batches: int) -> tup
     """CUDA only: the forward pass alone on synthetic on-device batches (AMP fp16, channels_last as the runtime)."""
     import torch
 
-    from builder.kkb_runtime import models
-    from builder.kkb_runtime.predict import has_convolutions
+    from builder.kkb_runtime.cards.common import models
+    from builder.kkb_runtime.cards.image.predict import has_convolutions
 
     model = models.load_model(card, weights)
     channels_last = has_convolutions(model)
@@ -98,9 +99,9 @@ def decoded_ceiling(card: dict, weights: Path, paths: list[Path], choice: Any) -
     """
     import torch
 
-    from builder.kkb_runtime import device as devices
-    from builder.kkb_runtime import transforms
-    from builder.kkb_runtime.predict import ImageDataset, make_forward, prepare_model
+    from builder.kkb_runtime.cards.common import device as devices
+    from builder.kkb_runtime.cards.image import transforms
+    from builder.kkb_runtime.cards.image.predict import ImageDataset, make_forward, prepare_model
 
     target = devices.torch_device(choice)
     dataset = ImageDataset(paths, transforms.inference_pipeline(card), int(card.get("in_chans", 3)))
@@ -149,9 +150,9 @@ def run(images: int = 1200, repeat: int = 3, warmup: int = 1, models: tuple[str,
         folds: int = 5) -> list[Row]:
     import torch
 
-    from builder.kkb_runtime import device as devices
+    from builder.kkb_runtime.cards.common import device as devices
+    from builder.kkb_runtime.cards.image.predict import Job, run_model
     from builder.kkb_runtime.config import load_config
-    from builder.kkb_runtime.predict import Job, run_model
 
     ensure_assets()
     rows: list[Row] = []

@@ -4,7 +4,7 @@ Measured: what the install adds to the venv (disk use as ``du`` counts it, and t
 the fresh venv's own pip and setuptools; that torch is not there; that the installed ``kkb`` builds and dry-runs
 the minimal kernel (both runs OK) and refuses an image card naming ``kkb[vision]``.
 
-Target (issue 25): under 300 MB. Not a test: it needs the package registry and a minute or two.
+Target: under 300 MB. Not a test: it needs the package registry and a minute or two.
 """
 
 from __future__ import annotations

@@ -88,4 +88,8 @@ def run(kernels: tuple[str, ...] = KERNELS, scales: tuple[int, ...] = SCALES) ->
                                 "real inside [low, high]", {"low": p.get("low"), "high": p.get("high"), "inside": inside,
                                                             "basis": p.get("basis"), "real_wall_s": r_scenario.wall_seconds,
                                                             "probe_s": _probe_seconds(r_scenario)}))
+                high = p.get("high") or 0.0
+                rows.append(Row("projection", f"{name}: high end at {scale} rows / real rerun", high, "s", "real rerun",
+                                measured, high / measured if measured else None, "<= 3x, real inside",
+                                {"load": p.get("load"), "summary": p.get("summary")}))
     return rows

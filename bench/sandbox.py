@@ -1,4 +1,4 @@
-"""Bench: what the memory accounting and the writable root cost (issue 22), as ratios in one run.
+"""Bench: what the memory accounting and the writable root cost, as ratios in one run.
 
 Four variants of the sandbox, side by side, each on an empty one-cell notebook (the kernel-start
 constant) and on ``kkb dry-run kernels/reference --scenario rerun`` (the public test):

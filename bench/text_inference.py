@@ -29,10 +29,12 @@ WORDS = "the a cat dog is on mat why how what good bad model data file code run 
 
 def _assets(folder: Path, max_len: int) -> tuple[Any, Any]:
     import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
     (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
-    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
+    # from the folder (transformers 5's BertTokenizer(vocab_file=...) ignores the file: every word would be [UNK])
+    (folder / "tokenizer_config.json").write_text('{"tokenizer_class": "BertTokenizer", "do_lower_case": true}')
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=256, max_position_embeddings=max_len, num_labels=3)
@@ -64,9 +66,13 @@ def runtime(model: Any, tokenizer: Any, texts: list[str], max_len: int, batch_si
     import pandas as pd
 
     from builder.kkb_runtime.cards import text
-    from builder.kkb_runtime.device import DeviceChoice
+    from builder.kkb_runtime.cards.common.device import DeviceChoice
+    from builder.kkb_runtime.vocabulary import CardKind
+    from builder.project.cards import TextCard
 
-    card = {"name": "bench", "text_columns": ["text"], "max_len": max_len, "truncation": "head", "activation": "sigmoid"}
+    # The card as the build writes it (every key resolved): the kernel's runner holds no defaults of its own.
+    card = TextCard(name="bench", kind=CardKind.TEXT, model_dir="bench", checkpoint="bench.pth", num_classes=3,
+                    text_columns=["text"], max_len=max_len, truncation="head", activation="sigmoid").model_dump(mode="json")
     encoded = text.encode(tokenizer, card, pd.DataFrame({"text": texts}))
     forward = text.make_forward(model, card, DeviceChoice("cpu", "bench"), "cpu")
     return text.predict_encoded(forward, encoded, batch_size, text.pad_id(tokenizer), 3)

@@ -21,9 +21,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder import __version__
-from builder.bundle.cards import card_files, prepare_models  # torch, timm, transformers only when a kernel has models
+from builder.bundle.cards import card_files, prepare_models, require_card_extras  # torch, timm, transformers only when a kernel has models
+from builder.bundle.cards.settings import ResolvedSetting, resolved_settings, with_origins
 from builder.bundle.checkpoints import checkpoint_sources
-from builder.bundle.extras import require_card_extras
+from builder.bundle.competition_checks import check_competition, with_competition_metric
 from builder.bundle.files import (
     HashCache,
     Manifest,
@@ -37,12 +38,14 @@ from builder.bundle.files import (
     swap_into_place,
     write_metadata,
 )
+from builder.bundle.mapping_notes import mapping_notes
 from builder.bundle.model_weights import publishes_model, weights_model_id, write_model_metadata
 from builder.bundle.preflight import check_against_public_data
 from builder.bundle.submission_checks import check_postprocess
 from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
 from builder.errors import BundleError
 from builder.notebook.render import cells_for, notebook_text, render_notebook, script_text
+from builder.project.cards import ImageCard, ModelCard
 from builder.project.credentials import Secret, resolve_owner, secret_values
 from builder.project.ids import dataset_slug, dataset_title
 from builder.project.jsonfile import read_object
@@ -60,7 +63,7 @@ from builder.project.layout import (
     WHEELS_DIR,
     out_dir_of,
 )
-from builder.project.spec import CUDA_ARCH, INPUT_KINDS, SPEC_FILE, KernelSpec, load_spec
+from builder.project.spec import CUDA_ARCH, INPUT_KINDS, SPEC_FILE, KernelSpec, spec_of
 
 # The kernel-side runtime as installed with kkb (a wheel ships it like the rest of the package).
 RUNTIME_SOURCE = Path(str(importlib.resources.files("builder.kkb_runtime")))
@@ -76,6 +79,8 @@ class BuildSettings:
     owner: str | None = None
     # Credential values no bundle may hold; None: those of the credentials in use (project.credentials).
     secrets: tuple[Secret, ...] | None = None
+    # The command's loaded kernel.toml (read once per command); None: load kernel_dir's.
+    spec: KernelSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,8 @@ class BuildResult:
     weights_model: str | None = None
     # What a model card's opt-ins did: pickles loaded with allow_pickle, keys left out with strict = false.
     model_notes: tuple[str, ...] = ()
+    # Each card's settings the user did not write, as the kernel will use them (printed by kkb build).
+    card_settings: tuple[ResolvedSetting, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,13 +119,15 @@ class _Names:
 
 def build_kernel(settings: BuildSettings) -> BuildResult:
     kernel_dir = Path(settings.kernel_dir)
-    spec = load_spec(kernel_dir)
+    spec = with_competition_metric(spec_of(settings.spec, kernel_dir), kernel_dir)  # else competition.toml's named metric
     names = _names(spec, settings.owner, kernel_dir / SPEC_FILE)
     out_dir = out_dir_of(kernel_dir, settings.out_dir)
     _check_out_dir(out_dir, kernel_dir)
     require_card_extras(spec, kernel_dir)  # a card's libraries (kkb[vision], ...) before anything is read
-    code_files, weights_files = _selections(spec, kernel_dir)
+    secrets = settings.secrets if settings.secrets is not None else secret_values()
+    code_files, weights_files = _selections(spec, kernel_dir, secrets)
     check_against_public_data(spec, kernel_dir)  # widths, post-processing, test ids: before anything is staged
+    check_competition(spec, kernel_dir)  # the metric file and its arguments, public_ids
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-staging-"))
@@ -127,7 +136,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     try:
         result = _build_into(stage, out_dir, spec, names, kernel_dir, code_files, weights_files)
         keep_wheel_folders(out_dir, stage)  # kkb wheels' output lives in build/NAME too
-        _refuse_secrets(stage, settings.secrets if settings.secrets is not None else secret_values())
+        _refuse_secrets(stage, secrets)
         try:
             swap_into_place(stage, out_dir)
         except OSError as exc:
@@ -204,7 +213,7 @@ def _names(spec: KernelSpec, owner: str | None, spec_path: Path) -> _Names:
     return _Names(owner, slug, f"{owner}/{slug}", spec.code.dataset or f"{owner}/{dataset_slug(slug, 'code')}", weights)
 
 
-def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], dict[str, Path]]:
+def _selections(spec: KernelSpec, kernel_dir: Path, secrets: tuple[Secret, ...]) -> tuple[dict[str, Path], dict[str, Path]]:
     code = select_files(kernel_dir, spec.code.include, spec.code.exclude, "code")
     code.update(source_package_files(spec, kernel_dir))  # the install cell compiles them from the code dataset
     weights = select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights", allow_links=True)
@@ -219,8 +228,8 @@ def _selections(spec: KernelSpec, kernel_dir: Path) -> tuple[dict[str, Path], di
         if relative in weights:
             raise BundleError(f"{relative}: selected for both the code and the weights dataset",
                               hint="add it to [code] exclude or [weights] exclude: weights travel apart from code")
-    refuse_credentials(code, "code")
-    refuse_credentials(weights, "weights")
+    refuse_credentials(code, "code", secrets)
+    refuse_credentials(weights, "weights", secrets)
     _check_step_scripts(spec, kernel_dir, code)
     check_postprocess(spec, kernel_dir, code)  # functions in the code dataset, no stage on the id column
     return code, dict(sorted(weights.items()))
@@ -264,7 +273,8 @@ def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, ker
         code_hash=code_manifest.content_hash,
         weights_hash=weights_manifest.content_hash if weights_manifest else None,
         code_bytes=code_manifest.total_bytes, weights_bytes=weights_manifest.total_bytes if weights_manifest else 0,
-        model_notes=model_notes(cards),
+        model_notes=model_notes(cards) + mapping_notes(spec, kernel_dir),  # every reorder/mapping of a model's input or output
+        card_settings=resolved_settings(cards, spec.models),
     )
 
 
@@ -323,13 +333,19 @@ def _prepare_models(spec: KernelSpec, kernel_dir: Path, stage: Path, previous: P
     return reused
 
 
+def _pipelines(card: ModelCard) -> tuple[str | None, ...]:
+    """An image card's pipeline files (its own, its random TTA's): what its prepared card depends on besides checkpoints."""
+    if not isinstance(card, ImageCard):
+        return ()
+    return card.transforms, card.tta_random.transforms if card.tta_random else None
+
+
 def _models_key(spec: KernelSpec, kernel_dir: Path, cache: HashCache, code_files: dict[str, Path]) -> str:
     from importlib import metadata
 
     inputs: dict[str, Any] = {"kkb": __version__, "cards": [card.model_dump(mode="json") for card in spec.models]}
     sources = {path: kernel_dir / path for card in spec.models
-               for path in (*checkpoint_sources(card, kernel_dir), *card_files(card, kernel_dir), card.transforms,
-                            card.tta_random.transforms if card.tta_random else None) if path}
+               for path in (*checkpoint_sources(card, kernel_dir), *card_files(card, kernel_dir), *_pipelines(card)) if path}
     sources.update(code_files)  # custom transforms live in the user's code
     inputs["files"] = {rel: _cached_sha256(path, cache) for rel, path in sorted(sources.items()) if path.is_file()}
     versions: dict[str, str | None] = {}
@@ -382,23 +398,30 @@ def _stage_code(stage: Path, previous: Path, spec: KernelSpec, names: _Names, fi
     return manifest
 
 
+def _stand_in(spec: KernelSpec) -> dict[str, Any]:
+    """``[competition.stand_in]`` for a rehearsal on Kaggle that replicates the test (only when stated)."""
+    stated = spec.competition.stand_in.model_dump(exclude_defaults=True)
+    return {"stand_in": stated} if stated else {}
+
+
 def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]], has_weights: bool) -> dict[str, Any]:
     return {
         "kkb_version": __version__,
         "kernel": {"id": names.kernel_id, "type": spec.kernel.kernel_type, "machine_shape": spec.kernel.machine_shape},
         "competition": {"slug": spec.competition.slug, "sample_submission": spec.competition.sample_submission,
-                        "test": spec.competition.test, "metric": spec.competition.metric},
+                        "test": spec.competition.test, "metric": spec.competition.metric,
+                        **_stand_in(spec)},
         "datasets": {"code": names.code_dataset, "weights": names.weights_dataset if has_weights else None},
         "weights_kind": spec.weights.publish,  # "model": find the weights under input/models/ (kkb_runtime.inputs)
         "steps": [step.model_dump() for step in spec.steps],
         "submission": spec.submission.model_dump(),
         "fast_commit": spec.fast_commit.model_dump(),
-        "models": cards,
+        "models": with_origins(cards, spec.models),  # every key resolved, and where each value came from
         "evaluation_api": spec.evaluation_api.model_dump() if spec.evaluation_api else None,
         # What kkb_runtime.inputs.find_input looks up by name: each [[inputs]] and where Kaggle mounts it.
         "inputs": [{"name": item.input_name, "kind": item.kind, "ref": item.ref, "mount": item.mount_target}
                    for item in spec.inputs],
-        "postprocess": [stage.model_dump(exclude_unset=True) for stage in spec.postprocess],
+        "postprocess": [stage.resolved() for stage in spec.postprocess],  # every key resolved: no kernel default
     }
 
 
@@ -407,7 +430,7 @@ def _write_kernel(stage: Path, spec: KernelSpec, names: _Names, kernel_dir: Path
     stage.mkdir(parents=True)
     provenance = {
         "builder": "kkb", "builder_version": __version__, "git_commit": _git_commit(kernel_dir),
-        "kernel": names.kernel_id, "spec_sha256": _sha256(kernel_dir / SPEC_FILE),
+        "kernel": names.kernel_id, "spec_sha256": spec.source_sha256 or _sha256(kernel_dir / SPEC_FILE),
         "code_dataset": names.code_dataset, "code_hash": code.content_hash,
         "weights_dataset": names.weights_dataset if weights else None,
         "weights_hash": weights.content_hash if weights else None,

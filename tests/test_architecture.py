@@ -1,4 +1,4 @@
-"""The architecture's rules that import-linter cannot see (docs/ARCHITECTURE.md, issue 16).
+"""The architecture's rules that import-linter cannot see (docs/ARCHITECTURE.md).
 
 import-linter checks the stage layers and the forbidden imports (``make lint``). It reads imports inside
 functions too, but a deferred import is how a cycle is hidden, so these tests forbid the hiding itself:

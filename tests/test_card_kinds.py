@@ -1,4 +1,4 @@
-"""Card kinds (issue 24): the registries, text cards, folds in one file, tabular cards, column groups, shorter specs."""
+"""Card kinds: the registries, text cards, folds in one file, tabular cards, column groups, shorter specs."""
 
 from __future__ import annotations
 
@@ -14,17 +14,16 @@ from builder.bundle import cards as bundle_cards
 from builder.bundle.preflight import check_against_public_data
 from builder.errors import BundleError, ModelError, SpecError
 from builder.kkb_runtime import cards as runtime_cards
-from builder.kkb_runtime import checkpoints, submission
+from builder.kkb_runtime import submission
 from builder.kkb_runtime.cards import text as runtime_text
+from builder.kkb_runtime.cards.common import checkpoints
 from builder.kkb_runtime.vocabulary import CardKind
-from builder.project.cards import KIND_RULES
+from builder.project.cards import CARD_MODELS
 from builder.project.spec import KernelSpec, parse_spec
 
 REGISTRIES = {
-    "builder.project.cards.KIND_RULES": KIND_RULES,
-    "builder.bundle.cards.PREPARERS": bundle_cards.PREPARERS,
-    "builder.bundle.cards.EXTRA_FILES": bundle_cards.EXTRA_FILES,
-    "builder.bundle.cards.PUBLIC_DATA_CHECKS": bundle_cards.PUBLIC_DATA_CHECKS,
+    "builder.project.cards.CARD_MODELS": CARD_MODELS,
+    "builder.bundle.cards.BUILD_CARDS": bundle_cards.BUILD_CARDS,
     "builder.kkb_runtime.cards.RUNNERS": runtime_cards.RUNNERS,
 }
 
@@ -46,19 +45,85 @@ GBDT = {"name": "g", "kind": "gbdt", "library": "lightgbm", "checkpoint": "weigh
 
 @pytest.mark.parametrize(("card", "message"), [
     pytest.param({**TEXT, "text_columns": []}, "a text card needs text_columns", id="no-columns"),
-    pytest.param({**TEXT, "factory": "pkg.m:build"}, "a text card needs exactly one of model_dir", id="both"),
-    pytest.param({**TEXT, "arch": "bert"}, "arch is a timm architecture; a text card names model_dir", id="arch"),
-    pytest.param({**TEXT, "tta": ["hflip"]}, "tta apply to image cards only", id="tta"),
+    pytest.param({**TEXT, "model_dir": None}, "a text card needs model_dir (a folder with the transformers config.json) "
+                 "or factory ('package.module:function' returning the nn.Module), or both", id="neither"),
+    pytest.param({**TEXT, "arch": "bert"}, 'models[0].arch: `arch` is a key of image cards; this card is `kind = "text"`',
+                 id="arch"),
+    pytest.param({**TEXT, "tta": ["hflip"]}, 'models[0].tta: `tta` is a key of image cards; this card is `kind = "text"`',
+                 id="tta"),
     pytest.param({**GBDT, "library": None}, "a gbdt card needs library = 'lightgbm', 'xgboost' or 'catboost'", id="library"),
     pytest.param({**GBDT, "library": "catboost"}, "weights/g.txt is not a catboost model file (.cbm)", id="suffix"),
-    pytest.param({**GBDT, "kind": "sklearn", "checkpoint": "weights/p.joblib"},
+    pytest.param({**GBDT, "kind": "sklearn", "library": None, "checkpoint": "weights/p.joblib"},
                  "a scikit-learn card loads a pickle (joblib), which runs code: set allow_joblib = true", id="joblib"),
-    pytest.param({**GBDT, "arch": "x"}, "'g': arch do not apply to a tabular card", id="tabular-arch"),
-    pytest.param({**TEXT, "kind": "audio"}, "Input should be 'image', 'text', 'gbdt', 'sklearn' or 'torch'", id="kind"),
+    pytest.param({**GBDT, "arch": "x"}, 'models[0].arch: `arch` is a key of image cards; this card is `kind = "gbdt"`',
+                 id="tabular-arch"),
+    pytest.param({**TEXT, "kind": "audio"},
+                 "models[0].kind: Input should be 'image', 'text', 'gbdt', 'sklearn' or 'torch'", id="kind"),
 ])
 def test_a_card_is_checked_against_its_kind(card: dict[str, Any], message: str) -> None:
-    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(SpecError) as caught:
         spec({k: v for k, v in card.items() if v is not None})
+    assert message in caught.value.message
+
+
+IMAGE = {"name": "i", "arch": "test_resnet", "checkpoint": "weights/i.pth", "num_classes": 2}
+SKLEARN = {"name": "s", "kind": "sklearn", "allow_joblib": True, "checkpoint": "weights/s.joblib", "num_classes": 1}
+TORCH = {"name": "t", "kind": "torch", "factory": "tnet.model:make", "checkpoint": "weights/t.pt", "num_classes": 2}
+VALID = {CardKind.IMAGE: IMAGE, CardKind.TEXT: TEXT, CardKind.GBDT: GBDT, CardKind.SKLEARN: SKLEARN, CardKind.TORCH: TORCH}
+# A key of the kind that other kinds do not take, with a value that kind would accept (allow_joblib: sklearn's
+# and torch's, for a torch card's preprocessor).
+OWN_KEY = {CardKind.IMAGE: ("in_chans", 7), CardKind.TEXT: ("max_len", 10), CardKind.GBDT: ("library", "xgboost"),
+           CardKind.SKLEARN: ("allow_joblib", True), CardKind.TORCH: ("feature_columns", ["a"])}
+# A typo of one of the kind's own keys, and the key it means.
+TYPO = {CardKind.IMAGE: ("input_sizes", "input_size"), CardKind.TEXT: ("text_column", "text_columns"),
+        CardKind.GBDT: ("libary", "library"), CardKind.SKLEARN: ("pickle_mains", "pickle_main"),
+        CardKind.TORCH: ("feature_column", "feature_columns")}
+
+
+def test_every_kind_has_a_valid_card_and_keys_of_its_own() -> None:
+    assert set(VALID) == set(OWN_KEY) == set(TYPO) == set(CardKind)
+    for kind, card in VALID.items():
+        assert type(spec(card).models[0]) is CARD_MODELS[kind]
+
+
+@pytest.mark.parametrize(("kind", "other"), [(kind, other) for kind in CardKind for other in CardKind
+                                             if OWN_KEY[other][0] not in CARD_MODELS[kind].model_fields])
+def test_a_key_of_another_kind_is_refused_naming_that_kind(kind: CardKind, other: CardKind) -> None:
+    key, value = OWN_KEY[other]
+    owners = " and ".join(str(owner) for owner in CARD_MODELS if key in CARD_MODELS[owner].model_fields)
+    with pytest.raises(SpecError) as caught:
+        spec({**VALID[kind], key: value})
+    assert caught.value.message == (f"kernel.toml: models[0].{key}: `{key}` is a key of {owners} cards; "
+                                    f'this card is `kind = "{kind}"`')
+
+
+@pytest.mark.parametrize("kind", list(CardKind))
+def test_a_typo_gets_a_did_you_mean_among_its_own_kinds_keys_only(kind: CardKind) -> None:
+    typo, meant = TYPO[kind]
+    with pytest.raises(SpecError) as caught:
+        spec({**VALID[kind], typo: 1})
+    assert (caught.value.message, caught.value.hint) == (f"kernel.toml: models[0].{typo}: unknown key",
+                                                          f"did you mean 'models[0].{meant}'?")
+    # max_len is a text key: on a gbdt card its typo is no key of the card, and no text key is offered
+    with pytest.raises(SpecError) as caught:
+        spec({**GBDT, "max_lenn": 3})
+    assert "max_len" not in str(caught.value.hint)
+
+
+def test_a_default_no_inheriting_card_takes_is_refused() -> None:
+    with pytest.raises(SpecError) as caught:
+        spec(GBDT, IMAGE, model_defaults={"max_len": 64})
+    assert caught.value.message == ("kernel.toml: model_defaults.max_len: no card takes it: max_len is a key of text "
+                                    "cards; the cards here are kind gbdt, image")
+    with pytest.raises(SpecError, match="batchsize is no card's key .did you mean 'batch_size'"):
+        spec(IMAGE, model_defaults={"batchsize": 4})
+    # a default one kind takes goes to the cards of that kind only, and says where it came from
+    loaded = spec(GBDT, IMAGE, model_defaults={"batch_size": 4, "feature_function": "pkg.f:make"})
+    gbdt, image = loaded.models
+    assert (image.batch_size, gbdt.feature_function) == (4, "pkg.f:make")
+    assert "batch_size" not in gbdt.model_fields_set
+    assert (image.origin("batch_size"), image.origin("arch"), image.origin("in_chans")) == (
+        "[model_defaults]", "set", "default")
 
 
 def test_defaults_inheritance_and_implicit_steps() -> None:
@@ -136,16 +201,18 @@ torch = pytest.importorskip("torch")
 def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A kernel folder with a tiny BERT's config and a tokenizer made from a vocabulary file."""
     pytest.importorskip("transformers")
-    from transformers import BertConfig, BertTokenizerFast
+    from transformers import AutoTokenizer, BertConfig
 
     kernel = tmp_path_factory.mktemp("text") / "kernel"
     folder = kernel / "weights" / "bert"
     folder.mkdir(parents=True)
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"the a cat dog is on mat why how good bad".split()]
     (folder / "vocab.txt").write_text("\n".join(words) + "\n")
-    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    # from the folder: transformers 5's BertTokenizer(vocab_file=...) ignores the file (every word would be [UNK])
+    (folder / "tokenizer_config.json").write_text('{"tokenizer_class": "BertTokenizer", "do_lower_case": true}')
+    AutoTokenizer.from_pretrained(folder, local_files_only=True).save_pretrained(folder)
     BertConfig(vocab_size=len(words), hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
-               max_position_embeddings=64).save_pretrained(folder)
+               max_position_embeddings=512).save_pretrained(folder)
     return kernel
 
 
@@ -166,9 +233,12 @@ def test_a_text_card_with_folds_in_one_file_becomes_one_safetensors_per_fold(ber
     (card,) = bundle_cards.prepare_models(text_spec(), bert, tmp_path)
     assert [(entry["file"], entry["source"]) for entry in card["checkpoints"]] == [
         ("weights/q.fold0.safetensors", "weights/q.pth#0"), ("weights/q.fold1.safetensors", "weights/q.pth#1")]
-    assert card["tokenizer_class"] == "BertTokenizerFast"
-    assert bundle_cards.card_files(text_spec().models[0], bert) == [f"weights/bert/{name}" for name in (
-        "config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")]
+    # transformers 5 (the image's) has one tokenizers-backed BertTokenizer, BertTokenizerFast its alias; 4 had both
+    assert card["tokenizer_class"] in {"BertTokenizerFast", "BertTokenizer"}
+    # every file of model_dir, as this transformers saved them (5 writes no special_tokens_map.json)
+    saved = sorted(path.name for path in (bert / "weights" / "bert").iterdir())
+    assert {"config.json", "tokenizer.json", "tokenizer_config.json"} <= set(saved)
+    assert bundle_cards.card_files(text_spec().models[0], bert) == [f"weights/bert/{name}" for name in saved]
 
 
 @pytest.mark.parametrize(("saved", "message", "hint"), [
@@ -228,7 +298,7 @@ def test_head_and_tail_truncation() -> None:
 
 
 def test_length_sorted_dynamic_padding_equals_fixed_padding_in_the_original_order(bert: Path) -> None:
-    from builder.kkb_runtime import device as devices
+    from builder.kkb_runtime.cards.common import device as devices
 
     torch.save(bert_state(bert, 2, 0), bert / "weights" / "q.pth")
     card = {**text_spec(max_len=12).models[0].model_dump(mode="json"), "activation": "sigmoid"}
@@ -326,7 +396,7 @@ def image_kernel(root: Path, **card: Any) -> tuple[Path, KernelSpec]:
 
 def test_a_transforms_factory_runs_in_the_kernel_and_its_normalize_is_not_doubled(tmp_path: Path,
                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from builder.kkb_runtime import transforms
+    from builder.kkb_runtime.cards.image import transforms
 
     kernel, loaded = image_kernel(tmp_path / "k", transforms="pipes:normalised_tensor", input_size=[24, 24])
     (card,) = bundle_cards.prepare_models(loaded, kernel, tmp_path / "stage")
@@ -403,3 +473,12 @@ def test_a_tokenizer_that_adds_special_tokens_only_when_called_encodes_like_its_
     table = pd.DataFrame({"title": ["the cat " * 40, "the"]})
     assert runtime_text.encode(generic, card, table) == runtime_text.encode(own, card, table)
     assert runtime_text.encode(own, card, table).input_ids[1] == own("the")["input_ids"]
+
+
+def test_the_tiny_bert_s_tokenizer_knows_its_vocabulary(bert: Path) -> None:
+    """Not every word [UNK]: the tokenizer is read from its folder (transformers 4 and 5 alike)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(bert / "weights" / "bert", local_files_only=True)
+    assert tokenizer.convert_ids_to_tokens(tokenizer("The cat is on the mat")["input_ids"]) == [
+        "[CLS]", "the", "cat", "is", "on", "the", "mat", "[SEP]"]

@@ -15,7 +15,7 @@ import pytest
 
 from builder.errors import BundleError, ModelError, SpecError
 from builder.kkb_runtime import features
-from builder.kkb_runtime import models as runtime_models
+from builder.kkb_runtime.cards.common import models as runtime_models
 from builder.project.spec import KernelSpec, parse_spec
 
 TORCH = {"name": "net", "kind": "torch", "factory": "tnet.model:make", "checkpoint": "weights/net.pt", "num_classes": 2,
@@ -30,8 +30,10 @@ def spec(*cards: dict[str, Any], **extra: Any) -> KernelSpec:
 @pytest.mark.parametrize(("card", "message"), [
     pytest.param({**TORCH, "factory": None}, "'net': a torch card needs factory ('package.module:function' returning "
                  "the nn.Module that takes a (rows, features) float32 tensor)", id="no-factory"),
-    pytest.param({**TORCH, "arch": "resnet18"}, "'net': arch do not apply to a torch card", id="arch"),
-    pytest.param({**TORCH, "library": "lightgbm"}, "'net': library do not apply to a torch card", id="library"),
+    pytest.param({**TORCH, "arch": "resnet18"}, 'models[0].arch: `arch` is a key of image cards; this card is '
+                 '`kind = "torch"`', id="arch"),
+    pytest.param({**TORCH, "library": "lightgbm"}, 'models[0].library: `library` is a key of gbdt cards; this card is '
+                 '`kind = "torch"`', id="library"),
     pytest.param({**TORCH, "preprocessor": "weights/scaler.joblib"}, "'net': preprocessor is a pickle (joblib), which "
                  "runs code when loaded: set allow_joblib = true if you trust the file", id="pickle-opt-in"),
     pytest.param({**TORCH, "num_classes": 1}, "'net': activation = 'softmax' over one output is always 1", id="softmax-1"),
@@ -39,8 +41,8 @@ def spec(*cards: dict[str, Any], **extra: Any) -> KernelSpec:
     pytest.param({**TORCH, "preprocessor": "../scaler.joblib", "allow_joblib": True},
                  "'../scaler.joblib' must be a relative path inside the kernel folder", id="outside"),
     pytest.param({"name": "g", "kind": "gbdt", "library": "lightgbm", "checkpoint": "w/g.txt", "num_classes": 1,
-                  "feature_columns": ["a"]}, "'g': feature_columns is a key of torch cards; this card is kind = 'gbdt'",
-                 id="other-kind"),
+                  "feature_columns": ["a"]}, 'models[0].feature_columns: `feature_columns` is a key of torch cards; '
+                 'this card is `kind = "gbdt"`', id="other-kind"),
 ])
 def test_a_torch_card_is_checked(card: dict[str, Any], message: str) -> None:
     with pytest.raises(SpecError) as caught:
@@ -65,7 +67,7 @@ def test_feature_columns_select_and_order_and_a_missing_one_is_named() -> None:
     frame = pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0], "c": [5, 6]})
     card = {"name": "net", "feature_columns": ["c", "a"]}
     assert list(runtime_torch.select_columns(card, frame).columns) == ["c", "a"]
-    assert list(runtime_torch.select_columns({"name": "net"}, frame).columns) == ["a", "b", "c"]
+    assert list(runtime_torch.select_columns({"name": "net", "feature_columns": []}, frame).columns) == ["a", "b", "c"]
     with pytest.raises(runtime_models.ModelLoadError, match=r"model 'net': feature_columns names 1 column\(s\) the "
                                                             r"feature table lacks: d \(it has: a, b, c\)"):
         runtime_torch.select_columns({"name": "net", "feature_columns": ["a", "d"]}, frame)
@@ -98,10 +100,10 @@ def test_a_preprocessor_fitted_on_a_frame_gets_the_frame() -> None:
 def test_the_net_output_width_must_be_num_classes() -> None:
     torch = pytest.importorskip("torch")
     from builder.kkb_runtime.cards import torch as runtime_torch
-    from builder.kkb_runtime.device import DeviceChoice
+    from builder.kkb_runtime.cards.common.device import DeviceChoice
 
     net = torch.nn.Linear(3, 2).eval()
-    card = {"name": "net", "activation": "softmax", "batch_size": 2, "num_classes": 2}
+    card = {"name": "net", "activation": "softmax", "batch_size": 2, "num_classes": 2, "amp": False}
     values = runtime_torch.predict_array(card, net, np.zeros((5, 3), dtype=np.float32), DeviceChoice("cpu", "test"), "cpu")
     assert values.shape == (5, 2) and np.allclose(values.sum(1), 1.0)
     with pytest.raises(runtime_models.ModelLoadError, match="the net outputs 2 value\\(s\\) per row, num_classes = 3"):
@@ -236,12 +238,12 @@ def test_the_dry_runs_report_and_summary_say_which_steps_shared_a_feature_table(
         capsys: pytest.CaptureFixture[str]) -> None:
     from builder.cli import views
     from builder.rehearse.report import DryRunReport, ScenarioReport
-    from builder.rehearse.verdict import Verdict
+    from builder.rehearse.verdict import Judgement
 
     made = {"function": "pkg.f:make", "computed": True, "computed_by": "lgbm", "card": "lgbm", "seconds": 1.25}
     read = {"function": "pkg.f:make", "computed": False, "computed_by": "lgbm", "card": "net", "seconds": 0.01}
     scenario = ScenarioReport(
-        scenario="rerun", verdict=Verdict("OK", "the file matches the sample", None), wall_seconds=1.0,
+        scenario="rerun", verdict=Judgement("OK", "the file matches the sample", None), wall_seconds=1.0,
         peak_rss_bytes=1, peak_gpu_bytes=None, timed_out=False, failed_cell=None, failing_step=None, ename=None,
         evalue=None, traceback_tail=None, stderr_tail=None, rows=5, hidden_rows=None,
         steps=[{"name": "lgbm", "seconds": 2.0, "features": made}, {"name": "net", "seconds": 1.0, "features": read}],

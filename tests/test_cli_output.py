@@ -13,7 +13,7 @@ from builder import cli
 from builder.errors import EXIT_OK, EXIT_USAGE
 from builder.local_kaggle import InstantRunner, LocalKaggle
 from builder.rehearse.report import ScenarioReport
-from builder.rehearse.verdict import Verdict
+from builder.rehearse.verdict import Judgement
 from tests.support.demo_kaggle import serve_local_kaggle
 from tests.support.files import KERNELS
 
@@ -70,7 +70,7 @@ def test_a_failed_runs_detail_keeps_the_users_error_not_kkbs_frames() -> None:
 
 def _scenario(steps: list[dict[str, object]], kept: dict[str, str]) -> ScenarioReport:
     return ScenarioReport(
-        scenario="rerun", verdict=Verdict("OK", "the file matches the sample", None), wall_seconds=1.0,
+        scenario="rerun", verdict=Judgement("OK", "the file matches the sample", None), wall_seconds=1.0,
         peak_rss_bytes=1, peak_gpu_bytes=None, timed_out=False, failed_cell=None, failing_step=None, ename=None,
         evalue=None, traceback_tail=None, stderr_tail=None, steps=steps, rows=5, hidden_rows=None,
         projected_seconds=1.0, time_limit_seconds=32400, ram_limit_bytes=1, gpu_limit_bytes=None, fast_commit=None,

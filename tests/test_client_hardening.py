@@ -89,10 +89,10 @@ def test_sigint_to_a_kkb_waiting_on_kaggle_exits_130(tmp_path: Path, monkeypatch
 
 
 def _card(tmp_path: Path, content: bytes) -> Any:
-    from builder.project.spec import ModelCard
+    from builder.project.cards import ImageCard
 
     (tmp_path / "model.pth").write_bytes(content)
-    return ModelCard(name="m", arch="resnet18", checkpoint="model.pth", num_classes=2)
+    return ImageCard(name="m", arch="resnet18", checkpoint="model.pth", num_classes=2)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from builder.cli import main
-from builder.errors import DryRunError
+from builder.errors import DryRunError, SpecError
 from builder.rehearse.dryrun import DryRunReport, DryRunSettings, dry_run
 from builder.rehearse.isolation import choose_isolation
 from builder.rehearse.verdict import COMPUTE, CSV_NOT_FOUND, NOT_REHEARSED, OK, SCORING_ERROR, THREW, TIMEOUT
@@ -92,10 +92,6 @@ BROKEN = [
                  ["step 'predict' was ended by the memory limit (pss) at a peak of ",
                   "; the machine shape has 512 MiB of RAM (enforced here on the whole run: 512 MiB, pss)"],
                  [], id="eats-memory"),
-    pytest.param("preds-csv", "rerun", CSV_NOT_FOUND,
-                 ["the run wrote preds.csv ([submission] file), but Kaggle looks for submission.csv in /kaggle/working: "
-                  "the competition declares no other name (set [competition] submission_file only if it does)"], [],
-                 id="preds-csv"),
     pytest.param("script-raises", "rerun", THREW,
                  ["StepFailed in the script (step 'predict'): step 'predict' failed with exit code 1"],
                  ["could not convert string to float: 'n/a'"], id="script-raises"),
@@ -118,6 +114,17 @@ def test_each_broken_kernel_gets_its_verdict_and_reason(tmp_path: Path, kernel: 
     for text in detail_has:
         assert text in (result.verdict.detail or ""), result.verdict.detail
     assert result.notebook.is_file()  # the evidence survives a failure
+
+
+def test_a_kernel_writing_another_file_than_the_competition_s_is_refused_before_it_runs(tmp_path: Path) -> None:
+    """Kaggle would answer Submission CSV Not Found; taking preds.csv as the competition's name would be a false OK."""
+    with pytest.raises(SpecError) as caught:
+        dry_run(DryRunSettings(kernel_dir=FIXTURES / "preds-csv", data_dir=PUBLIC, out_dir=tmp_path / "build"))
+    assert caught.value.message == (
+        f"{FIXTURES / 'preds-csv' / 'kernel.toml'}: [submission] file = 'preds.csv', but Kaggle scores [competition] "
+        "submission_file = 'submission.csv': the kernel writes the competition's file; remove [submission] file, and set "
+        "[competition] submission_file = 'preds.csv' only if the competition names that file")
+    assert not (tmp_path / "build").exists()  # nothing half-done
 
 
 @pytest.mark.slow
@@ -204,7 +211,7 @@ def test_cli_maps_options_to_settings(monkeypatch: pytest.MonkeyPatch, tmp_path:
         return DryRunReport(kernel_name="k", kernel_id="o/k", kernel_type="notebook", out_dir=tmp_path,
                             report_path=tmp_path / "report.json", scenarios=())
 
-    monkeypatch.setattr("builder.cli.run_dry_run", fake)  # the CLI calls the library function it imported
+    monkeypatch.setattr("builder.api.dryrun.dry_run", fake)  # the CLI calls the API, the API the library function
     code = main(["dry-run", "kernels/x", "--data", "d", "--scenario", "rerun", "--rerun-scale", "4", "--hidden-rows",
                  "1000", "--timeout", "60", "--legacy-layout", "--out", "o", "--owner", "me", "--keep-sandbox",
                  "--rerun-data", "h", "--memory", "16G", "--json"])

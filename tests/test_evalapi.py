@@ -1,4 +1,4 @@
-"""Evaluation-API competitions (issue 8): the stand-in kaggle_evaluation package, the rendered notebook,
+"""Evaluation-API competitions: the stand-in kaggle_evaluation package, the rendered notebook,
 the kernel-side wrapper, and the dry run's commit and rerun paths with the gateway's error classes."""
 
 from __future__ import annotations
@@ -331,7 +331,7 @@ def test_dry_run_reports_the_gateway(kernel: Path, tmp_path: Path) -> None:
         assert scenario.verdict.reason == "INVALID_SUBMISSION: Invalid predictions: expected 4 rows but received 3"
         assert scenario.evaluation_api["error_type"] == "INVALID_SUBMISSION"
     assert rerun.evaluation_api["serve_seconds"] > 0 and (report.out_dir / "rerun.gateway.log").is_file()
-    # the rerun's sandbox and memory are described as the commit's (issue 22), not "sandbox: ; memory: no memory limit"
+    # the rerun's sandbox and memory are described as the commit's, not "sandbox: ; memory: no memory limit"
     assert rerun.isolation == commit.isolation and rerun.isolation_note == commit.isolation_note and "; root: " in rerun.isolation_note
     assert rerun.memory_limit == commit.memory_limit != "no memory limit"
     assert rerun.isolation == "python" or not [w for w in rerun.warnings if w.startswith("weaker sandbox")]

@@ -1,4 +1,4 @@
-"""The cassava-style and ranzcr-style example kernels (issue 12): generated, dry-run in both scenarios, scored.
+"""The cassava-style and ranzcr-style example kernels: generated, dry-run in both scenarios, scored.
 
 Each example's assets come from its seeded ``make_assets.py`` (skipped when up to date). The dry run
 runs the commit (fast path) and the rerun on the public test scaled x2 (ids must stay valid: the
@@ -60,10 +60,13 @@ def test_both_scenarios_are_ok_and_the_hidden_rerun_scores(example: Path, tmp_pa
     if example.name == "cassava-style":  # argmax into an integer label, written as integers
         assert written["label"].dtype.kind == "i"
         assert rerun.submission.read_text().splitlines()[1].rsplit(",", 1)[1].isdigit()
-    else:  # the sample holds integer 0s: probabilities score only because column_types says floats
+    else:  # the sample holds integer 0s: probabilities score because the metric (AUC) scores floats...
+        assert score_submission(rerun.submission, competition / "answers.csv", config.metric, config.id_column,
+                                config.target_columns, competition) == scores
         with pytest.raises(ScoringError, match=r"fractional values in 11 columns \('ETT - Abnormal', .*column_types"):
-            score_submission(rerun.submission, competition / "answers.csv", config.metric, config.id_column,
-                             config.target_columns, competition)
+            (tmp_path / "m.py").write_text("def score(solution, submission, row_id_column_name):\n    return 1.0\n")
+            score_submission(rerun.submission, competition / "answers.csv", "m.py", config.id_column,  # ...unknown: the sample
+                             config.target_columns, tmp_path, sample_csv=competition / "hidden" / "sample_submission.csv")
 
 
 @pytest.mark.loopback

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -86,12 +87,13 @@ def test_a_failing_cell_is_reported_and_the_notebook_still_written(tmp_path: Pat
 @pytest.mark.loopback
 @pytest.mark.slow
 def test_a_hung_run_is_killed_with_its_children(tmp_path: Path) -> None:
+    # The child is found by its arguments: in a PID namespace the pid it sees is not the host's.
+    seconds = f"300.{os.getpid()}"
     result = _run(
         tmp_path,
-        """
+        f"""
         import subprocess, time
-        child = subprocess.Popen(["sleep", "300"])
-        open("child.pid", "w").write(str(child.pid))
+        child = subprocess.Popen(["sleep", "{seconds}"])
         time.sleep(300)
         """,
         timeout_seconds=3,
@@ -101,8 +103,8 @@ def test_a_hung_run_is_killed_with_its_children(tmp_path: Path) -> None:
     assert 3 <= result.wall_seconds < 20
     assert (result.failed_cell, result.ename) == (0, "Timeout")
     assert "killed with its child processes" in (result.evalue or "")
-    child = int((result.working_dir / "child.pid").read_text())
-    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    children = [process for process in psutil.process_iter(["cmdline", "status"]) if process.info["cmdline"] == ["sleep", seconds]]
+    assert all(process.info["status"] == psutil.STATUS_ZOMBIE for process in children)
     assert nbformat.read(result.executed_notebook, as_version=4).metadata["kkb_execution"]["timed_out"] is True
 
 

@@ -1,4 +1,4 @@
-"""``kkb env`` (issue 22): an environment with the image's versions of what the kernel imports, built once, offline
+"""``kkb env``: an environment with the image's versions of what the kernel imports, built once, offline
 here (the image's version is a wheel in a local folder), reused without pip the second time."""
 
 from __future__ import annotations
@@ -11,9 +11,13 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from builder.cli.views import _show_dry_run
+from builder.errors import DryRunError
 from builder.project.image import load_image
 from builder.rehearse import image_env
-from builder.rehearse.image_env import build_image_env, image_pins, kernel_modules
+from builder.rehearse.env_check import PTH_FILE, env_damage, site_packages
+from builder.rehearse.image_env import build_image_env, image_env_note, image_pins, kernel_modules
+from builder.rehearse.report import DryRunReport
 from builder.rehearse.skew import interpreter_versions
 from tests.support.files import build_file_tree
 from tests.support.wheels import write_pure_wheel
@@ -55,4 +59,59 @@ def test_the_environment_is_built_once_and_reused(kernel: Path, tmp_path: Path, 
     (wheels / f"tqdm-{IMAGE_TQDM}-py3-none-any.whl").unlink()  # a second build would fail now: nothing is installed
     second = build_image_env(kernel, find_links=wheels, image=image)
     assert not second.built and second.root == first.root
-    assert second.lines()[0] == f"{first.root}: reused (nothing to install), 1 pins from Kaggle's image"
+    assert second.lines()[0] == f"{first.root}: reused (nothing to install; checked against its record), 1 pins from Kaggle's image"
+
+
+def _tiny_env(kernel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, object]:
+    monkeypatch.setenv(image_env.CACHE_ENV, str(tmp_path / "cache"))
+    path = tmp_path / "image.json"
+    path.write_text(json.dumps({"python": "3.12", "captured": "2026-06-17", "packages": {"tqdm": IMAGE_TQDM}}))
+    wheels = tmp_path / "wheels"
+    write_pure_wheel(wheels, "tqdm", IMAGE_TQDM)
+    return wheels, load_image(path)
+
+
+def _damage_half(root: Path) -> list[Path]:
+    """Half of the environment's own site-packages files deleted (a cache cleaner, a full disk, an rm)."""
+    files = sorted(p for p in site_packages(root).rglob("*") if p.is_file() and p.name != PTH_FILE)
+    for path in files[::2]:
+        path.unlink()
+    return files[::2]
+
+
+def test_a_damaged_environment_is_detected_and_rebuilt(kernel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wheels, image = _tiny_env(kernel, tmp_path, monkeypatch)
+    first = build_image_env(kernel, find_links=wheels, image=image)  # type: ignore[arg-type]
+    assert env_damage(first.root, first.python, list(first.pins)) == []
+    assert _damage_half(first.root)
+    damage = env_damage(first.root, first.python, list(first.pins))
+    assert damage and all("tqdm" in line for line in damage), damage
+
+    again = build_image_env(kernel, find_links=wheels, image=image)  # type: ignore[arg-type]
+    assert again.built and again.root == first.root and again.repaired == tuple(damage)
+    assert again.lines()[0].startswith(f"{first.root}: rebuilt, the cached one was damaged (tqdm")
+    assert env_damage(again.root, again.python, list(again.pins)) == []
+    out = subprocess.run([str(again.python), "-c", "import importlib.metadata as m, tqdm; print(m.version('tqdm'))"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == IMAGE_TQDM, out.stderr
+
+
+def test_a_damaged_environment_that_cannot_be_rebuilt_is_refused_naming_the_damage(
+        kernel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wheels, image = _tiny_env(kernel, tmp_path, monkeypatch)
+    first = build_image_env(kernel, find_links=wheels, image=image)  # type: ignore[arg-type]
+    (site_packages(first.root) / PTH_FILE).unlink()
+    (wheels / f"tqdm-{IMAGE_TQDM}-py3-none-any.whl").unlink()  # offline, and the wheel is gone
+    with pytest.raises(DryRunError) as caught:
+        build_image_env(kernel, find_links=wheels, image=image)  # type: ignore[arg-type]
+    assert caught.value.message.startswith(
+        f"kkb env: the cached environment {first.root} was damaged ({site_packages(first.root) / PTH_FILE} "
+        "(kkb's environment behind it) is missing) and could not be rebuilt: kkb env: could not install")
+
+
+def test_an_image_env_dry_run_says_so_in_its_summary_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = DryRunReport("k", "me/k", "notebook", tmp_path, tmp_path / "report.json", environment=image_env_note(True))
+    assert report.to_json()["environment"].startswith("kkb env's environment: the image's versions")
+    _show_dry_run(report)
+    assert "environment: kkb env's environment: the image's versions" in capsys.readouterr().out
+    assert image_env_note(False) == "" and DryRunReport("k", "me/k", "notebook", tmp_path, tmp_path).to_json()["environment"] is None

@@ -1,4 +1,4 @@
-"""The image as Kaggle publishes it (issue 22): the freeze behind kaggle-image.json, its refresh script, kkb image."""
+"""The image as Kaggle publishes it: the freeze behind kaggle-image.json, its refresh script, kkb image."""
 
 from __future__ import annotations
 

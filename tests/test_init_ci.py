@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-from builder import cli
+from builder import __version__, cli
 from builder.errors import SpecError
-from builder.project.ci import WORKFLOWS, CiProvider
+from builder.project.ci import ACTIONS, WORKFLOWS, CiProvider
 from builder.project.init import InitSettings, init_project
 from tests.support.files import KERNELS
 
@@ -18,6 +19,8 @@ yaml = pytest.importorskip("yaml")
 
 PUBLIC = KERNELS / "minimal" / "data" / "competition" / "public"
 USER, KEY = "ci-user", "ci-secret-key-0123456789abcdef"
+CACHE_SHA = "0057852bfaa89a56745cba8c7296529d2fc39830"
+SECRETS = {"KAGGLE_USERNAME": "${{ secrets.KAGGLE_USERNAME }}", "KAGGLE_KEY": "${{ secrets.KAGGLE_KEY }}"}
 
 
 @pytest.fixture
@@ -54,8 +57,7 @@ def test_a_new_project_gets_a_workflow_that_builds_dry_runs_and_submits(repo: Pa
     assert 'kkb dry-run "$KKB_KERNEL" --data "$KKB_DATA"\n' in _runs(dry) + "\n"  # a CPU kernel: any failure fails
     assert submit["needs"] == "dry-run" and 'kkb submit "$KKB_KERNEL"' in _runs(submit)
     assert submit["if"] == "startsWith(github.ref, 'refs/tags/v') || github.event_name == 'workflow_dispatch'"
-    assert submit["env"] == {"KAGGLE_USERNAME": "${{ secrets.KAGGLE_USERNAME }}", "KAGGLE_KEY": "${{ secrets.KAGGLE_KEY }}"}
-    caches = [step["with"]["path"].split() for step in dry["steps"] if step.get("uses") == "actions/cache@v4"]
+    caches = [step["with"]["path"].split() for step in dry["steps"] if step.get("uses") == f"actions/cache@{CACHE_SHA}"]
     assert caches == [["kernels/mine/.kkb", "!kernels/mine/.kkb/tmp", "build/mine"], ["kernels/mine/data/kkb-minimal"]]
     assert KEY not in text and USER not in text  # the credentials in the environment never enter the file
     expressions = set(re.findall(r"\$\{\{\s*([^}]*?)\s*\}\}", text))
@@ -102,6 +104,65 @@ def test_bad_ci(repo: Path, tmp_path: Path, setup: str, message: str, hint: str)
                                   repo_root=repo))
     assert (caught.value.message, caught.value.hint) == (message.format(root=repo, kernel=kernel), hint)
     assert not kernel.exists()  # refused before the project was written
+
+
+def test_the_workflow_reads_only_pins_every_action_and_hands_the_secrets_only_to_kaggle_steps(repo: Path) -> None:
+    kernel = Path(shutil.copytree(KERNELS / "minimal", repo / "k", ignore=shutil.ignore_patterns(".kkb")))
+    init_project(InitSettings(kernel_dir=kernel, ci=CiProvider.GITHUB))
+    text, workflow = _workflow(repo)
+    assert workflow["permissions"] == {"contents": "read"}
+    steps = [(job, step) for job, body in workflow["jobs"].items() for step in body["steps"]]
+    uses = [line.strip() for line in text.splitlines() if line.strip().removeprefix("- ").startswith("uses:")]
+    assert uses and all(re.fullmatch(r"(- )?uses: actions/[a-z-]+@[0-9a-f]{40}  # v\d+\.\d+\.\d+", line) for line in uses)
+    assert "uses: actions/checkout@11d5960a326750d5838078e36cf38b85af677262  # v4.4.0" in text
+    with_secrets = [(job, step.get("name")) for job, step in steps if "secrets." in str(step)]
+    assert with_secrets == [("dry-run", "download the competition's public data"), ("submit", "kkb submit")]
+    assert all(step["env"] == SECRETS for job, step in steps if "secrets." in str(step))
+    assert all("env" not in body for body in workflow["jobs"].values())  # not the whole job: pip install never sees them
+
+
+def test_the_minimal_kernels_workflow_matches_its_golden_file(repo: Path, update_golden: bool) -> None:
+    kernel = Path(shutil.copytree(KERNELS / "minimal", repo / "kernels" / "minimal", ignore=shutil.ignore_patterns(".kkb")))
+    init_project(InitSettings(kernel_dir=kernel, ci=CiProvider.GITHUB))
+    text, _ = _workflow(repo)
+    # What depends on the machine that rendered it: kkb's version, this interpreter's Python.
+    text = text.replace(__version__, "<kkb version>").replace(f'"{sys.version_info.major}.{sys.version_info.minor}"',
+                                                              '"<python version>"')
+    golden = Path(__file__).parent / "golden" / "github-workflow.kkb.yml"
+    if update_golden:
+        golden.write_text(text)
+    assert text == golden.read_text(), "the workflow changed: check it, then run pytest --update-golden"
+
+
+def test_pinned_actions_are_full_commits_with_their_tag() -> None:
+    assert {action.repository for action in ACTIONS.values()} == {
+        "actions/checkout", "actions/setup-python", "actions/cache", "actions/upload-artifact"}
+    for action in ACTIONS.values():
+        assert re.fullmatch(r"[0-9a-f]{40}", action.commit) and re.fullmatch(r"v\d+\.\d+\.\d+", action.tag)
+        assert action.uses() == f"{action.repository}@{action.commit}  # {action.tag}"
+
+
+def test_outside_a_git_repository_ci_says_so_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    if any((folder / ".git").exists() for folder in (tmp_path, *tmp_path.parents)):
+        pytest.skip("the temporary folder is inside a git repository")
+    monkeypatch.setenv("KAGGLE_USERNAME", USER)
+    monkeypatch.chdir(tmp_path)
+    kernel = tmp_path / "kernels" / "new"
+    assert cli.main(["init", str(kernel), "--competition", "kkb-minimal", "--data", str(PUBLIC), "--ci", "github"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert (f"--ci github: {kernel} is not inside a git repository, so there is no root for .github/workflows/kkb.yml; "
+            "nothing was written") in err
+    assert "pass --repo-root DIR" in err
+    assert sorted(path.name for path in tmp_path.iterdir()) == []  # no kernel folder, no .github/
+    # --repo-root names the root: the workflow goes there.
+    assert cli.main(["init", str(kernel), "--competition", "kkb-minimal", "--data", str(PUBLIC), "--ci", "github",
+                     "--repo-root", str(tmp_path)]) == 0
+    assert (tmp_path / ".github" / "workflows" / "kkb.yml").is_file() and (kernel / "kernel.toml").is_file()
+
+
+def test_repo_root_without_ci_is_a_usage_error(tmp_path: Path) -> None:
+    assert cli.main(["init", str(tmp_path / "k"), "--competition", "kkb-minimal", "--repo-root", str(tmp_path)]) == 64
 
 
 def test_every_ci_provider_has_a_workflow() -> None:

@@ -11,14 +11,24 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from builder.build import BuildSettings, build_kernel
-from builder.bundle import extras
+from builder.bundle import cards as bundle_cards
 from builder.errors import BundleError, SpecError
 from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.examples import example_kernel
+from builder.project.image import load_image
 from builder.project.spec import load_spec
+from builder.rehearse.skew import MINOR_BREAKING
 from tests.support.files import KERNELS, REPO
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 HEAVY = ("torch", "torchvision", "timm", "albumentations", "safetensors", "matplotlib", "grpc", "transformers",
          "sklearn", "lightgbm", "scipy")
@@ -56,7 +66,8 @@ def test_the_cli_and_every_module_import_and_build_without_the_heavy_packages(tm
 
 
 def test_every_card_kind_names_its_extra() -> None:
-    assert set(extras.CARD_EXTRAS) == set(CardKind)
+    assert set(bundle_cards.BUILD_CARDS) == set(CardKind)
+    assert all(unit.extra.name and unit.extra.modules for unit in bundle_cards.BUILD_CARDS.values())
 
 
 def test_a_card_without_its_extra_is_refused_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,7 +75,7 @@ def test_a_card_without_its_extra_is_refused_naming_it(tmp_path: Path, monkeypat
     with (kernel / "kernel.toml").open("a") as spec:
         spec.write('\n[[models]]\nname = "net"\narch = "test_efficientnet"\ncheckpoint = "weights/net.pt"\n'
                    'num_classes = 1\n')
-    monkeypatch.setattr(extras, "_installed", lambda module: module not in ("torch", "timm"))
+    monkeypatch.setattr(bundle_cards, "_installed", lambda module: module not in ("torch", "timm"))
     with pytest.raises(BundleError) as caught:
         build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "build"))
     assert (caught.value.message, caught.value.hint) == (
@@ -94,3 +105,29 @@ def test_hints_point_at_the_example_every_install_has(tmp_path: Path) -> None:
     assert caught.value.hint == (f"every kernel project needs a kernel.toml; start a project with kkb init DIR "
                                  f"--competition SLUG, or see the example kkb ships: {example}")
     assert example.is_file()
+
+
+def _extras() -> dict[str, list[str]]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+
+@pytest.mark.parametrize("extra", ["vision", "text", "tabular", "torch", "evalapi", "report"])
+def test_every_extra_admits_the_versions_kaggle_s_image_has(extra: str) -> None:
+    """`pip install "kkb[text]"` resolves to the image's series: no version skew by construction."""
+    image = load_image()
+    refused = []
+    for text in _extras()[extra]:
+        requirement = Requirement(text)
+        there = image.packages.get(canonicalize_name(requirement.name))
+        if there is not None and not requirement.specifier.contains(there, prereleases=True):
+            refused.append(f"{text} (the image has {there})")
+    assert refused == []
+
+
+@pytest.mark.parametrize("package", sorted(MINOR_BREAKING - {"pandas", "numpy"}))
+def test_a_package_whose_minors_break_is_pinned_to_the_image_s_minor(package: str) -> None:
+    there = Version(load_image().packages[package])
+    # one pin however many extras name the package (torch cards need scikit-learn too): the same in each
+    (text,) = {text for texts in _extras().values() for text in texts if Requirement(text).name == package}
+    pin = Requirement(text)
+    assert not pin.specifier.contains(f"{there.major}.{there.minor + 1}.0") and pin.specifier.contains(str(there))

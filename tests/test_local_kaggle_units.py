@@ -107,7 +107,8 @@ def test_a_competition_folder_loads(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"competition.toml": 'slug = "x-y"\nmetric = "f1"\nid_column = "id"\ntarget_columns = "label"\n'}, "unknown metric 'f1'"),
+        ({"competition.toml": 'slug = "x-y"\nmetric = "spearmen"\nid_column = "id"\ntarget_columns = "label"\n'},
+         r"unknown metric 'spearmen' \(did you mean 'spearman'\?\)"),
         ({"competition.toml": 'slug = "x-y"\nmetrc = "auc"\nmetric = "auc"\nid_column = "id"\ntarget_columns = "label"\n'},
          "unknown key 'metrc'"),
         ({"competition.toml": 'slug = "X Y"\nmetric = "auc"\nid_column = "id"\ntarget_columns = "label"\n'}, "is not a Kaggle slug"),

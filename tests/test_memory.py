@@ -1,4 +1,4 @@
-"""Memory as Kaggle's container counts it (issue 22): shared pages once, the whole run ended past the limit.
+"""Memory as Kaggle's container counts it: shared pages once, the whole run ended past the limit.
 
 Real processes, no notebook: a parent that shares an mmap with forked workers, and one that grows.
 """

@@ -79,11 +79,13 @@ def test_decimals_that_would_make_a_column_constant_are_raised_and_reported(tmp_
     assert rerun["verdict"]["name"] == "OK"
     kept = {r["column"]: (r["requested"], r["used"], r["distinct_after"]) for r in rerun["metric"]["rounding"]}
     assert kept == {"a": (1, 3, 20), "b": (1, 2, 2)}  # a: x / 10 needs 3 decimals for 20 distinct values
-    assert ("rounding: column 'b': 2 decimals (requested 1): 1 decimals would merge its 2 distinct values into 1, and "
-            "spearman ranks them (a column constant on a part fails the scorer)") in " ".join(out.split())
+    # one terminal line; the per-column reason is in the report
+    assert "rounding: 2 columns kept more decimals than requested (no two predictions merged)" in " ".join(out.split())
     written = pd.read_csv(tmp_path / "build" / "dryrun" / "rerun.submission.csv")
     assert sorted(written["b"].unique()) == [0.5, 0.54]
-    assert "ties before" in (tmp_path / "build" / "dryrun" / "report.html").read_text()
+    html = (tmp_path / "build" / "dryrun" / "report.html").read_text()
+    assert "ties before" in html and ("1 decimals would merge its 2 distinct values into 1, and spearman ranks them "
+                                      "(a column constant on a part fails the scorer)") in html
 
 
 def test_with_answers_the_expected_score_is_the_local_kaggles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,8 +15,8 @@ timm = pytest.importorskip("timm")
 
 from builder.bundle.models import prepare_models  # noqa: E402
 from builder.errors import ModelError  # noqa: E402
-from builder.kkb_runtime import models as runtime  # noqa: E402
-from builder.kkb_runtime import transforms as pipelines  # noqa: E402
+from builder.kkb_runtime.cards.common import models as runtime  # noqa: E402
+from builder.kkb_runtime.cards.image import transforms as pipelines  # noqa: E402
 from builder.project.spec import KernelSpec, parse_spec  # noqa: E402
 from tests.support.files import build_file_tree  # noqa: E402
 
@@ -353,7 +353,7 @@ def test_a_file_that_is_not_a_pipeline_is_refused(tmp_path: Path, state: dict[st
 
 
 
-# --- real training checkpoints, factories, remapping, folds (issue 12) ------------------------------
+# --- real training checkpoints, factories, remapping, folds ------------------------------
 
 def test_trainer_checkpoints_with_numpy_load_without_opting_in(tmp_path: Path, state: dict[str, Any]) -> None:
     import numpy as np

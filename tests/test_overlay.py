@@ -1,4 +1,4 @@
-"""A writable root, never the host's (issue 22): each root file system this machine allows, without a notebook.
+"""A writable root, never the host's: each root file system this machine allows, without a notebook.
 
 A mode this machine lacks (bubblewrap, fuse-overlayfs, overlayfs in a user namespace) is skipped with the
 probe's reason; the read-only fallback is tests/test_isolation.py.

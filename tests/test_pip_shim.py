@@ -1,4 +1,4 @@
-"""pip inside the sandbox as on Kaggle's image (issue 22): what the image has is a no-op offline; a download is blocked."""
+"""pip inside the sandbox as on Kaggle's image: what the image has is a no-op offline; a download is blocked."""
 
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ from builder.rehearse.projection import (
     project_rerun,
     timeout_reason,
 )
+from tests.support.cards import resolved_card
 
 HOUR = 3600.0
 
@@ -246,24 +247,25 @@ def _slow_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int) -> tu
     from PIL import Image
     from safetensors.torch import save_file
 
-    from builder.kkb_runtime import predict
+    from builder.kkb_runtime.cards.image import predict
 
     (tmp_path / "slowmodel.py").write_text(FACTORY.format(load=LOAD_S, per_row=CARD_ROW_S))
     monkeypatch.syspath_prepend(str(tmp_path))
     save_file({f"head.{k}": v for k, v in torch.nn.Linear(3, 2).state_dict().items()}, str(tmp_path / "fold.safetensors"))
     Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(tmp_path / "0.png")
-    card = {"name": "slow", "factory": "slowmodel:make", "num_classes": 2, "input_size": [8, 8], "mean": [0.5] * 3,
-            "std": [0.25] * 3, "interpolation": "bilinear", "transforms": None, "batch_size": 8, "num_workers": 0,
-            "activation": "none", "checkpoint": "fold.safetensors",
-            "checkpoints": [{"file": "fold.safetensors"} for _ in range(FOLDS)]}
+    card = resolved_card({"name": "slow", "factory": "slowmodel:make", "num_classes": 2, "input_size": [8, 8],
+                          "mean": [0.5] * 3, "std": [0.25] * 3, "interpolation": "bilinear", "batch_size": 8,
+                          "num_workers": 0, "activation": "none", "checkpoint": "fold.safetensors"},
+                         checkpoints=[{"file": "fold.safetensors"} for _ in range(FOLDS)])
     paths = [tmp_path / "0.png"] * rows
     job = predict.Job(card, [str(i) for i in range(rows)], paths, "id", ["a", "b"], tmp_path, tmp_path / "out.csv")
     return job, paths
 
 
 def _run_card(job: object, probe: int) -> tuple[float, StepTiming]:
-    from builder.kkb_runtime import device as devices
-    from builder.kkb_runtime import predict, timing
+    from builder.kkb_runtime import timing
+    from builder.kkb_runtime.cards.common import device as devices
+    from builder.kkb_runtime.cards.image import predict
 
     timer = StepTimer(startup_seconds=None, probe_batches=probe)
     timings: dict[str, object] = {timing.TIMER_KEY: timer}

@@ -43,7 +43,8 @@ def test_cassava_from_one_image_is_ok_against_9_hours_on_a_t4(tmp_path: Path) ->
     assert projection is not None and projection["device"]["target"] == "T4 x2"
     assert projection["low"] <= projection["seconds"] <= projection["high"] and projection["low"] < 9 * 3600
     basis = projection["basis"]
-    assert [line.split(":")[0] for line in basis] == ["resnet", "effnet", "(notebook outside steps)", "device"]
+    # a "load" line follows only when other work shared the CPUs during the run
+    assert [line.split(":")[0] for line in basis if not line.startswith("load:")] == ["resnet", "effnet", "(notebook outside steps)", "device"]
     assert all("steady batch(es) of a timing probe" in line for line in basis[:2])
     assert "on T4 x2" in projection["summary"] and "no measurement on Kaggle's T4 x2" in projection["summary"]
     steps = {step["name"]: step for step in rerun.steps}

@@ -201,7 +201,7 @@ def test_submission_error_names_kaggles_description_and_the_dry_run_check(kernel
     with pytest.raises(KernelFailed) as caught:
         _submit(kernel, fake)
     assert "failed: Submission CSV Not Found" in caught.value.message
-    assert "writes [submission] file" in (caught.value.hint or "") and "kkb dry-run" in (caught.value.hint or "")
+    assert "writes [competition] submission_file" in (caught.value.hint or "") and "kkb dry-run" in (caught.value.hint or "")
 
 
 def test_submit_a_given_version_does_not_push(kernel: Path) -> None:

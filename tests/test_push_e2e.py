@@ -151,7 +151,7 @@ def test_submission_error_names_kaggles_description(kernel: Path, sandbox_server
     with pytest.raises(KernelFailed) as caught:
         submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=demo_adapter(sandbox_server), waits=LOOPBACK_WAITS))
     assert "submission #1" in caught.value.message and "Submission CSV Not Found" in caught.value.message
-    assert "kkb dry-run" in (caught.value.hint or "") and "[submission] file" in (caught.value.hint or "")
+    assert "kkb dry-run" in (caught.value.hint or "") and "[competition] submission_file" in (caught.value.hint or "")
 
 
 def test_bad_credentials(kernel: Path, server: LocalKaggle, monkeypatch: pytest.MonkeyPatch,

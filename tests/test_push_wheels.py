@@ -72,3 +72,23 @@ def test_push_refuses_an_on_kaggle_wheelhouse_whose_helper_has_not_run(tmp_path:
         wheelhouse_to_push(spec, kernel, "kkb-demo", out)
     record.write_text(json.dumps({"kernel": ref, "key": "sha256:k", "version": 3, "status": "complete"}))
     assert wheelhouse_to_push(spec, kernel, "kkb-demo", out) == (ref, out / HELPER_DIR, "sha256:k@v3")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("damage", "state"), [
+    (lambda wheels: next(wheels.glob("*.whl")).write_bytes(b"truncated"), r"is damaged \(beta-.*\.whl is missing or of another size\)"),
+    (lambda wheels: (wheels / "gamma-1.0-py3-none-any.whl.part").write_bytes(b"x"),
+     r"is damaged \(gamma-1\.0-py3-none-any\.whl\.part is not in its manifest\)"),
+])
+def test_a_damaged_wheelhouse_is_refused_naming_the_damage_and_rebuilt(tmp_path: Path, index: Path, damage, state: str) -> None:  # type: ignore[no-untyped-def]
+    kernel = kernel_with(tmp_path, f'[install]\nrequirements = ["beta"]\npython_version = "{PYTHON_HERE}"\n')
+    settings = WheelsSettings(kernel_dir=kernel, out_dir=tmp_path / "build", index_args=index_args(index), check=False)
+    build_wheels(settings)
+    spec = load_spec(kernel)
+    out_dir = tmp_path / "build"
+    assert wheelhouse_to_push(spec, kernel, "kkb-demo", out_dir) is not None
+    damage(out_dir / "wheels")
+    with pytest.raises(WheelhouseError, match=f"which {state} in "):
+        wheelhouse_to_push(spec, kernel, "kkb-demo", out_dir)
+    build_wheels(settings)  # the damaged wheelhouse is not reused: downloaded again
+    assert wheelhouse_to_push(spec, kernel, "kkb-demo", out_dir) is not None

@@ -186,7 +186,7 @@ def test_unknown_tta_name() -> None:
 
 
 def test_tta_names_match_the_runtime() -> None:
-    from builder.kkb_runtime.tta import BUILTIN_NAMES
+    from builder.kkb_runtime.cards.image.tta import BUILTIN_NAMES
 
     assert TTA_NAMES == BUILTIN_NAMES
 

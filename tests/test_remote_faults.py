@@ -1,4 +1,4 @@
-"""The fault table of issue 15: each fault × push, submit, status, against the local Kaggle with the real client.
+"""The fault table of each fault × push, submit, status, against the local Kaggle with the real client.
 
 Every row names a fault, the command, and the outcome: success, or the exit code and the message. Faults
 come from the local Kaggle's own injection (``LocalKaggle.faults``) where it has one; a 500 answered to

@@ -26,6 +26,7 @@ from builder.errors import EXIT_USAGE, BundleError, KkbError, LockedError, Remot
 from builder.project.credentials import Secret, secret_values
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import load_spec
+from builder.project.spec_renames import SpecDeprecation
 from builder.remote.backoff import Backoff
 from builder.remote.history import History
 from builder.remote.kaggle_api import KaggleAdapter, TransientRemoteError
@@ -145,7 +146,7 @@ def _with_push_table(kernel: Path, table: str) -> None:
 
 
 def test_waits_come_from_the_command_line_then_kernel_toml_then_defaults(minimal: Path) -> None:
-    _with_push_table(minimal, "dataset_timeout_s = 60\nrun_timeout_s = 7200\nscore_timeout_s = 900.5")
+    _with_push_table(minimal, "dataset_timeout_seconds = 60\nrun_timeout_seconds = 7200\nscore_timeout_seconds = 900.5")
     spec = load_spec(minimal)
     waits = Waits(run_timeout_s=30).with_spec(spec)
     assert (waits.dataset_s, waits.run_timeout_s, waits.scoring_timeout_s) == (60, 30, 900.5)
@@ -154,22 +155,34 @@ def test_waits_come_from_the_command_line_then_kernel_toml_then_defaults(minimal
 
 
 @pytest.mark.parametrize(("table", "message"), [
-    ("run_timeout_s = 0", "push.run_timeout_s: Input should be greater than 0"),
-    ("score_timeout_s = -5", "push.score_timeout_s: Input should be greater than 0"),
-    ("dataset_timeout_s = 172801", "push.dataset_timeout_s: Input should be less than or equal to 172800"),
-    ("score_timeout_s = inf", "push.score_timeout_s: Input should be less than or equal to 172800"),
-    ('run_timeout_s = "1h"', "push.run_timeout_s: Input should be a valid number"),
-    ("run_timeout_s = true", "push.run_timeout_s: Input should be a valid number"),
+    ("run_timeout_seconds = 0", "push.run_timeout_seconds: Input should be greater than 0"),
+    ("score_timeout_seconds = -5", "push.score_timeout_seconds: Input should be greater than 0"),
+    ("dataset_timeout_seconds = 172801", "push.dataset_timeout_seconds: Input should be less than or equal to 172800"),
+    ("score_timeout_seconds = inf", "push.score_timeout_seconds: Input should be less than or equal to 172800"),
+    ('run_timeout_seconds = "1h"', "push.run_timeout_seconds: Input should be a valid number"),
+    ("run_timeout_seconds = true", "push.run_timeout_seconds: Input should be a valid number"),
     ("run_timeout = 60", "push.run_timeout: unknown key"),
+    ("run_timeout_s = 60\nrun_timeout_seconds = 60", "push: [push] sets both run_timeout_s and run_timeout_seconds: keep "
+     "run_timeout_seconds (run_timeout_s is its old spelling)"),
 ])
 def test_bad_waits_in_kernel_toml(minimal: Path, table: str, message: str) -> None:
     _with_push_table(minimal, table)
     with pytest.raises(SpecError) as caught:
         load_spec(minimal)
     assert caught.value.message == f"{minimal / 'kernel.toml'}: {message}"
-    expected_hint = ("did you mean 'push.run_timeout_s'?" if "unknown key" in message else
+    expected_hint = ("did you mean 'push.run_timeout_seconds'?" if "unknown key" in message else
                      "a wait is a number of seconds, more than 0 and at most 172800 (48 h), e.g. 3600")
     assert caught.value.hint == expected_hint
+
+
+def test_the_old_spellings_of_the_waits_are_read_with_a_warning_naming_the_new_key(minimal: Path) -> None:
+    _with_push_table(minimal, "dataset_timeout_s = 60\nscore_timeout_s = 900.5")
+    with pytest.warns(SpecDeprecation) as caught:
+        spec = load_spec(minimal)
+    assert (spec.push.dataset_timeout_seconds, spec.push.score_timeout_seconds) == (60, 900.5)
+    assert [str(warning.message) for warning in caught] == [
+        "kernel.toml: [push] dataset_timeout_s is deprecated: write dataset_timeout_seconds = 60 (the same value, in seconds)",
+        "kernel.toml: [push] score_timeout_s is deprecated: write score_timeout_seconds = 900.5 (the same value, in seconds)"]
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -380,3 +393,11 @@ def test_upload_state_folder_per_server(tmp_path: Path, endpoint: str | None, ke
     assert upload_state_key(endpoint) == key
     with private_tmpdir(tmp_path, endpoint) as path:
         assert path == tmp_path / ".kkb" / "tmp" / key and path.stat().st_mode & 0o077 == 0
+
+
+def test_the_command_shows_an_old_spelling_as_one_warning_line(minimal: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    _with_push_table(minimal, "run_timeout_s = 60")
+    assert cli.main(["build", str(minimal), "--out", str(tmp_path / "out")]) == 0
+    assert ("warning: kernel.toml: [push] run_timeout_s is deprecated: write run_timeout_seconds = 60 (the same value, "
+            "in seconds)") in " ".join(capsys.readouterr().err.split())

@@ -178,7 +178,7 @@ def test_a_step_can_record_its_gpu_peak(tmp_path: Path) -> None:
     assert plain.peak_gpu_bytes is None
 
 
-# --- output types like the sample (issue 12) ------------------------------------------------------
+# --- output types like the sample ------------------------------------------------------
 
 LABELS = pd.DataFrame({"id": ["a.jpg", "b.jpg", "c.jpg"], "label": [4, 4, 4]})
 
@@ -227,7 +227,7 @@ def test_rounding_never_turns_a_fraction_into_a_label() -> None:
     assert "fractional values in column 'label'" in submission.check_submission(cast, sample, "id")[0]
 
 
-# --- post-processing (issue 12) ---------------------------------------------------------------------
+# --- post-processing ---------------------------------------------------------------------
 
 def _probs() -> pd.DataFrame:
     return pd.DataFrame({"id": ["a", "b"], "p0": [0.1, 0.7], "p1": [0.6, 0.2], "p2": [0.3, 0.1]})

@@ -18,10 +18,11 @@ import pytest
 torch = pytest.importorskip("torch")
 timm = pytest.importorskip("timm")
 
-from builder.kkb_runtime import device as devices  # noqa: E402
-from builder.kkb_runtime import models as runtime  # noqa: E402
-from builder.kkb_runtime import predict, tta  # noqa: E402
-from builder.kkb_runtime import transforms as pipelines  # noqa: E402
+from builder.kkb_runtime.cards.common import device as devices  # noqa: E402
+from builder.kkb_runtime.cards.common import models as runtime  # noqa: E402
+from builder.kkb_runtime.cards.image import predict, tta  # noqa: E402
+from builder.kkb_runtime.cards.image import transforms as pipelines  # noqa: E402
+from tests.support.cards import resolved_card  # noqa: E402
 from tests.support.files import REPO, build_file_tree  # noqa: E402
 
 A = pipelines.albumentations()
@@ -94,8 +95,9 @@ def test_the_device_command_reports_this_machine(tmp_path: Path) -> None:
 
 
 def test_importing_the_runtime_loads_no_heavy_library_and_no_builder(tmp_path: Path) -> None:
-    probe = ("import sys, kkb_runtime.__main__, kkb_runtime.predict, kkb_runtime.models, kkb_runtime.transforms, "
-             "kkb_runtime.device, kkb_runtime.tta, kkb_runtime.checkpoints, kkb_runtime.postprocess; "
+    probe = ("import sys, kkb_runtime.__main__, kkb_runtime.cards.image.predict, kkb_runtime.cards.common.models, "
+             "kkb_runtime.cards.image.transforms, kkb_runtime.cards.common.device, kkb_runtime.cards.image.tta, "
+             "kkb_runtime.cards.common.checkpoints, kkb_runtime.cards.text, kkb_runtime.cards.tabular, kkb_runtime.postprocess; "
              "print(sorted(m for m in ('torch', 'timm', 'albumentations', 'builder') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True,
                             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "builder")}, timeout=60)
@@ -104,7 +106,7 @@ def test_importing_the_runtime_loads_no_heavy_library_and_no_builder(tmp_path: P
 
 # --- loading ---------------------------------------------------------------------------------------
 
-CARD = {"name": "net", "arch": "test_efficientnet", "checkpoint": "net.safetensors", "num_classes": 3, "in_chans": 3}
+CARD = resolved_card({"name": "net", "arch": "test_efficientnet", "checkpoint": "net.safetensors", "num_classes": 3})
 
 
 def test_load_model_is_strict_and_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -336,7 +338,7 @@ def test_run_model_averages_tta_views_and_extracts_features(tmp_path: Path) -> N
     assert pd.read_csv(tmp_path / "out.csv").columns[:3].tolist() == ["id", "feat_0", "feat_1"]
 
 
-# --- folds, weighted and random TTA, test layouts (issue 12) ----------------------------------------
+# --- folds, weighted and random TTA, test layouts ----------------------------------------
 
 def test_folds_run_one_after_another_and_average_with_weights(tmp_path: Path) -> None:
     from PIL import Image

@@ -106,7 +106,7 @@ def test_environment_is_a_kaggle_batch_run_without_credentials(tmp_path: Path, m
             assert Path(env[name]).is_relative_to(root), name
         assert env["PYTHONPATH"] == str(root / ".sandbox" / "site")  # the guard, not the caller's path
         assert env["LANG"] == "C.UTF-8"
-        # kkb's pip shim first (issue 22), then this interpreter, as on Kaggle the image's
+        # kkb's pip shim first, then this interpreter, as on Kaggle the image's
         assert env["PATH"].split(os.pathsep)[:2] == [str(root / ".sandbox" / "bin"), str(Path(sys.executable).parent)]
 
 

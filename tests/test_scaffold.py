@@ -95,7 +95,8 @@ def test_the_checker_finds_a_key_the_spec_does_not_have() -> None:
 
 
 def _readme_toml_blocks() -> list[str]:
-    text = (REPO / "README.md").read_text()
+    """The README's and the docs site's (tests/test_docs.py checks them per table and card kind too)."""
+    text = "\n".join(path.read_text() for path in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])
     return re.findall(r"```toml\n(.*?)```", text, flags=re.DOTALL)
 
 

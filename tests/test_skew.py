@@ -1,4 +1,4 @@
-"""Version skew named (issue 22): what a run imported, compared with Kaggle's image; a failure inside a skewed
+"""Version skew named: what a run imported, compared with Kaggle's image; a failure inside a skewed
 package is "Not Rehearsed" naming both versions, never a Kaggle verdict."""
 
 from __future__ import annotations
@@ -13,10 +13,21 @@ import pytest
 from packaging.version import Version
 
 from builder.project.image import load_image
+from builder.project.spec import load_spec
 from builder.rehearse.execute import ExecutionResult
+from builder.rehearse.own_imports import own_modules
 from builder.rehearse.sandbox import SandboxSpec, prepare_sandbox
-from builder.rehearse.skew import Skew, differs, recorded_imports, skew_in_failure, skew_warnings, version_skews
+from builder.rehearse.skew import (
+    Skew,
+    differs,
+    recorded_imports,
+    skew_in_failure,
+    skew_records,
+    skew_warnings,
+    version_skews,
+)
 from builder.rehearse.verdict import CSV_NOT_FOUND, NOT_REHEARSED, Limits, judge
+from tests.support.files import KERNELS
 
 PANDAS = metadata.version("pandas")
 NEXT_MAJOR = f"{Version(PANDAS).major + 1}.0.0"
@@ -59,8 +70,8 @@ def test_a_sandboxed_process_records_its_imports_and_the_skew_is_named(tmp_path:
     assert {"pandas", "numpy"} <= imported and "json" not in imported  # site-packages only, not the standard library
     assert skews == (Skew("pandas", PANDAS, NEXT_MAJOR, ("pandas",)),)
     assert skew_in_failure(out.stderr, skews) == skews[0]
-    assert skew_warnings(skews) == [f"version skew with Kaggle's image (a failure through these is not rehearsed; kkb env "
-                                    f"builds the image's versions): pandas {PANDAS} here, {NEXT_MAJOR} on Kaggle's image"]
+    assert skew_warnings(skews) == [f"version skew with Kaggle's image (a failure one of these explains is not rehearsed; "
+                                    f"kkb env builds the image's versions): pandas {PANDAS} here, {NEXT_MAJOR} on Kaggle's image"]
 
 
 def _result(tmp_path: Path, evalue: str, skews: tuple[Skew, ...]) -> ExecutionResult:
@@ -101,3 +112,19 @@ def test_pandas_copy_on_write_read_only_arrays_are_the_skew_not_the_kernel() -> 
     text = 'File "/kaggle/input/datasets/me/code/predict.py", line 9\n    ids[0] = 1\nValueError: assignment destination is read-only'
     assert skew_in_failure(text, (skew,)) == skew
     assert skew_in_failure(text, (Skew("numpy", "2.4.6", "2.2.0", ("numpy",)),)) is None
+
+
+def test_the_summary_names_only_the_skews_of_what_the_kernel_imports_and_the_report_keeps_every_one() -> None:
+    skews = (Skew("pandas", "3.0.0", "2.3.3", ("pandas",)), Skew("pytz", "2026.6", "2025.2", ("pytz",)))
+    assert skew_warnings(skews, {"pandas", "numpy"}) == [
+        "version skew with Kaggle's image (a failure one of these explains is not rehearsed; kkb env builds the image's versions): "
+        "pandas 3.0.0 here, 2.3.3 on Kaggle's image (1 more in report.json: packages your code does not import)"]
+    assert skew_warnings(skews[1:], {"pandas"}) == []  # pytz alone: no line
+    assert [record["kernel_imports"] for record in skew_records(skews, {"pandas"})] == [True, False]
+
+
+def test_a_pandas_only_kernel_imports_pandas_and_a_text_card_its_library() -> None:
+    spec = load_spec(KERNELS / "minimal")
+    assert "pandas" in own_modules(KERNELS / "minimal", spec)
+    assert not {"pyarrow", "pytz", "dateutil"} & own_modules(KERNELS / "minimal", spec)
+    assert "transformers" in own_modules(KERNELS / "text-style", load_spec(KERNELS / "text-style"))

@@ -9,6 +9,8 @@ import pytest
 
 from builder.errors import SpecError
 from builder.project.spec import load_spec, parse_spec
+from builder.project.spec_reference import keys_by_table
+from builder.project.spec_renames import SpecDeprecation
 
 VALID = {
     "kernel": {"title": "KKB Minimal Inference", "owner": "someone"},
@@ -58,6 +60,9 @@ def test_valid_spec_defaults() -> None:
                      "see kernels/minimal/kernel.toml for a valid example", id="competition-slug"),
         pytest.param({k: v for k, v in VALID.items() if k != "competition"},
                      "kernel.toml: competition: required key is missing", "add competition to kernel.toml", id="missing-table"),
+        pytest.param(_with("postprocess", [{"function": "mypkg.post:fix"}]),
+                     "kernel.toml: postprocess[0].kind: required key is missing; one of: argmax, threshold, clip, function",
+                     "add postprocess[0].kind to kernel.toml", id="missing-kind-lists-the-kinds"),
         pytest.param(_with("code.include", ["../secrets/*"]),
                      "kernel.toml: code.include: '../secrets/*' must be a relative path inside the kernel folder (no '..', no absolute path)",
                      "see kernels/minimal/kernel.toml for a valid example", id="escaping-path"),
@@ -142,3 +147,24 @@ def test_bad_model_cards_and_postprocess(spec: dict, message: str) -> None:
     with pytest.raises(SpecError) as caught:
         parse_spec(spec)
     assert caught.value.message == message
+
+
+def test_the_submission_file_has_one_name_the_competition_s() -> None:
+    spec = parse_spec(_with("competition.submission_file", "preds.csv"))
+    assert (spec.competition.submission_file, spec.submission.file) == ("preds.csv", "preds.csv")
+    with pytest.warns(SpecDeprecation, match=r"\[submission\] file is deprecated: the file is \[competition\] "
+                                             r"submission_file \(= 'submission.csv'\); remove \[submission\] file"):
+        assert parse_spec(_with("submission.file", "submission.csv")).submission.file == "submission.csv"
+
+
+def test_an_evaluation_api_kernel_s_old_submission_file_is_the_file_its_gateway_writes() -> None:
+    raw = _with("submission", {"kind": "evaluation-api", "file": "submission.parquet"})
+    raw["evaluation_api"] = {"module": "kaggle_evaluation.x_inference_server", "server_class": "XServer", "predict": "m:p"}
+    with pytest.warns(SpecDeprecation):
+        spec = parse_spec(raw)
+    assert (spec.competition.submission_file, spec.submission.file) == ("submission.parquet", "submission.parquet")
+
+
+def test_the_reference_has_one_key_for_the_submission_file() -> None:
+    tables = keys_by_table()
+    assert "submission_file" in tables["competition"] and "file" not in tables["submission"]

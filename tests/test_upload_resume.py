@@ -1,4 +1,4 @@
-"""A push killed mid-upload resumes where Kaggle stopped (issue 25).
+"""A push killed mid-upload resumes where Kaggle stopped.
 
 A real ``kkb push`` in a subprocess, the real client over loopback against the local Kaggle, which reads the
 upload slowly; ``kill -9`` once part of the weights archive arrived. The next push sends only the rest: the

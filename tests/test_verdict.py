@@ -188,7 +188,7 @@ def test_blocked_network_and_the_old_input_layout_are_explained(tmp_path: Path) 
     assert failing_step(result) is None and failing_step(_result(tmp_path, **RAISED)) == "infer"
 
 
-# --- memory, disk, layout, network, submission name, not rehearsed (issue 13) ---------------------------
+# --- memory, disk, layout, network, submission name, not rehearsed ---------------------------
 
 NOTEBOOK_FAILED = {"ok": False, "failed_cell": 5}
 MEMORY = {**NOTEBOOK_FAILED, "ename": "StepFailed",

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from builder.bundle import cards as bundle_cards
-from builder.bundle import extras, preflight
+from builder.bundle import preflight
 from builder.errors import SpecError
 from builder.kkb_runtime import cards as runtime_cards
 from builder.kkb_runtime import metrics, postprocess, submission
+from builder.kkb_runtime.cards.common import card
 from builder.kkb_runtime.vocabulary import (
     CardKind,
     CombineKind,
@@ -35,7 +36,7 @@ from builder.local_kaggle import fault_schema
 from builder.notebook import render
 from builder.project import cards, spec, spec_errors
 from builder.project.spec_values import SpecErrorType
-from builder.rehearse import dryrun, isolation, memory, overlay, verdict
+from builder.rehearse import card_inputs, dryrun, isolation, memory, overlay, verdict
 from builder.remote import hints, rehearsal
 
 # (the stage, as a maintainer would look for it; its registry; the enum it must cover)
@@ -50,12 +51,12 @@ REGISTRIES: list[tuple[str, Mapping[Any, Any], type[enum.Enum]]] = [
     ("kkb_runtime/submission.py COMBINERS (the kernel's combine)", submission.COMBINERS, CombineKind),
     ("remote/hints.py DRY_RUN_HINTS (what to do about Kaggle's verdict)", hints.DRY_RUN_HINTS, Verdict),
     ("project/spec_errors.py HINTS (the hint of each typed spec error)", spec_errors.HINTS, SpecErrorType),
-    ("project/cards.py KIND_RULES (what each card kind needs of its keys)", cards.KIND_RULES, CardKind),
-    ("bundle/cards PREPARERS (a card's build-time preparation and load check)", bundle_cards.PREPARERS, CardKind),
-    ("bundle/cards EXTRA_FILES (what a card ships besides its checkpoints)", bundle_cards.EXTRA_FILES, CardKind),
-    ("bundle/cards PUBLIC_DATA_CHECKS (a card against the public test)", bundle_cards.PUBLIC_DATA_CHECKS, CardKind),
-    ("bundle/extras.py CARD_EXTRAS (the pip extra a card kind needs)", extras.CARD_EXTRAS, CardKind),
+    ("project/cards/kinds.py CARD_MODELS (each card kind's keys and checks)", cards.CARD_MODELS, CardKind),
+    ("bundle/cards BUILD_CARDS (a card's extra, build-time preparation, files and public-data checks)",
+     bundle_cards.BUILD_CARDS, CardKind),
     ("kkb_runtime/cards RUNNERS (the kernel's loader and predictor)", runtime_cards.RUNNERS, CardKind),
+    ("kkb_runtime/cards/common/card.py CARD_TYPES (the card as the kernel reads it)", card.CARD_TYPES, CardKind),
+    ("rehearse/card_inputs.py VIEWS (what a card feeds its model, --show-inputs)", card_inputs.VIEWS, CardKind),
     ("kkb_runtime/metrics.py REGISTRY (score and pre-scoring checks)", metrics.REGISTRY, Metric),
     ("rehearse/isolation.py DESCRIPTIONS (what each sandbox gives the kernel)", isolation.DESCRIPTIONS, Isolation),
     ("rehearse/memory.py AVAILABLE (whether an accounting can run here)", memory.AVAILABLE, MemoryAccounting),

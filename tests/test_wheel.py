@@ -1,4 +1,4 @@
-"""A normal ``pip install`` of the wheel works as well as the editable one (issue 16).
+"""A normal ``pip install`` of the wheel works as well as the editable one.
 
 The wheel is built from this checkout and installed into a fresh virtual environment that sees kkb's
 dependencies (torch, pandas, ...) from the test environment's site-packages through a ``.pth`` line, but
@@ -18,6 +18,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.files import KERNELS, REPO
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 pytestmark = pytest.mark.slow
 
@@ -52,6 +57,14 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(installed: Path, tm
     assert Path(package).is_relative_to(installed.parent) and Path(templates).is_relative_to(installed.parent), where.stdout
     assert (Path(templates) / "notebook" / "00_provenance.md.j2").is_file()
     assert (Path(templates) / "scaffold" / "kernel.toml.j2").is_file()  # kkb init's templates ship too
+
+
+def test_the_wheel_ships_the_python_api_as_kkb_with_the_version_of_its_metadata(installed: Path, tmp_path: Path) -> None:
+    done = _run([str(installed / "python"), "-c", "import kkb; print(kkb.__version__); kkb.dry_run; print(kkb.__file__)"],
+                tmp_path)
+    version, where = done.stdout.split()
+    assert version == tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"], done.stderr
+    assert Path(where).is_relative_to(installed.parent) and (Path(where).parent / "py.typed").is_file()
 
 
 def test_kkb_build_and_dry_run_from_the_wheel(installed: Path, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""kkb wheels (issue 7): wheelhouse resolution, exclusions, the install cell, the offline check, the helper kernel.
+"""kkb wheels: wheelhouse resolution, exclusions, the install cell, the offline check, the helper kernel.
 
 No internet: the packages are tiny projects built here and served from a folder by the session's
 ``index`` fixture, pip reads nothing else (``hermetic_pip``); both live in tests/support/wheels.py.
@@ -213,13 +213,13 @@ def test_dry_run_check_reports_a_stale_or_missing_wheelhouse_as_a_kernel_failure
     kernel = kernel_with(tmp_path, f'[install]\nrequirements = ["beta"]\npython_version = "{PYTHON_HERE}"\n')
     out = tmp_path / "build"
     with pytest.raises(KernelFailed, match="no wheelhouse was built") as caught:
-        dry_run_check(kernel, out)
+        dry_run_check(load_spec(kernel), kernel, out)
     assert caught.value.exit_code == 2 and "kkb wheels" in (caught.value.hint or "")
     build_wheels(WheelsSettings(kernel_dir=kernel, out_dir=out, index_args=index_args(index), check=False))
-    assert dry_run_check(kernel, out) is not None
+    assert dry_run_check(load_spec(kernel), kernel, out) is not None
     (kernel / "kernel.toml").write_text((kernel / "kernel.toml").read_text().replace('["beta"]', '["beta", "gamma"]'))
     with pytest.raises(KernelFailed, match="built for other requirements"):
-        dry_run_check(kernel, out)
+        dry_run_check(load_spec(kernel), kernel, out)
     spec = load_spec(kernel)
     assert dry_run_mounts(spec, OWNER, out) == [(out / WHEELS_DIR, f"datasets/{WHEELHOUSE_ID}")]
 

@@ -1,7 +1,7 @@
-"""The members of the archives a bundle holds (zip, tar, tar.gz/bz2/xz), for the credential scans.
+"""The members of the archives a bundle holds (zip, npz, tar, tar.gz/bz2/xz), for the credential scans.
 
-``weights/backup.zip`` holding ``.kaggle/kaggle.json`` must be refused like the file itself: the scans of
-:mod:`builder.bundle.files` look at every member's name and (bounded) content through :func:`members`.
+``weights/backup.zip`` holding ``.kaggle/kaggle.json`` must be refused like the file itself: the scanner of
+:mod:`builder.bundle.secret_scan` looks at every member's name and (bounded) content through :func:`members`.
 Archives inside archives are opened too, down to :data:`MAX_DEPTH`. Every read is bounded, so a
 decompression bomb costs at most :data:`MEMBER_LIMIT` bytes per member and :data:`ARCHIVE_LIMIT` per archive;
 content beyond the limits is not scanned (the names always are). A file that only looks like an archive
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import IO
 
-ZIP_SUFFIXES = (".zip",)
+ZIP_SUFFIXES = (".zip", ".npz")  # numpy's .npz is a zip of .npy files
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 MAX_DEPTH = 3  # an archive in an archive in an archive
 MEMBER_LIMIT = 64 * 1024 * 1024  # bytes of one member read for the scans (and to open a nested archive)

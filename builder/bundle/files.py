@@ -2,9 +2,9 @@
 
 Credentials are refused twice: by name and by pattern when the files are selected
 (:func:`refuse_credentials`), and by content once a dataset is staged (:func:`refuse_secret_values`),
-both inside archives too (:mod:`builder.bundle.archives`: zip, tar, tar.gz, nested, bounded reads):
-every staged file is read whole for the key and token values of the credentials in use, which the
-caller passes in (``project.credentials.secret_values``). A refusal names the file and what it holds,
+both in every container through one scanner (:mod:`builder.bundle.secret_scan`: archives, npz/npy,
+compressed pickles, nested, bounded reads): every file is read whole for the key and token values of
+the credentials in use, which the caller passes in (``project.credentials.secret_values``). A refusal names the file and what it holds,
 never the value. Files are rescanned at every build: a cached "clean" would have to be keyed by the
 secrets too, and a key changes.
 
@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder.bundle.archives import Member, is_archive, members
+from builder.bundle.secret_scan import find_key
 from builder.errors import BundleError
 from builder.project.credentials import Secret
 from builder.project.layout import DATASET_METADATA, MANIFEST_FILE
@@ -46,13 +47,6 @@ IGNORED_SUFFIXES = {".pyc", ".pyo"}
 CREDENTIAL_NAMES = {"kaggle.json", "access_token", "access_token.txt", "credentials.json", ".env", ".netrc",
                     ".pypirc", "id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"}
 CREDENTIAL_SUFFIXES = {".pem", ".key", ".p12", ".pfx"}
-CREDENTIAL_PATTERNS = [
-    (re.compile(rb"KAGGLE_KEY\s*[=:]"), "sets KAGGLE_KEY"),
-    (re.compile(rb"KAGGLE_API_TOKEN\s*[=:]"), "sets KAGGLE_API_TOKEN"),
-    (re.compile(rb"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----"), "holds a private key"),
-    (re.compile(rb"\"key\"\s*:\s*\"[0-9a-f]{32}\""), "holds a Kaggle API key"),
-]
-SCAN_LIMIT = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -186,19 +180,25 @@ def _resolved(path: Path, relative: Path) -> Path:
                                "exclude") from None
 
 
-def refuse_credentials(files: dict[str, Path], what: str) -> None:
-    """Stop the build on anything that looks like a secret, naming the file (never the secret); the members
-    of archives (zip, tar, tar.gz, nested) are looked at the same way."""
+def refuse_credentials(files: dict[str, Path], what: str, secrets: Sequence[Secret] = ()) -> None:
+    """Stop the build on anything that looks like a secret, naming the file and the member (never the secret):
+    credential file names, in archives too, then in every container the file is
+    (:func:`builder.bundle.secret_scan.views`) the values of ``secrets`` (named as the credential in use) and
+    every key of :data:`builder.bundle.secret_scan.PATTERNS`."""
     for relative, path in files.items():
         if _credential_name(relative):
             raise BundleError(f"{relative}: looks like a credential file; refusing to put it in the {what} dataset",
                               hint=f"remove it from [{what}] include, or add it to [{what}] exclude")
-        if is_archive(relative):  # first: the member that holds it says more than the archive's bytes
+        if is_archive(relative):  # first: a member's name says more than what it holds
             with path.open("rb") as handle:
                 for member in members(relative, handle):
-                    _refuse_member(member, relative, what)
-        if path.stat().st_size <= SCAN_LIMIT:
-            _refuse_patterns(path.read_bytes(), f"{relative}: ", what)
+                    _refuse_member_name(member, relative, what)
+        found = find_key(path, relative, secrets)
+        if found is not None:
+            hint = ("read secrets from Kaggle Secrets or the environment, never from bundled files" if found.pattern else
+                    f"remove the value from the file, or leave the file out with [{what}] exclude (a kernel reads "
+                    "secrets from Kaggle Secrets, never from its files)")
+            raise BundleError(f"{found.where} {found.what}; refusing to put it in the {what} dataset", hint=hint)
 
 
 def _credential_name(relative: str) -> bool:
@@ -206,61 +206,28 @@ def _credential_name(relative: str) -> bool:
     return name in CREDENTIAL_NAMES or name.startswith(".env") or PurePosixPath(relative).suffix in CREDENTIAL_SUFFIXES
 
 
-def _refuse_patterns(data: bytes, where: str, what: str) -> None:
-    for pattern, description in CREDENTIAL_PATTERNS:
-        if pattern.search(data):
-            raise BundleError(f"{where}{description}; refusing to put it in the {what} dataset",
-                              hint="read secrets from Kaggle Secrets or the environment, never from bundled files")
-
-
-def _refuse_member(member: Member, relative: str, what: str) -> None:
+def _refuse_member_name(member: Member, relative: str, what: str) -> None:
     if _credential_name(member.chain[-1]):
         raise BundleError(f"{relative}: {member.where} looks like a credential file; refusing to put it in the "
                           f"{what} dataset",
                           hint=f"take it out of the archive, or the archive out of [{what}] include")
-    _refuse_patterns(member.data[:SCAN_LIMIT], f"{relative}: {member.where} ", what)
 
 
-def refuse_secret_values(folder: Path, what: str, secrets: Sequence[Secret], fix: str) -> None:
-    """Stop the build when a file under ``folder`` (``what``, staged) holds one of ``secrets``; ``fix`` is the hint.
+def refuse_secret_values(folder: Path, what: str, secrets: Sequence[Secret], fix: str, patterns: bool = False) -> None:
+    """Stop the build when a file under ``folder`` (``what``, staged) holds one of ``secrets``, or with ``patterns``
+    any key of :data:`builder.bundle.secret_scan.PATTERNS`; ``fix`` is the hint.
 
-    Reads every file in chunks that overlap by the longest secret, so a value split across two
-    chunks is still found. Names the file and which credential it holds; never the value.
+    Reads every file whole, and what it contains (:func:`builder.bundle.secret_scan.views`: archive members,
+    decoded str arrays, decompressed pickles), in chunks that overlap, so a value split across two chunks is
+    still found. Names the file, the member and what it holds (a credential in use first); never the value.
     """
-    needles = [(secret, secret.value.encode()) for secret in secrets if secret.value]
-    if not needles or not folder.is_dir():
+    if not (patterns or any(secret.value for secret in secrets)) or not folder.is_dir():
         return
-    overlap = max(len(needle) for _, needle in needles) - 1
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
-        relative = path.relative_to(folder).as_posix()
-        found = _first_secret_in(path, needles, overlap)
-        where = f"{relative}:"
-        if found is None and is_archive(relative):
-            found, where = _first_secret_in_members(path, relative, needles)
+        found = find_key(path, path.relative_to(folder).as_posix(), secrets, patterns=patterns)
         if found is not None:
-            raise BundleError(f"{where} holds {found.what}; refusing to put it in the {what}",
+            raise BundleError(f"{found.where} {found.what}; refusing to put it in the {what}",
                               hint=f"{fix} (a kernel reads secrets from Kaggle Secrets, never from its files)")
-
-
-def _first_secret_in_members(path: Path, relative: str, needles: list[tuple[Secret, bytes]]) -> tuple[Secret | None, str]:
-    with path.open("rb") as handle:
-        for member in members(relative, handle):
-            for secret, needle in needles:
-                if needle in member.data:
-                    return secret, f"{relative}: {member.where}"
-    return None, f"{relative}:"
-
-
-def _first_secret_in(path: Path, needles: list[tuple[Secret, bytes]], overlap: int) -> Secret | None:
-    tail = b""
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            window = tail + chunk
-            for secret, needle in needles:
-                if needle in window:
-                    return secret
-            tail = window[-overlap:] if overlap else b""
-    return None
 
 
 class HashCache:

@@ -9,7 +9,7 @@ For each ``[[models]]`` card, :func:`prepare_models`
 3. records what the kernel needs: the normalisation from timm's pretrained config (card values
    win) and the albumentations pipeline, checked to deserialise and run, custom transforms included.
 
-The loading code is the kernel's own (``builder.kkb_runtime.models``), so what loads here loads there.
+The loading code is the kernel's own (``builder.kkb_runtime.cards.common.models``), so what loads here loads there.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ import numpy as np
 
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.errors import ModelError
-from builder.kkb_runtime import checkpoints
-from builder.kkb_runtime import models as runtime
-from builder.kkb_runtime import transforms as pipelines
-from builder.project.spec import KernelSpec, ModelCard
+from builder.kkb_runtime.cards.common import checkpoints
+from builder.kkb_runtime.cards.common import models as runtime
+from builder.kkb_runtime.cards.image import transforms as pipelines
+from builder.project.cards import ImageCard, NetworkCard
+from builder.project.spec import KernelSpec
 
 RECORDED_VERSIONS = ("torch", "timm", "albumentations")
 
@@ -39,17 +40,17 @@ RECORDED_VERSIONS = ("torch", "timm", "albumentations")
 def prepare_models(spec: KernelSpec, kernel_dir: Path, weights_stage: Path) -> list[dict[str, Any]]:
     """Normalise every card's checkpoint into ``weights_stage`` and return the cards for ``kkb_kernel.json``."""
     written: dict[str, str] = {}  # output path -> sha256, so cards sharing a checkpoint do not clobber each other
-    return [prepare_model(card, kernel_dir, weights_stage, written) for card in spec.models]
+    return [prepare_model(card, kernel_dir, weights_stage, written) for card in spec.models if isinstance(card, ImageCard)]
 
 
-def prepare_model(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
+def prepare_model(card: ImageCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
     """The user's code is importable for the whole card, as the code dataset is in the kernel: a factory lives
     there, and so do the classes an ``allow_pickle = true`` checkpoint names."""
     with user_code_importable(kernel_dir):
         return _prepare_model(card, kernel_dir, weights_stage, written)
 
 
-def _prepare_model(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
+def _prepare_model(card: ImageCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
     model = build_model(card)
     normalisation = resolve_normalisation(card, model)
     check_output_width(card, model, normalisation)
@@ -78,7 +79,7 @@ def _prepare_model(card: ModelCard, kernel_dir: Path, weights_stage: Path, writt
     }
 
 
-def prepare_source(card: ModelCard, model: Any, kernel_dir: Path, source: str, weights_stage: Path,
+def prepare_source(card: NetworkCard, model: Any, kernel_dir: Path, source: str, weights_stage: Path,
                    written: dict[str, str]) -> list[dict[str, Any]]:
     """One checkpoint file: one fold, or several in one file (``{fold: state_dict}`` or a list), each written
     as a file of its own (``name.fold<K>.safetensors``)."""
@@ -105,7 +106,7 @@ def prepare_source(card: ModelCard, model: Any, kernel_dir: Path, source: str, w
     return out
 
 
-def _read_raw(card: ModelCard, kernel_dir: Path, source: str) -> Any:
+def _read_raw(card: NetworkCard, kernel_dir: Path, source: str) -> Any:
     """The file as torch or safetensors reads it; a failure is reported as read_training_checkpoint reports it."""
     try:
         return runtime.read_checkpoint(kernel_dir / source, card.allow_pickle)
@@ -114,14 +115,14 @@ def _read_raw(card: ModelCard, kernel_dir: Path, source: str) -> Any:
         raise
 
 
-def prepare_checkpoint(card: ModelCard, model: Any, kernel_dir: Path, source: str, weights_stage: Path,
+def prepare_checkpoint(card: NetworkCard, model: Any, kernel_dir: Path, source: str, weights_stage: Path,
                        written: dict[str, str], raw: Any = None) -> dict[str, Any]:
     """One fold: read, remap, fit strictly (or list what was left out), write, and load back."""
     state, source_key = read_training_checkpoint(card, kernel_dir, source, raw)
     return {**_prepare_state(card, model, state, source, weights_stage, written), "source_key": source_key}
 
 
-def _prepare_state(card: ModelCard, model: Any, state: dict[str, Any], source: str, weights_stage: Path,
+def _prepare_state(card: NetworkCard, model: Any, state: dict[str, Any], source: str, weights_stage: Path,
                    written: dict[str, str], label: str | None = None) -> dict[str, Any]:
     """``label``: how messages name the checkpoint (``file.pth#3``: fold 3 of a file of folds)."""
     state = checkpoints.remap_keys(state, card.model_dump(mode="json"))
@@ -139,7 +140,7 @@ def _prepare_state(card: ModelCard, model: Any, state: dict[str, Any], source: s
 
 # --- checkpoint -----------------------------------------------------------------------------------
 
-def read_training_checkpoint(card: ModelCard, kernel_dir: Path, source: str | None = None,
+def read_training_checkpoint(card: NetworkCard, kernel_dir: Path, source: str | None = None,
                              raw: Any = None) -> tuple[dict[str, Any], str | None]:
     source = source or card.checkpoint_patterns[0]
     path = kernel_dir / source
@@ -174,7 +175,7 @@ def _looks_like_checkpoint(path: Path) -> bool:
     return len(head) == 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < path.stat().st_size
 
 
-def _read_hint(message: str, card: ModelCard) -> str:
+def _read_hint(message: str, card: NetworkCard) -> str:
     if "No module named" in message:
         return ("the checkpoint names a class of a module the build cannot import: put the module under [code] "
                 "include (the build imports the kernel's own code, as the kernel does), or re-save only the "
@@ -189,7 +190,7 @@ def _read_hint(message: str, card: ModelCard) -> str:
 
 
 # What runtime.offline() sets. The build sets them only while it builds a model: a dry run that follows in the
-# same process must hand its sandbox the environment Kaggle gives, and Kaggle sets none of them (issue 13).
+# same process must hand its sandbox the environment Kaggle gives, and Kaggle sets none of them.
 OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "NO_ALBUMENTATIONS_UPDATE")
 
 
@@ -210,12 +211,12 @@ def _offline() -> Iterator[None]:
 offline_environment = _offline  # for the other card kinds' build-time checks (builder.bundle.cards)
 
 
-def build_model(card: ModelCard) -> Any:
+def build_model(card: ImageCard) -> Any:
     with _offline():
         return _build_model(card)
 
 
-def _build_model(card: ModelCard) -> Any:
+def _build_model(card: ImageCard) -> Any:
     import timm
 
     if card.factory:
@@ -233,7 +234,7 @@ def _build_model(card: ModelCard) -> Any:
                          hint="check num_classes, in_chans and model_kwargs against the training config") from None
 
 
-def _build_with_factory(card: ModelCard) -> Any:
+def _build_with_factory(card: ImageCard) -> Any:
     try:
         return runtime.create_model(_card_dict(card))
     except runtime.ModelLoadError as exc:
@@ -250,7 +251,7 @@ def _build_with_factory(card: ModelCard) -> Any:
                          f"{type(exc).__name__}: {text}", hint=hint) from None
 
 
-def check_output_width(card: ModelCard, model: Any, normalisation: Mapping[str, Any]) -> None:
+def check_output_width(card: ImageCard, model: Any, normalisation: Mapping[str, Any]) -> None:
     """A factory's model, run once on zeros: its output width must be num_classes (timm's is by construction)."""
     if card.factory is None or card.features:
         return
@@ -274,11 +275,11 @@ def check_output_width(card: ModelCard, model: Any, normalisation: Mapping[str, 
                          hint=f"set num_classes = {output.shape[1]} or fix the factory's model_kwargs")
 
 
-def _card_dict(card: ModelCard) -> dict[str, Any]:
+def _card_dict(card: NetworkCard) -> dict[str, Any]:
     return card.model_dump(mode="json")
 
 
-def fit_checkpoint(card: ModelCard, model: Any, state: dict[str, Any],
+def fit_checkpoint(card: NetworkCard, model: Any, state: dict[str, Any],
                    source: str | None = None) -> tuple[dict[str, Any], str | None, dict[str, list[str]]]:
     """The state dict matching the model, or a ModelError naming what does not match.
 
@@ -295,7 +296,7 @@ def fit_checkpoint(card: ModelCard, model: Any, state: dict[str, Any],
     return {name: value for name, value in state.items() if name not in diff.unexpected}, prefix, left_out
 
 
-def _mismatch_hint(card: ModelCard, model: Any, diff: runtime.StateDictDiff) -> str:
+def _mismatch_hint(card: NetworkCard, model: Any, diff: runtime.StateDictDiff) -> str:
     classifier = str(getattr(model, "pretrained_cfg", {}).get("classifier") or "")
     for name, got, _ in diff.mismatched:
         if classifier and name.startswith(classifier) and got:
@@ -308,7 +309,7 @@ def _mismatch_hint(card: ModelCard, model: Any, diff: runtime.StateDictDiff) -> 
             "check arch, num_classes, in_chans and model_kwargs")
 
 
-def to_half(card: ModelCard, state: Mapping[str, Any]) -> dict[str, Any]:
+def to_half(card: NetworkCard, state: Mapping[str, Any]) -> dict[str, Any]:
     """Floating tensors to fp16 (integer buffers such as num_batches_tracked stay as they are)."""
     import torch
 
@@ -324,7 +325,7 @@ def to_half(card: ModelCard, state: Mapping[str, Any]) -> dict[str, Any]:
     return halved
 
 
-def output_path(card: ModelCard, taken: Mapping[str, str], source: str | None = None) -> str:
+def output_path(card: NetworkCard, taken: Mapping[str, str], source: str | None = None) -> str:
     suffix = ".safetensors" if card.safetensors else ".pt"
     path = PurePosixPath(source or card.checkpoint_patterns[0]).with_suffix(suffix)
     if path.as_posix() in taken:  # another card wrote this name with other settings
@@ -332,7 +333,7 @@ def output_path(card: ModelCard, taken: Mapping[str, str], source: str | None = 
     return path.as_posix()
 
 
-def write_checkpoint(card: ModelCard, state: Mapping[str, Any], stage: Path, written: dict[str, str],
+def write_checkpoint(card: NetworkCard, state: Mapping[str, Any], stage: Path, written: dict[str, str],
                      source: str | None = None) -> str:
     """Write the clean state dict into the weights stage, replacing the copied original."""
     source = source or card.checkpoint_patterns[0]
@@ -350,7 +351,7 @@ def write_checkpoint(card: ModelCard, state: Mapping[str, Any], stage: Path, wri
     return relative
 
 
-def _save(state: Mapping[str, Any], path: Path, card: ModelCard) -> None:
+def _save(state: Mapping[str, Any], path: Path, card: NetworkCard) -> None:
     import torch
 
     if card.safetensors:
@@ -373,7 +374,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def verify_written(card: ModelCard, model: Any, path: Path) -> None:
+def verify_written(card: NetworkCard, model: Any, path: Path) -> None:
     """Load the file the kernel will read, the way the kernel reads it."""
     try:
         state, _ = runtime.clean_state_dict(runtime.read_checkpoint(path))
@@ -385,7 +386,7 @@ def verify_written(card: ModelCard, model: Any, path: Path) -> None:
 
 # --- normalisation --------------------------------------------------------------------------------
 
-def resolve_normalisation(card: ModelCard, model: Any) -> dict[str, Any]:
+def resolve_normalisation(card: ImageCard, model: Any) -> dict[str, Any]:
     """mean/std/input size/interpolation: the card's values, else timm's pretrained config (of the
     first timm module inside a factory's model)."""
     cfg = dict(getattr(model, "pretrained_cfg", None) or {})
@@ -404,7 +405,7 @@ def resolve_normalisation(card: ModelCard, model: Any) -> dict[str, Any]:
     }
 
 
-def _per_channel(card: ModelCard, field: str, values: Any, from_card: bool) -> list[float]:
+def _per_channel(card: ImageCard, field: str, values: Any, from_card: bool) -> list[float]:
     numbers = [float(value) for value in values]
     if len(numbers) == card.in_chans:
         return numbers
@@ -418,7 +419,7 @@ def _per_channel(card: ModelCard, field: str, values: Any, from_card: bool) -> l
 
 # --- transforms -----------------------------------------------------------------------------------
 
-def check_transforms(card: ModelCard, kernel_dir: Path, normalisation: Mapping[str, Any]) -> dict[str, Any] | None:
+def check_transforms(card: ImageCard, kernel_dir: Path, normalisation: Mapping[str, Any]) -> dict[str, Any] | None:
     """The card's serialised pipeline, proven to deserialise and to run on an image (None: kkb's default)."""
     if card.transforms is None or ":" in card.transforms:  # a factory: builder.bundle.cards.image checks it
         return None
@@ -454,7 +455,7 @@ def user_code_importable(kernel_dir: Path) -> Iterator[None]:
                 del sys.modules[name]
 
 
-def _check_runs(card: ModelCard, pipeline: Any, normalisation: Mapping[str, Any]) -> None:
+def _check_runs(card: ImageCard, pipeline: Any, normalisation: Mapping[str, Any]) -> None:
     height, width = normalisation["input_size"]
     # Twice the input size: a pipeline that crops must still find enough pixels.
     image = np.random.default_rng(0).integers(0, 256, (2 * height, 2 * width, card.in_chans), dtype=np.uint8)
@@ -469,7 +470,7 @@ def _check_runs(card: ModelCard, pipeline: Any, normalisation: Mapping[str, Any]
                                         f"not {card.in_chans} channel(s)")
 
 
-def check_random_tta(card: ModelCard, kernel_dir: Path, normalisation: Mapping[str, Any]) -> dict[str, Any] | None:
+def check_random_tta(card: ImageCard, kernel_dir: Path, normalisation: Mapping[str, Any]) -> dict[str, Any] | None:
     """The random TTA pipeline, proven to deserialise and run before the card's own, embedded in the card."""
     if card.tta_random is None:
         return None
@@ -501,7 +502,7 @@ def _pipeline_normalisation(serialized: Mapping[str, Any] | None) -> dict[str, A
     return recorded
 
 
-def _check_normalize(card: ModelCard, serialized: Mapping[str, Any]) -> None:
+def _check_normalize(card: ImageCard, serialized: Mapping[str, Any]) -> None:
     """A Normalize in the pipeline that contradicts the card's mean/std means two sources of truth."""
     own = pipelines.normalize_params(serialized)
     if own is None:

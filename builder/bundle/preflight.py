@@ -20,13 +20,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from builder.bundle.cards import PUBLIC_DATA_CHECKS
+from builder.bundle.cards import BUILD_CARDS
 from builder.bundle.submission_checks import check_column_types
+from builder.bundle.target_checks import check_named_columns
 from builder.errors import BundleError
 from builder.kkb_runtime import postprocess
 from builder.kkb_runtime.submission import read_sample, target_columns
 from builder.kkb_runtime.vocabulary import CardKind, SubmissionKind
-from builder.project.spec import SPEC_FILE, KernelSpec, ModelCard
+from builder.project.cards import ImageCard, ModelCard
+from builder.project.spec import SPEC_FILE, KernelSpec
 
 
 def check_against_public_data(spec: KernelSpec, kernel_dir: Path) -> None:
@@ -45,6 +47,7 @@ def _check_csv_kernel(spec: KernelSpec, kernel_dir: Path) -> None:
     check_column_types(spec, kernel_dir, sample_path, sample)
     targets = target_columns(sample, id_column, spec.submission.target_columns)
     predictions = list(spec.submission.prediction_columns) or targets
+    check_named_columns(spec, kernel_dir, predictions, targets)  # stage columns, unrounded: no silent no-op
     _check_postprocess(spec, kernel_dir, sample_path, predictions, targets)
     cards = {card.name: card for card in spec.models}
     _check_column_groups(spec, kernel_dir, predictions, cards)
@@ -53,7 +56,7 @@ def _check_csv_kernel(spec: KernelSpec, kernel_dir: Path) -> None:
         if card is None:
             continue
         columns = list(step.columns or card.columns) or predictions
-        if not card.features and card.num_classes != len(columns):
+        if not (isinstance(card, ImageCard) and card.features) and card.num_classes != len(columns):
             what = ("the step's columns" if step.columns or card.columns else "prediction_columns"
                     if spec.submission.prediction_columns else "target columns of the sample submission")
             per = "image" if card.kind == CardKind.IMAGE else "row"
@@ -62,7 +65,7 @@ def _check_csv_kernel(spec: KernelSpec, kernel_dir: Path) -> None:
                               f"{', '.join(columns)})",
                               hint="set num_classes to the model's output width, or [submission] prediction_columns "
                                    "to what it outputs and a [[postprocess]] stage (argmax, threshold) to the targets")
-        PUBLIC_DATA_CHECKS[card.kind](spec, kernel_dir, data, card, columns, sample)
+        BUILD_CARDS[card.kind].check_public_data(spec, kernel_dir, data, card, columns, sample)
 
 
 def _check_column_groups(spec: KernelSpec, kernel_dir: Path, predictions: list[str], cards: dict[str, ModelCard]) -> None:
@@ -89,7 +92,7 @@ def _check_column_groups(spec: KernelSpec, kernel_dir: Path, predictions: list[s
 
 def _check_postprocess(spec: KernelSpec, kernel_dir: Path, sample_path: Path, predictions: list[str],
                        targets: list[str]) -> None:
-    stages = [stage.model_dump(exclude_unset=True) for stage in spec.postprocess]
+    stages = [stage.resolved() for stage in spec.postprocess]
     result = postprocess.output_columns(stages, predictions)
     if result is None or sorted(result) == sorted(targets):
         return

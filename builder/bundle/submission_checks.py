@@ -31,6 +31,11 @@ def check_postprocess(spec: KernelSpec, kernel_dir: Path, code_files: dict[str, 
         where = f"{kernel_dir / SPEC_FILE}: postprocess[{index}]"
         if stage.kind == "function" and stage.function:
             _check_function(where, stage.function, code_files)
+        if stage.pickle_main and _module_source(stage.pickle_main, code_files) is None:
+            raise BundleError(f"{where}: pickle_main = '{stage.pickle_main}': the code dataset has no module "
+                              f"'{stage.pickle_main}'",
+                              hint="name the module of your code that defines the pickled classes, and add its file to "
+                                   "[code] include")
         if id_column in stage.columns:
             raise BundleError(f"{where} ({stage.kind}): columns names the id column '{id_column}'",
                               hint=f"list only prediction columns in columns (the id column stays as it is), or "
@@ -40,7 +45,7 @@ def check_postprocess(spec: KernelSpec, kernel_dir: Path, code_files: dict[str, 
 def _check_function(where: str, reference: str, code_files: dict[str, Path]) -> None:
     module, _, name = reference.partition(":")
     base = module.replace(".", "/")
-    source = code_files.get(f"{base}.py") or code_files.get(f"{base}/__init__.py")
+    source = _module_source(module, code_files)
     if source is None:
         modules = sorted(_module_name(relative) for relative in code_files if relative.endswith(".py"))
         close = difflib.get_close_matches(module, modules, n=1, cutoff=0.6)
@@ -60,6 +65,11 @@ def _check_function(where: str, reference: str, code_files: dict[str, Path]) -> 
         guess = f"did you mean '{module}:{close[0]}'? " if close else ""
         raise BundleError(f"{where}: function = '{reference}': {base}.py defines no '{name}'",
                           hint=f"{guess}name a function of the module: DataFrame in, DataFrame out")
+
+
+def _module_source(module: str, code_files: dict[str, Path]) -> Path | None:
+    base = module.replace(".", "/")
+    return code_files.get(f"{base}.py") or code_files.get(f"{base}/__init__.py")
 
 
 def _module_name(relative: str) -> str:

@@ -10,21 +10,23 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TextIO
 
 import typer
 from rich.table import Table
 
-from builder import __version__
-from builder.build import BuildSettings, build_kernel
+from builder import __version__, api
+from builder.build import BuildSettings
 from builder.cli.views import (
     _DryRunProgress,
     _escape,
     _print_json,
     _ProgressView,
     _readable_help,
+    _show_card_settings,
     _show_dry_run,
     _show_error,
     _show_init,
@@ -38,20 +40,24 @@ from builder.cli.views import (
     without_kkb_frames,
 )
 from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError, NotRehearsed
+from builder.kkb_runtime.vocabulary import Layout, Scenario
 from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.ci import CiProvider
 from builder.project.image import image_summary, load_image, package_lines
 from builder.project.image_store import stored_image_path
-from builder.project.init import InitSettings, init_project
+from builder.project.init import InitSettings
 from builder.project.spec import MAX_WAIT_SECONDS
-from builder.rehearse.dryrun import DryRunSettings
-from builder.rehearse.dryrun import dry_run as run_dry_run
+from builder.project.spec_renames import SpecDeprecation
+from builder.rehearse.card_inputs import DEFAULT_ROWS
+from builder.rehearse.dryrun import DryRunReport, DryRunSettings
 from builder.rehearse.image_env import build_image_env
 from builder.rehearse.limits import parse_size
 from builder.rehearse.on_kaggle import report_from_kaggle
+from builder.rehearse.reference import ReferenceSettings, parse_step_reference, reference_failure
+from builder.rehearse.report import SCENARIOS, ScenarioChoice
 from builder.remote.competition_files import fetch_competition_data
 from builder.remote.image import ImageSettings, capture_image
-from builder.remote.push import push as push_kernel
+from builder.remote.outputs import CompareSettings, compare_submissions
 from builder.remote.queries import QuerySettings
 from builder.remote.queries import history as kernel_history
 from builder.remote.queries import logs as kernel_logs
@@ -59,7 +65,6 @@ from builder.remote.queries import status as kernel_status
 from builder.remote.rehearsal import RehearsalSettings, rehearse_on_kaggle
 from builder.remote.session import PushSettings, Waits
 from builder.remote.submit import SubmitSettings
-from builder.remote.submit import submit as submit_kernel
 from builder.remote.wheels import WheelsSettings, build_wheels
 
 app = typer.Typer(
@@ -103,13 +108,14 @@ def build(
     owner: str | None = typer.Option(None, "--owner", help="Kaggle username (default: [kernel] owner, then credentials)."),
 ) -> None:
     """Build the code and weights datasets and the rendered notebook, offline."""
-    result = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner))
+    result = api.build(BuildSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner))
     console.print(f"[green]built[/green] {result.kernel_id} → {result.out_dir}")
     console.print(f"  code     {result.code_dataset}  {result.code_hash}")
     console.print(f"  weights  {result.weights_dataset or result.weights_model}  {result.weights_hash}")
     console.print(f"  notebook {result.notebook_path}")
     for note in result.model_notes:
         console.print(f"  note     {note}", markup=False, highlight=False)  # file names may hold [brackets]
+    _show_card_settings(result.card_settings)
 
 
 @app.command()
@@ -124,21 +130,26 @@ def init(
     ci: CiProvider | None = typer.Option(None, "--ci", help="Also write a CI workflow (github: .github/workflows/kkb.yml "
                                          "at the repository root): build and dry-run on every push, submit on a tag v*. "
                                          "Alone, it adds the workflow to an existing project."),
+    repo_root: Path | None = typer.Option(None, "--repo-root", help="--ci: the repository's root, where .github/ goes "
+                                          "(default: the git repository holding the kernel folder; outside one, "
+                                          "kkb init refuses and writes nothing)."),
 ) -> None:
     """Start a kernel project: from a competition's sample submission, or from an existing Kaggle kernel folder; --ci adds a CI workflow."""
     if source is None and competition is None and ci is None:
         raise typer.BadParameter("pass --competition SLUG, or --from DIR (a `kaggle kernels pull -m` folder), or --ci github")
+    if repo_root is not None and ci is None:
+        raise typer.BadParameter("--repo-root says where --ci writes its workflow: pass --ci github as well")
 
     def download(folder: Path, slug: str) -> Path:
         console.print(f"downloading the data of {_escape(slug)} …")
         return fetch_competition_data(folder, slug)
 
-    result = init_project(InitSettings(kernel_dir=kernel_dir, competition=competition, data_dir=data, source_dir=source,
-                                       owner=owner, ci=ci), download=download)
+    result = api.init(InitSettings(kernel_dir=kernel_dir, competition=competition, data_dir=data, source_dir=source,
+                                owner=owner, ci=ci, repo_root=repo_root), download=download)
     _show_init(result)
 
 
-# -- push / submit / status / logs / history (issue 5) ------------------------------------------
+# -- push / submit / status / logs / history ------------------------------------------
 
 
 _KERNEL_ARG = typer.Argument(..., help="The kernel project folder (holds kernel.toml).")
@@ -153,12 +164,12 @@ def _wait_seconds(value: float | None) -> float | None:
 
 _WAIT_DATASET_OPT = typer.Option(None, "--wait-dataset", callback=_wait_seconds,
                                  help="Seconds to wait for a dataset version to be ready (default: [push] "
-                                 "dataset_timeout_s, else 1800).")
+                                 "dataset_timeout_seconds, else 1800).")
 _WAIT_RUN_OPT = typer.Option(None, "--wait-run", callback=_wait_seconds,
-                             help="Seconds to wait for the kernel run (default: [push] run_timeout_s, else the "
+                             help="Seconds to wait for the kernel run (default: [push] run_timeout_seconds, else the "
                              "time limit plus an hour).")
 _WAIT_SCORE_OPT = typer.Option(None, "--wait-score", callback=_wait_seconds,
-                               help="Seconds to wait for the score (default: [push] score_timeout_s, else the "
+                               help="Seconds to wait for the score (default: [push] score_timeout_seconds, else the "
                                "time limit plus an hour).")
 
 
@@ -177,7 +188,7 @@ def push(
 ) -> None:
     """Build, upload only what changed, and push a kernel version (internet off) to Kaggle."""
     with _ProgressView() as view:
-        result = push_kernel(PushSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message,
+        result = api.push(PushSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message,
                                           waits=_waits(wait_dataset), progress=view))
     if as_json:
         _print_json("push", dataclasses.asdict(result))
@@ -202,7 +213,7 @@ def submit(
     settings = SubmitSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message, version=version,
                               resubmit=resubmit, waits=_waits(wait_dataset, wait_run, wait_score))
     with _ProgressView() as view:
-        result = submit_kernel(SubmitSettings(**{**settings.__dict__, "progress": view}))
+        result = api.submit(SubmitSettings(**{**settings.__dict__, "progress": view}))
     if as_json:
         _print_json("submit", dataclasses.asdict(result))
         return
@@ -276,11 +287,31 @@ def history(kernel_dir: Path = _KERNEL_ARG,
     console.print(table)
 
 
+_SCENARIO_CHOICES: dict[str, ScenarioChoice] = {**{member.value: member for member in Scenario}, "both": "both"}
+
+
+def _scenario_choice(value: str) -> str:
+    if value not in SCENARIOS:
+        raise typer.BadParameter(f"'{value}' is not one of {', '.join(repr(name) for name in SCENARIOS)}")
+    return value
+
+
+_REFERENCE_OPT = typer.Option(None, "--reference", help="The original notebook's submission on the same data: the rerun's "
+                              "(--scenario commit: the commit's) file must equal it (else exit 2).")
+_REFERENCE_TOLERANCE_OPT = typer.Option(None, "--reference-tolerance", help="Largest difference allowed per value (default: "
+                                        "what rounding to [submission] decimals explains, else 1e-6).")
+_REFERENCE_STEP_OPT = typer.Option([], "--reference-step", help="NAME=FILE: compare one step's output (its own columns) "
+                                   "with FILE; may be repeated.")
+_SHOW_INPUTS_OPT = typer.Option(None, "--show-inputs", metavar="[N]", help=f"Print what each card feeds its model for the first N test rows (default "
+                                f"{DEFAULT_ROWS}; report.json always carries them).")
+
+
 @app.command("dry-run")
 def dry_run(
     kernel_dir: Path = _KERNEL_ARG,
     data: Path | None = typer.Option(None, "--data", help="Competition data to mount (default: [competition] data)."),
-    scenario: Literal["commit", "rerun", "both"] = typer.Option("both", "--scenario", help="Which run to rehearse."),
+    scenario: str = typer.Option("both", "--scenario", callback=_scenario_choice, metavar=f"[{'|'.join(SCENARIOS)}]",
+                                 help="Which run to rehearse."),
     rerun_scale: int = typer.Option(1, "--rerun-scale", help="Replicate the test N times (new ids) for the rerun."),
     hidden_rows: int | None = typer.Option(None, "--hidden-rows", help="Rows of the hidden test (default: [competition] hidden_rows)."),
     timeout: float | None = typer.Option(None, "--timeout", help="Kill each run after this many seconds."),
@@ -301,32 +332,43 @@ def dry_run(
     yes: bool = typer.Option(False, "--yes", help="--on-kaggle: spend more than an hour of Kaggle quota."),
     image_env: bool = typer.Option(False, "--image-env", help="Run the kernel in kkb env's environment: Kaggle's image's "
                                    "versions of what it imports (built once, then cached)."),
+    reference: Path | None = _REFERENCE_OPT,
+    reference_tolerance: float | None = _REFERENCE_TOLERANCE_OPT,
+    reference_step: list[str] = _REFERENCE_STEP_OPT,
+    show_inputs: int | None = _SHOW_INPUTS_OPT,
 ) -> None:
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
     if on_kaggle:
         local_only = (scenario not in ("both", "rerun") or data is not None or legacy_layout or keep_sandbox
                       or timeout is not None or rerun_data is not None or memory is not None or as_json
-                      or answers is not None)
+                      or answers is not None or reference is not None or bool(reference_step))
         if local_only:
             raise typer.BadParameter("--on-kaggle rehearses the scoring rerun with Kaggle's own inputs and limits: --scenario, "
-                                     "--data, --rerun-data, --answers, --memory, --timeout, --legacy-layout, --keep-sandbox and --json "
-                                     "do not apply")
+                                     "--data, --rerun-data, --answers, --memory, --timeout, --legacy-layout, --keep-sandbox, "
+                                     "--reference and --json do not apply")
         _dry_run_on_kaggle(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale,
                                              again=again, yes=yes), hidden_rows)
         return
     if again or yes:
         raise typer.BadParameter("--again and --yes go with --on-kaggle")
     memory_bytes = parse_size(memory) if memory else None
+    references = ReferenceSettings(reference, reference_tolerance, tuple(parse_step_reference(text) for text in reference_step))
     with _DryRunProgress(enabled=not as_json) as progress:
-        report = run_dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=scenario,  # type: ignore[arg-type]
+        report = api.dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=_SCENARIO_CHOICES[scenario],
                                             rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
-                                            layout="legacy" if legacy_layout else "current", out_dir=out, owner=owner,
+                                            layout=Layout.LEGACY if legacy_layout else Layout.CURRENT, out_dir=out, owner=owner,
                                             keep_sandbox=keep_sandbox, rerun_data_dir=rerun_data, memory_bytes=memory_bytes,
-                                            image_env=image_env, progress=progress, answers=answers))
+                                            image_env=image_env, progress=progress, answers=answers, reference=references,
+                                            show_inputs=DEFAULT_ROWS if show_inputs is None else show_inputs))
     if as_json:
         _print_json("dry-run", report.to_json())
     else:
-        _show_dry_run(report)
+        _show_dry_run(report, show_inputs=show_inputs is not None)
+    _raise_unless_ok(report)
+
+
+def _raise_unless_ok(report: DryRunReport) -> None:
+    """A dry run's exit: a failing scenario (2), one not rehearsed here (5), an output unlike the reference (2)."""
     failed = [s.scenario for s in report.scenarios if not s.ok and s.rehearsed]
     if failed:
         raise KernelFailed(f"dry run: {', '.join(failed)} would fail on Kaggle",
@@ -335,18 +377,50 @@ def dry_run(
     if unrehearsed:
         raise NotRehearsed(f"dry run: {', '.join(unrehearsed)} not rehearsed here",
                            hint=f"see the reasons above and {report.report_path}")
+    if report.reference is not None and report.differs_from_reference:
+        raise KernelFailed(reference_failure(report.reference),
+                           hint=f"the table above and report.html compare each column; {report.report_path}")
 
 
 def _dry_run_on_kaggle(settings: RehearsalSettings, hidden_rows: int | None) -> None:
     with _ProgressView() as view:
         result = rehearse_on_kaggle(RehearsalSettings(**{**settings.__dict__, "progress": view}))
     report = report_from_kaggle(result.report, result.spec, kernel_name=Path(settings.kernel_dir).resolve().name,
-                                kernel_id=result.plan.kernel_id, out_dir=result.out_dir, hidden_rows=hidden_rows)
+                                kernel_id=result.plan.kernel_id, out_dir=result.out_dir, hidden_rows=hidden_rows,
+                                kernel_dir=Path(settings.kernel_dir))
     _show_rehearsal(result)
     _show_dry_run(report, heading=result.heading)
     if not report.ok:
         raise KernelFailed(f"rehearsal on Kaggle: the rerun would fail ({report.scenarios[0].verdict.name})",
                            hint=f"read {result.out_dir} (the kernel's report.json and log); nothing was submitted")
+
+
+@app.command()
+def compare(
+    left: Path = typer.Argument(..., help="A submission CSV (e.g. build/NAME/dryrun/rerun.submission.csv)."),
+    right: Path | None = typer.Argument(None, help="The other one (default with --kernel: the output of the last scored "
+                                        "version in kkb history)."),
+    kernel: Path | None = typer.Option(None, "--kernel", help="The kernel project: its id column, decimals and sample "
+                                       "submission, and its history's last scored output."),
+    tolerance: float | None = typer.Option(None, "--tolerance", help="Largest difference allowed per value (default: what "
+                                           "rounding to [submission] decimals explains, else 1e-6)."),
+    id_column: str | None = typer.Option(None, "--id", help="The id column (default: [submission] id_column, else the "
+                                         "first column)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON on stdout."),
+) -> None:
+    """Compare two submissions column by column (rows matched by id); exit 2 when they differ beyond the tolerance."""
+    if right is None and kernel is None:
+        raise typer.BadParameter("name two files, or --kernel DIR to compare with the last scored version's output")
+    comparison = compare_submissions(CompareSettings(left=left, right=right, kernel_dir=kernel, tolerance=tolerance,
+                                                     id_column=id_column))
+    if as_json:
+        _print_json("compare", comparison.to_json())
+    else:
+        for line in comparison.lines():
+            console.print(_escape(line), highlight=False, soft_wrap=True)
+    if not comparison.ok:
+        raise KernelFailed(f"{comparison.left} differs from {comparison.right}: {'; '.join(comparison.failures()[:3])}",
+                           hint="the table compares each column; pass --tolerance to allow more")
 
 
 # `kkb local-kaggle serve|add-competition|add-user`.
@@ -433,10 +507,13 @@ def demo(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` and return the exit code (the one error boundary)."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = optional_values(list(sys.argv[1:] if argv is None else argv))
     try:
-        # Without standalone mode typer *returns* the code of an Exit, Ctrl-C's 130 included.
-        code = app(args=args, prog_name="kkb", standalone_mode=False)
+        with warnings.catch_warnings():  # kernel.toml's old spellings: one "warning:" line each
+            warnings.showwarning = _show_warning
+            warnings.simplefilter("default", SpecDeprecation)
+            # Without standalone mode typer *returns* the code of an Exit, Ctrl-C's 130 included.
+            code = app(args=args, prog_name="kkb", standalone_mode=False)
     except KkbError as exc:
         _show_error(exc)
         return exc.exit_code
@@ -452,6 +529,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             err_console.print("[red]interrupted[/red]")
         return code
     return EXIT_OK
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: TextIO | None = None,
+                  line: str | None = None) -> None:
+    if issubclass(category, SpecDeprecation):
+        err_console.print(f"[yellow]warning:[/yellow] {_escape(str(message))}", highlight=False)
+    else:
+        err_console.print(warnings.formatwarning(message, category, filename, lineno, line), markup=False, highlight=False)
+
+
+OPTIONAL_VALUES = {"--show-inputs": str(DEFAULT_ROWS)}  # an option whose value may be left out: its default then
+
+
+def optional_values(args: list[str]) -> list[str]:
+    """``--show-inputs`` alone means ``--show-inputs 3``: click has no option with an optional value."""
+    out: list[str] = []
+    for index, arg in enumerate(args):
+        out.append(arg)
+        following = args[index + 1] if index + 1 < len(args) else None
+        if arg in OPTIONAL_VALUES and (following is None or not following.isdigit()):
+            out.append(OPTIONAL_VALUES[arg])
+    return out
 
 
 def _unexpected(exc: Exception) -> int:

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
 
+from builder.bundle.cards.settings import ResolvedSetting
 from builder.bundle.wheels import WheelsResult
 from builder.errors import KkbError
 from builder.project.init import InitResult
@@ -51,6 +52,21 @@ def _show_init(result: InitResult) -> None:
         console.print(f"  [dim]note:[/dim] {_escape(note)}", highlight=False)
     for index, step in enumerate(result.next_steps):
         console.print(f"{'next:' if index == 0 else '     '} {_escape(step)}", highlight=False)
+
+
+def _show_card_settings(settings: tuple[ResolvedSetting, ...]) -> None:
+    """Per card, the settings the user did not write, one line each (the ones that are off in one line)."""
+    for card in dict.fromkeys(setting.card for setting in settings):
+        own = [setting for setting in settings if setting.card == card]
+        console.print(f"  card     models.{card}: not set on the card, the kernel uses", markup=False, highlight=False)
+        shown = [setting for setting in own if not setting.unset]
+        width = max((len(setting.key) for setting in shown), default=0)
+        for setting in shown:
+            console.print(f"             {setting.key:<{width}} = {setting.value}  ({setting.origin})", markup=False,
+                          highlight=False)
+        off = [setting.key for setting in own if setting.unset]
+        if off:
+            console.print(f"             unset: {', '.join(off)}", markup=False, highlight=False)
 
 
 def _shown_path(path: Path, kernel_dir: Path) -> str:
@@ -163,9 +179,15 @@ def _show_steps(s: ScenarioReport) -> None:
         console.print(f"  [dim]{_escape(shared['line'])}[/dim]", highlight=False)
 
 
-def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
+def _show_heading(report: DryRunReport, heading: str | None) -> None:
     if heading:
         console.print(f"[bold]{_escape(heading)}[/bold]", highlight=False)
+    if report.environment:  # --image-env: the kernel ran with the image's versions
+        console.print(f"environment: {_escape(report.environment)}", highlight=False)
+
+
+def _show_dry_run(report: DryRunReport, heading: str | None = None, show_inputs: bool = False) -> None:
+    _show_heading(report, heading)
     table = Table(box=None, header_style="bold")
     for name in ("scenario", "verdict", "time", "projected", "limit", "peak RAM", "peak GPU"):
         table.add_column(name)
@@ -185,15 +207,39 @@ def _show_dry_run(report: DryRunReport, heading: str | None = None) -> None:
         _show_steps(s)
         for warning in s.warnings:
             console.print(f"  [yellow]warning:[/yellow] {_escape(warning)}", highlight=False)
-        for line in (s.metric or {}).get("lines", []):  # the metric: split, rounding kept, expected score
+        for line in filter(None, [s.stand_in, *(s.metric or {}).get("lines", [])]):  # what --rerun-scale replicated; the metric
             console.print(f"  {_escape(line)}", highlight=False)
-        if s.projection:
-            console.print(f"  [dim]projection: {_escape(s.projection['summary'])}[/dim]", highlight=False)
-        console.print(f"  [dim]sandbox: {_escape(s.isolation_note)}; memory: {_escape(s.memory_limit)}[/dim]", highlight=False)
+        if s.projection:  # its basis (what was measured, per step) is in report.json and report.html
+            console.print(f"  [dim]projection: {_escape(s.projection['summary'].split('; basis:')[0])}[/dim]", highlight=False)
         if not s.ok and s.verdict.detail:
             detail = s.verdict.detail if _state["verbose"] else without_kkb_frames(s.verdict.detail)
             console.print(_escape(detail), style="dim", highlight=False)
+    if report.scenarios:  # one line: the isolation and the memory accounting (the details: report.json)
+        last = report.scenarios[-1]
+        console.print(f"[dim]sandbox: {_escape(last.isolation_note.split(';')[0])}; memory: "
+                      f"{_escape(last.memory_limit.split(',')[0])}[/dim]", highlight=False)
+    _show_reference(report.reference)
+    _show_inputs(report.inputs if show_inputs else [])
     console.print(f"notebooks and report: {report.out_dir} (report.html)", highlight=False)
+
+
+def _show_inputs(inputs: list[dict[str, Any]]) -> None:
+    """``--show-inputs``: what each card feeds its model, for the first test rows."""
+    if inputs:
+        console.print("[bold]inputs[/bold] (what each card feeds its model)", highlight=False)
+    for line in (line for entry in inputs for line in entry.get("lines", [])):
+        console.print(f"  {_escape(line)}", highlight=False, soft_wrap=True)
+
+
+def _show_reference(reference: dict[str, Any] | None) -> None:
+    """``--reference``: equal or not, and the comparison table (worst columns first)."""
+    if reference is None:
+        return
+    style = "green" if reference.get("ok") else "bold red"
+    console.print(f"[bold]reference[/bold] ({reference.get('scenario')}): "
+                  f"[{style}]{'equal' if reference.get('ok') else 'differs'}[/{style}]", highlight=False)
+    for line in reference.get("lines", []):
+        console.print(f"  {_escape(line)}", highlight=False, soft_wrap=True)
 
 
 def _show_wheels(result: WheelsResult) -> None:

@@ -139,14 +139,17 @@ class KernelRun:
                 floats = [c for c in self.targets
                           if c not in self.sample.columns or submission.column_kind(self.sample[c]) == "float"]
                 unrounded = rounding.unrounded_columns(self.config.postprocess,
-                                                       [*(self.config.submission.get("unrounded") or ()), *self.discretised],
-                                                       self.targets)  # a function's own discretised columns too
+                                                       list(self.config.submission.get("unrounded") or ()), self.targets)
+                before = self.predictions
                 self.predictions, self.column_rounding = rounding.round_safely(
-                    self.predictions, self.targets, self.config.submission.get("decimals"), self.metric, floats, unrounded)
-                for record in self.column_rounding:
-                    if record.changed:
-                        print(f"[kkb] round: {record.line()}", flush=True)
+                    self.predictions, self.targets, self.config.submission.get("decimals"), self.metric, floats, unrounded,
+                    self.discretised)  # a function's own discretised columns stay as it wrote them
+                said = rounding.summary(self.column_rounding)
+                if said:
+                    print(f"[kkb] {said}", flush=True)
                 rounding.record_rounding(self.column_rounding, self.inputs.working)
+                if self.column_rounding:
+                    rounding.keep_unrounded(before, self.inputs.working.parent / "temp")
         return self.predictions
 
     def check_and_write(self) -> Path:
@@ -155,7 +158,8 @@ class KernelRun:
         with self._stage("write"):
             frame = submission.align_to_sample(self.predictions, self.sample, self.id_column)
             frame = submission.cast_like_sample(frame, self.sample, self.targets)
-            problems = submission.check_submission(frame, self.sample, self.id_column, self.targets)
+            problems = submission.check_submission(frame, self.sample, self.id_column, self.targets,
+                                                   float_targets=metrics.scores_floats(self.metric))
             if problems:
                 raise SubmissionError(problems, file=self.submission_path.name)
             self.written = submission.write_submission(frame[list(self.sample.columns)], self.submission_path)

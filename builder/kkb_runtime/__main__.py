@@ -16,17 +16,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .cards import predict
-from .checkpoints import FoldsMalformed
-from .device import DeviceError, choose_device, summary
+from .cards.common.card import CardMalformed
+from .cards.common.checkpoints import FoldsMalformed
+from .cards.common.device import DeviceError, choose_device, summary
+from .cards.common.models import ModelLoadError
+from .cards.common.tables import PredictError, TableError
+from .cards.image.transforms import TransformsError
+from .cards.image.tta import TtaError
 from .inputs import InputNotFound
-from .models import ModelLoadError
-from .predict import PredictError
-from .tables import TableError
-from .transforms import TransformsError
-from .tta import TtaError
 
 KNOWN_ERRORS = (PredictError, ModelLoadError, TransformsError, TtaError, DeviceError, InputNotFound, TableError,
-                FoldsMalformed)
+                FoldsMalformed, CardMalformed)
 
 
 def _predict(args: argparse.Namespace) -> int:

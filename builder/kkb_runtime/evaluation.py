@@ -273,7 +273,8 @@ def load_function(reference: str) -> Callable[..., Any]:
     function = getattr(module, name, None)
     if not callable(function):
         raise EvaluationSetupError(f"{module_name} has no function {name} ({reference})")
-    return function
+    found: Callable[..., Any] = function
+    return found
 
 
 def public_rows(competition: Path, config: KernelConfig, settings: dict[str, Any]) -> int | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +43,8 @@ def competition_candidates(slug: str, root: Path | None = None) -> list[Path]:
     return [base / "competitions" / slug, base / slug]
 
 
-def find_dir(candidates: Iterable[Path], sentinel: str, what: str, accept=None, root: Path | None = None) -> Path:
+def find_dir(candidates: Iterable[Path], sentinel: str, what: str, accept: Callable[[Path], bool] | None = None,
+             root: Path | None = None) -> Path:
     """The first candidate holding ``sentinel``, else a folder found by searching for it."""
     candidates = list(candidates)
     for candidate in candidates:
@@ -88,10 +89,10 @@ def input_tree(base: Path, depth: int = 4, limit: int = 200) -> str:
     return "\n".join(lines) or "  (empty)"
 
 
-def _manifest_of(dataset_id: str):
+def _manifest_of(dataset_id: str) -> Callable[[Path], bool]:
     def accept(folder: Path) -> bool:
         try:
-            return json.loads((folder / MANIFEST_FILE).read_text()).get("dataset") == dataset_id
+            return bool(json.loads((folder / MANIFEST_FILE).read_text()).get("dataset") == dataset_id)
         except (OSError, ValueError):
             return False
 
@@ -110,7 +111,8 @@ def kernel_output_candidates(kernel_id: str, root: Path | None = None) -> list[P
     return [base / "notebooks" / owner / slug, base / slug]
 
 
-def find_kernel_output(kernel_id: str, sentinel: str, accept=None, root: Path | None = None) -> Path:
+def find_kernel_output(kernel_id: str, sentinel: str, accept: Callable[[Path], bool] | None = None,
+                       root: Path | None = None) -> Path:
     """The output folder of an attached notebook: the candidate holding ``sentinel`` (a file or folder name
     directly in it), else a folder found by searching ``input/`` for ``sentinel``."""
     return find_dir(kernel_output_candidates(kernel_id, root), sentinel, f"output of notebook {kernel_id}", accept, root)
@@ -120,10 +122,10 @@ WHEELHOUSE_FILE = "kkb_wheelhouse.json"
 WHEELHOUSE_SUBDIR = "wheels"  # the kkb wheels helper kernel writes /kaggle/working/wheels
 
 
-def _wheelhouse_of(ref: str):
+def _wheelhouse_of(ref: str) -> Callable[[Path], bool]:
     def accept(folder: Path) -> bool:
         try:
-            return json.loads((folder / WHEELHOUSE_FILE).read_text()).get("id") == ref
+            return bool(json.loads((folder / WHEELHOUSE_FILE).read_text()).get("id") == ref)
         except (OSError, ValueError):
             return False
 

@@ -88,19 +88,29 @@ def constant_predictions(failure: bool, why: str) -> Check:
     return check
 
 
-def outside_unit_interval(frame: pd.DataFrame, targets: Sequence[str], part: str, context: CheckContext) -> list[Finding]:
+def _unit_interval(each: bool) -> Check:
     """Probabilities: never negative; above 1 only where several columns are rescaled per row (multi-class
-    log loss divides each row by its sum, so there a column may hold any non-negative weight)."""
-    found = []
-    for column in targets:
-        values = _numbers(frame[column])
-        bad = values[(values < 0) | (values > 1)] if len(targets) == 1 else values[values < 0]
-        if len(bad):
-            where = "outside [0, 1]" if len(targets) == 1 else "negative"
-            text = (f"{len(bad)} of {len(values)} rows {where} (e.g. {_examples(bad.tolist())}): "
-                    f"{context.label} scores probabilities")
-            found.append(Finding(column, "range", len(bad), len(values), part, text))
-    return found
+    log loss divides each row by its sum, so there a column may hold any non-negative weight). ``each``: every
+    column is a probability of its own (multi-label log loss), however many columns."""
+
+    def check(frame: pd.DataFrame, targets: Sequence[str], part: str, context: CheckContext) -> list[Finding]:
+        whole = each or len(targets) == 1
+        found = []
+        for column in targets:
+            values = _numbers(frame[column])
+            bad = values[(values < 0) | (values > 1)] if whole else values[values < 0]
+            if len(bad):
+                what = "scores each column as a probability" if each else "scores probabilities"
+                text = (f"{len(bad)} of {len(values)} rows {'outside [0, 1]' if whole else 'negative'} (e.g. "
+                        f"{_examples(bad.tolist())}): {context.label} {what}")
+                found.append(Finding(column, "range", len(bad), len(values), part, text))
+        return found
+
+    return check
+
+
+outside_unit_interval = _unit_interval(each=False)
+each_unit_interval = _unit_interval(each=True)
 
 
 def negative_values(frame: pd.DataFrame, targets: Sequence[str], part: str, context: CheckContext) -> list[Finding]:
@@ -222,8 +232,21 @@ def constant_truth(why: str, what: str = "the answers are constant") -> Check:
     return check
 
 
+def zero_truth(frame: pd.DataFrame, targets: Sequence[str], part: str, context: CheckContext) -> list[Finding]:
+    """RMSPE and MAPE divide by the answers: a 0 makes the score infinite (Kaggle's scorer fails or drops it)."""
+    found = []
+    for column in targets:
+        values = _numbers(frame[column])
+        zeros = values[values == 0]
+        if len(zeros):
+            text = (f"{len(zeros)} of {len(values)} answers are 0: {context.label} divides by the answers and is "
+                    f"undefined there (the competition's data, not the submission)")
+            found.append(Finding(column, "zero answers", len(zeros), len(values), part, text))
+    return found
+
+
 __all__ = [
     "PRIVATE", "PUBLIC", "WHOLE", "Check", "CheckContext", "Finding", "certain_probabilities", "constant_predictions",
-    "constant_truth", "label_text", "negative_values", "outside_unit_interval", "ranked_labels", "repeated_labels",
-    "row_sums", "too_many_labels", "unknown_labels",
+    "constant_truth", "each_unit_interval", "label_text", "negative_values", "outside_unit_interval", "ranked_labels", "repeated_labels",
+    "row_sums", "too_many_labels", "unknown_labels", "zero_truth",
 ]

@@ -15,9 +15,10 @@ here: :func:`parse_metric` returns it with ``metric = None`` and the callers say
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,206 +34,92 @@ from .metric_checks import (
     certain_probabilities,
     constant_predictions,
     constant_truth,
+    each_unit_interval,
     label_text,
     negative_values,
     outside_unit_interval,
-    ranked_labels,
     repeated_labels,
     row_sums,
     too_many_labels,
     unknown_labels,
+    zero_truth,
 )
+from .metric_scores import SCORES, MetricError, Score, average_precision_at_k
 from .vocabulary import Metric
-
-
-class MetricError(ValueError):
-    """The file cannot be scored ("Submission Scoring Error"); the message names the metric, column and part."""
 
 
 @dataclass(frozen=True)
 class MetricName:
-    """A ``metric`` setting read: the member (None for ``python:<file>`` and unknown names) and MAP@k's k."""
+    """A ``metric`` setting read: the member (None for a metric file and unknown names) and its parameter
+    (MAP@k's and NDCG@k's k, F-beta's beta)."""
 
     text: str
     metric: Metric | None = None
-    k: int | None = None
+    param: float | None = None
 
     @property
     def known(self) -> bool:
         return self.metric is not None
 
     @property
+    def k(self) -> int | None:
+        return int(self.param) if self.param is not None and self.metric in _AT_K else None
+
+    @property
     def label(self) -> str:
         if self.metric is None:
             return self.text or "(no metric)"
-        return REGISTRY[self.metric].label.replace("@k", f"@{self.k}" if self.k else "@k")
+        shown = f"@{self.param:g}" if self.param is not None else ""
+        return REGISTRY[self.metric].label.replace("@k", shown or "@k").replace("@beta", shown or "@beta")
 
 
-_MAP_AT = re.compile(r"^map@(\d+)$")
+_AT_K = (Metric.MAP_AT_K, Metric.NDCG_AT_K)
+_WITH_PARAMETER = re.compile(r"^(map|ndcg|fbeta)@(\d+(?:\.\d+)?)$")
+
+# Names Kaggle's pages and scikit-learn use for a member: accepted as the member.
+ALIASES: dict[str, Metric] = {
+    "roc_auc": Metric.AUC, "rocauc": Metric.AUC, "roc-auc": Metric.AUC, "log_loss": Metric.LOGLOSS,
+    "binary_logloss": Metric.LOGLOSS, "multi_logloss": Metric.LOGLOSS, "f1_macro": Metric.MACRO_F1,
+    "f1_micro": Metric.MICRO_F1, "f1_binary": Metric.F1, "quadratic_weighted_kappa": Metric.QWK,
+    "cohen_kappa_quadratic": Metric.QWK, "r2_score": Metric.R2, "matthews_corrcoef": Metric.MCC,
+    "weighted_log_loss": Metric.WEIGHTED_LOGLOSS, "multilabel_log_loss": Metric.MULTILABEL_LOGLOSS,
+}
 
 
 def parse_metric(text: str | None) -> MetricName:
-    """``"spearman"`` → Spearman; ``"map@5"`` → MAP@k with k = 5; anything else is known to no rule here."""
+    """``"spearman"`` → Spearman; ``"map@5"`` → MAP@k with k = 5; ``"fbeta@2"`` → F-beta with beta = 2;
+    ``"roc_auc"`` → AUC (an alias); anything else is known to no rule here."""
     name = (text or "").strip()
     lowered = name.lower()
-    match = _MAP_AT.match(lowered)
-    if match and int(match.group(1)) > 0:
-        return MetricName(name, Metric.MAP_AT_K, int(match.group(1)))
-    if lowered in Metric.values() and lowered != Metric.MAP_AT_K.value:
+    match = _WITH_PARAMETER.match(lowered)
+    if match:
+        kind, value = match.group(1), float(match.group(2))
+        metric = {"map": Metric.MAP_AT_K, "ndcg": Metric.NDCG_AT_K, "fbeta": Metric.FBETA}[kind]
+        if value > 0 and (kind == "fbeta" or value.is_integer()):
+            return MetricName(name, metric, value)
+        return MetricName(name)
+    if lowered in ALIASES:
+        return MetricName(name, ALIASES[lowered])
+    if lowered in Metric.values() and Metric(lowered) not in (*_AT_K, Metric.FBETA):
         return MetricName(name, Metric(lowered))
     return MetricName(name)
 
 
-# --- the scores: (solution, submission aligned row by row, target columns, k) -> float ----------------
-
-Score = Callable[[pd.DataFrame, pd.DataFrame, Sequence[str], "int | None"], float]
-
-
-def _numbers(frame: pd.DataFrame, targets: Sequence[str], what: str) -> np.ndarray:
-    try:
-        return frame[list(targets)].astype(float).to_numpy()
-    except (TypeError, ValueError) as exc:
-        raise MetricError(f"non-numeric {what}: {exc}") from None
+def metric_names(aliases: bool = True) -> list[str]:
+    """Every name kkb knows, as a user writes it (``map@5``, ``fbeta@2``), and its aliases: the did-you-mean list."""
+    shown = {Metric.MAP_AT_K: "map@5", Metric.NDCG_AT_K: "ndcg@5", Metric.FBETA: "fbeta@2"}
+    return [shown.get(member, member.value) for member in Metric] + (list(ALIASES) if aliases else [])
 
 
-def _ranks(values: np.ndarray) -> np.ndarray:
-    return pd.Series(values).rank(method="average").to_numpy(dtype=float)
+def metric_guess(text: str) -> str:
+    """`` (did you mean 'spearman'?)`` for a typo of a real name (an alias included), else nothing."""
+    close = difflib.get_close_matches(text.strip().lower(), metric_names(), n=1, cutoff=0.7)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def _correlation(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = a - a.mean(), b - b.mean()
-    denominator = math.sqrt(float((a * a).sum()) * float((b * b).sum()))
-    return float((a * b).sum()) / denominator if denominator > 0 else math.nan
-
-
-def _mean_correlation(ranked: bool) -> Score:
-    def score(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: int | None) -> float:
-        truth, guess = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
-        values = []
-        for j, column in enumerate(targets):
-            a, b = (_ranks(truth[:, j]), _ranks(guess[:, j])) if ranked else (truth[:, j], guess[:, j])
-            value = _correlation(a, b)
-            if not math.isfinite(value):
-                raise MetricError(f"column '{column}': the correlation is undefined (a constant column)")
-            values.append(value)
-        return float(np.mean(values))
-
-    return score
-
-
-def _auc(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: int | None) -> float:
-    truth, scores = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
-    values = []
-    for j, column in enumerate(targets):
-        if not np.isin(truth[:, j], (0.0, 1.0)).all():
-            raise MetricError(f"column '{column}': AUC needs 0/1 answers")
-        positive = truth[:, j] == 1
-        n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-        if n_pos == 0 or n_neg == 0:
-            raise MetricError(f"column '{column}': AUC is undefined, the answers hold one class only")
-        ranks = _ranks(scores[:, j])
-        values.append((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-    return float(np.mean(values))
-
-
-LOGLOSS_EPS = 1e-15
-
-
-def _logloss(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: int | None) -> float:
-    truth, raw = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
-    if len(targets) > 1 and np.allclose(truth.sum(axis=1), 1.0):
-        # One-hot answers: multi-class log loss; each row is rescaled to sum to one, then clipped (Kaggle's rule).
-        raw = np.clip(raw, LOGLOSS_EPS, None)
-        probs = np.clip(raw / raw.sum(axis=1, keepdims=True), LOGLOSS_EPS, 1 - LOGLOSS_EPS)
-        return float(-np.mean(np.sum(truth * np.log(probs), axis=1)))
-    probs = np.clip(raw, LOGLOSS_EPS, 1 - LOGLOSS_EPS)
-    return float(-np.mean(truth * np.log(probs) + (1 - truth) * np.log(1 - probs)))
-
-
-def _rmse(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: int | None) -> float:
-    diff = _numbers(solution, targets, "answers") - _numbers(submission, targets, "predictions")
-    return float(np.sqrt(np.mean(diff**2)))
-
-
-def _rmsle(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: int | None) -> float:
-    truth, guess = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
-    if (truth < 0).any() or (guess < 0).any():
-        raise MetricError("RMSLE needs values >= 0")
-    return float(np.sqrt(np.mean((np.log1p(guess) - np.log1p(truth)) ** 2)))
-
-
-def _mae(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: int | None) -> float:
-    return float(np.mean(np.abs(_numbers(solution, targets, "answers") - _numbers(submission, targets, "predictions"))))
-
-
-def _labels(values: pd.Series) -> np.ndarray:
-    return values.map(label_text).to_numpy(dtype=object)
-
-
-def _accuracy(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: int | None) -> float:
-    hits = []
-    for column in targets:
-        truth, guess = solution[column], submission[column]
-        if pd.api.types.is_numeric_dtype(truth) and pd.api.types.is_numeric_dtype(guess):
-            hits.append(np.isclose(truth.astype(float), guess.astype(float)))
-        else:
-            hits.append(_labels(truth) == _labels(guess))
-    return float(np.mean(np.concatenate(hits)))
-
-
-def _macro_f1(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: int | None) -> float:
-    """scikit-learn's ``f1_score(average="macro")``: over the labels of the answers and the predictions."""
-    values = []
-    for column in targets:
-        truth, guess = _labels(solution[column]), _labels(submission[column])
-        per_label = []
-        for label in sorted(set(truth) | set(guess)):
-            tp = int(((truth == label) & (guess == label)).sum())
-            wrong = int(((truth != label) & (guess == label)).sum()) + int(((truth == label) & (guess != label)).sum())
-            per_label.append(2 * tp / (2 * tp + wrong) if tp or wrong else 0.0)
-        values.append(float(np.mean(per_label)))
-    return float(np.mean(values))
-
-
-def _qwk(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: int | None) -> float:
-    """scikit-learn's ``cohen_kappa_score(weights="quadratic")``: the labels sorted, weights by their position."""
-    truth_all, guess_all = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
-    values = []
-    for j, column in enumerate(targets):
-        truth, guess = truth_all[:, j], guess_all[:, j]
-        labels = np.unique(np.concatenate([truth, guess]))
-        index = {value: i for i, value in enumerate(labels)}
-        observed = np.zeros((len(labels), len(labels)))
-        np.add.at(observed, ([index[v] for v in truth], [index[v] for v in guess]), 1)
-        expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / observed.sum()
-        weights = (np.arange(len(labels))[:, None] - np.arange(len(labels))[None, :]) ** 2
-        denominator = float((weights * expected).sum())
-        if denominator == 0:
-            raise MetricError(f"column '{column}': quadratic weighted kappa is undefined (one label in the answers "
-                              f"and the predictions)")
-        values.append(1 - float((weights * observed).sum()) / denominator)
-    return float(np.mean(values))
-
-
-def average_precision_at_k(actual: Sequence[str], predicted: Sequence[str], k: int | None) -> float:
-    """Kaggle's ``apk``: a repeated label scores once; divided by min(len(actual), k)."""
-    predicted = list(predicted)[:k] if k else list(predicted)
-    hits, total = 0, 0.0
-    for i, label in enumerate(predicted):
-        if label in actual and label not in predicted[:i]:
-            hits += 1
-            total += hits / (i + 1)
-    if not actual:
-        return 0.0
-    return total / (min(len(actual), k) if k else len(actual))
-
-
-def _map_at_k(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: int | None) -> float:
-    values = []
-    for column in targets:
-        actual, predicted = solution[column].map(ranked_labels), submission[column].map(ranked_labels)
-        values.append(np.mean([average_precision_at_k(a, p, k) for a, p in zip(actual, predicted, strict=True)]))
-    return float(np.mean(values))
+def unknown_metric(text: str) -> str:
+    """The message for a name kkb does not know, with a did-you-mean among real names only."""
+    return f"unknown metric '{text}'{metric_guess(text)}"
 
 
 # --- the registry ----------------------------------------------------------------------------------
@@ -249,6 +136,11 @@ class MetricRules:
     higher_is_better: bool = True
     label_checks: bool = False  # a classification metric: the answers' (or the sample's) label set
     checked: str = "no check beyond the format"  # the checks in words (kkb submit's hint says what passed)
+    # A relative-error metric: columns whose largest |value| is below this round to significant digits, not
+    # decimals (6 decimals of 1e-3 keep 3 digits). inf: every column; 1.0: RMSLE, whose log1p is relative
+    # above 1 and absolute near 0 (there 6 decimals of 1e-4 keep 2 digits).
+    significant_below: float = 0.0
+    labels_out: bool = False  # the predictions are labels (integers, text): never fractional
 
 
 _UNDEFINED = "is undefined for a constant column (Kaggle's scorer fails)"
@@ -256,31 +148,65 @@ _SCORES_HALF = "scores 0.5 for a constant column (Kaggle scores it; the column r
 
 _CONSTANT = "no constant column per part"
 _LABELS = "labels within the answers' (or the sample's) label set, as a warning"
+_PROBABILITIES = "probabilities in [0, 1]; exact 0/1 and rows not summing to 1 as warnings"
+_RANKED = "no label twice in a row; more than k labels as a warning"
+_NO_ZERO = "no answer of 0 (the metric divides by the answers)"
+_LOGLOSS_CHECKS = (outside_unit_interval, certain_probabilities, row_sums)
+
+
+def _label_metric(label: str) -> MetricRules:
+    return MetricRules(label, SCORES[Metric(label)], (unknown_labels,), label_checks=True, checked=_LABELS, labels_out=True)
+
+
+def _error_metric(label: str, checks: tuple[Check, ...] = (), truth_checks: tuple[Check, ...] = (),
+                  checked: str = MetricRules.checked, significant_below: float = 0.0) -> MetricRules:
+    return MetricRules(label, SCORES[Metric(label)], checks, truth_checks, higher_is_better=False, checked=checked,
+                       significant_below=significant_below)
+
 
 REGISTRY: dict[Metric, MetricRules] = {
-    Metric.SPEARMAN: MetricRules("spearman", _mean_correlation(ranked=True), (constant_predictions(True, _UNDEFINED),),
+    Metric.SPEARMAN: MetricRules("spearman", SCORES[Metric.SPEARMAN], (constant_predictions(True, _UNDEFINED),),
                                  (constant_truth("is undefined"),), keeps_ties=True, checked=_CONSTANT),
-    Metric.PEARSON: MetricRules("pearson", _mean_correlation(ranked=False), (constant_predictions(True, _UNDEFINED),),
+    Metric.PEARSON: MetricRules("pearson", SCORES[Metric.PEARSON], (constant_predictions(True, _UNDEFINED),),
                                 (constant_truth("is undefined"),), keeps_ties=True, checked=_CONSTANT),
-    Metric.AUC: MetricRules("auc", _auc, (constant_predictions(False, _SCORES_HALF),),
+    Metric.AUC: MetricRules("auc", SCORES[Metric.AUC], (constant_predictions(False, _SCORES_HALF),),
                             (constant_truth("is undefined", "the answers hold one class only"),), keeps_ties=True,
                             checked="constant columns per part, as a warning (AUC scores them 0.5)"),
-    Metric.LOGLOSS: MetricRules("logloss", _logloss, (outside_unit_interval, certain_probabilities, row_sums),
-                                higher_is_better=False,
-                                checked="probabilities in [0, 1]; exact 0/1 and rows not summing to 1 as warnings"),
-    Metric.RMSE: MetricRules("rmse", _rmse, higher_is_better=False),
-    Metric.RMSLE: MetricRules("rmsle", _rmsle, (negative_values,), higher_is_better=False, checked="no negative value"),
-    Metric.MAE: MetricRules("mae", _mae, higher_is_better=False),
-    Metric.ACCURACY: MetricRules("accuracy", _accuracy, (unknown_labels,), label_checks=True, checked=_LABELS),
-    Metric.MACRO_F1: MetricRules("macro_f1", _macro_f1, (unknown_labels,), label_checks=True, checked=_LABELS),
-    Metric.MAP_AT_K: MetricRules("map@k", _map_at_k, (repeated_labels, too_many_labels),
-                                 checked="no label twice in a row; more than k labels as a warning"),
-    Metric.QWK: MetricRules("qwk", _qwk, (unknown_labels,), label_checks=True, checked=_LABELS),
+    Metric.LOGLOSS: _error_metric("logloss", checks=_LOGLOSS_CHECKS, checked=_PROBABILITIES),
+    Metric.WEIGHTED_LOGLOSS: _error_metric("weighted_logloss", checks=_LOGLOSS_CHECKS, checked=_PROBABILITIES),
+    Metric.MULTILABEL_LOGLOSS: _error_metric("multilabel_logloss", checks=(each_unit_interval, certain_probabilities),
+                                             checked="each column a probability in [0, 1]; exact 0/1 as a warning"),
+    Metric.RMSE: _error_metric("rmse"),
+    Metric.RMSLE: _error_metric("rmsle", checks=(negative_values,), checked="no negative value", significant_below=1.0),
+    Metric.MAE: _error_metric("mae"),
+    Metric.RMSPE: _error_metric("rmspe", truth_checks=(zero_truth,), checked=_NO_ZERO, significant_below=math.inf),
+    Metric.MAPE: _error_metric("mape", truth_checks=(zero_truth,), checked=_NO_ZERO, significant_below=math.inf),
+    Metric.SMAPE: _error_metric("smape", significant_below=math.inf),
+    Metric.R2: MetricRules("r2", SCORES[Metric.R2], truth_checks=(constant_truth("is undefined"),), checked=_CONSTANT),
+    Metric.ACCURACY: _label_metric("accuracy"),
+    Metric.F1: _label_metric("f1"),
+    Metric.FBETA: MetricRules("fbeta@beta", SCORES[Metric.FBETA], (unknown_labels,), label_checks=True, checked=_LABELS,
+                              labels_out=True),
+    Metric.MICRO_F1: _label_metric("micro_f1"),
+    Metric.MACRO_F1: _label_metric("macro_f1"),
+    Metric.MCC: _label_metric("mcc"),
+    Metric.QWK: _label_metric("qwk"),
+    Metric.MAP_AT_K: MetricRules("map@k", SCORES[Metric.MAP_AT_K], (repeated_labels, too_many_labels), checked=_RANKED,
+                                 labels_out=True),
+    Metric.NDCG_AT_K: MetricRules("ndcg@k", SCORES[Metric.NDCG_AT_K], (repeated_labels, too_many_labels),
+                                  checked=_RANKED, labels_out=True),
 }
 
 
 def rules(name: MetricName) -> MetricRules | None:
     return REGISTRY[name.metric] if name.metric is not None else None
+
+
+def scores_floats(name: MetricName) -> bool | None:
+    """Whether the metric scores floats (a regression or probability metric: True) or labels (False); None where
+    kkb does not know the metric (no metric, a metric file): then the sample submission's types decide."""
+    found = rules(name)
+    return None if found is None else not found.labels_out
 
 
 # --- parts ---------------------------------------------------------------------------------------------
@@ -414,7 +340,7 @@ def _score_part(found: MetricRules, name: MetricName, solution: pd.DataFrame, su
                 targets: Sequence[str], part: str) -> float:
     on = "" if part == WHOLE else f" on the {part} part"
     try:
-        value = float(found.score(solution.reset_index(drop=True), submission.reset_index(drop=True), targets, name.k))
+        value = float(found.score(solution.reset_index(drop=True), submission.reset_index(drop=True), targets, name.param))
     except MetricError as exc:
         raise MetricError(f"{name.label}{on}: {exc}") from None
     if not math.isfinite(value):
@@ -423,7 +349,8 @@ def _score_part(found: MetricRules, name: MetricName, solution: pd.DataFrame, su
 
 
 __all__ = [
-    "REGISTRY", "Finding", "MetricError", "MetricName", "MetricRules", "PartScores", "align", "average_precision_at_k",
+    "ALIASES", "REGISTRY", "Finding", "MetricError", "MetricName", "MetricRules", "PartScores", "align",
+    "average_precision_at_k", "metric_guess", "metric_names", "scores_floats", "unknown_metric",
     "check_answers", "check_predictions", "constant_part_chance", "failures", "label_sets", "parse_metric",
     "parts_from_ids", "parts_from_usage", "rules", "score_frames",
 ]

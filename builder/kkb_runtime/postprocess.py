@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .pickles import main_module
 from .vocabulary import PostprocessKind
 
 KINDS = PostprocessKind.values()
@@ -98,14 +99,14 @@ def _apply_one(frame: pd.DataFrame, stage: Mapping[str, Any], id_column: str, pr
 
 def _argmax_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str,
                   context: Context | None) -> pd.DataFrame:
-    return argmax(frame, columns, str(stage.get("into") or "label"), stage.get("labels"))
+    return argmax(frame, columns, str(stage["into"]), stage.get("labels"))
 
 
 def _threshold_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str,
                      context: Context | None) -> pd.DataFrame:
     out = frame.copy()
     for column in columns:
-        out[column] = (frame[column].astype(float) >= float(stage.get("value", 0.5))).astype(np.int64)
+        out[column] = (frame[column].astype(float) >= float(stage["value"])).astype(np.int64)
     return out
 
 
@@ -119,7 +120,8 @@ def _clip_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str
 def _function_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str,
                     context: Context | None) -> pd.DataFrame:
     """The user's function, with the context; the columns it says it discretised ride in ``attrs`` to :func:`apply`."""
-    result, discretised = _call_user(frame, str(stage["function"]), where, context)
+    with main_module(stage.get("pickle_main")):  # a pickle the function loads names its classes __main__.X
+        result, discretised = _call_user(frame, str(stage["function"]), where, context)
     result.attrs[DISCRETISED] = discretised
     return result
 
@@ -187,7 +189,7 @@ def output_columns(stages: Sequence[Mapping[str, Any]], prediction_columns: Sequ
 
 def _argmax_outputs(columns: list[str], stage: Mapping[str, Any], predictions: Sequence[str]) -> list[str]:
     used = list(stage.get("columns") or predictions)
-    into = str(stage.get("into") or "label")
+    into = str(stage["into"])
     kept = [column for column in columns if column not in used]
     return kept if into in kept else [*kept, into]
 
@@ -241,7 +243,7 @@ STAGES: dict[PostprocessKind, Stage] = {
     PostprocessKind.THRESHOLD: Stage(frozenset({"columns", "value"}), lambda stage: None, "all",
                                      _threshold_stage, _same_columns),
     PostprocessKind.CLIP: Stage(frozenset({"columns", "min", "max"}), _clip_lacks, "all", _clip_stage, _same_columns),
-    PostprocessKind.FUNCTION: Stage(frozenset({"function", "columns"}), _function_lacks, None, _function_stage, _unknowable),
+    PostprocessKind.FUNCTION: Stage(frozenset({"function", "columns", "pickle_main"}), _function_lacks, None, _function_stage, _unknowable),
 }
 
 

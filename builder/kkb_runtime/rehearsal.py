@@ -38,6 +38,7 @@ from typing import Any
 from . import commit, timing
 from .config import KernelConfig
 from .inputs import Inputs, kaggle_root
+from .references import StandInConfig
 from .scale import scale_competition_data
 from .steps import StepResult
 from .vocabulary import Verdict
@@ -173,8 +174,9 @@ def begin(rehearsal: Rehearsal, config: KernelConfig, inputs: Inputs, root: Path
     scaled = scale_competition_data(inputs.competition, dest, rehearsal.scale,
                                     id_column=str(config.submission["id_column"]),
                                     sample_submission=config.sample_submission,
-                                    test=config.raw.get("competition", {}).get("test"), fallback="symlink")
-    print(f"[kkb] scaled the public test to {scaled.rows} rows in {scaled.path}", flush=True)
+                                    test=config.raw.get("competition", {}).get("test"), fallback="symlink",
+                                    stand_in=StandInConfig.from_raw(config.raw.get("competition", {}).get("stand_in")))
+    print(f"[kkb] scaled the public test to {scaled.rows} rows in {scaled.path}; {scaled.description}", flush=True)
     return replace(inputs, competition=scaled.path)
 
 

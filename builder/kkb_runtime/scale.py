@@ -9,22 +9,27 @@ library + pandas only, like the rest of the runtime.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Any, Literal
+
+from .references import (
+    KeyMaker,
+    ScaleError,
+    Scan,
+    StandInConfig,
+    StandInPlan,
+    detect,
+    key_maker,
+    render,
+    replicate_reference,
+    scan,
+    suffixed,
+    test_side,
+)
 
 Fallback = Literal["copy", "symlink"]
-
-
-class ScaleError(ValueError):
-    """The data cannot be scaled (no sample submission, no id column, a bad factor)."""
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
 
 
 TABLE_SUFFIXES = (".csv", ".parquet")
@@ -38,16 +43,20 @@ class ScaledData:
     factor: int
     rows: int  # rows of the new sample submission
     replicated: tuple[str, ...]  # files rewritten or added, relative to ``path``
+    description: str = ""  # what was replicated and how (``stand-in: test.csv rows x 10; ...``)
 
 
 def scale_competition_data(source: Path, dest: Path, factor: int, *, id_column: str,
                            sample_submission: str = "sample_submission.csv", test: str | None = None,
-                           fallback: Fallback = "copy") -> ScaledData:
-    """Copy ``source`` to ``dest`` with every test row and test file repeated ``factor`` times.
+                           fallback: Fallback = "copy", stand_in: StandInConfig | None = None) -> ScaledData:
+    """Copy ``source`` to ``dest`` with every test row and the data it references repeated ``factor`` times.
 
     Copy 0 keeps the original ids; copy k gets new ones (numeric ids are shifted past the largest,
     others get a ``_r<k>`` suffix), in the sample submission, in every test table (rows whose ids
     are all sample ids) and in the names of files and folders named by an id (``test/<id>.jpg``).
+    The test table's key columns get new values the same way, and what they reference follows them
+    (:mod:`kkb_runtime.references`: ``key=value/`` partitions, files named by a key, joined tables; an id
+    composed of keys is rebuilt from the new ones). Test data kkb cannot follow is refused by name.
     ``test`` (``[competition] test``) names the test table or folder; without it kkb looks for them.
     Unchanged files are hard links where the file system allows (never written through: every file
     kkb rewrites is unlinked first); elsewhere ``fallback`` decides: ``copy`` (the dry run: its sandbox
@@ -65,19 +74,63 @@ def scale_competition_data(source: Path, dest: Path, factor: int, *, id_column: 
     sample = pd.read_csv(sample_path, dtype={id_column: str})
     if id_column not in sample.columns:
         raise ScaleError(f"{sample_path}: no id column '{id_column}'", "set [submission] id_column")
-    _link_tree(source, dest, fallback)
     ids = sample[id_column].tolist()
-    new_id = _id_maker(ids)
-    mapping = [{old: new_id(old, k) for old in ids} for k in range(factor)]
+    tables = _test_tables(source, sample_submission, test, id_column, set(ids))
+    plan, frame, found = _plan(source, tables, id_column, stand_in or StandInConfig())
+    if factor > 1 and plan.unfollowed:
+        raise ScaleError(f"{source}: cannot replicate the test consistently: {', '.join(plan.unfollowed)} "
+                         f"{'is' if len(plan.unfollowed) == 1 else 'are'} test data kkb cannot follow from "
+                         f"{plan.test_table or sample_submission}'s rows (replicated rows would have no data there)",
+                         "state how the rows reference them in [competition.stand_in] (keys, tables, files, id), "
+                         "or give a bigger stand-in with --rerun-data")
+    _link_tree(source, dest, fallback)
+    makers = {key: key_maker(_all_values(key, frame, found)) for key in plan.keys}
+    mapping = _id_mapping(ids, frame, id_column, plan, makers, factor)
     replicated = [sample_submission]
     _write_table(_replicate(sample, id_column, mapping), dest / sample_submission)
-    for relative in _test_tables(source, sample_submission, test, id_column, set(ids)):
+    for relative in tables:
         table = _read_table(source / relative, id_column)
-        _write_table(_replicate(table, id_column, mapping), dest / relative)
+        _write_table(_replicate(table, id_column, mapping, makers), dest / relative)
         replicated.append(relative)
-    for relative in _test_files(source, test, set(ids)):
-        replicated += _copy_with_new_ids(dest, relative, mapping, fallback)
-    return ScaledData(path=dest, factor=factor, rows=len(sample) * factor, replicated=tuple(replicated))
+    for reference in plan.followed():
+        replicated += replicate_reference(source, dest, reference, frame, makers, factor,
+                                          lambda a, b: _link_tree(a, b, fallback), lambda a, b: _link(a, b, fallback))
+    id_files = [added for relative in _test_files(source, test, set(ids))
+                for added in _copy_with_new_ids(dest, relative, mapping, fallback)]
+    return ScaledData(path=dest, factor=factor, rows=len(sample) * factor, replicated=(*replicated, *id_files),
+                      description=plan.describe(factor, _test_files(source, test, set(ids))))
+
+
+def _plan(source: Path, tables: list[str], id_column: str, config: StandInConfig) -> tuple[StandInPlan, Any, Scan]:
+    """The test table (one named like a test first) and what its rows reference."""
+    found = scan(source)
+    ordered = sorted(tables, key=lambda name: (not test_side(name), name))
+    test_table = ordered[0] if ordered else None
+    frame = _read_table(source / test_table, id_column) if test_table else None
+    return detect(source, test_table, frame, id_column, config, found, _columns), frame, found
+
+
+def _all_values(key: str, frame: Any, found: Scan) -> list[str]:
+    """Every value of ``key`` kkb saw (test rows, partition folders of every dataset): new keys pass them all."""
+    values = {str(v) for v in frame[key].dropna()} if frame is not None and key in frame.columns else set()
+    for keys in found.partitions.values():
+        values |= keys.get(key, set())
+    return sorted(values)
+
+
+def _id_mapping(ids: list[str], frame: Any, id_column: str, plan: StandInPlan, makers: dict[str, KeyMaker],
+                factor: int) -> list[dict[str, str]]:
+    """Per copy, old id -> new id: rendered from the copy's new keys when the id is composed of them."""
+    if plan.id_template is None or frame is None or id_column not in frame.columns:
+        new_id = _id_maker(ids)
+        return [{old: new_id(old, k) for old in ids} for k in range(factor)]
+    rows = frame.to_dict("records")
+    mapping = []
+    for k in range(factor):
+        copy = {str(row[id_column]): render(plan.id_template, {c: makers[c](v, k) if c in makers else v
+                                                               for c, v in row.items()}) for row in rows}
+        mapping.append({old: copy.get(old, old if k == 0 else f"{old}_r{k}") for old in ids})
+    return mapping
 
 
 def _link_tree(source: Path, dest: Path, fallback: Fallback) -> None:
@@ -100,26 +153,22 @@ def _id_maker(ids: list[str]):  # type: ignore[no-untyped-def]
     if numeric:
         span = max(int(value) for value in ids) + 1
         return lambda value, k: value if k == 0 else str(int(value) + k * span)
-    return lambda value, k: value if k == 0 else _suffixed(value, k)
+    return lambda value, k: value if k == 0 else suffixed(value, k)
 
 
-def _suffixed(value: str, k: int) -> str:
-    """``abc_r1``; an id that carries a file extension keeps it last: ``abc.jpg`` -> ``abc_r1.jpg``."""
-    path = PurePosixPath(value)
-    if re.fullmatch(r"\.[A-Za-z][A-Za-z0-9]{0,4}", path.suffix) and path.stem:
-        return value[: -len(path.suffix)] + f"_r{k}" + path.suffix
-    return f"{value}_r{k}"
-
-
-def _replicate(frame, id_column: str, mapping: list[dict[str, str]]):  # type: ignore[no-untyped-def]
+def _replicate(frame, id_column: str, mapping: list[dict[str, str]],  # type: ignore[no-untyped-def]
+               makers: dict[str, KeyMaker] | None = None):
     import pandas as pd
 
     copies = []
-    for ids in mapping:
+    for k, ids in enumerate(mapping):
         copy = frame.copy()
         copy[id_column] = copy[id_column].map(ids)
+        for key, maker in (makers or {}).items():
+            if key in copy.columns:
+                copy[key] = copy[key].map(lambda value, maker=maker, k=k: maker(value, k))
         for column in copy.columns:
-            if column != id_column and (pd.api.types.is_string_dtype(copy[column]) or copy[column].dtype == object):
+            if column != id_column and column not in (makers or {}) and (pd.api.types.is_string_dtype(copy[column]) or copy[column].dtype == object):
                 copy[column] = copy[column].map(lambda value, ids=ids: _rename_path(value, ids))
         copies.append(copy)
     return pd.concat(copies, ignore_index=True)
@@ -165,6 +214,8 @@ def _test_tables(source: Path, sample_submission: str, test: str | None, id_colu
         relative = path.relative_to(source).as_posix()
         if relative == sample_submission:
             continue
+        if id_column not in _columns(path):  # the header first: most tables (train, partitions) lack the id
+            continue
         try:
             column = _read_table(path, id_column)
         except Exception:
@@ -172,6 +223,20 @@ def _test_tables(source: Path, sample_submission: str, test: str | None, id_colu
         if id_column in column.columns and len(column) and set(column[id_column].astype(str)) <= ids:
             found.append(relative)
     return found
+
+
+def _columns(path: Path) -> list[str]:
+    """A table's column names without reading its rows ([] for a file that is no table kkb can read)."""
+    import pandas as pd
+
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+            return [str(name) for name in pq.read_schema(path).names]  # type: ignore[no-untyped-call,unused-ignore]
+        return [str(name) for name in pd.read_csv(path, nrows=0).columns]
+    except Exception:  # a parquet without pyarrow, a CSV that is not one: not a table here
+        return []
 
 
 def _test_files(source: Path, test: str | None, ids: set[str]) -> list[str]:

@@ -48,6 +48,13 @@ class StepResult:
     infer_seconds: float | None = None
     batch_seconds: list[float] | None = None
     timing: StepTiming | None = None  # a card step's phases apart from its steady batches (kkb_runtime.timing)
+    # The step's process tree's CPU time (user + system), the seconds its process waited, runnable, for a CPU
+    # (other work had them: /proc/PID/schedstat), the 1-minute load average at its end and the CPUs it could
+    # use: a projection on a busy machine takes out what the load added (builder.rehearse.load).
+    cpu_seconds: float | None = None
+    run_delay_seconds: float | None = None
+    load: float | None = None
+    cpus: int | None = None
     features: dict[str, Any] | None = None  # a table card's feature table: computed here or read (kkb_runtime.features)
 
 
@@ -102,13 +109,15 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
     argv = step_command(str(step["run"]), values)
     timeout = step.get("timeout_seconds")
     print(f"[kkb] step {name}: {shlex.join(argv)}", flush=True)
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), _children_cpu()
     tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
     process = subprocess.Popen(argv, cwd=inputs.working, env=step_environment(inputs, config_path, name, out, row_limit,
                                                                                dict(step.get("env") or {})),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+    delay = _RunDelay(process.pid)
     pumps = [threading.Thread(target=_pump, args=(process.stdout, sys.stdout, None), daemon=True),
-             threading.Thread(target=_pump, args=(process.stderr, sys.stderr, tail), daemon=True)]
+             threading.Thread(target=_pump, args=(process.stderr, sys.stderr, tail), daemon=True),
+             threading.Thread(target=delay.follow, args=(process,), daemon=True)]
     for pump in pumps:
         pump.start()
     try:
@@ -133,7 +142,46 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
     return StepResult(name=name, output=str(out), seconds=round(seconds, 3), peak_rss_bytes=peak, returncode=returncode,
                       peak_gpu_bytes=meta.get("peak_gpu_bytes"), rows=meta.get("rows"), load_seconds=meta.get("load_seconds"),
                       infer_seconds=meta.get("infer_seconds"), batch_seconds=meta.get("batch_seconds"),
-                      timing=StepTiming.from_json(meta.get("timing")), features=meta.get("features"))
+                      timing=StepTiming.from_json(meta.get("timing")), cpu_seconds=round(_children_cpu() - cpu_before, 3),
+                      run_delay_seconds=delay.seconds, load=round(os.getloadavg()[0], 2), cpus=_cpus(),
+                      features=meta.get("features"))
+
+
+class _RunDelay:
+    """The step process's time spent runnable but waiting for a CPU, read until it exits (None where the
+    kernel does not keep scheduler statistics)."""
+
+    def __init__(self, pid: int) -> None:
+        self.path = Path(f"/proc/{pid}/schedstat")
+        self.seconds: float | None = None
+
+    def follow(self, process: subprocess.Popen[str]) -> None:
+        if not self._ours():  # a /proc of another PID namespace: its numbers are some other process's
+            return
+        while process.poll() is None:
+            try:
+                self.seconds = round(int(self.path.read_text().split()[1]) / 1e9, 3)
+            except (OSError, IndexError, ValueError):
+                return
+            time.sleep(0.05)
+
+
+    def _ours(self) -> bool:
+        try:  # /proc/PID/stat: "pid (comm) state ppid ...": the comm may hold spaces and parentheses
+            return int(self.path.with_name("stat").read_text().rpartition(")")[2].split()[1]) == os.getpid()
+        except (OSError, IndexError, ValueError):
+            return False
+
+
+def _cpus() -> int | None:
+    """The CPUs this process may run on (Linux's affinity), else the machine's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _children_cpu() -> float:
+    """User + system seconds of every waited-for descendant so far (a step and what it waited for)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def write_step_meta(out: Path, **fields: Any) -> None:

@@ -206,12 +206,15 @@ def align_to_sample(frame: pd.DataFrame, sample: pd.DataFrame, id_column: str) -
 
 def check_submission(frame: pd.DataFrame, sample: pd.DataFrame, id_column: str,
                      targets: Sequence[str] = (), check_order: bool = True,
-                     column_types: Mapping[str, str] | None = None) -> list[str]:
+                     column_types: Mapping[str, str] | None = None, float_targets: bool | None = None) -> list[str]:
     """Every reason the frame would fail Kaggle's scorer, compared with the sample submission.
 
     A pure function of two frames: the notebook's check, the dry run's verdict and the local Kaggle's
     scorer all call it, so a file one of them refuses cannot pass another. ``check_order`` is off for
     the scorer, which joins on ids. ``column_types`` overrides the sample's types (:func:`retype_sample`).
+    ``float_targets`` is the metric's word (:func:`.metrics.scores_floats`): True, a regression or probability
+    metric scores floats whatever the sample's placeholders hold (Bike Sharing's integer 0s under RMSLE);
+    False, a label metric needs the sample's integers; None (no metric, a metric file), the sample decides.
     """
     sample = retype_sample(sample, column_types, id_column)
     problems: list[str] = []
@@ -229,10 +232,10 @@ def check_submission(frame: pd.DataFrame, sample: pd.DataFrame, id_column: str,
         problems.extend(_id_problems(frame[id_column].astype(str), sample[id_column].astype(str), check_order))
     placeholders = []
     for column in target_columns(sample, id_column, targets):
-        if column in frame.columns and _probabilities_over_placeholders(frame[column], sample[column]):
+        if float_targets is None and column in frame.columns and _probabilities_over_placeholders(frame[column], sample[column]):
             placeholders.append(column)
         elif column in frame.columns:
-            problems.extend(_value_problems(frame[column], sample[column], column))
+            problems.extend(_value_problems(frame[column], sample[column], column, integers=float_targets is not True))
     if placeholders:
         problems.append(_placeholder_problem(placeholders, len(frame)))
     return problems
@@ -279,7 +282,7 @@ def _id_problems(ids: pd.Series, expected: pd.Series, check_order: bool = True) 
     return problems
 
 
-def _value_problems(values: pd.Series, sample_values: pd.Series, column: str) -> list[str]:
+def _value_problems(values: pd.Series, sample_values: pd.Series, column: str, integers: bool = True) -> list[str]:
     if column_kind(sample_values) == "str":
         return [f"empty values in column '{column}': {int(values.isna().sum())} rows"] if values.isna().any() else []
     numeric = pd.to_numeric(values, errors="coerce")
@@ -292,7 +295,7 @@ def _value_problems(values: pd.Series, sample_values: pd.Series, column: str) ->
     finite = numeric.dropna().map(math.isfinite)
     if not finite.all():
         problems.append(f"inf in target column '{column}': {int((~finite).sum())} rows")
-    if column_kind(sample_values) in ("int", "bool") and not problems:
+    if integers and column_kind(sample_values) in ("int", "bool") and not problems:
         problems.extend(_integer_problems(values, numeric, column))
     return problems
 

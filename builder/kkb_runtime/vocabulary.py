@@ -75,12 +75,23 @@ class Metric(StrEnum):
     PEARSON = "pearson"  # mean column-wise Pearson
     AUC = "auc"  # ROC AUC per column, macro average
     LOGLOSS = "logloss"  # binary or multi-class log loss
+    WEIGHTED_LOGLOSS = "weighted_logloss"  # class-balanced multi-class log loss (PLAsTiCC)
+    MULTILABEL_LOGLOSS = "multilabel_logloss"  # mean binary log loss over 0/1 columns (Mechanisms of Action)
     RMSE = "rmse"
     RMSLE = "rmsle"
     MAE = "mae"
+    RMSPE = "rmspe"  # root mean squared percentage error (Rossmann, Optiver)
+    MAPE = "mape"  # mean absolute percentage error, as a fraction
+    SMAPE = "smape"  # symmetric MAPE, in percent (Web Traffic)
+    R2 = "r2"
     ACCURACY = "accuracy"
+    F1 = "f1"  # binary F1 of the label 1
+    FBETA = "fbeta@beta"  # binary F-beta, written with its beta (fbeta@2, fbeta@0.5)
+    MICRO_F1 = "micro_f1"
     MACRO_F1 = "macro_f1"
+    MCC = "mcc"  # Matthews correlation coefficient
     MAP_AT_K = "map@k"
+    NDCG_AT_K = "ndcg@k"  # written with its k (ndcg@5)
     QWK = "qwk"  # quadratic weighted kappa
 
 

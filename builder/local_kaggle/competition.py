@@ -4,7 +4,8 @@ Format (docs/ARCHITECTURE.md, "Competition folders")::
 
     slug = "tiny-digits"              # lower-case letters, digits, '-'
     title = "Tiny Digits"
-    metric = "accuracy"               # a kkb metric (builder.kkb_runtime.metrics: spearman, auc, map@5, ...) | "python:metric.py"
+    metric = "accuracy"               # a kkb metric (builder.kkb_runtime.metrics: spearman, auc, map@5, ...) | "metric.py"
+    metric_args = {}                  # the metric file's keyword arguments: score(solution, submission, row_id_column_name, **kwargs)
     id_column = "id"
     target_columns = ["label"]        # or one string
     daily_submission_limit = 5
@@ -21,16 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from builder.errors import LocalKaggleError
-from builder.kkb_runtime.metrics import parse_metric
-from builder.kkb_runtime.vocabulary import Metric
+from builder.kkb_runtime.metric_file import metric_file_reference
+from builder.kkb_runtime.metrics import metric_names, parse_metric, unknown_metric
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-METRICS = tuple(name.replace("@k", "@5") for name in Metric.values())  # map@k is written with its k
-_KEYS = ("slug", "title", "metric", "id_column", "target_columns", "daily_submission_limit", "time_limit_hours",
+METRICS = tuple(metric_names(aliases=False))  # map@k, ndcg@k and fbeta@beta are written with their parameter
+_KEYS = ("slug", "title", "metric", "metric_args", "id_column", "target_columns", "daily_submission_limit", "time_limit_hours",
          "description", "evaluation_api", "column_types")
 # An evaluation-API competition names its gateway: the scoring rerun runs the notebook as serve() and
 # drives it from another process with that gateway, as Kaggle does from another container.
@@ -51,12 +52,13 @@ class CompetitionConfig:
     evaluation_api: dict[str, Any] | None = None  # gateway_module, gateway_paths, startup/response limits
     # column -> "int"/"float"/"str" ("*": every target): overrides the hidden sample's types when scoring
     column_types: dict[str, str] | None = None
+    metric_args: dict[str, Any] | None = None  # the metric file's keyword arguments
 
     def to_json(self) -> dict[str, Any]:
         return {"slug": self.slug, "title": self.title, "metric": self.metric, "id_column": self.id_column,
                 "target_columns": list(self.target_columns), "daily_submission_limit": self.daily_submission_limit,
                 "time_limit_hours": self.time_limit_hours, "description": self.description,
-                "evaluation_api": self.evaluation_api, "column_types": self.column_types}
+                "evaluation_api": self.evaluation_api, "column_types": self.column_types, "metric_args": self.metric_args}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CompetitionConfig:
@@ -102,9 +104,12 @@ def _config(raw: dict[str, Any], toml_path: Path) -> CompetitionConfig:
         raise LocalKaggleError(f"{toml_path}: slug {slug!r} is not a Kaggle slug",
                                hint="use lower-case letters, digits and '-'")
     metric = str(required("metric"))
-    if not parse_metric(metric).known and not metric.startswith("python:"):
-        raise LocalKaggleError(f"{toml_path}: unknown metric {metric!r}",
-                               hint=f"use one of {', '.join(METRICS)} or python:<file>.py")
+    if not parse_metric(metric).known and metric_file_reference(metric) is None:
+        raise LocalKaggleError(f"{toml_path}: {unknown_metric(metric)}",
+                               hint=f"use one of {', '.join(METRICS)} or the competition's metric file (metric.py)")
+    metric_args = raw.get("metric_args")
+    if metric_args is not None and not isinstance(metric_args, dict):
+        raise LocalKaggleError(f"{toml_path}: metric_args must be a table of the metric's keyword arguments")
     targets = required("target_columns")
     targets = (targets,) if isinstance(targets, str) else tuple(str(t) for t in targets)
     if not targets:
@@ -120,7 +125,7 @@ def _config(raw: dict[str, Any], toml_path: Path) -> CompetitionConfig:
                              daily_submission_limit=limit, time_limit_hours=float(hours),
                              description=str(raw.get("description", "")),
                              evaluation_api=_gateway(raw.get("evaluation_api"), toml_path),
-                             column_types=_column_types(raw.get("column_types"), toml_path))
+                             column_types=_column_types(raw.get("column_types"), toml_path), metric_args=metric_args)
 
 
 def _gateway(raw: Any, toml_path: Path) -> dict[str, Any] | None:
@@ -143,8 +148,9 @@ def _check_files(folder: Path, config: CompetitionConfig) -> None:
         if not (folder / rel).is_file():
             raise LocalKaggleError(f"competition {config.slug}: {folder / rel} is missing",
                                    hint="public/ is what the commit run sees, hidden/ what the scoring rerun sees")
-    if config.metric.startswith("python:") and not (folder / config.metric.split(":", 1)[1]).is_file():
-        raise LocalKaggleError(f"competition {config.slug}: metric file {folder / config.metric[7:]} is missing")
+    reference = metric_file_reference(config.metric)
+    if reference is not None and not (folder / reference.path).is_file():
+        raise LocalKaggleError(f"competition {config.slug}: metric file {folder / reference.path} is missing")
     columns = list(pd.read_csv(folder / "answers.csv", nrows=0).columns)
     missing = [c for c in (config.id_column, *config.target_columns) if c not in columns]
     if missing:

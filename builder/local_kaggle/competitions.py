@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from builder.kkb_runtime.vocabulary import Verdict
+from builder.kkb_runtime.vocabulary import Scenario, Verdict
 from builder.local_kaggle import names
 from builder.local_kaggle.blobs import Blobs
 from builder.local_kaggle.competition import CompetitionConfig, load_competition
@@ -262,7 +262,7 @@ class Competitions:
         if config is None or version is None:
             self._finish(ref, error=KAGGLE_ERROR, log=[])
             return
-        fault = self._faults.take_kernel_failure(version.ref, "rerun")
+        fault = self._faults.take_kernel_failure(version.ref, Scenario.RERUN)
         if fault is not None:
             message = str(fault.get("message") or "RuntimeError: injected failure (local Kaggle fault)")
             self._finish(ref, error=fault.get("description") or Verdict.THREW.value,
@@ -303,7 +303,7 @@ class Competitions:
         try:
             scores = score_submission(submission_file, competition_dir / "answers.csv", config.metric,
                                       config.id_column, config.target_columns, competition_dir,
-                                      column_types=config.column_types)
+                                      column_types=config.column_types, metric_args=config.metric_args)
         except ScoringError as exc:
             self._finish(ref, error=SCORING_ERROR, log=log, reason=str(exc))
             return

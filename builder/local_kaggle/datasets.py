@@ -289,16 +289,14 @@ class Datasets:
         Without a version the newest READY one is used, so a kernel pushed before a new version is
         ready runs on the previous one, as on Kaggle; a dataset with no ready version is not a valid source.
         """
-        parts = source.strip("/").split("/")
-        if len(parts) not in (2, 3):
+        found = self._records.source(source, lambda record: self._can_read(record, user))
+        if found is None:
             return None
-        record = self._records.load(parts[0], parts[1])
-        if record is None or not self._can_read(record, user):
-            return None
-        if len(parts) == 3:
-            if not parts[2].isdigit():
+        record, number = found
+        if number is not None:
+            if not number.isdigit():
                 return None
-            version = next((v for v in _live(record) if v["number"] == int(parts[2])), None)
+            version = next((v for v in _live(record) if v["number"] == int(number)), None)
             if version is None or not self._ready(record, version):
                 return None
         else:

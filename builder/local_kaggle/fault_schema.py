@@ -18,9 +18,10 @@ import difflib
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
 
 from builder.errors import LocalKaggleError
-from builder.kkb_runtime.vocabulary import Verdict
+from builder.kkb_runtime.vocabulary import Scenario, Verdict
 
 KINDS = ("rpc", "datasetNotReady", "uploadBreak", "kernelFail")
 REASONS = {400: "Bad request", 401: "Unauthenticated", 403: "Permission denied", 404: "Not found",
@@ -67,7 +68,7 @@ class UploadBreakFault(_Entry):
 
 class KernelFailFault(_Entry):
     kernel: str = Field("*", min_length=1, description="'owner/slug' or '*'")
-    phase: Literal["commit", "rerun", "any"] = "commit"
+    phase: Scenario | Literal["any"] = Scenario.COMMIT
     message: str = DEFAULT_KERNEL_MESSAGE
     description: Literal[DESCRIPTIONS] = Verdict.THREW.value  # type: ignore[valid-type]
 
@@ -115,12 +116,22 @@ def validate_document(document: Any) -> dict[str, list[dict[str, Any]]]:
 
 def _first_problem(exc: ValidationError, kind: str) -> str:
     error = exc.errors()[0]
-    field = ".".join(str(part) for part in error["loc"])
+    field = str(error["loc"][0])  # the entries are flat: the rest of a loc names a union's member (phase's enum)
     if error["type"] == "extra_forbidden":
         return f"unknown field {field!r}{_guess(field, list(MODELS[kind].model_fields))}"
     if error["type"] == "missing":
         return f"{field!r} is required"
-    return f"{field!r}: {error['msg']} (got {error.get('input')!r})"
+    return f"{field!r}: {_union_message(exc, error)} (got {error.get('input')!r})"
+
+
+def _union_message(exc: ValidationError, first: ErrorDetails) -> str:
+    """A union's members' expected values as one list ('commit', 'rerun' or 'any'), else pydantic's message."""
+    expected = [str(error["ctx"]["expected"]) for error in exc.errors()
+                if error["loc"][:1] == first["loc"][:1] and "expected" in error.get("ctx", {})]
+    if len(first["loc"]) < 2 or len(expected) < 2:
+        return str(first["msg"])
+    values = [value.strip() for text in expected for value in text.replace(" or ", ",").split(",") if value.strip()]
+    return f"Input should be {', '.join(values[:-1])} or {values[-1]}"
 
 
 def _fields_hint(kind: str) -> str:

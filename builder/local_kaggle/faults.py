@@ -26,10 +26,12 @@ import threading
 from typing import Any, Literal
 
 from builder.errors import LocalKaggleError
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.local_kaggle.fault_schema import KINDS, validate_document, validate_entry
 from builder.local_kaggle.store import Store
 
-Phase = Literal["commit", "rerun", "any"]
+# Which run a fault hits: one of the two, or either.
+Phase = Scenario | Literal["any"]
 log = logging.getLogger(__name__)
 
 
@@ -67,7 +69,7 @@ class Faults:
             raise LocalKaggleError(f"an upload break fraction must be in [0, 1), not {fraction}")
         self._add("uploadBreak", {"times": times, "fraction": fraction})
 
-    def fail_kernel(self, kernel: str = "*", times: int = 1, phase: Phase = "commit",
+    def fail_kernel(self, kernel: str = "*", times: int = 1, phase: Phase = Scenario.COMMIT,
                     message: str = "RuntimeError: injected failure (local Kaggle fault)",
                     description: str = "Notebook Threw Exception") -> None:
         """Make the next ``times`` runs of ``kernel`` fail: the commit run ends in ERROR with ``message``,
@@ -108,7 +110,7 @@ class Faults:
         entry = self._take("uploadBreak", lambda e: True)
         return float(entry.get("fraction", 0.5)) if entry else None
 
-    def take_kernel_failure(self, kernel: str, phase: Literal["commit", "rerun"]) -> dict[str, Any] | None:
+    def take_kernel_failure(self, kernel: str, phase: Scenario) -> dict[str, Any] | None:
         return self._take("kernelFail", lambda e: e.get("kernel", "*") in ("*", kernel)
                           and e.get("phase", "commit") in (phase, "any"))
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import email.utils
+import errno
 import json
 import logging
 import re
@@ -98,6 +99,12 @@ class _Handler(BaseHTTPRequestHandler):
         except BodyError as exc:
             self._refuse_unread(ApiError(exc.status, exc.message))
             return
+        except OSError as exc:
+            if exc.errno not in DISK_FULL:
+                raise
+            # What arrived stays (a probe answers 308 with its range): the client resumes once there is room.
+            self._refuse_unread(disk_full("the upload", exc))
+            return
         if result.close:
             self.close_connection = True
         self._send(result.status, b"" if result.status == 308 else b"{}", result.headers,
@@ -147,6 +154,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         except KkbError as exc:
             self._error(ApiError(400, exc.message))
+            return
+        except OSError as exc:
+            if exc.errno in DISK_FULL:
+                self._error(disk_full(f"the result of {method}", exc))
+                return
+            log.exception("local Kaggle: %s failed", method)
+            self._error(ApiError(500, "Internal server error"))
             return
         except Exception:  # the server must answer, in Kaggle's shape, whatever went wrong
             log.exception("local Kaggle: %s failed", method)
@@ -324,6 +338,15 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 _REASONS = {429: "Too many requests", 500: "Internal server error", 502: "Bad gateway", 503: "Service unavailable"}
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+INSUFFICIENT_STORAGE = 507
+
+
+def disk_full(what: str, exc: OSError) -> ApiError:
+    """A full disk under the server's data folder, answered as HTTP 507 (Insufficient Storage), never a dropped
+    connection: the client then reports the server's words, not "cannot reach"."""
+    return ApiError(INSUFFICIENT_STORAGE, f"Insufficient storage: the local Kaggle's disk is full ({exc.strerror}) "
+                                          f"while storing {what}; free space in its data folder, then resume")
 
 
 def _seconds(value: Any) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 
 import nbformat
 
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.local_kaggle.datasets import Datasets
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import remove_tree, storage_url, tree
@@ -198,13 +199,11 @@ class Kernels:
                  "invalidKernelSources": bad_kernels, "invalidModelSources": bad_models})
 
     def _kernel_source(self, source: str, user: str) -> Json | None:
-        parts = source.strip("/").split("/")
-        if len(parts) not in (2, 3):
+        found = self._records.source(source, lambda record: self._can_read(record, user))
+        if found is None:
             return None
-        record = self._records.load(parts[0], parts[1])
-        if record is None or not self._can_read(record, user):
-            return None
-        numbers = [int(parts[2].lstrip("v"))] if len(parts) == 3 and parts[2].lstrip("v").isdigit() else \
+        record, asked = found
+        numbers = [int(asked.lstrip("v"))] if asked is not None and asked.lstrip("v").isdigit() else \
             list(range(int(record.get("latestVersion", 0)), 0, -1))
         for number in numbers:
             session = self._store.read(self._records.dir(record["owner"], record["slug"]) / "versions" / str(number) / "session.json")
@@ -326,7 +325,7 @@ class Kernels:
         if meta is None or self._store.read(folder / "session.json", {}).get("status") not in (QUEUED, RUNNING):
             return
         self._set_session(folder, status=RUNNING, started=now())
-        fault = self._faults.take_kernel_failure(f"{owner}/{slug}", "commit")
+        fault = self._faults.take_kernel_failure(f"{owner}/{slug}", Scenario.COMMIT)
         if fault is not None:
             message = str(fault.get("message") or "RuntimeError: injected failure (local Kaggle fault)")
             self._finish(folder, ok=False, failure=message, log=injected_failure_log(message))

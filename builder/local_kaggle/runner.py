@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from builder.kkb_runtime.vocabulary import Verdict
 from builder.rehearse.execute import ExecutionResult, execute_notebook
 from builder.rehearse.sandbox import Mount, SandboxSpec
-from builder.rehearse.verdict import Limits, judge
+from builder.rehearse.verdict import Judgement, Limits, judge
 from builder.rehearse.verdict import machine_shape as shape_of
 
 
@@ -38,12 +38,6 @@ class RunResult:
     log: list[dict[str, Any]]             # Kaggle's log shape: {"stream_name", "time", "data"}
     failure: str | None = None            # one line for failureMessage when not ok
     execution: Any = field(default=None, compare=False)  # the executor's own result, for the judge
-
-
-@dataclass(frozen=True)
-class Judgement:
-    name: str                             # "OK" or Kaggle's error description ("Submission CSV Not Found", ...)
-    reason: str = ""
 
 
 class KernelRunner(Protocol):
@@ -75,7 +69,7 @@ class InstantRunner:
 
 
 class SandboxRunner:
-    """Runs kernels with the dry run's sandbox (issue 3's ``execute_notebook`` and ``judge``)."""
+    """Runs kernels with the dry run's sandbox (``execute_notebook`` and ``judge``)."""
 
     def run(self, request: RunRequest) -> RunResult:
         spec = SandboxSpec(
@@ -96,11 +90,9 @@ class SandboxRunner:
         # The rerun really ran on the hidden test under the real time limit: only memory is checked
         # against the machine shape; nothing is projected.
         shape = shape_of(machine_shape)
-        verdict = judge(result.execution, kernel_type=kernel_type, submission_file=submission_file,
-                        sample_submission=sample_submission, id_column=id_column,
-                        target_columns=list(target_columns),
-                        limits=Limits(ram_bytes=shape.ram_bytes, gpu_bytes=shape.gpu_bytes), column_types=column_types)
-        return Judgement(name=str(verdict.name), reason=str(verdict.reason or ""))
+        return judge(result.execution, kernel_type=kernel_type, submission_file=submission_file,
+                     sample_submission=sample_submission, id_column=id_column, target_columns=list(target_columns),
+                     limits=Limits(ram_bytes=shape.ram_bytes, gpu_bytes=shape.gpu_bytes), column_types=column_types)
 
 
 def _failure_line(result: ExecutionResult) -> str:

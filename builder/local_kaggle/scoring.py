@@ -8,16 +8,15 @@ rows and the private score the Private rows; otherwise both use every row.
 
 from __future__ import annotations
 
-import importlib.util
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from builder.kkb_runtime.metric_checks import PRIVATE, PUBLIC
-from builder.kkb_runtime.metrics import MetricError, align, parse_metric, parts_from_usage, score_frames
+from builder.kkb_runtime.metric_file import MetricFileError, metric_file_reference, score_with_file
+from builder.kkb_runtime.metrics import MetricError, parse_metric, score_frames, scores_floats
 from builder.kkb_runtime.submission import check_submission
 
 
@@ -33,45 +32,36 @@ class Scores:
 
 def score_submission(submission_csv: Path, answers_csv: Path, metric: str, id_column: str,
                      target_columns: Sequence[str], competition_dir: Path, sample_csv: Path | None = None,
-                     column_types: Mapping[str, str] | None = None) -> Scores:
+                     column_types: Mapping[str, str] | None = None,
+                     metric_args: Mapping[str, Any] | None = None) -> Scores:
     """``sample_csv`` (default: the hidden test's sample submission, when there is one) sets each column's type:
     the runtime's own check runs first, so a file the notebook's check would refuse cannot score here. A known
-    metric is :mod:`builder.kkb_runtime.metrics`' (the dry run's expected score is the same code)."""
+    metric is :mod:`builder.kkb_runtime.metrics`', a metric file :mod:`builder.kkb_runtime.metric_file`'s (the
+    dry run's expected score is the same code)."""
     try:
         submission = pd.read_csv(submission_csv, dtype={id_column: str})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise ScoringError(f"the submission is not a readable CSV: {exc}") from None
     answers = pd.read_csv(answers_csv, dtype={id_column: str})
+    name, reference = parse_metric(metric), metric_file_reference(metric)
     _check_like_sample(submission, answers, id_column, list(target_columns),
-                       sample_csv or competition_dir / "hidden" / "sample_submission.csv", column_types)
-    name = parse_metric(metric)
-    if name.known:
-        try:
-            scores = score_frames(name, submission, answers, id_column, list(target_columns))
-        except MetricError as exc:
-            raise ScoringError(str(exc)) from None
-        return Scores(scores.public, scores.private)
-    return _score_with_file(submission, answers, metric, id_column, list(target_columns), competition_dir)
-
-
-def _score_with_file(submission: pd.DataFrame, answers: pd.DataFrame, metric: str, id_column: str, targets: list[str],
-                     competition_dir: Path) -> Scores:
-    """A competition's own ``python:<file>`` metric, on the whole file or on each part of ``Usage``."""
+                       sample_csv or competition_dir / "hidden" / "sample_submission.csv", column_types, scores_floats(name))
     try:
-        solution, aligned = align(submission, answers, id_column, targets)
+        if reference is not None:
+            scores = score_with_file(reference, competition_dir, submission, answers, id_column, list(target_columns),
+                                     metric_args)
+        else:
+            scores = score_frames(name, submission, answers, id_column, list(target_columns))
     except MetricError as exc:
         raise ScoringError(str(exc)) from None
-    fn = _python_metric(competition_dir / metric.split(":", 1)[1])
-    parts = parts_from_usage(solution["Usage"]) if "Usage" in solution.columns else None
-    if parts is not None:
-        return Scores(_call(fn, solution[parts[PUBLIC]], aligned[parts[PUBLIC]]),
-                      _call(fn, solution[parts[PRIVATE]], aligned[parts[PRIVATE]]))
-    value = _call(fn, solution, aligned)
-    return Scores(value, value)
+    except MetricFileError as exc:  # the competition's metric is broken: no score, and the reason says whose fault
+        raise ScoringError(str(exc)) from None
+    return Scores(scores.public, scores.private)
 
 
 def _check_like_sample(submission: pd.DataFrame, answers: pd.DataFrame, id_column: str, targets: list[str],
-                       sample_csv: Path, column_types: Mapping[str, str] | None = None) -> None:
+                       sample_csv: Path, column_types: Mapping[str, str] | None = None,
+                       float_targets: bool | None = None) -> None:
     """The notebook's check (columns, ids, duplicates, NaN/inf, integer columns), against the sample's types.
 
     Without a sample file the answers stand in for it (the id column and the targets only, numbers as
@@ -82,37 +72,7 @@ def _check_like_sample(submission: pd.DataFrame, answers: pd.DataFrame, id_colum
     else:
         sample = answers[[id_column, *[c for c in targets if c in answers.columns]]]
         sample = sample.astype({c: float for c in sample.columns if c != id_column and pd.api.types.is_numeric_dtype(sample[c])})
-    problems = check_submission(submission, sample, id_column, targets, check_order=False, column_types=column_types)
+    problems = check_submission(submission, sample, id_column, targets, check_order=False, column_types=column_types,
+                                float_targets=float_targets)
     if problems:
         raise ScoringError("; ".join(problems))
-
-
-Metric = Callable[[pd.DataFrame, pd.DataFrame], float]
-
-
-def _call(fn: Metric, solution: pd.DataFrame, submission: pd.DataFrame) -> float:
-    try:
-        value = float(fn(solution.reset_index(drop=True), submission.reset_index(drop=True)))
-    except ScoringError:
-        raise
-    except Exception as exc:  # a metric choking on the values is the submission's format problem
-        raise ScoringError(f"the metric failed: {type(exc).__name__}: {exc}") from None
-    if not math.isfinite(value):
-        raise ScoringError(f"the metric returned {value}")
-    return value
-
-
-def _python_metric(path: Path) -> Metric:
-    """``score(solution_df, submission_df) -> float`` from a competition's metric file."""
-    spec = importlib.util.spec_from_file_location(f"kkb_local_metric_{abs(hash(str(path)))}", path)
-    if spec is None or spec.loader is None:
-        raise ScoringError(f"cannot load the metric file {path.name}")
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # the host's metric is broken: still a scoring error for this submission
-        raise ScoringError(f"the metric file {path.name} failed to load: {exc}") from None
-    fn = getattr(module, "score", None)
-    if not callable(fn):
-        raise ScoringError(f"the metric file {path.name} defines no score(solution, submission)")
-    return fn

@@ -25,6 +25,7 @@ import json
 import os
 import secrets
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,17 @@ class OwnedRecords:
         if not names.is_slug(owner or "") or not names.is_slug(slug or ""):
             return None
         return self.store.read(self.dir(owner, slug) / self.file)
+
+    def source(self, source: str, can_read: Callable[[Any], bool]) -> tuple[Any, str | None] | None:
+        """The record a kernel's source ``owner/slug`` or ``owner/slug/VERSION`` names, with its version part (None
+        when absent); ``None`` when the source is malformed, names nothing, or ``can_read`` refuses the record."""
+        parts = source.strip("/").split("/")
+        if len(parts) not in (2, 3):
+            return None
+        record = self.load(parts[0], parts[1])
+        if record is None or not can_read(record):
+            return None
+        return record, parts[2] if len(parts) == 3 else None
 
     def save(self, record: Any) -> None:
         self.store.write(self.dir(record["owner"], record["slug"]) / self.file, record)

@@ -46,7 +46,7 @@ CSV_CELLS = (
     CellTemplate("write", "80_write.py.j2"),
 )
 
-# Evaluation-API competitions (issue 8): no steps and no CSV; the competition's inference server answers.
+# Evaluation-API competitions: no steps and no CSV; the competition's inference server answers.
 EVALUATION_API_CELLS = (
     CellTemplate("provenance", "00_provenance.md.j2", "markdown"),
     CellTemplate("environment", "10_environment.py.j2"),

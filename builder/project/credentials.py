@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +81,10 @@ def resolve_owner(explicit: str | None, spec_owner: str | None, spec_path: Path)
 
 
 MIN_SECRET_LENGTH = 8  # shorter values would match by chance; real keys and tokens are 32+ characters
+# An environment variable with such a name holds a credential (its value is refused in every bundle).
+CREDENTIAL_VARIABLE = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_KEY|_KEY$|^AWS_SESSION", re.IGNORECASE)
+PUBLIC_VARIABLES = frozenset({"GPG_KEY"})
+NOT_SECRETS = frozenset({"disabled", "enabled", "disable", "enable", "false", "true"})  # TOKENIZERS_PARALLELISM=...
 
 
 @dataclass(frozen=True)
@@ -94,16 +99,34 @@ def secret_values(environ: Mapping[str, str] | None = None) -> tuple[Secret, ...
     """The key and token values of every Kaggle credential the client could use, where the client finds them
     (kaggle-api.md §2): KAGGLE_KEY, kaggle.json's key, KAGGLE_API_TOKEN (a value or a file),
     ~/.kaggle/access_token(.txt), ~/.kaggle/credentials.json (OAuth), and the HTTP Basic header
-    ``base64(username:key)`` the client sends. Unreadable or malformed files are skipped here."""
+    ``base64(username:key)`` the client sends, and the value of any credential in the environment
+    (:func:`environment_credentials`). Unreadable or malformed files are skipped here."""
     env = os.environ if environ is None else environ
     home = Path(env.get("HOME", str(Path.home())))
     keys, users = _api_keys(env)
     unique: dict[str, Secret] = {}
-    for secret in (*keys, *_basic_headers(keys, users), *_tokens(env, home)):
+    for secret in (*keys, *_basic_headers(keys, users), *_tokens(env, home), *environment_credentials(env)):
         # The first name of a value wins (KAGGLE_KEY over a kaggle.json that holds the same key).
         if len(secret.value.strip()) >= MIN_SECRET_LENGTH:
             unique.setdefault(secret.value, secret)
     return tuple(unique.values())
+
+
+def environment_credentials(env: Mapping[str, str]) -> list[Secret]:
+    """Variables whose name says they hold a credential (``HF_TOKEN``, ``AWS_SECRET_ACCESS_KEY``, ``GITHUB_TOKEN``,
+    ``*_API_KEY``, ``*_PASSWORD``...): their values, as a secret each. A path, a number, a switch (``false``) or a
+    value with spaces is not a key,
+    and a few well-known public values (``GPG_KEY``: the Python image's release-signing key id) are left out."""
+    found = []
+    for name, value in sorted(env.items()):
+        value = value.strip()
+        if not CREDENTIAL_VARIABLE.search(name) or name in PUBLIC_VARIABLES or name.startswith("KAGGLE_"):
+            continue
+        if (len(value) < MIN_SECRET_LENGTH or any(char.isspace() for char in value) or value.startswith(("/", "~", "."))
+                or value.isdigit() or value.lower() in NOT_SECRETS):
+            continue
+        found.append(Secret(f"the value of ${name}", value))
+    return found
 
 
 def _api_keys(env: Mapping[str, str]) -> tuple[list[Secret], set[str]]:

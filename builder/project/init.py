@@ -35,6 +35,7 @@ from builder.project import pulled_kernel as pulled
 from builder.project.ci import CiProvider, check_workflow_target, write_workflow
 from builder.project.credentials import kaggle_username
 from builder.project.ids import kernel_slug
+from builder.project.metric_setting import resolve_metric
 from builder.project.scaffold import (
     NOTEBOOK_SCRIPT,
     STEP_SCRIPT,
@@ -49,7 +50,7 @@ from builder.project.scaffold import (
     predict_script,
     written_files,
 )
-from builder.project.spec import SPEC_FILE, load_spec
+from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -92,7 +93,7 @@ class InitSettings:
     source_dir: Path | None = None  # --from
     owner: str | None = None
     ci: CiProvider | None = None
-    repo_root: Path | None = None  # where .github/ goes; default: the git root above the kernel folder, else cwd
+    repo_root: Path | None = None  # where .github/ goes; default: the git root above the kernel folder (none: refused)
 
 
 Download = Callable[[Path, str], Path]  # (kernel folder, competition) -> the folder the data is in
@@ -104,6 +105,7 @@ def init_project(settings: InitSettings, download: Download | None = None) -> In
     if settings.competition is not None:
         check_competition_slug(settings.competition)
     workflow = check_workflow_target(settings.ci, kernel_dir, settings.repo_root) if settings.ci else None
+    spec: KernelSpec | None = None  # loaded here only for --ci alone; a new project's is read once, by write_workflow
     if settings.source_dir is not None:
         result = init_from_folder(kernel_dir, settings.source_dir, competition=settings.competition,
                                   data_dir=settings.data_dir, owner=settings.owner)
@@ -116,11 +118,11 @@ def init_project(settings: InitSettings, download: Download | None = None) -> In
         if not (kernel_dir / SPEC_FILE).is_file():
             raise SpecError(f"{kernel_dir / SPEC_FILE}: file not found; --ci alone adds a workflow to an existing project",
                             hint="pass --competition SLUG or --from DIR as well, to create the project first")
-        load_spec(kernel_dir)  # --ci alone: on an existing project, which must load
+        spec = load_spec(kernel_dir)  # --ci alone: on an existing project, which must load
         result = InitResult(kernel_dir, (), next_steps=())
     if workflow is None or settings.ci is None:
         return result
-    path = write_workflow(settings.ci, workflow, kernel_dir)
+    path = write_workflow(settings.ci, workflow, kernel_dir, spec)
     return replace(result, written=(*result.written, path),
                    next_steps=(*result.next_steps, f"set the repository secrets KAGGLE_USERNAME and KAGGLE_KEY, then commit "
                                f"{path} (a tag v* or 'Run workflow' submits)"))
@@ -156,6 +158,7 @@ def init_from_competition(kernel_dir: Path, competition: str, data_dir: Path, *,
                        data=_data_key(data_dir, kernel_dir), sample_submission=sample.relative_to(data_dir).as_posix(),
                        test=_test_name(data_dir), id_column=id_column, targets=targets, float_columns=floats,
                        weights_include=_existing_weights(kernel_dir))
+    project.metric, project.metric_note = competition_metric(data_dir, kernel_dir)
     files = {SPEC_FILE: kernel_toml(project, f"the sample submission {sample}"),
              STEP_SCRIPT: predict_script(competition, project.sample_submission, id_column, targets, floats)}
     written = written_files(kernel_dir, files)
@@ -348,6 +351,26 @@ def _reads_comment(code_name: str, reads: tuple[InputRead, ...]) -> list[str]:
 def _title_for(kernel_dir: Path) -> str:
     base = re.sub(r"[^A-Za-z0-9]+", " ", kernel_dir.resolve().name).strip() or "kkb"
     return f"{base} inference"[:50].strip()
+
+
+METRIC_FILES = ("metric.py", "score.py")  # a downloaded metric notebook, as Kaggle's metric pages name it
+
+
+def competition_metric(data_dir: Path, kernel_dir: Path) -> tuple[str | None, str]:
+    """``[competition] metric`` for a new project: the competition's own metric file beside its data (Kaggle's
+    format, the most faithful scorer there is), else the metric a local competition's ``competition.toml`` names.
+    A file outside the kernel folder cannot be named (the path is relative to it): none then."""
+    for folder in (data_dir, data_dir.parent):
+        for name in METRIC_FILES:
+            if (folder / name).is_file() and kernel_dir.resolve() in (folder / name).resolve().parents:
+                return (folder / name).resolve().relative_to(kernel_dir.resolve()).as_posix(), (
+                    "the competition's own metric file (Kaggle's format): the dry run's expected score")
+    found = resolve_metric(None, {}, kernel_dir, data_dir)
+    if found.text is not None and found.file is None:
+        return found.text, f"from {found.source}"
+    if found.file is not None and kernel_dir.resolve() in (found.base_dir / found.file.path).resolve().parents:
+        return (found.base_dir / found.file.path).resolve().relative_to(kernel_dir.resolve()).as_posix(), f"from {found.source}"
+    return None, ""
 
 
 def _data_key(data_dir: Path, kernel_dir: Path) -> str:

@@ -85,6 +85,8 @@ class Scaffold:
     data_note: str | None = None  # why data names a folder that is not there yet
     sample_submission: str = "sample_submission.csv"
     test: str | None = None
+    metric: str | None = None  # the competition's metric: a kkb name, or its metric file found beside the data
+    metric_note: str = ""
     accelerator: str = "none"
     private: bool = True
     kernel_type: str = "notebook"
@@ -123,7 +125,7 @@ def _toml_context(p: Scaffold) -> dict[str, object]:
         "title": p.title, "owner": p.owner, "accelerator": p.accelerator, "private": p.private,
         "kernel_type": p.kernel_type, "docker_image_pinning": p.docker_image_pinning, "docker_image": p.docker_image,
         "competition": p.competition, "data": p.data, "data_note": p.data_note, "sample_submission": p.sample_submission,
-        "test": p.test, "code_include": p.code_include, "code_dataset": code.ref if code else None,
+        "test": p.test, "metric": p.metric, "metric_note": p.metric_note, "code_include": p.code_include, "code_dataset": code.ref if code else None,
         "code_todo": code.todo if code else (), "weights_include": p.weights_include,
         "weights_dataset": weights.ref if weights else None, "weights_todo": weights.todo if weights else (),
         "cards": p.cards, "inputs": p.inputs, "input_kinds": INPUT_KINDS, "step_run": p.step_run,

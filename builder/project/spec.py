@@ -9,19 +9,20 @@ shown (and its hint found by its type) :mod:`~builder.project.spec_errors`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
-from builder.kkb_runtime.vocabulary import CardKind, CombineKind, PostprocessKind, SubmissionKind
-from builder.project.card_torch import TorchCardFields, no_torch_keys
-from builder.project.cards import KIND_RULES, TabularCardFields, TextCardFields, expand_models
+from builder.kkb_runtime.postprocess import STAGES as POSTPROCESS_STAGES
+from builder.kkb_runtime.vocabulary import CombineKind, PostprocessKind, SubmissionKind
+from builder.project.cards import ImageCard, ModelCard, RandomTta, expand_models
 from builder.project.ids import kernel_slug
+from builder.project.metric_setting import MetricArgument, check_metric
 from builder.project.spec_errors import SPEC_FILE, read_spec_toml, spec_error_of
 from builder.project.spec_install import InstallSection, SourcePackage
+from builder.project.spec_renames import one_submission_file, renamed
 from builder.project.spec_values import (
     ACCELERATOR_SHAPES,
     CUDA_ARCH,
@@ -47,7 +48,6 @@ from builder.project.spec_values import (
     check_some_columns,
     check_stage_keys,
     check_title_slug,
-    check_tta_names,
     check_unique,
     check_username,
     did_you_mean,
@@ -55,7 +55,6 @@ from builder.project.spec_values import (
     predict_model_of,
     spec_error,
 )
-from builder.project.spec_values import REFERENCE_RE as _REFERENCE_RE
 from builder.project.spec_values import relative_path as _relative_path
 
 _Strict = StrictModel
@@ -112,6 +111,16 @@ class KernelSection(_Strict):
         return shape is not None and shape.startswith("Tpu")
 
 
+class StandInSection(_Strict):
+    """``[competition.stand_in]``: how the test's rows reference their data, where detection cannot tell
+    (``--rerun-scale`` and the time projection's replicated run follow it; see docs/projections.md)."""
+
+    keys: list[str] = Field(default_factory=list)  # test-table columns given new values per copy
+    tables: list[str] = Field(default_factory=list)  # tables or partitioned datasets joined on those keys
+    files: list[str] = Field(default_factory=list)  # files named by a key: "test_audio/{clip_id}.ogg"
+    id: str | None = None  # the id composed of keys: "{stock_id}-{time_id}"
+
+
 class CompetitionSection(_Strict):
     slug: str
     data: str | None = None
@@ -119,21 +128,30 @@ class CompetitionSection(_Strict):
     test: str | None = None
     hidden_rows: int | None = Field(default=None, gt=0)
     time_limit_hours: float = Field(default=9.0, gt=0)
-    # The file Kaggle looks for in /kaggle/working; only a competition that declares another name changes it.
+    # The file Kaggle scores in /kaggle/working, which the kernel writes (an evaluation-API competition's gateway
+    # writes its own, e.g. submission.parquet); only a competition that declares another name changes it.
     submission_file: str = "submission.csv"
-    # The competition's metric (builder.kkb_runtime.metrics: spearman, auc, logloss, map@5, ...): its checks,
-    # rounding that keeps what a rank metric ranks, the expected score. Another name: no metric-specific rule.
+    # The competition's metric (builder.kkb_runtime.metrics: spearman, auc, logloss, map@5, rmspe, ...): its
+    # checks, rounding that keeps what the metric scores, the expected score. Or the competition's own metric
+    # file in Kaggle's format ("metric.py", "module:function"), its keyword arguments in metric_args.
     metric: str | None = None
+    metric_args: dict[str, MetricArgument] = Field(default_factory=dict)
     # A file (one id a line, or a CSV whose first column is the id) of the test's public rows: the checks run per part.
     public_ids: str | None = None
     # The public part's share of the test when public_ids is not known. 0.2: the low end of Kaggle's usual
     # splits (20-30 %); a smaller part is the likelier to be constant, so the warning errs on the safe side.
     public_fraction: float = Field(default=0.2, gt=0, lt=1)
+    stand_in: StandInSection = Field(default_factory=StandInSection)
 
     @field_validator("slug")
     @classmethod
     def _slug_shape(cls, value: str) -> str:
         return check_competition_slug(value)
+
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, value: str | None) -> str | None:
+        return check_metric(value)
 
     @field_validator("sample_submission", "test", "public_ids")
     @classmethod
@@ -144,6 +162,11 @@ class CompetitionSection(_Strict):
     @classmethod
     def _anywhere(cls, value: str | None) -> str | None:
         return check_folder(value)
+
+    @field_validator("submission_file")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        return check_file_name(value)
 
     def data_dir(self, kernel_dir: Path) -> Path | None:
         """``data`` resolved: ``~`` expanded, a relative path taken from the kernel folder."""
@@ -200,134 +223,6 @@ class WeightsSelection(FileSelection):
         return self
 
 
-class RandomTta(_Strict):
-    """N seeded random passes of an albumentations pipeline (``A.save``'d), before the card's own pipeline."""
-
-    transforms: str
-    passes: int = Field(gt=0, le=64)
-    seed: int = 0
-
-    @field_validator("transforms")
-    @classmethod
-    def _inside(cls, value: str) -> str:
-        return _relative_path(value)
-
-
-class ModelCard(TextCardFields, TabularCardFields, TorchCardFields):
-    """What the kernel needs to rebuild one model offline. Completed at build time by ``builder.bundle.cards``.
-
-    ``kind`` picks what the card builds (image: timm or a factory; text: transformers; gbdt: a booster;
-    sklearn: a joblib pipeline); the keys only one kind reads are in ``builder.project.cards``.
-
-    ``arch`` (a timm architecture) or ``factory`` (``package.module:function`` in the code dataset,
-    called with ``model_kwargs``, returning the ``nn.Module``). ``checkpoint`` is one file, a glob or a
-    list: several are folds of one architecture, run one after another and averaged (``fold_weights``).
-    """
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    kind: CardKind = CardKind.IMAGE
-    # false: no implicit `predict --model NAME` step for this card (a step of your own uses it).
-    step: bool = True
-    # The prediction columns this card writes, when not all of them (a column group: copied to its implicit step).
-    columns: list[str] = Field(default_factory=list)
-    arch: str | None = None
-    factory: str | None = None
-    checkpoint: str | list[str]
-    fold_weights: list[float] | None = None
-    num_classes: int = Field(gt=0)
-    in_chans: int = Field(default=3, gt=0)
-    input_size: tuple[int, int] | None = None
-    mean: tuple[float, ...] | None = None
-    std: tuple[float, ...] | None = None
-    interpolation: str | None = None
-    transforms: str | None = None
-    tta: list[str] = Field(default_factory=list)
-    tta_weights: dict[str, float] = Field(default_factory=dict)
-    tta_random: RandomTta | None = None
-    batch_size: int = Field(default=32, gt=0)
-    num_workers: int = Field(default=2, ge=0)
-    activation: Literal["softmax", "sigmoid", "none"] = "softmax"
-    features: bool = False
-    model_kwargs: dict[str, Any] = Field(default_factory=dict)
-    half: bool = False
-    safetensors: bool = True
-    # Which entry of a training checkpoint holds the weights; None: timm's order (EMA first).
-    checkpoint_key: str | None = None
-    # Checkpoints saved by another wrapper: applied in this order, after module./_orig_mod. are stripped.
-    strip_prefix: str | None = None
-    key_rename: list[tuple[str, str]] = Field(default_factory=list)
-    add_prefix: str | None = None
-    # false: load what fits, listing the missing and unexpected keys in the build output (never shapes).
-    strict: bool = True
-    # true: this card's checkpoints may run pickled code (torch.load weights_only=False); recorded in the build.
-    allow_pickle: bool = False
-    amp: bool = True
-
-    @field_validator("transforms")
-    @classmethod
-    def _inside(cls, value: str | None) -> str | None:
-        # An A.save'd JSON file, or "package.module:function" returning the pipeline (called in the kernel).
-        if value is None or _REFERENCE_RE.match(value):
-            return value
-        return _relative_path(value)
-
-    @field_validator("checkpoint")
-    @classmethod
-    def _checkpoints_inside(cls, value: str | list[str]) -> str | list[str]:
-        if isinstance(value, list):
-            if not value:
-                raise ValueError("an empty list: name at least one checkpoint")
-            return [_relative_path(item) for item in value]
-        return _relative_path(value)
-
-    @field_validator("factory")
-    @classmethod
-    def _factory_reference(cls, value: str | None) -> str | None:
-        if value is not None and not _REFERENCE_RE.match(value):
-            raise ValueError(f"'{value}' is not 'package.module:function' (a function of your code that returns the nn.Module)")
-        return value
-
-    @field_validator("key_rename")
-    @classmethod
-    def _patterns_compile(cls, value: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        for pattern, _ in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"'{pattern}' is not a regular expression: {exc}") from None
-        return value
-
-    @field_validator("tta")
-    @classmethod
-    def _known_tta(cls, value: list[str]) -> list[str]:
-        return check_tta_names(value)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> ModelCard:
-        KIND_RULES[self.kind](self)
-        no_torch_keys(self)
-        if self.fold_weights is not None:
-            if isinstance(self.checkpoint, str) and not any(ch in self.checkpoint for ch in "*?["):
-                raise ValueError(f"[[models]] '{self.name}': fold_weights needs several checkpoints (a list or a glob)")
-            if isinstance(self.checkpoint, list) and len(self.fold_weights) != len(self.checkpoint):
-                raise ValueError(f"[[models]] '{self.name}': {len(self.fold_weights)} fold_weights for "
-                                 f"{len(self.checkpoint)} checkpoints")
-            if any(weight < 0 for weight in self.fold_weights) or not sum(self.fold_weights) > 0:
-                raise ValueError(f"[[models]] '{self.name}': fold_weights must be >= 0 with a positive sum")
-        views = {"identity", *self.tta, *(["random"] if self.tta_random else [])}
-        unknown = sorted(set(self.tta_weights) - views)
-        if unknown:
-            raise ValueError(f"[[models]] '{self.name}': tta_weights names {', '.join(unknown)}, which this card does not "
-                             f"run; its views: {', '.join(sorted(views))}")
-        if any(weight < 0 for weight in self.tta_weights.values()):
-            raise ValueError(f"[[models]] '{self.name}': tta_weights must be >= 0")
-        return self
-
-    @property
-    def checkpoint_patterns(self) -> list[str]:
-        return list(self.checkpoint) if isinstance(self.checkpoint, list) else [self.checkpoint]
-
-
 class Step(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     run: str = Field(min_length=1)
@@ -356,7 +251,9 @@ class Step(_Strict):
 
 
 class SubmissionSection(_Strict):
-    file: str = "submission.csv"
+    # Not a key of its own: always [competition] submission_file, the file the kernel writes and Kaggle scores
+    # (builder.project.spec_renames.one_submission_file reads the old key); the reference leaves it out.
+    file: str = Field(default="submission.csv", json_schema_extra={"derived_from": "competition.submission_file"})
     id_column: str = "id"
     target_columns: list[str] = Field(default_factory=list)
     # What the steps write and combine averages, when [[postprocess]] turns them into the targets
@@ -387,12 +284,15 @@ class PostprocessStage(_Strict):
 
     kind: PostprocessKind
     columns: list[str] = Field(default_factory=list)
-    into: str | None = None
+    into: str = "label"
     labels: list[int] | list[str] | None = None
     value: float = 0.5
     min: float | None = None
     max: float | None = None
     function: str | None = Field(default=None, pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+    # A function stage: the module of the code dataset that stands in for __main__ while the function runs
+    # (a pickle saved from a notebook names its classes __main__.X: an OptimizedRounder's coefficients).
+    pickle_main: str | None = Field(default=None, pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
     # false: kkb does not round what this stage writes (a function stage: its `columns`, else every target)
     round: bool = True
 
@@ -400,6 +300,12 @@ class PostprocessStage(_Strict):
     def _keys_for_kind(self) -> PostprocessStage:
         check_stage_keys(self.kind, self.model_fields_set - {"kind", "round"}, dict(self))
         return self
+
+    def resolved(self) -> dict[str, Any]:
+        """The stage as the kernel reads it: ``kind``, ``round`` and its kind's keys, each with its value (set or
+        default); the kernel holds no default of its own."""
+        values = self.model_dump(mode="json")
+        return {key: values[key] for key in ("kind", "round", *sorted(POSTPROCESS_STAGES[self.kind].keys))}
 
 
 class FastCommitSection(_Strict):
@@ -412,7 +318,7 @@ class FastCommitSection(_Strict):
 
 
 class EvaluationApiSection(_Strict):
-    """Competitions scored through ``kaggle_evaluation`` (issue 8)."""
+    """Competitions scored through ``kaggle_evaluation``."""
 
     # The server module as imported from the competition folder, e.g. "kaggle_evaluation.<comp>_inference_server".
     module: str = Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -488,9 +394,14 @@ class PushSection(_Strict):
     ``timeout_seconds`` (else the competition's time limit) plus an hour of queueing.
     """
 
-    dataset_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
-    run_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
-    score_timeout_s: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+    dataset_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+    run_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+    score_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_WAIT_SECONDS, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spellings(cls, raw: Any) -> Any:
+        return renamed("push", raw)  # dataset_timeout_s and the like: read, with a warning naming the new key
 
 
 class KernelSpec(_Strict):
@@ -507,12 +418,23 @@ class KernelSpec(_Strict):
     inputs: list[InputSection] = Field(default_factory=list)
     push: PushSection = Field(default_factory=PushSection)
     postprocess: list[PostprocessStage] = Field(default_factory=list)
+    # The sha256 of the kernel.toml bytes this spec was read from (load_spec); None for a spec parsed from a dict.
+    _source_sha256: str | None = PrivateAttr(default=None)
+
+    @property
+    def source_sha256(self) -> str | None:
+        return self._source_sha256
 
     @model_validator(mode="before")
     @classmethod
     def _shorthands(cls, raw: Any) -> Any:
         # [model_defaults], base = "NAME", and a step for every card without one (builder.project.cards)
         return expand_models(raw)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _submission_file(cls, raw: Any) -> Any:
+        return one_submission_file(raw)  # one name for the file Kaggle scores: [competition] submission_file
 
     @model_validator(mode="after")
     def _consistent(self) -> KernelSpec:
@@ -545,9 +467,16 @@ SUBMISSION_KIND_NEEDS: dict[SubmissionKind, Callable[[KernelSpec], str | None]] 
 
 
 def load_spec(kernel_dir: Path) -> KernelSpec:
-    """Read and validate ``kernel_dir/kernel.toml``."""
-    path, raw = read_spec_toml(kernel_dir)
-    return parse_spec(raw, source=path)
+    """Read and validate ``kernel_dir/kernel.toml``: once per command, the spec then travels in its settings."""
+    path, raw, digest = read_spec_toml(kernel_dir)
+    spec = parse_spec(raw, source=path)
+    spec._source_sha256 = digest
+    return spec
+
+
+def spec_of(spec: KernelSpec | None, kernel_dir: Path | str) -> KernelSpec:
+    """The spec a command's settings carry, else ``kernel_dir``'s kernel.toml loaded now (a library call without one)."""
+    return spec if spec is not None else load_spec(Path(kernel_dir))
 
 
 def parse_spec(raw: dict[str, Any], source: Path | str = SPEC_FILE) -> KernelSpec:
@@ -559,7 +488,8 @@ def parse_spec(raw: dict[str, Any], source: Path | str = SPEC_FILE) -> KernelSpe
 
 __all__ = [
     "CUDA_ARCH", "DEFAULT_GPU_SHAPE", "INPUT_KINDS", "INPUT_SOURCES", "MACHINE_SHAPES", "MAX_WAIT_SECONDS", "SPEC_FILE",
-    "TTA_NAMES", "EvaluationApiSection", "InputSection", "InstallSection", "KernelSpec", "ModelCard", "SourcePackage",
-    "load_spec", "parse_input_ref",
+    "TTA_NAMES", "EvaluationApiSection", "ImageCard", "InputSection", "InstallSection", "KernelSpec", "ModelCard",
+    "RandomTta", "SourcePackage",
+    "load_spec", "parse_input_ref", "spec_of",
     "parse_spec",
 ]

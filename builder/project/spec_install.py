@@ -1,4 +1,4 @@
-"""``kernel.toml``'s ``[install]`` section: the packages a kernel installs offline (``kkb wheels``, issue 7)."""
+"""``kernel.toml``'s ``[install]`` section: the packages a kernel installs offline (``kkb wheels``)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class SourcePackage(StrictModel):
 
 
 class InstallSection(StrictModel):
-    """Extra packages the kernel installs offline (``kkb wheels``, issue 7).
+    """Extra packages the kernel installs offline (``kkb wheels``).
 
     * ``requirements`` / ``requirements_file``: what the install cell installs, as pip requirements.
       ``kkb wheels`` resolves them with every transitive dependency into a wheelhouse, for the image's

@@ -96,7 +96,7 @@ OWNER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 REFERENCE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 # What kkb_runtime.steps fills in a step's `run` string.
 STEP_PLACEHOLDERS = ("out", "code", "weights", "data", "python")
-# kkb_runtime.tta.BUILTIN_NAMES (not imported: the runtime package imports pandas).
+# kkb_runtime.cards.image.tta.BUILTIN_NAMES (not imported: the runtime package imports pandas).
 TTA_NAMES = ("hflip", "vflip", "hvflip", "transpose", "rot90", "rot180", "rot270")
 TTA_WEIGHT_NAMES = ("identity", "random", *TTA_NAMES)
 

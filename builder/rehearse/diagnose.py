@@ -15,6 +15,11 @@ verdict; this module only recognises what happened.
 - **Not rehearsed**: a ``No module named X`` where Kaggle's image has X and this environment lacks
   it, or a step that needs CUDA on a machine without a GPU while the machine shape has one. Kaggle
   might well run both; this machine cannot say.
+- **Version skew** explains a failure only when the skewed package can: the run failed inside it with an
+  error no version spares the kernel from (not a shape, dtype, missing-file, memory or blocked-network
+  error: :data:`ANY_VERSION`), or the kernel's own frame failed on its API (``AttributeError``/``ImportError``
+  naming one of its modules, a call whose signature changed). Otherwise the verdict is Kaggle's, with the
+  skew named beside it (:func:`skew_beside`).
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
+from builder.kkb_runtime.vocabulary import Layout
 from builder.project.image import image_package_for_module, load_image
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.limits import size_text
 from builder.rehearse.memory import near_limit
-from builder.rehearse.skew import skew_in_failure
+from builder.rehearse.sandbox import blocked_network
+from builder.rehearse.skew import Skew, skew_in_failure
 
 _MEMORY = re.compile(r"\bMemoryError\b|Unable to allocate|Cannot allocate memory|std::bad_alloc|"
                      r"CUDA out of memory|OutOfMemoryError")
@@ -43,6 +50,32 @@ _NEEDS_CUDA = re.compile(r"Torch not compiled with CUDA enabled|Found no NVIDIA 
                          r"no CUDA-capable device|CUDA driver initialization failed|NVIDIA driver on your system is too old|"
                          r"Attempting to deserialize object on a CUDA device")
 _LEGACY_PREFIXES = {"competitions": 1, "datasets": 2, "models": 2, "notebooks": 2}
+_NETWORK = re.compile(r"Network is unreachable|Temporary failure in name resolution|Name or service not known|"
+                      r"NameResolutionError|NewConnectionError|Failed to establish a new connection|MaxRetryError|"
+                      r"Connection refused|ConnectionError|ConnectTimeout|LocalEntryNotFoundError|OfflineModeIsEnabled|"
+                      r"couldn't connect to|Failed to resolve|gaierror|urlopen error")
+# With an access in the sandbox's network log, a looser wording is enough (a library's own "check your connection").
+_NETWORK_LOOSE = re.compile(r"connect|offline|internet|download|resolve|unreachable", re.IGNORECASE)
+# Errors every version of a package raises for the kernel's own mistakes: a skew in the traceback does not explain them.
+ANY_VERSION: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a shape mismatch", re.compile(
+        r"size mismatch|shape mismatch|cannot be multiplied|not aligned|The size of tensor a|operands could not be "
+        r"broadcast|index out of range in self|Expected input batch_size|must match the size of tensor|Sizes of tensors "
+        r"must match|cannot reshape array|shape '\[[^\]]*\]' is invalid|Given groups=\d+, weight of size|"
+        r"Length of values \(\d+\) does not match length of index")),
+    ("a dtype mismatch", re.compile(
+        r"expected scalar type|Expected object of scalar type|Input type \([^)]*\) and weight type|could not convert "
+        r"string to float|invalid literal for int\(\)|to have the same dtype|found dtype \w+ but expected")),
+    ("a missing file", re.compile(_MISSING_PATH.pattern + r"|FileNotFoundError|does not appear to have a file named|"
+                                  r"is not a local folder and is not a valid model identifier")),
+    ("memory", _MEMORY),
+)
+# The kernel's own frame failing on a package's API: a removed attribute or module, a changed signature.
+_API = (re.compile(r"module '([\w.]+)' has no attribute '\w+'"), re.compile(r"cannot import name '\w+' from '([\w.]+)'"),
+        re.compile(r"No module named '(\w+\.[\w.]+)'"))
+_SIGNATURE = re.compile(r"\w+\(\) (?:got an unexpected keyword argument '\w+'|takes (?:from \d+ to )?\d+ positional "
+                        r"arguments? but \d+ (?:were|was) given|missing \d+ required (?:positional|keyword-only) argument)")
+_SOURCE_LINE = re.compile(r'File "[^"]+", line \d+[^\n]*\n\s+(\S[^\n]*)')
 
 
 def failure_text(result: ExecutionResult) -> str:
@@ -81,7 +114,7 @@ def _step_name(text: str) -> str | None:
     return match.group(1) if match else None
 
 
-def layout_mismatch(result: ExecutionResult, layout: str = "current") -> str | None:
+def layout_mismatch(result: ExecutionResult, layout: Layout = Layout.CURRENT) -> str | None:
     """A missing ``input/`` path whose counterpart in the other layout exists, in words, else None."""
     input_dir = Path(result.root) / "input"
     exists = _existence(result, input_dir)
@@ -93,9 +126,10 @@ def layout_mismatch(result: ExecutionResult, layout: str = "current") -> str | N
         other = _other_layout(relative, input_dir, exists)
         if other is None:
             continue
-        which = "legacy" if other.parts[0] not in _LEGACY_PREFIXES else "current"
+        which = Layout.LEGACY if other.parts[0] not in _LEGACY_PREFIXES else Layout.CURRENT
+        rehearse = ", pass --legacy-layout to rehearse it" if which is Layout.LEGACY else ""
         return (f"it read /kaggle/input/{relative}, which does not exist in the {layout} input layout; "
-                f"Kaggle has it at /kaggle/input/{other} (the {which} layout{', pass --legacy-layout to rehearse it' if which == 'legacy' else ''})")
+                f"Kaggle has it at /kaggle/input/{other} (the {which} layout{rehearse})")
     return None
 
 
@@ -163,15 +197,56 @@ def not_rehearsed(result: ExecutionResult, shape_has_gpu: bool) -> str | None:
 
 
 def _skewed(result: ExecutionResult, text: str, where: str) -> str | None:
-    """A failure raised inside a package whose local version differs from the image's (a missing file is no skew)."""
-    if _MISSING_PATH.search(text) or _MEMORY.search(text):
+    """The skewed package that explains the failure, in words, else None (see the module docstring)."""
+    api = _api_skew(text, result.version_skew)
+    inside = skew_in_failure(text, result.version_skew) if api is None else None
+    if api is not None:
+        skew, how = api[0], f"failed on an API of {api[0].distribution} ({api[1]})"
+    elif inside is not None and any_version_error(result, text) is None:
+        skew, how = inside, f"failed inside {inside.distribution}"
+    else:
         return None
+    return (f"not rehearsed: {where} {how}, which is {skew.local} here and {skew.image} on Kaggle's image "
+            f"({load_image().captured}); rehearse it with the image's versions (kkb env, then kkb dry-run --image-env)")
+
+
+def any_version_error(result: ExecutionResult, text: str) -> str | None:
+    """What kind of error the failure is when every version of a package raises it (shape, dtype, missing file,
+    memory, blocked network): the kernel's failure on Kaggle too, whatever the versions. None otherwise."""
+    if _NETWORK.search(text) or (blocked_network(result.root) and _NETWORK_LOOSE.search(text)):
+        return "a blocked network access"
+    return next((kind for kind, pattern in ANY_VERSION if pattern.search(text)), None)
+
+
+def _api_skew(text: str, skews: tuple[Skew, ...]) -> tuple[Skew, str] | None:
+    """The skew whose API the failure names (a module's missing attribute or name, a submodule gone), or whose
+    call in the failing line has another signature, with the error's words."""
+    by_module = {module: skew for skew in skews for module in skew.modules}
+    for pattern in _API:
+        for match in pattern.finditer(text):
+            skew = by_module.get(match.group(1).split(".")[0])
+            if skew is not None:
+                return skew, match.group(0)
+    signature = _SIGNATURE.search(text)
+    lines = _SOURCE_LINE.findall(text)
+    if signature is not None and lines:
+        used = set(re.findall(r"\b([A-Za-z_]\w*)\.", lines[-1]))
+        skew = next((by_module[name] for name in sorted(used) if name in by_module), None)
+        if skew is not None:
+            return skew, f"{signature.group(0)} in `{lines[-1].strip()}`"
+    return None
+
+
+def skew_beside(result: ExecutionResult) -> str | None:
+    """A skewed package the failure ran through that does not explain it, named beside Kaggle's verdict."""
+    if result.ok:
+        return None
+    text = failure_text(result)
     skew = skew_in_failure(text, result.version_skew)
-    if skew is None:
+    kind = any_version_error(result, text)
+    if skew is None or kind is None:
         return None
-    return (f"not rehearsed: {where} failed inside {skew.distribution}, which is {skew.local} here and {skew.image} on "
-            f"Kaggle's image ({load_image().captured}); rehearse it with the image's versions (kkb env, then kkb dry-run "
-            f"--image-env)")
+    return f"version skew beside it: {skew.describe()}, but {kind} fails the same with any version"
 
 
 def _absolute_kaggle_read(result: ExecutionResult, text: str) -> str | None:

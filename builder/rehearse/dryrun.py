@@ -1,27 +1,24 @@
 """``kkb dry-run``: rehearse Kaggle's commit run and scoring rerun locally, and say what Kaggle would say.
 
-Each scenario builds nothing new: the kernel is built once (as ``kkb build``), then each scenario runs
-the rendered notebook in a fresh sandbox (``builder.rehearse.sandbox``) with the code and weights bundles
-mounted as datasets and the competition data as the competition:
+Each scenario builds nothing new: the kernel is built once (as ``kkb build``), then each scenario runs the rendered
+notebook in a fresh sandbox (``builder.rehearse.sandbox``), the code and weights bundles mounted as datasets:
 
 ``commit``
-    No ``KAGGLE_IS_COMPETITION_RERUN``, the public test as given. When ``[fast_commit]`` says the
-    fast path should trigger and the commit ran every step anyway, Kaggle still accepts the commit:
-    the report keeps its verdict and adds a warning (the full inference time, and GPU quota, is
-    spent at every save).
+    No ``KAGGLE_IS_COMPETITION_RERUN``, the public test as given. When ``[fast_commit]`` says the fast path
+    should trigger and the commit ran every step anyway, Kaggle still accepts the commit: the report keeps
+    its verdict and warns (the full inference time, and GPU quota, is spent at every save).
 ``rerun``
-    ``KAGGLE_IS_COMPETITION_RERUN=1``, the full pipeline, on the public test, on a test replicated
-    ``--rerun-scale`` times, or on a hidden stand-in (``--rerun-data DIR``). Its time is projected
-    to the hidden test's rows by :mod:`builder.rehearse.projection` (fixed + per-row cost; when the test is
-    too small to separate them, a second run on a replicated test measures the second size), its
-    memory limited to and compared with the machine shape's RAM (``--memory`` overrides).
+    ``KAGGLE_IS_COMPETITION_RERUN=1``, the full pipeline, on the public test, on a test replicated ``--rerun-scale``
+    times, or on a hidden stand-in (``--rerun-data DIR``). Its time is projected to the hidden test's rows by
+    :mod:`builder.rehearse.projection` (fixed + per-row cost; a second run on a replicated test when it is too small to
+    separate them), its memory limited to and compared with the machine shape's RAM (``--memory`` overrides).
 
 Each scenario's sandbox says which isolation ran (:mod:`builder.rehearse.isolation`) and which limits were
-enforced (:mod:`builder.rehearse.limits`); both go into the report.
-
-Results go to ``build/NAME/dryrun/``: ``<scenario>.ipynb`` (the executed notebook),
-``<scenario>.log.json`` (Kaggle's log shape), ``<scenario>.submission.csv`` when one was written, and
-``report.json``. The sandboxes are temporary; the project and the bundles are never written to.
+enforced (:mod:`builder.rehearse.limits`); both go into the report, with what each card fed its model
+(:mod:`builder.rehearse.card_inputs`) and the comparison with a reference (:mod:`builder.rehearse.reference`).
+Results go to ``build/NAME/dryrun/``: ``<scenario>.ipynb`` (the executed notebook), ``<scenario>.log.json`` (Kaggle's
+log shape), ``<scenario>.submission.csv`` when one was written, and ``report.json``. The sandboxes are temporary; the
+project and the bundles are never written to.
 """
 
 from __future__ import annotations
@@ -34,7 +31,6 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 import nbformat
 import pandas as pd
@@ -44,11 +40,12 @@ from builder.bundle.model_weights import DRY_RUN_VERSION, model_source
 from builder.errors import DryRunError, SpecError
 from builder.kkb_runtime.submission import align_to_sample, read_sample
 from builder.kkb_runtime.timing import PROBE_VARIABLE
-from builder.kkb_runtime.vocabulary import SubmissionKind
-from builder.kkb_runtime.vocabulary import Verdict as VerdictName
+from builder.kkb_runtime.vocabulary import Layout, SubmissionKind, Verdict
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
-from builder.project.spec import SPEC_FILE, KernelSpec, load_spec
+from builder.project.spec import SPEC_FILE, KernelSpec, spec_of
+from builder.rehearse.card_inputs import DEFAULT_ROWS, card_inputs
+from builder.rehearse.collapse import rerun_collapse
 from builder.rehearse.evalapi import (
     EvalApiReport,
     RerunResult,
@@ -61,10 +58,12 @@ from builder.rehearse.evalapi import (
     verdict_reason,
 )
 from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
-from builder.rehearse.html_report import write_html_report
-from builder.rehearse.image_env import build_image_env
+from builder.rehearse.html_report import prewarm, write_html_report
+from builder.rehearse.image_env import build_image_env, image_env_note
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
-from builder.rehearse.metric_report import MetricReport, metric_report
+from builder.rehearse.metric_report import MetricReport
+from builder.rehearse.metric_run import check_before_rerun, float_targets, rerun_metric_report
+from builder.rehearse.own_imports import own_modules
 from builder.rehearse.projection import (
     PROBE_BATCHES,
     Projection,
@@ -74,17 +73,18 @@ from builder.rehearse.projection import (
     project_rerun,
     timeout_reason,
 )
-from builder.rehearse.report import DryRunReport, Scenario, ScenarioReport
-from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox, scale_competition_data
-from builder.rehearse.skew import skew_warnings
-from builder.rehearse.stand_ins import input_mounts
+from builder.rehearse.reference import ReferenceSettings, check_reference, compare_reference
+from builder.rehearse.report import SCENARIOS, DryRunReport, Scenario, ScenarioChoice, ScenarioReport
+from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox
+from builder.rehearse.skew import skew_records, skew_warnings
+from builder.rehearse.stand_ins import input_mounts, replicated_test
 from builder.rehearse.verdict import (
     COMPUTE,
     NOT_REHEARSED,
     OK,
     SCORING_ERROR,
+    Judgement,
     Limits,
-    Verdict,
     failing_step,
     judge,
     machine_shape,
@@ -92,7 +92,6 @@ from builder.rehearse.verdict import (
 )
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 
-SCENARIOS: dict[str, tuple[Scenario, ...]] = {"commit": ("commit",), "rerun": ("rerun",), "both": ("commit", "rerun")}
 LOG_TAIL_LINES = 20
 # The runtime prints its fast-commit decision as "[kkb] <reason>" (kkb_runtime.commit.decide).
 _DECISION = re.compile(r"^\[kkb\] (.*(?:running every step|writing the sample submission|fast commit).*)$", re.MULTILINE)
@@ -103,11 +102,11 @@ _FAST_TAKEN = "commit run ("
 class DryRunSettings:
     kernel_dir: Path
     data_dir: Path | None = None  # default: [competition] data, relative to the kernel folder
-    scenario: Literal["commit", "rerun", "both"] = "both"
+    scenario: ScenarioChoice = "both"
     rerun_scale: int = 1
     hidden_rows: int | None = None  # default: [competition] hidden_rows
     timeout_seconds: float | None = None  # default: [kernel] timeout_seconds, else the competition's limit
-    layout: Literal["current", "legacy"] = "current"
+    layout: Layout = Layout.CURRENT
     out_dir: Path | None = None  # the build folder, default build/<kernel folder name>
     owner: str | None = None
     keep_sandbox: bool = False  # leave each sandbox on disk (its path is in the report)
@@ -117,18 +116,21 @@ class DryRunSettings:
     fit: bool = True  # a second, replicated rerun when the test is too small to fit fixed + per-row time
     progress: Callable[[str], None] | None = None  # one line per event (builder.cli shows it with rich); never printed here
     answers: Path | None = None  # the rerun data's answers (id, targets, optional Usage): the expected score, the split
+    spec: KernelSpec | None = None  # the command's loaded kernel.toml (read once per command); None: load kernel_dir's
+    reference: ReferenceSettings = ReferenceSettings()  # --reference: the original notebook's output on the same data
+    show_inputs: int = DEFAULT_ROWS  # the first test rows each card's input is shown for (report.json inputs)
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
-            raise DryRunError(f"unknown scenario '{self.scenario}'", hint="use commit, rerun or both")
+            raise DryRunError(f"unknown scenario '{self.scenario}'", hint=f"use {', '.join(SCENARIOS)}")
         if self.rerun_scale < 1:
             raise DryRunError(f"--rerun-scale must be at least 1, got {self.rerun_scale}")
         if self.hidden_rows is not None and self.hidden_rows < 1:
             raise DryRunError(f"--hidden-rows must be positive, got {self.hidden_rows}")
         if self.timeout_seconds is not None and self.timeout_seconds <= 0:
             raise DryRunError(f"--timeout must be positive, got {self.timeout_seconds}")
-        if self.layout not in ("current", "legacy"):
-            raise DryRunError(f"unknown input layout '{self.layout}'", hint="use current or legacy")
+        if self.layout not in Layout.values():
+            raise DryRunError(f"unknown input layout '{self.layout}'", hint=f"use {' or '.join(Layout.values())}")
         if self.memory_bytes is not None and self.memory_bytes < 64 * 2**20:
             raise DryRunError(f"--memory must be at least 64 MiB, got {self.memory_bytes} bytes")
         if self.rerun_data_dir is not None and self.scenario == "commit":
@@ -139,26 +141,33 @@ class DryRunSettings:
 LOCAL_OWNER = "kkb-local"
 
 
-def _owner(settings: DryRunSettings) -> str:
-    return settings.owner or load_spec(Path(settings.kernel_dir)).kernel.owner or kaggle_username() or LOCAL_OWNER
+def _owner(settings: DryRunSettings, spec: KernelSpec) -> str:
+    return settings.owner or spec.kernel.owner or kaggle_username() or LOCAL_OWNER
 
 
 def dry_run(settings: DryRunSettings) -> DryRunReport:
     """Build the kernel, run each scenario in its own sandbox, judge it, and write the report."""
     kernel_dir = Path(settings.kernel_dir)
+    spec = spec_of(settings.spec, kernel_dir)
     _progress(settings, f"building {kernel_dir}")
-    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=_owner(settings)))
+    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=_owner(settings, spec), spec=spec))
     data = competition_data(settings, build.spec)
     input_mounts(build.spec, kernel_dir)  # a missing stand-in is refused before anything runs
     rerun_data = competition_data(replace(settings, data_dir=settings.rerun_data_dir), build.spec) if settings.rerun_data_dir else data
-    dry_run_check(kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline (issue 7)
+    dry_run_check(build.spec, kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline
+    if "rerun" in SCENARIOS[settings.scenario]:  # public_ids and the answers against the rerun's test, before it runs
+        check_before_rerun(build.spec, kernel_dir, rerun_data, answers_for(settings, rerun_data))
+    check_reference(settings.reference, build.spec, settings.rerun_scale)
     out = build.out_dir / DRYRUN_DIR
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    prewarm()  # the report's plotting library loads while the notebook runs
     reports = tuple(_run_scenario(scenario, settings, build, rerun_data if scenario == "rerun" else data, out)
                     for scenario in SCENARIOS[settings.scenario])
     report = DryRunReport(kernel_name=build.kernel_name, kernel_id=build.kernel_id, kernel_type=build.spec.kernel.kernel_type,
-                          out_dir=out, report_path=out / REPORT_FILE, scenarios=reports)
+                          out_dir=out, report_path=out / REPORT_FILE, scenarios=reports, environment=image_env_note(settings.image_env),
+                          reference=compare_reference(settings.reference, build.spec, reports, rerun_data),
+                          inputs=card_inputs(build, data, settings.show_inputs))
     report.report_path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
     write_html_report(report)
     return report
@@ -196,11 +205,9 @@ def _run_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
     work = Path(tempfile.mkdtemp(prefix=f"kkb-dryrun-{scenario}-"))
     source = data
     try:
-        if scenario == "rerun" and settings.rerun_scale > 1:
-            data = scale_competition_data(data, work / "scaled", settings.rerun_scale, id_column=spec.submission.id_column,
-                                          sample_submission=spec.competition.sample_submission,
-                                          test=spec.competition.test).path
-        return REHEARSALS[spec.submission.kind].run(scenario, settings, build, data, source, out, work)
+        scaled = replicated_test(spec, data, work / "scaled", settings.rerun_scale) if scenario == "rerun" and settings.rerun_scale > 1 else None
+        report = REHEARSALS[spec.submission.kind].run(scenario, settings, build, scaled.path if scaled else data, source, out, work)
+        return replace(report, stand_in=scaled.description) if scaled else report
     finally:
         if not settings.keep_sandbox:
             remove_sandbox(work)
@@ -212,8 +219,7 @@ def _csv_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
     ``source`` is the data before ``--rerun-scale``: the time projection may run a second size from it."""
     _progress(settings, f"{scenario}: running the notebook")
     result = execute_notebook(scenario_notebook(build, work), _with_script(scenario_sandbox(scenario, settings, build, data), work),
-                              work / "kaggle",
-                              progress=lambda line: _progress(settings, f"{scenario}: {line}"))
+                              work / "kaggle", progress=lambda line: _progress(settings, f"{scenario}: {line}"))
     _progress(settings, f"{scenario}: finished in {result.wall_seconds:.1f} s ({result.isolation} sandbox)")
     fit_runs = _fit_runs(scenario, settings, build, source, _rows(data, build.spec), result, work)
     return scenario_report(scenario, settings, build, data, result, out, work if settings.keep_sandbox else None,
@@ -235,13 +241,13 @@ def _fit_runs(scenario: Scenario, settings: DryRunSettings, build: BuildResult, 
     factor = fit_factor(rows)
     if scenario != "rerun" or not settings.fit or not hidden or hidden <= rows or factor == 1 or not result.ok:
         return tuple(runs)
-    if not REHEARSALS[spec.submission.kind].fits_second_size or _card_steps_only(result):
+    if not REHEARSALS[spec.submission.kind].fits_second_size or (result.steps and all(s.get("infer_seconds") is not None for s in result.steps)):
         return tuple(runs)  # card steps time themselves; the gateway drives evaluation-API kernels
     try:
-        scaled = scale_competition_data(source, work / "fit-data", factor * settings.rerun_scale, id_column=spec.submission.id_column,
-                                        sample_submission=spec.competition.sample_submission, test=spec.competition.test)
+        scaled = replicated_test(spec, source, work / "fit-data", factor * settings.rerun_scale)
     except DryRunError as error:
-        _progress(settings, f"rerun: no second size for the time fit ({error.message}); projecting proportionally")
+        _progress(settings, f"rerun: no second size for the time fit ({error.message}); the projection's basis is the "
+                            "measured run only")
         return tuple(runs)
     _progress(settings, f"rerun: a second run on {scaled.rows} rows ({factor}x) to separate fixed from per-row time")
     if scaled.rows <= rows:
@@ -259,10 +265,6 @@ def _with_script(sandbox: SandboxSpec, work: Path) -> SandboxSpec:
     """A script kernel runs from ``work/script`` (see :func:`scenario_notebook`): the kernel must see it there."""
     script = work / "script"
     return replace(sandbox, visible=(*sandbox.visible, script)) if script.is_dir() else sandbox
-
-
-def _card_steps_only(result: ExecutionResult) -> bool:
-    return bool(result.steps) and all(step.get("infer_seconds") is not None for step in result.steps)
 
 
 def _rows(data: Path, spec: KernelSpec) -> int:
@@ -298,8 +300,8 @@ def scenario_sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildR
     return SandboxSpec(mounts=tuple(mounts), rerun=scenario == "rerun", timeout_seconds=_timeout(settings, build.spec),
                        extra_env=probe,
                        layout=settings.layout, memory_bytes=_memory(settings, build.spec),
-                       working_limit_bytes=WORKING_LIMIT_BYTES, python=python,
-                       visible=(python.parent.parent,) if python else ())
+                       working_limit_bytes=WORKING_LIMIT_BYTES, python=python, visible=(python.parent.parent,) if python else (),
+                       gpu=machine_shape(build.spec.kernel.machine_shape).gpu_bytes is not None)
 
 
 def _memory(settings: DryRunSettings, spec: KernelSpec) -> int:
@@ -325,7 +327,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
             out: Path, sandbox: Path | None, fit_runs: tuple[RunTimes, ...] = ()) -> ScenarioReport:
     spec = build.spec
     sample = data / spec.competition.sample_submission
-    rows = len(pd.read_csv(sample, dtype={spec.submission.id_column: str}))
+    rows = _rows(data, spec)
     limits = _limits(scenario, settings, spec, rows)
     projection = _projection(limits, fit_runs or (RunTimes(rows, result.wall_seconds, tuple(result.steps)),),
                              spec.kernel.machine_shape, build.out_dir)
@@ -334,8 +336,8 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
                     sample_submission=sample, id_column=spec.submission.id_column,
                     target_columns=spec.submission.target_columns, limits=limits,
                     column_types=spec.submission.column_types, kernel_file=spec.submission.file,
-                    projected=_judged_seconds(projection, limits))
-    if projection is not None and projection.over_limit() and verdict.name == VerdictName.TIMEOUT and not result.timed_out:
+                    projected=_judged_seconds(projection, limits), float_targets=float_targets(spec, settings.kernel_dir))
+    if projection is not None and projection.over_limit() and verdict.name == Verdict.TIMEOUT and not result.timed_out:
         verdict = replace(verdict, reason=timeout_reason(projection))
     decision = fast_commit_decision(result)
     warnings = []
@@ -346,7 +348,10 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         warnings.append(limit_warning(projection))
     if result.isolation == "python":
         warnings.append(f"weaker sandbox: {result.isolation_note}")
-    warnings += skew_warnings(result.version_skew)
+    members = _save_member_outputs(scenario, result, out)
+    own = own_modules(settings.kernel_dir, spec)
+    warnings += skew_warnings(result.version_skew, own) + rerun_collapse(scenario, out, members, result.working_dir / expected,
+                                                                         competition_data(settings, spec) / sample.name, spec.submission)
     metric = _metric_report(scenario, settings, spec, result.working_dir / expected, sample, result.working_dir, data)
     if metric is not None:
         verdict = _with_metric(verdict, metric)
@@ -367,8 +372,8 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         memory_limit=memory_enforcement(result.memory_limit_bytes, result.memory_accounting).how, working_bytes=result.working_bytes,
         working_limit=working_enforcement(result.working_limit_bytes).how,
         projection=projection.to_json() if projection else None, warnings=tuple(warnings),
-        member_outputs=_save_member_outputs(scenario, result, out),
-        metric=metric.to_json() if metric is not None else None,
+        member_outputs=members,
+        metric=metric.to_json() if metric is not None else None, version_skew=skew_records(result.version_skew, own),
     )
 
 
@@ -377,14 +382,8 @@ def _metric_report(scenario: Scenario, settings: DryRunSettings, spec: KernelSpe
     """The metric's checks on the rerun's file (the commit run is not scored) and, with answers, the expected score."""
     if scenario != "rerun":
         return None
-    kernel_dir = Path(settings.kernel_dir)
-    public_ids = kernel_dir / spec.competition.public_ids if spec.competition.public_ids else None
-    if public_ids is not None and not public_ids.is_file():
-        raise SpecError(f"{kernel_dir / SPEC_FILE}: competition.public_ids: {public_ids} does not exist",
-                        hint="name a file of the test's public ids (one a line), relative to the kernel folder")
-    return metric_report(spec.competition.metric, submission, sample, spec.submission.id_column,
-                         list(spec.submission.target_columns), working, answers_for(settings, data), public_ids,
-                         spec.competition.public_fraction, settings.hidden_rows or spec.competition.hidden_rows)
+    return rerun_metric_report(spec, Path(settings.kernel_dir), submission, sample, working, answers_for(settings, data),
+                               settings.hidden_rows)
 
 
 def answers_for(settings: DryRunSettings, data: Path) -> Path | None:
@@ -399,13 +398,13 @@ def answers_for(settings: DryRunSettings, data: Path) -> Path | None:
     return beside if folder.name == "hidden" and beside.is_file() else None
 
 
-def _with_metric(verdict: Verdict, metric: MetricReport) -> Verdict:
+def _with_metric(verdict: Judgement, metric: MetricReport) -> Judgement:
     """A file the format check passes and the metric's check fails is Kaggle's "Submission Scoring Error"."""
     if not verdict.ok or not metric.failures:
         return verdict
     detail = "\n".join(part for part in (verdict.reason if "although the notebook failed" in verdict.reason else "",
                                          verdict.detail or "") if part)
-    return Verdict(SCORING_ERROR, "; ".join(metric.failures), detail or None)
+    return Judgement(SCORING_ERROR, "; ".join(metric.failures), detail or None)
 
 
 def _save_member_outputs(scenario: Scenario, result: ExecutionResult, out: Path) -> dict[str, str]:
@@ -481,12 +480,11 @@ def _save_outputs(scenario: Scenario, result: ExecutionResult, submission_file: 
 
 
 # --- the evaluation-API kind ----------------------------------------------------------------------
-# The same sandbox settings and report as a CSV kernel (judged against the sample, projected time,
-# memory), plus the gateway's view: in the rerun, the competition's gateway drives the notebook.
+# The sandbox and report of a CSV kernel (judged against the sample, time, memory), plus the gateway's view.
 
 def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, source: Path,
                              out: Path, work: Path) -> ScenarioReport:
-    """One dry-run scenario of an evaluation-API kernel (issue 8). The gateway drives the rerun: no second
+    """One dry-run scenario of an evaluation-API kernel. The gateway drives the rerun: no second
     size is run for the time fit (``source`` is unused)."""
     section = evaluation_section(build.spec)
     sandbox = scenario_sandbox(scenario, settings, build, data)
@@ -509,14 +507,13 @@ def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build
     verdict = _verdict(report, base.verdict)
     missing = missing_gateway_package(build.spec, data)
     if missing is not None and not verdict.ok:  # not Kaggle's verdict: Kaggle's data has the package
-        verdict = Verdict(NOT_REHEARSED, missing, verdict.detail)
+        verdict = Judgement(NOT_REHEARSED, missing, verdict.detail)
     return replace(base, verdict=verdict, evaluation_api={**report.to_json(), "lines": report.lines()})
 
 
 def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
     """The gateway decides the row order (batch by batch) and Kaggle matches rows by id, so the sample's
     order is no requirement here: reorder before the dry run's check, which would flag it."""
-
     if not path.is_file() or not sample_path.is_file():
         return
     try:
@@ -530,12 +527,12 @@ def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
         aligned.to_parquet(path, index=False) if path.suffix == ".parquet" else aligned.to_csv(path, index=False)
 
 
-def _verdict(report: EvalApiReport, judged: Verdict) -> Verdict:
+def _verdict(report: EvalApiReport, judged: Judgement) -> Judgement:
     """The gateway's error decides when there is one; otherwise the dry run's own judgement stands
     (it checks submission.parquet against the sample, the projected time and the memory)."""
     if report.succeeded or report.error_type is None or judged.name == COMPUTE:  # the memory limit ended the run first
         return judged
-    return Verdict(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
+    return Judgement(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
 
 
 def _as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:

@@ -1,4 +1,4 @@
-"""Dry runs of evaluation-API kernels (issue 8): the gateway's verdict, the time to ``serve()``, the slowest ``predict``.
+"""Dry runs of evaluation-API kernels: the gateway's verdict, the time to ``serve()``, the slowest ``predict``.
 
 Kaggle scores these competitions without a ``submission.csv``: the notebook wraps ``predict`` in the
 competition's inference server (``kaggle_evaluation``, shipped in the competition data) and
@@ -36,15 +36,15 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import psutil
 
 from builder.errors import DryRunError
-from builder.kkb_runtime.vocabulary import MemoryAccounting, SubmissionKind
+from builder.kkb_runtime.vocabulary import Layout, MemoryAccounting, Scenario, SubmissionKind
 from builder.project.jsonfile import read_object
 from builder.project.spec import EvaluationApiSection, KernelSpec
-from builder.rehearse.isolation import Isolation
+from builder.rehearse.isolation import IsolationRequest
 from builder.rehearse.memory import MemoryWatch
 from builder.rehearse.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox
 from builder.rehearse.verdict import OK, SCORING_ERROR, THREW, TIMEOUT
@@ -67,7 +67,7 @@ LOG_TAIL_LINES = 20
 class EvalApiReport:
     """What the gateway said, and the two times the competition limits."""
 
-    scenario: Literal["commit", "rerun"]
+    scenario: Scenario
     succeeded: bool
     error_type: str | None = None  # one of ERROR_CLASSES, or the exception's type when it is not the gateway's
     error_details: str | None = None
@@ -183,7 +183,7 @@ def commit_report(working_dir: Path, spec: KernelSpec) -> EvalApiReport:
         notes.append("the notebook never called run_local_gateway()")
     succeeded = bool(state) and state.get("mode") == "local" and not error and state.get("submission_rows") is not None
     return EvalApiReport(
-        scenario="commit", succeeded=succeeded, error_type=error.get("type"), error_details=error.get("details"),
+        scenario=Scenario.COMMIT, succeeded=succeeded, error_type=error.get("type"), error_details=error.get("details"),
         expected_rows=expected, received_rows=received, startup_limit_seconds=section.startup_limit_seconds,
         predict_calls=int(stats.get("calls") or 0), fast_calls=int(stats.get("fast_calls") or 0),
         first_predict_seconds=stats.get("first_seconds"), slowest_predict_seconds=stats.get("slowest_seconds"),
@@ -214,7 +214,7 @@ class RerunResult:
     notebook_stdout: str
     notebook_stderr: str
     gateway_log: str
-    # The sandbox and memory, described as for a CSV kernel's run (issue 22).
+    # The sandbox and memory, described as for a CSV kernel's run.
     isolation: str = "python"
     isolation_note: str = ""
     memory_limit_bytes: int | None = None
@@ -235,8 +235,8 @@ class Gateway:
 
 
 def rehearse_rerun(notebook: Path, spec: KernelSpec, mounts: tuple[Mount, ...], root: Path, *,
-                   timeout_seconds: float, layout: Literal["current", "legacy"] = "current",
-                   isolation: Isolation = "auto", memory_bytes: int | None = None) -> RerunResult:
+                   timeout_seconds: float, layout: Layout = Layout.CURRENT,
+                   isolation: IsolationRequest = "auto", memory_bytes: int | None = None) -> RerunResult:
     """Run the scoring rerun in a new sandbox at ``root``: the notebook blocks in ``serve()`` while the
     competition's gateway drives it from another process over the mounted competition data."""
     return rehearse_gateway_rerun(notebook, evaluation_section(spec), spec.competition.slug, mounts, root,
@@ -245,8 +245,8 @@ def rehearse_rerun(notebook: Path, spec: KernelSpec, mounts: tuple[Mount, ...], 
 
 
 def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gateway, slug: str, mounts: tuple[Mount, ...],
-                           root: Path, *, timeout_seconds: float, layout: Literal["current", "legacy"] = "current",
-                           isolation: Isolation = "auto", memory_bytes: int | None = None) -> RerunResult:
+                           root: Path, *, timeout_seconds: float, layout: Layout = Layout.CURRENT,
+                           isolation: IsolationRequest = "auto", memory_bytes: int | None = None) -> RerunResult:
     """:func:`rehearse_rerun` from the gateway's settings and the competition slug alone."""
     box = prepare_sandbox(SandboxSpec(mounts=tuple(mounts), rerun=True, layout=layout, isolation=isolation,
                                       extra_env=sandbox_env(section, free_port()), memory_bytes=memory_bytes), root)
@@ -386,7 +386,7 @@ def rerun_report(section: EvaluationApiSection | Gateway, supervisor: dict[str, 
     serve = state.get("serve_seconds") if state.get("mode") == "serve" else None
     notes = _rerun_notes(state, supervisor, texts) + _limit_notes(slowest, deadline, serve, startup)
     return EvalApiReport(
-        scenario="rerun", succeeded=bool(result.get("Succeeded")) and not timed_out, error_type=error_type,
+        scenario=Scenario.RERUN, succeeded=bool(result.get("Succeeded")) and not timed_out, error_type=error_type,
         error_details=details, expected_rows=expected, received_rows=received, serve_seconds=serve,
         startup_limit_seconds=startup, predict_calls=int(gateway.get("calls") or stats.get("calls") or 0),
         fast_calls=int(stats.get("fast_calls") or 0), first_predict_seconds=stats.get("first_seconds"),

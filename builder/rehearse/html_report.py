@@ -13,15 +13,19 @@ from __future__ import annotations
 import base64
 import html
 import io
+import threading
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from builder.errors import KkbError
+from builder.project.compare import aligned_frames
 from builder.rehearse.report import DryRunReport, ScenarioReport
 
 REPORT_HTML = "report.html"
 MAX_HISTOGRAMS = 6
+MAX_SCATTERS = 12  # the worst columns of a reference comparison (its table lists them all)
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;color:#222}
 h1{font-size:1.4em} h2{font-size:1.2em;border-bottom:1px solid #ccc;padding-bottom:.2em}
@@ -44,6 +48,8 @@ def render(report: DryRunReport) -> str:
              f"<h1>kkb dry run: {_e(report.kernel_name)} <small>({_e(report.kernel_id)}, {_e(report.kernel_type)})</small></h1>",
              _summary(report)]
     parts += [_scenario(scenario) for scenario in report.scenarios]
+    parts.append(_reference(report.reference))
+    parts.append(_inputs(report.inputs))
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -158,7 +164,8 @@ def _metric(s: ScenarioReport) -> str:
         return ""
     lines = "".join(f"<li>{_e(line)}</li>" for line in s.metric.get("lines", []))
     rows = "".join(f"<tr><td>{_e(r['column'])}</td><td>{_e(r['requested'])}</td>"
-                   f"<td>{_e('unrounded' if r['used'] is None else r['used'])}</td><td>{r['ties_before']}</td>"
+                   f"<td>{_e(_used(r))}</td>"
+                   f"<td>{r['ties_before']}</td>"
                    f"<td>{r['ties_after']}</td><td>{r['rows']}</td><td>{_e(r['why'])}</td></tr>" for r in s.metric.get("rounding", []))
     table = (f"<table><tr><th>column</th><th>decimals requested</th><th>used</th><th>ties before</th><th>ties after</th>"
              f"<th>rows</th><th>why</th></tr>{rows}</table>") if rows else ""
@@ -166,7 +173,15 @@ def _metric(s: ScenarioReport) -> str:
                       f"<td>{c['private_chance']:.3%}</td></tr>" for c in s.metric.get("constant_chance", []))
     chance_table = (f"<p>chance that a random part is constant (the split is not known)</p><table><tr><th>column</th>"
                     f"<th>public rows</th><th>public part</th><th>private part</th></tr>{chances}</table>") if chances else ""
-    return f"<h3>metric</h3><ul>{lines}</ul>{table}{chance_table}"
+    effect = (s.metric.get("expected") or {}).get("rounding")
+    scores = (f"<p>expected score before rounding: public {effect['unrounded']['public']:.7g}, private "
+              f"{effect['unrounded']['private']:.7g}; after: public {effect['rounded']['public']:.7g}, private "
+              f"{effect['rounded']['private']:.7g}</p>") if effect else ""
+    return f"<h3>metric</h3><ul>{lines}</ul>{scores}{table}{chance_table}"
+
+
+def _used(record: dict[str, Any]) -> str:
+    return "unrounded" if record["used"] is None else f"{record['used']} {record.get('kind', 'decimals')}"
 
 
 def _predictions(s: ScenarioReport) -> str:
@@ -185,6 +200,50 @@ def _predictions(s: ScenarioReport) -> str:
         corr = pd.DataFrame(members).corr()
         parts.append("<h3>ensemble members: correlation</h3>" + corr.round(3).to_html(border=0))
     return "\n".join(parts)
+
+
+def _inputs(inputs: list[dict[str, Any]]) -> str:
+    """What each card fed its model for the first test rows (``kkb dry-run --show-inputs`` prints the same)."""
+    if not inputs:
+        return ""
+    text = "\n".join(line for entry in inputs for line in entry.get("lines", []))
+    return f"<h2>inputs: what each card feeds its model</h2><pre>{_e(text)}</pre>"
+
+
+def _reference(reference: dict[str, Any] | None) -> str:
+    """``--reference``: the comparison table and, per compared file, one scatter per column, worst first."""
+    if reference is None:
+        return ""
+    verdict = "<span class='ok'>equal</span>" if reference.get("ok") else "<span class='bad'>differs</span>"
+    parts = [f"<h2>reference ({_e(reference.get('scenario'))}): {verdict}</h2>",
+             f"<pre>{_e(chr(10).join(map(str, reference.get('lines', []))))}</pre>"]
+    for comparison in reference.get("comparisons", []):
+        try:
+            left_file, right_file = (Path(f) for f in comparison["files"])
+            left, right, _ = aligned_frames(left_file, right_file, comparison["id_column"])
+        except (KkbError, KeyError, TypeError, ValueError):
+            continue
+        pairs = [(str(c["column"]), left[c["column"]], right[c["column"]])
+                 for c in sorted(comparison.get("columns", []), key=lambda c: (-c["beyond"], -(c["max_abs"] or 0.0)))
+                 if c.get("numeric")][:MAX_SCATTERS]
+        if pairs:
+            columns = min(3, len(pairs))
+            parts.append(f"<h3>{_e(comparison.get('left'))} (x) vs {_e(comparison.get('right'))} (y)</h3>"
+                         + _plot(_scatters, pairs, grid=((len(pairs) + columns - 1) // columns, columns)))
+    return "\n".join(parts)
+
+
+def _scatters(axes: Any, pairs: list[tuple[str, pd.Series, pd.Series]]) -> None:
+    flat = list(getattr(axes, "flat", [axes]))
+    for ax, (name, x, y) in zip(flat, pairs, strict=False):
+        x, y = pd.to_numeric(x, errors="coerce"), pd.to_numeric(y.reindex(x.index), errors="coerce")
+        ax.scatter(x, y, s=4, alpha=0.5, color="#4477aa")
+        low, high = min(x.min(), y.min()), max(x.max(), y.max())
+        ax.plot([low, high], [low, high], color="#999", linewidth=0.8)
+        ax.set_title(name, fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in flat[len(pairs):]:
+        ax.set_visible(False)
 
 
 def _histogram_grid(frame: pd.DataFrame) -> str:
@@ -218,6 +277,22 @@ def _member_predictions(s: ScenarioReport) -> dict[str, pd.Series]:
     return members
 
 
+def prewarm() -> None:
+    """Import matplotlib in a background thread while the notebook runs (kkb waits on the kernel then): the
+    report's plots then cost only their drawing. Python's import lock makes the report wait for it if needed."""
+    threading.Thread(target=_import_matplotlib, name="kkb-prewarm-matplotlib", daemon=True).start()
+
+
+def _import_matplotlib() -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot
+    except ImportError:
+        return
+
+
 def _plot(draw: Any, data: Any, grid: tuple[int, int] = (1, 1)) -> str:
     try:
         import matplotlib
@@ -227,10 +302,10 @@ def _plot(draw: Any, data: Any, grid: tuple[int, int] = (1, 1)) -> str:
     except ImportError:
         return "<p class='warn'>plots missing: matplotlib is not installed (pip install \"kkb[report]\")</p>"
     rows, columns = grid
-    figure, ax = plt.subplots(rows, columns, figsize=(7, 2.8 if grid == (1, 1) else 1.9 * rows), squeeze=grid == (1, 1))
+    figure, ax = plt.subplots(rows, columns, figsize=(7, 2.8 if grid == (1, 1) else 1.9 * rows), squeeze=grid == (1, 1),
+                              layout="constrained")  # laid out while drawn: one pass, not tight_layout's two
     try:
         draw(ax, data)
-        figure.tight_layout()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=90)
     finally:

@@ -1,4 +1,4 @@
-"""``kkb env``: a virtual environment with Kaggle's image's versions of what a kernel imports (issue 22).
+"""``kkb env``: a virtual environment with Kaggle's image's versions of what a kernel imports.
 
 The dry run runs the kernel on the local interpreter; where its packages differ from the image's
 (:mod:`builder.rehearse.skew`), a failure says nothing about Kaggle. :func:`build_image_env` builds,
@@ -10,7 +10,9 @@ What the kernel imports comes from its code (every ``import`` of its ``.py`` fil
 the packages those distributions need, one level) mapped to distributions the image has. torch,
 torchvision and torchaudio stay the local build (the image's CPU/GPU builds need their own index);
 the difference is reported. Pins come from PyPI through pip, or with ``find_links`` from a local
-folder of wheels, offline. A second call with the same pins finds the stamp and installs nothing.
+folder of wheels, offline. A second call with the same pins finds the stamp, checks the environment
+against its record (:mod:`builder.rehearse.env_check`: files against their RECORD hashes, ``pip check``)
+and installs nothing; a damaged one is rebuilt, or refused naming the damage where it cannot be.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from packaging.utils import canonicalize_name
 
 from builder.errors import DryRunError
 from builder.project.image import KaggleImage, load_image
+from builder.rehearse.env_check import PTH_FILE, env_damage
 from builder.rehearse.skew import differs, local_version, module_distributions
 
 CACHE_ENV = "KKB_IMAGE_ENV_CACHE"
@@ -50,12 +53,21 @@ class ImageEnv:
     pins: tuple[str, ...]  # "dist==version", the image's
     kept_local: tuple[str, ...]  # "torch 2.14.1 here (the image has 2.10.0)"
     built: bool
+    repaired: tuple[str, ...] = ()  # what was damaged in the cached environment this call rebuilt
 
     def lines(self) -> list[str]:
-        action = "built" if self.built else "reused (nothing to install)"
+        action = "built" if self.built else "reused (nothing to install; checked against its record)"
+        if self.repaired:
+            action = f"rebuilt, the cached one was damaged ({_shown(self.repaired)})"
         lines = [f"{self.root}: {action}, {len(self.pins)} pins from Kaggle's image", *(f"  {pin}" for pin in self.pins)]
         lines += [f"  kept local: {what}" for what in self.kept_local]
         return lines
+
+
+def image_env_note(used: bool) -> str:
+    """The dry run's summary line for ``--image-env``: the kernel ran with the image's versions (else nothing)."""
+    return ("kkb env's environment: the image's versions of what the kernel imports (torch stays the local build)"
+            if used else "")
 
 
 def cache_root() -> Path:
@@ -121,13 +133,26 @@ def build_image_env(kernel_dir: Path, *, find_links: Path | None = None, image: 
     root = cache_root() / key
     python = root / "bin" / "python"
     stamp = root / STAMP
+    damage: list[str] = []
     if stamp.is_file() and python.exists() and json.loads(stamp.read_text()).get("pins") == pins:
-        return ImageEnv(root, python, tuple(pins), tuple(kept), built=False)
-    _create(root)
+        damage = env_damage(root, python, pins)
+        if not damage:
+            return ImageEnv(root, python, tuple(pins), tuple(kept), built=False)
+    _create(root)  # --clear: the stamp goes first, so a rebuild that fails is never trusted
     if pins:
-        _pip_install(python, pins, find_links)
+        try:
+            _pip_install(python, pins, find_links)
+        except DryRunError as exc:
+            if not damage:
+                raise
+            raise DryRunError(f"kkb env: the cached environment {root} was damaged ({_shown(damage)}) and could not be "
+                              f"rebuilt: {exc.message}", hint=exc.hint) from None
     stamp.write_text(json.dumps({"pins": pins, "image": image.captured, "kept_local": kept}, indent=1))
-    return ImageEnv(root, python, tuple(pins), tuple(kept), built=True)
+    return ImageEnv(root, python, tuple(pins), tuple(kept), built=True, repaired=tuple(damage))
+
+
+def _shown(damage: list[str] | tuple[str, ...]) -> str:
+    return "; ".join(damage[:3]) + (f"; and {len(damage) - 3} more" if len(damage) > 3 else "")
 
 
 def _create(root: Path) -> None:
@@ -137,7 +162,7 @@ def _create(root: Path) -> None:
     site = root / "lib" / version / "site-packages"
     site.mkdir(parents=True, exist_ok=True)
     # addsitedir, not a bare path: the .pth files there (editable installs, namespace packages) count too.
-    (site / "zz-kkb-environment.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    (site / PTH_FILE).write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
 
 
 def _pip_install(python: Path, pins: list[str], find_links: Path | None) -> None:

@@ -5,22 +5,28 @@ the others (the dry-run report shows both):
 
 ``bwrap``
     bubblewrap, the well-kept tool for unprivileged namespaces: a new root whose top-level folders
-    are read-only binds of the host's, a private ``/tmp`` and ``/dev/shm``, ``--unshare-net`` (only
+    are read-only binds of the host's, a private ``/tmp``, its own PID namespace with a fresh ``/proc``
+    (``--unshare-pid --proc /proc``), a minimal ``/dev`` (``--dev``: null, zero, full, random, urandom,
+    tty, private shm and pts; the GPU's nodes only when the run uses one), ``--unshare-net`` (only
     loopback), and ``/kaggle/input`` (read-only), ``/kaggle/working``, ``/kaggle/temp`` bound from the
     sandbox root. Used when ``bwrap`` is on ``PATH`` and its probe passes.
 ``namespace``
     The same file system built by kkb's own launcher (``guest/launch.py``): Linux user, mount
-    and network namespaces, bind mounts and ``pivot_root``, through ``ctypes`` (no tool needed). Needs
-    root or unprivileged user namespaces.
+    network and PID namespaces, the same minimal ``/dev`` and fresh ``/proc``, bind mounts and
+    ``pivot_root``, through ``ctypes`` (no tool needed). Needs root or unprivileged user namespaces.
 ``python``
-    Where the OS allows neither: the sandbox is a temporary folder reached through
+    Where the OS allows neither, and it does NOT confine the kernel: the kernel runs as the user, sees the
+    host's processes and devices, and can write wherever the user can. The sandbox is a temporary folder reached through
     ``$KKB_KAGGLE_ROOT`` only (absolute ``/kaggle`` paths do not exist), inputs are read-only copies,
     and the network is cut for Python processes (``guest/sitecustomize.py``).
 
 In every mode the sandbox root stays visible, writable, at its own path, so ``$KKB_KAGGLE_ROOT``
 (kkb's runtime, the local Kaggle's runner, the evaluation-API supervisor) keeps working; inside the
 namespaces the same folders are also ``/kaggle/...``. The rest of the file system is an overlay where the
-machine allows one (:mod:`builder.rehearse.overlay`), else read-only. Memory is counted by the host, as
+machine allows one (:mod:`builder.rehearse.overlay`), else read-only. In both namespace modes nothing of the
+host is reachable through ``/proc/*/root``, ``cwd`` or ``fd`` (only the kernel's own processes exist there), no
+file descriptor of the launcher is inherited, and a root kernel keeps only Docker's default capabilities less
+``CAP_MKNOD`` (no mount, no device nodes). Memory is counted by the host, as
 Kaggle's container counts it (:mod:`builder.rehearse.memory`), in every mode.
 """
 
@@ -37,17 +43,19 @@ from pathlib import Path
 from typing import Literal
 
 from builder.errors import DryRunError
-from builder.kkb_runtime.vocabulary import Isolation as Mode
-from builder.kkb_runtime.vocabulary import RootFilesystem
+from builder.kkb_runtime.vocabulary import Isolation, RootFilesystem
+from builder.rehearse.guest.launch import gpu_nodes
 from builder.rehearse.overlay import bwrap_folder_args, launcher_option
 
-Isolation = Literal["auto", "bwrap", "namespace", "python"]  # what a caller may ask for: a Mode, or the strongest
-MODES: tuple[Mode, ...] = tuple(Mode)
+# What a caller may ask for: an isolation, or "auto" (the strongest this machine allows).
+IsolationRequest = Isolation | Literal["auto"]
+MODES: tuple[Isolation, ...] = tuple(Isolation)
 # What each isolation gives the kernel, for the report.
-DESCRIPTIONS: dict[Mode, str] = {
-    Mode.BWRAP: "bubblewrap: real /kaggle paths, no network",
-    Mode.NAMESPACE: "kkb's namespace launcher: real /kaggle paths, no network",
-    Mode.PYTHON: "portable: no /kaggle paths (only $KKB_KAGGLE_ROOT), network cut for Python only",
+DESCRIPTIONS: dict[Isolation, str] = {
+    Isolation.BWRAP: "bubblewrap: real /kaggle paths, no network",
+    Isolation.NAMESPACE: "kkb's namespace launcher: real /kaggle paths, no network",
+    Isolation.PYTHON: "portable, does NOT confine the kernel (it sees the host's processes and devices and can write "
+                 "wherever you can): no /kaggle paths (only $KKB_KAGGLE_ROOT), network cut for Python only",
 }
 GUEST_DIR = Path(__file__).resolve().parent / "guest"
 LAUNCH = GUEST_DIR / "launch.py"
@@ -55,20 +63,19 @@ PROBE_SECONDS = 30
 # Top-level folders that are not read-only binds of the host's inside the namespaces.
 SPECIAL = frozenset({"proc", "dev", "sys", "tmp", "kaggle", "lost+found"})
 
-
 @dataclass(frozen=True)
 class IsolationChoice:
     """The isolation a run uses, and why stronger ones were not used (empty when none was skipped)."""
 
-    mode: Mode
+    mode: Isolation
     skipped: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        what = DESCRIPTIONS[Mode(self.mode)]
+        what = DESCRIPTIONS[Isolation(self.mode)]
         return what + ("" if not self.skipped else f" (not used: {'; '.join(self.skipped)})")
 
 
-def choose_isolation(requested: Isolation = "auto") -> IsolationChoice:
+def choose_isolation(requested: IsolationRequest = "auto") -> IsolationChoice:
     """The strongest isolation this machine allows (``auto``), or the requested one, or an error saying why not.
 
     ``$KKB_SANDBOX_ISOLATION`` overrides ``auto``, for a machine where a probe passes but kernels
@@ -82,10 +89,10 @@ def choose_isolation(requested: Isolation = "auto") -> IsolationChoice:
         requested = override  # type: ignore[assignment]
     if requested not in ("auto", *MODES):
         raise DryRunError(f"unknown sandbox isolation '{requested}'", hint="use auto, bwrap, namespace or python")
-    if requested == Mode.PYTHON:
-        return IsolationChoice(Mode.PYTHON)
+    if requested == Isolation.PYTHON:
+        return IsolationChoice(Isolation.PYTHON)
     skipped: list[str] = []
-    for mode in (Mode.BWRAP, Mode.NAMESPACE):  # strongest first; the portable mode always works
+    for mode in (Isolation.BWRAP, Isolation.NAMESPACE):  # strongest first; the portable mode always works
         if requested not in ("auto", mode):
             continue
         problem = probe(mode)
@@ -95,11 +102,11 @@ def choose_isolation(requested: Isolation = "auto") -> IsolationChoice:
             raise DryRunError(f"the {mode} sandbox cannot start here: {problem}",
                               hint="use isolation 'auto' to fall back, or KKB_SANDBOX_ISOLATION=python")
         skipped.append(f"{mode}: {problem}")
-    return IsolationChoice(Mode.PYTHON, tuple(skipped))
+    return IsolationChoice(Isolation.PYTHON, tuple(skipped))
 
 
 @functools.cache
-def probe(mode: Mode) -> str | None:
+def probe(mode: Isolation) -> str | None:
     """None when ``mode`` works on this machine, else why not (one line)."""
     if not sys.platform.startswith("linux"):
         return "Linux namespaces only exist on Linux"
@@ -111,7 +118,8 @@ def probe(mode: Mode) -> str | None:
             root = Path(folder)
             for name in ("input", "working", "temp", ".sandbox/tmp"):
                 (root / name).mkdir(parents=True)
-            argv = bwrap_argv(root, [], [], memory_bytes=None) + ["/bin/sh", "-c", "touch /kaggle/working/x && ! touch /kaggle/input/x 2>/dev/null"]
+            argv = bwrap_argv(root, [], [], memory_bytes=None) + [
+                "/bin/sh", "-c", "touch /kaggle/working/x && ! touch /kaggle/input/x 2>/dev/null && grep -q bwrap /proc/1/comm"]
             return _run_probe(argv)
     return _run_probe([sys.executable, str(LAUNCH), "--probe-root"])
 
@@ -127,9 +135,9 @@ def _run_probe(argv: list[str]) -> str | None:
     return (lines[-1] if lines else f"probe exited with {out.returncode}").removeprefix("kkb sandbox probe: ")
 
 
-def launcher_argv(mode: Mode, root: Path, mounts: tuple[tuple[Path, Path], ...], binds: list[Path],
+def launcher_argv(mode: Isolation, root: Path, mounts: tuple[tuple[Path, Path], ...], binds: list[Path],
                   memory_bytes: int | None, readonly: tuple[Path, ...] = (),
-                  root_fs: RootFilesystem | None = None) -> list[str]:
+                  root_fs: RootFilesystem | None = None, gpu: bool = False) -> list[str]:
     """The argv prefix that starts a command in the sandbox at ``root`` (``mounts``: host source, target under
     root/input; ``binds``: writable at their own paths; ``readonly``: visible read-only at their own paths;
     ``root_fs``: how the rest is made writable, read-only when None). ``memory_bytes`` is no launcher's
@@ -137,11 +145,11 @@ def launcher_argv(mode: Mode, root: Path, mounts: tuple[tuple[Path, Path], ...],
     # A folder that holds the sandbox root must not be bound read-only over it (the root stays writable).
     readonly = (*readonly, *(folder for folder in host_tmp_dependencies() if not Path(root).resolve().is_relative_to(folder)))
     if mode == "bwrap":
-        return bwrap_argv(root, mounts, binds, None, readonly, root_fs)
+        return bwrap_argv(root, mounts, binds, None, readonly, root_fs, gpu)
     argv = [sys.executable, str(LAUNCH)]
     if mode == "namespace":
         argv += ["--kaggle", str(root), *launcher_option(root_fs), "--readonly", str(root / "input"),
-                 "--chdir", "/kaggle/working"]
+                 "--chdir", "/kaggle/working", *(["--gpu"] if gpu else [])]
         for folder in readonly:
             argv += ["--readonly", str(folder)]
         for source, target in mounts:
@@ -172,10 +180,15 @@ def host_tmp_dependencies() -> tuple[Path, ...]:
 
 
 def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, Path], ...], binds: list[Path],
-               memory_bytes: int | None, readonly: tuple[Path, ...] = (), root_fs: RootFilesystem | None = None) -> list[str]:
-    """bubblewrap arguments for the file system :mod:`builder.rehearse.guest.launch` builds with ``--kaggle``."""
+               memory_bytes: int | None, readonly: tuple[Path, ...] = (), root_fs: RootFilesystem | None = None,
+               gpu: bool = False) -> list[str]:
+    """bubblewrap arguments for the file system :mod:`builder.rehearse.guest.launch` builds with ``--kaggle``.
+
+    The command after them starts through the launcher's ``--no-namespace`` hop, which closes every file
+    descriptor but 0-2 (bubblewrap passes them on) and empties the capability bounding set but the kept ones
+    (as root bubblewrap leaves it full, so the command's exec would regain every capability)."""
     bwrap = shutil.which("bwrap") or "bwrap"
-    argv = [bwrap, "--unshare-net", "--die-with-parent"]
+    argv = [bwrap, "--unshare-net", "--unshare-pid", "--die-with-parent"]
     for entry in sorted(os.listdir("/")):
         path = Path("/") / entry
         if entry in SPECIAL:
@@ -186,7 +199,10 @@ def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, P
             argv += bwrap_folder_args(root_fs, str(path))
         elif path.exists():
             argv += ["--ro-bind", str(path), str(path)]
-    argv += ["--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc", "--ro-bind-try", "/sys", "/sys",
+    argv += ["--dev", "/dev", "--proc", "/proc", "--ro-bind-try", "/sys", "/sys"]
+    for name in gpu_nodes() if gpu else ():
+        argv += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    argv += [
              "--bind", str(root / ".sandbox" / "tmp"), "/tmp"]
     for folder in [root, *binds]:
         argv += ["--bind", str(folder), str(folder)]
@@ -202,4 +218,5 @@ def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, P
     if root_fs != RootFilesystem.BWRAP_OVERLAY:
         argv += ["--remount-ro", "/"]
     argv += ["--chdir", "/kaggle/working"]
-    return [*argv, "--"]
+    return [*argv, "--", sys.executable, "-I", "-S", str(LAUNCH), "--no-namespace", "--drop-capabilities", "--"]
+

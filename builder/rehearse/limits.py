@@ -92,3 +92,12 @@ def size_text(value: int) -> str:
     if value >= GIB:
         return f"{value / GIB:.1f} GiB"
     return f"{value / 1024**2:.0f} MiB"
+
+
+def duration_text(seconds: float) -> str:
+    """A run time in the unit a person reads it in: ``41.0 s``, ``12.5 min``, ``8.99 h``."""
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"

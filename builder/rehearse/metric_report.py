@@ -11,30 +11,34 @@ A failing check is the verdict "Submission Scoring Error" with the check's reaso
 
 from __future__ import annotations
 
-import difflib
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from builder.kkb_runtime.metric_checks import PRIVATE, PUBLIC, Finding
+from builder.kkb_runtime.metric_file import MetricFile, MetricFileError, load_metric, metric_file_reference, score_with_file
 from builder.kkb_runtime.metrics import (
     MetricError,
     MetricName,
     Parts,
+    PartScores,
     check_predictions,
     constant_part_chance,
     label_sets,
+    metric_guess,
     parse_metric,
     parts_from_ids,
     rules,
     score_frames,
 )
-from builder.kkb_runtime.rounding import ROUNDING_RECORD
+from builder.kkb_runtime.rounding import ROUNDING_RECORD, ColumnRounding, summary
 from builder.kkb_runtime.submission import target_columns
-from builder.kkb_runtime.vocabulary import Metric
+from builder.project.public_ids import read_public_ids
+from builder.rehearse.rounding_score import Scorer, rounding_effect, unrounded_file
 
 # Above this chance of a constant public (or private) part, the report warns: one in a thousand submissions is
 # already more than a careful user wants to spend on a file the scorer refuses.
@@ -68,11 +72,24 @@ def expected_line(expected: dict[str, Any] | None, label: str) -> str | None:
     return f"expected score ({label}): {expected['public']:.5f} (every row; the answers have no Usage split)"
 
 
+@dataclass(frozen=True)
+class MetricSource:
+    """Where a metric file is read from (the kernel folder, or the competition folder whose competition.toml
+    named it) and the keyword arguments it is called with (``metric_args``)."""
+
+    base_dir: Path
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
 def metric_report(metric: str | None, submission: Path | None, sample: Path, id_column: str, configured_targets: list[str],
                   working_dir: Path, answers: Path | None = None, public_ids: Path | None = None,
-                  public_fraction: float = 0.2, hidden_rows: int | None = None) -> MetricReport:
+                  public_fraction: float = 0.2, hidden_rows: int | None = None,
+                  source: MetricSource | None = None) -> MetricReport:
     """The metric's findings on the rerun's ``submission`` (None: the run wrote none), with its rounding record."""
     name = parse_metric(metric)
+    if metric_file_reference(metric) is not None and answers is not None:
+        return _file_report(name, submission, sample, id_column, configured_targets, working_dir, answers,
+                            public_ids, source or MetricSource(working_dir))
     rounding = _rounding(working_dir)
     note = _note(name)
     if submission is None or not submission.is_file():
@@ -95,25 +112,82 @@ def metric_report(metric: str | None, submission: Path | None, sample: Path, id_
         chances = _constant_chances(name, frame, targets, public_fraction, findings, hidden_rows)
         warnings += [_chance_warning(name, chance, public_fraction) for chance in chances
                      if max(chance["public_chance"], chance["private_chance"]) > CONSTANT_PART_WARNING]
-    expected = _expected(name, frame, truth, answers, id_column, targets, public_ids) if truth is not None else None
+    expected = _expected(name, frame, truth, answers, id_column, targets, public_ids) if truth is not None and name.text else None
+    if expected is not None and truth is not None:
+        ids = read_public_ids(public_ids, id_column) if public_ids is not None else None
+        expected, said = _rounding_judged(expected, lambda f: score_frames(name, f, truth, id_column, targets, ids), frame,
+                                          working_dir, rounding, id_column, name.label)
+        warnings += said
     report = MetricReport(metric, name.known, split, note, failures, tuple(warnings), chances, rounding, expected)
     return _finish(report, name)
 
 
+def _file_report(name: MetricName, submission: Path | None, sample: Path, id_column: str, configured_targets: list[str],
+                 working_dir: Path, answers: Path, public_ids: Path | None, source: MetricSource) -> MetricReport:
+    """A metric file's report: no checks of kkb's (the file is its own check: a ParticipantVisibleError is the
+    "Submission Scoring Error"), the expected score of each part, the metric's own failure as a warning."""
+    rounding, note, metric = _rounding(working_dir), _note(name), name.text
+    reference = metric_file_reference(metric) or MetricFile(metric)
+    if submission is None or not submission.is_file():
+        return _finish(MetricReport(metric, False, "unknown", note, rounding=rounding), name)
+    frame = _read(submission, id_column)
+    sample_frame = pd.read_csv(sample, dtype={id_column: str})
+    targets = [c for c in target_columns(sample_frame, id_column, configured_targets) if c in frame.columns]
+    truth = pd.read_csv(answers, dtype={id_column: str})
+    _, split = _parts(frame, id_column, truth, public_ids)
+    failures: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    ids = read_public_ids(public_ids, id_column) if public_ids is not None else None
+
+    loaded: list[Callable[..., Any]] = []  # the file loads once, however often rounding is judged
+
+    def scorer(submitted: pd.DataFrame) -> PartScores:
+        loaded[:] = loaded or [load_metric(reference, source.base_dir)]
+        return score_with_file(reference, source.base_dir, submitted, truth, id_column, targets, source.arguments, ids,
+                               loaded[0])
+
+    try:
+        scores = scorer(frame)
+        expected: dict[str, Any] = {"public": round(scores.public, 5), "private": round(scores.private, 5),
+                                    "split": scores.split, "answers": str(answers)}
+    except MetricError as exc:  # a ParticipantVisibleError (or a file the scorer cannot align): Kaggle's verdict
+        failures, expected = (str(exc),), {"error": str(exc), "answers": str(answers)}
+    except MetricFileError as exc:  # the metric's own failure: never the submission's
+        warnings, expected = (str(exc),), {"error": str(exc), "answers": str(answers), "metric_failed": True}
+    expected, said = _rounding_judged(expected, scorer, frame, working_dir, rounding, id_column, name.label)
+    report = MetricReport(metric, False, split, note, failures, warnings + said, (), rounding, expected)
+    return _finish(report, name)
+
+
+def _rounding_judged(expected: dict[str, Any], scorer: Scorer, frame: pd.DataFrame, working_dir: Path,
+                     rounding: tuple[dict[str, Any], ...], id_column: str, label: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``expected`` with the scores of the file before and after rounding (where the run kept its predictions
+    before rounding), and the warning when rounding moved the score."""
+    path = unrounded_file(working_dir)
+    if "error" in expected or not rounding or not path.is_file():
+        return expected, ()
+    try:
+        effect = rounding_effect(scorer, _read(path, id_column), frame, rounding)
+    except (MetricError, MetricFileError):  # the unrounded file cannot be scored (a constant column, ...): no effect
+        return expected, ()
+    warning = effect.warning(label)
+    return {**expected, "rounding": effect.to_json()}, (warning,) if warning else ()
+
+
 def _finish(report: MetricReport, name: MetricName) -> MetricReport:
-    lines = [f"metric: {name.label} (split: {report.split})" if report.known else f"metric: {report.note}"]
-    for record in report.rounding:
-        if record["used"] != record["requested"]:
-            used = "unrounded" if record["used"] is None else f"{record['used']} decimals"
-            lines.append(f"rounding: column '{record['column']}': {used} (requested {record['requested']}): {record['why']}")
-    tied = [r for r in report.rounding if r["ties_after"] > r["ties_before"]]
-    if tied:
-        lines.append("ties after rounding: " + ", ".join(f"'{r['column']}' {r['ties_before']} -> {r['ties_after']} of "
-                                                          f"{r['rows']} rows" for r in tied[:6])
-                     + (", ..." if len(tied) > 6 else ""))
+    lines = [f"metric: {name.label} (split: {report.split})" if report.known or report.note.startswith(_OWN)
+             else f"metric: {report.note}"]
+    said = summary([ColumnRounding(**{k: v for k, v in r.items() if k in _RECORD_FIELDS}) for r in report.rounding])
+    moved = (report.expected or {}).get("rounding", {}).get("moved")
+    if said:
+        lines.append(said + (f"; the expected score moved by {moved:.2g}" if moved is not None else ""))
     expected = expected_line(report.expected, name.label)
     lines += [expected] if expected else []
     return MetricReport(**{**asdict(report), "lines": tuple(lines)})
+
+
+_OWN = "the competition's own metric file"
+_RECORD_FIELDS = {f.name for f in fields(ColumnRounding)}
 
 
 def _note(name: MetricName) -> str:
@@ -121,11 +195,9 @@ def _note(name: MetricName) -> str:
         return ""
     if not name.text:
         return "no [competition] metric: no metric-specific check, rounding as requested, no expected score"
-    if name.text.startswith("python:"):
-        return f"{name.text}: the competition's own metric file; kkb makes no metric-specific check"
-    close = difflib.get_close_matches(name.text.lower(), [m.value.replace("@k", "@5") for m in Metric], n=1, cutoff=0.7)
-    guess = f" (did you mean '{close[0]}'?)" if close else ""
-    return f"kkb does not know the metric '{name.text}'{guess}: no metric-specific check, rounding as requested"
+    if metric_file_reference(name.text) is not None:
+        return f"{_OWN} ({name.text}): scored with the answers; its own checks are the scorer's"
+    return f"kkb does not know the metric '{name.text}'{metric_guess(name.text)}: no metric-specific check, rounding as requested"
 
 
 def _read(path: Path, id_column: str) -> pd.DataFrame:
@@ -145,16 +217,10 @@ def _parts(frame: pd.DataFrame, id_column: str, truth: pd.DataFrame | None, publ
         if public.any() and private.any():
             return {PUBLIC: public, PRIVATE: private}, "the answers' Usage"
     if public_ids is not None:
-        parts = parts_from_ids(ids, read_public_ids(public_ids))
+        parts = parts_from_ids(ids, read_public_ids(public_ids, id_column))
         if parts is not None:
             return parts, "[competition] public_ids"
     return None, "unknown"
-
-
-def read_public_ids(path: Path) -> set[str]:
-    """One id a line, or a CSV whose first column holds the ids (a header line that is no id is skipped)."""
-    lines = [line.split(",")[0].strip().strip('"') for line in path.read_text(encoding="utf-8").splitlines()]
-    return {line for line in lines if line}
 
 
 def _constant_chances(name: MetricName, frame: pd.DataFrame, targets: list[str], fraction: float,
@@ -189,10 +255,10 @@ def _expected(name: MetricName, frame: pd.DataFrame, truth: pd.DataFrame, answer
               targets: list[str], public_ids: Path | None) -> dict[str, Any]:
     where = str(answers)
     if not name.known:
-        return {"error": f"kkb cannot compute the metric '{name.text or '(none)'}'", "answers": where}
+        return {"error": f"kkb cannot compute the metric '{name.text}'", "answers": where}
     try:
         scores = score_frames(name, frame, truth, id_column, targets,
-                              read_public_ids(public_ids) if public_ids is not None else None)
+                              read_public_ids(public_ids, id_column) if public_ids is not None else None)
     except MetricError as exc:
         return {"error": str(exc), "answers": where}
     return {"public": round(scores.public, 5), "private": round(scores.private, 5), "split": scores.split, "answers": where}
@@ -207,4 +273,4 @@ def _rounding(working_dir: Path) -> tuple[dict[str, Any], ...]:
     return tuple(record for record in records if isinstance(record, dict)) if isinstance(records, list) else ()
 
 
-__all__ = ["CONSTANT_PART_WARNING", "MetricReport", "expected_line", "metric_report", "read_public_ids"]
+__all__ = ["CONSTANT_PART_WARNING", "MetricReport", "MetricSource", "expected_line", "metric_report", "read_public_ids"]

@@ -14,32 +14,39 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.project.spec import KernelSpec
+from builder.rehearse.collapse import collapse_warnings
 from builder.rehearse.dryrun import DryRunReport, ScenarioReport
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.projection import Projection, RunTimes, limit_warning, project_rerun, timeout_reason
-from builder.rehearse.verdict import COMPUTE, OK, TIMEOUT, Limits, Verdict, machine_shape
+from builder.rehearse.verdict import COMPUTE, OK, TIMEOUT, Judgement, Limits, machine_shape
 
 GB = 1024**3
 
 
 def report_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, *, kernel_name: str, kernel_id: str,
-                       out_dir: Path, hidden_rows: int | None = None) -> DryRunReport:
-    """The kernel's ``report.json`` (downloaded into ``out_dir``) as the dry run's report."""
-    scenario = scenario_from_kaggle(report, spec, out_dir, hidden_rows)
+                       out_dir: Path, hidden_rows: int | None = None, kernel_dir: Path | None = None) -> DryRunReport:
+    """The kernel's ``report.json`` (downloaded into ``out_dir``) as the dry run's report; ``kernel_dir``: where
+    the local public test is (``[competition] data``), to tell the replicated rows from the public ones."""
+    data = spec.competition.data_dir(kernel_dir) if kernel_dir is not None else None
+    public_sample = data / spec.competition.sample_submission if data is not None else None
+    scenario = scenario_from_kaggle(report, spec, out_dir, hidden_rows, public_sample)
     return DryRunReport(kernel_name=kernel_name, kernel_id=kernel_id, kernel_type=spec.kernel.kernel_type,
                         out_dir=out_dir, report_path=out_dir / "report.json", scenarios=(scenario,))
 
 
 def scenario_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, out_dir: Path,
-                         hidden_rows: int | None = None) -> ScenarioReport:
+                         hidden_rows: int | None = None, public_sample: Path | None = None) -> ScenarioReport:
     shape = machine_shape(spec.kernel.machine_shape)
     rows = int(report.get("rows") or 0)
     hidden = hidden_rows or spec.competition.hidden_rows
     limits = Limits(time_limit_seconds=spec.competition.time_limit_hours * 3600, ram_bytes=shape.ram_bytes,
                     gpu_bytes=shape.gpu_bytes, rows_run=rows if hidden else None, hidden_rows=hidden)
     given = report.get("verdict") or {}
-    verdict = Verdict(str(given.get("name") or "unknown"), str(given.get("reason") or ""), given.get("detail"))
+    verdict = Judgement(str(given.get("name") or "unknown"), str(given.get("reason") or ""), given.get("detail"))
     measured = _measured(report, out_dir, verdict.ok)
     projection = project_rerun((RunTimes(rows, measured.wall_seconds, tuple(measured.steps)),), hidden,
                                limits.time_limit_seconds, spec.kernel.machine_shape, on_target=True) if hidden and rows else None
@@ -47,7 +54,7 @@ def scenario_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, out_dir: P
     if verdict.ok:
         verdict = _over_limits(measured, limits, projection) or verdict
     return ScenarioReport(
-        scenario="rerun", verdict=verdict, wall_seconds=measured.wall_seconds, peak_rss_bytes=measured.peak_rss_bytes,
+        scenario=Scenario.RERUN, verdict=verdict, wall_seconds=measured.wall_seconds, peak_rss_bytes=measured.peak_rss_bytes,
         peak_gpu_bytes=measured.peak_gpu_bytes, timed_out=False, failed_cell=None,
         failing_step=report.get("failing_step"), ename=report.get("ename"), evalue=report.get("evalue"),
         traceback_tail=report.get("traceback_tail"), stderr_tail=None, steps=measured.steps, rows=rows,
@@ -57,8 +64,19 @@ def scenario_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, out_dir: P
         notebook=out_dir / "report.json", log=Path(str(report.get("log") or out_dir / "report.json")),
         submission=Path(str(report["submission"])) if report.get("submission") else None,
         projection=projection.to_json() if projection is not None else None,
-        warnings=(limit_warning(projection),) if projection is not None and projection.may_pass_limit() else (),
+        warnings=((limit_warning(projection),) if projection is not None and projection.may_pass_limit() else ())
+        + tuple(_collapsed(report, spec, public_sample)),
     )
+
+
+def _collapsed(report: Mapping[str, Any], spec: KernelSpec, public_sample: Path | None) -> list[str]:
+    """The rehearsal's submission against the public rows it holds (a test replicated ``--rerun-scale`` times)."""
+    submission = Path(str(report["submission"])) if report.get("submission") else None
+    if submission is None or public_sample is None or not public_sample.is_file():
+        return []
+    id_column = spec.submission.id_column
+    public_ids = set(pd.read_csv(public_sample, dtype={id_column: str}, usecols=[id_column])[id_column])
+    return collapse_warnings({"submission.csv (on Kaggle)": submission}, id_column, spec.submission.target_columns, public_ids)
 
 
 def _measured(report: Mapping[str, Any], out_dir: Path, ok: bool) -> ExecutionResult:
@@ -72,16 +90,16 @@ def _measured(report: Mapping[str, Any], out_dir: Path, ok: bool) -> ExecutionRe
     )
 
 
-def _over_limits(measured: ExecutionResult, limits: Limits, projection: Projection | None) -> Verdict | None:
+def _over_limits(measured: ExecutionResult, limits: Limits, projection: Projection | None) -> Judgement | None:
     """What Kaggle's limits say about a run that passed at the rehearsal's size."""
     if limits.ram_bytes and measured.peak_rss_bytes > limits.ram_bytes:
-        return Verdict(COMPUTE, f"peak memory {measured.peak_rss_bytes / GB:.1f} GiB on Kaggle > "
+        return Judgement(COMPUTE, f"peak memory {measured.peak_rss_bytes / GB:.1f} GiB on Kaggle > "
                                 f"{limits.ram_bytes / GB:.1f} GiB of RAM on the machine shape")
     if limits.gpu_bytes and measured.peak_gpu_bytes and measured.peak_gpu_bytes > limits.gpu_bytes:
-        return Verdict(COMPUTE, f"peak GPU memory {measured.peak_gpu_bytes / GB:.1f} GiB on Kaggle > "
+        return Judgement(COMPUTE, f"peak GPU memory {measured.peak_gpu_bytes / GB:.1f} GiB on Kaggle > "
                                 f"{limits.gpu_bytes / GB:.1f} GiB per GPU on the machine shape")
     if projection is not None and projection.over_limit():  # the lower end of the range: measured on Kaggle
-        return Verdict(TIMEOUT, f"{timeout_reason(projection)} (measured on Kaggle: {measured.wall_seconds:.1f} s for "
+        return Judgement(TIMEOUT, f"{timeout_reason(projection)} (measured on Kaggle: {measured.wall_seconds:.1f} s for "
                                 f"{limits.rows_run} rows)")
     return None
 

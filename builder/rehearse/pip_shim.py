@@ -1,4 +1,4 @@
-"""The sandbox's ``pip``: Kaggle's image already has most of what a notebook pip-installs (issue 22).
+"""The sandbox's ``pip``: Kaggle's image already has most of what a notebook pip-installs.
 
 :func:`install_pip_shim` writes ``pip`` and ``pip3`` into the sandbox's ``.sandbox/bin`` (first on the
 kernel's ``PATH``) and the image's package table next to them; the shim itself is

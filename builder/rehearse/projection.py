@@ -31,6 +31,8 @@ from typing import Any
 
 from builder.kkb_runtime.timing import BatchTiming, FoldTiming, StepTiming
 from builder.rehearse.device_factor import TABLE, DeviceFactor, compute_rate, device_factor, measured_here
+from builder.rehearse.limits import duration_text
+from builder.rehearse.load import Load, machine_load, on_own_cpus
 
 PROBE_BATCHES = 3  # full steady batches a card step times when its test gives fewer ($KKB_TIMING_PROBE)
 MIN_FIT_ROWS = 50  # below this the public test alone cannot separate fixed from per-row cost
@@ -41,6 +43,7 @@ NOISE_FRACTION = 0.10
 # measured rate or fixed cost allows this much either way (on top of the spread between batches).
 RATE_SPREAD = 1.5
 FIXED_SPREAD = 1.5
+WIDE_RANGE = 3.0  # a high end past this many times the central is named with what would narrow it
 OUTSIDE = "(notebook outside steps)"
 CARD = "card timings"
 TWO_SIZES = "two sizes"
@@ -111,6 +114,7 @@ class Projection:
     exact: bool  # False: some component was measured at one size only (its range is wide, said so)
     measured_rows: int = 0  # the largest test measured
     device: DeviceFactor | None = None
+    load: Load | None = None  # the machine was oversubscribed: low and central from CPU time (builder.rehearse.load)
 
     @property
     def factor(self) -> DeviceFactor:
@@ -143,7 +147,7 @@ class Projection:
     def basis(self) -> list[str]:
         lines = [f"{c.name}: {c.basis}" for c in self.components]
         lines.append(f"device: {self.factor.basis}")
-        return lines
+        return lines + ([f"load: {self.load.basis()}"] if self.load is not None else [])
 
     def summary(self) -> str:
         target = self.factor.target
@@ -155,6 +159,8 @@ class Projection:
             unit, per = ("h", 3600.0) if limit >= 3600 else (("min", 60.0) if limit >= 60 else ("s", 1.0))
             spare = f"{(limit - self.high) / per:.3g} {unit} to spare" if self.high <= limit else "the high end passes it"
             text += f"; limit {limit / per:g} {unit} ({spare})"
+        if self.high > WIDE_RANGE * self.seconds:  # a range that informs little says what would narrow it
+            text += f"; the high end is {self.high / max(self.seconds, 1e-9):.1f}x the central: to narrow it, {self.decider()}"
         return text
 
     def to_json(self) -> dict[str, Any]:
@@ -163,7 +169,8 @@ class Projection:
                 "components": [c.to_json(self.factor) for c in self.components],
                 "device": asdict(self.factor), "basis": self.basis(), "fixed_seconds": self.fixed_seconds,
                 "per_row_seconds": self.per_row_seconds, "summary": self.summary(),
-                "over_limit": self.over_limit(), "may_pass_limit": self.may_pass_limit()}
+                "over_limit": self.over_limit(), "may_pass_limit": self.may_pass_limit(),
+                "load": asdict(self.load) if self.load is not None else None}
 
 
 def fit_factor(rows: int) -> int:
@@ -204,7 +211,20 @@ def project_rerun(runs: Sequence[RunTimes], hidden_rows: int, limit_seconds: flo
         measured_on = "cuda"  # user steps only, on a machine with a GPU: taken to have used it
     factor = device_factor(machine_shape, measured_on, out_dir=out_dir, local_steps=card_compute_rates(runs),
                            threads=threads)
-    return project(runs, hidden_rows, limit_seconds, factor)
+    load = machine_load([step for run in runs for step in run.steps])
+    if load is None:
+        return project(runs, hidden_rows, limit_seconds, factor)
+    # Oversubscribed: the range as if the steps had their CPUs, its high end at least the wall clock's central
+    # (what the same run takes on this machine as loaded; its spread on top would count the load twice).
+    quiet = project([_on_own_cpus(run) for run in runs], hidden_rows, limit_seconds, factor)
+    loud = project(runs, hidden_rows, limit_seconds, factor)
+    return replace(quiet, high=round(max(quiet.high, loud.seconds), 3), load=load)
+
+
+def _on_own_cpus(run: RunTimes) -> RunTimes:
+    steps = tuple(on_own_cpus(step) for step in run.steps)
+    saved = sum(float(a.get("seconds") or 0.0) - float(b.get("seconds") or 0.0) for a, b in zip(run.steps, steps, strict=True))
+    return replace(run, wall_seconds=run.wall_seconds - saved, steps=steps)
 
 
 def local_gpu() -> bool:
@@ -215,16 +235,16 @@ def local_gpu() -> bool:
 
 def timeout_reason(projection: Projection) -> str:
     """The reason of a projected "Notebook Timeout": the lower end, the range and its basis."""
-    return (f"even the lower end of the projection, {_duration(projection.low)} for {projection.hidden_rows} hidden rows "
-            f"(range {_duration(projection.low)}-{_duration(projection.high)}, central {_duration(projection.seconds)}), "
-            f"passes the competition's limit of {_duration(float(projection.limit_seconds or 0))}; basis: "
+    return (f"even the lower end of the projection, {duration_text(projection.low)} for {projection.hidden_rows} hidden rows "
+            f"(range {duration_text(projection.low)}-{duration_text(projection.high)}, central {duration_text(projection.seconds)}), "
+            f"passes the competition's limit of {duration_text(float(projection.limit_seconds or 0))}; basis: "
             + "; ".join(projection.basis()))
 
 
 def limit_warning(projection: Projection) -> str:
-    return (f"the projected rerun may pass the limit: its upper end {_duration(projection.high)} is over "
-            f"{_duration(float(projection.limit_seconds or 0))} (range {_duration(projection.low)}-"
-            f"{_duration(projection.high)}, central {_duration(projection.seconds)}); to decide: {projection.decider()}")
+    return (f"the projected rerun may pass the limit: its upper end {duration_text(projection.high)} is over "
+            f"{duration_text(float(projection.limit_seconds or 0))} (range {duration_text(projection.low)}-"
+            f"{duration_text(projection.high)}, central {duration_text(projection.seconds)}); to decide: {projection.decider()}")
 
 
 def measured_device(runs: Sequence[RunTimes]) -> tuple[str, int | None]:
@@ -400,11 +420,3 @@ def _mean_at(points: list[tuple[int, float]], rows: int) -> tuple[int, float]:
 
 def _noise(seconds: float) -> float:
     return max(NOISE_FLOOR_SECONDS, NOISE_FRACTION * seconds)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.2f} h"

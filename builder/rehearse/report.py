@@ -11,16 +11,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 from builder.kkb_runtime.features import sharing
-from builder.rehearse.verdict import NOT_REHEARSED, Verdict
+from builder.kkb_runtime.vocabulary import Scenario
+from builder.rehearse.verdict import NOT_REHEARSED, Judgement
 
-Scenario = Literal["commit", "rerun"]
+# What a dry run rehearses: one scenario, or both (commit first, as Kaggle runs them).
+ScenarioChoice = Scenario | Literal["both"]
+SCENARIOS: dict[str, tuple[Scenario, ...]] = {**{member.value: (member,) for member in Scenario}, "both": tuple(Scenario)}
 REPORT_SCHEMA = "kkb.dry-run/1"  # what `kkb dry-run --json` prints too: bump when a field changes meaning or goes away
 
 
 @dataclass(frozen=True)
 class ScenarioReport:
     scenario: Scenario
-    verdict: Verdict
+    verdict: Judgement
     wall_seconds: float
     peak_rss_bytes: int
     peak_gpu_bytes: int | None
@@ -44,7 +47,7 @@ class ScenarioReport:
     log: Path
     submission: Path | None
     sandbox: Path | None = None
-    evaluation_api: dict[str, Any] | None = None  # builder.rehearse.evalapi.EvalApiReport.to_json(), issue 8
+    evaluation_api: dict[str, Any] | None = None  # builder.rehearse.evalapi.EvalApiReport.to_json()
     data: Path | None = None
     isolation: str = "python"
     isolation_note: str = ""
@@ -55,6 +58,10 @@ class ScenarioReport:
     warnings: tuple[str, ...] = ()
     member_outputs: dict[str, str] = field(default_factory=dict)  # step name -> its CSV, kept in the dry-run folder
     metric: dict[str, Any] | None = None  # builder.rehearse.metric_report.MetricReport.to_json() (the rerun)
+    stand_in: str | None = None  # --rerun-scale: what was replicated ("stand-in: test.csv rows x 10; ...")
+    # every package whose version differs from the image's (builder.rehearse.skew.skew_records); the summary's
+    # warning names only those the kernel's own code imports
+    version_skew: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -89,11 +96,21 @@ class DryRunReport:
     out_dir: Path
     report_path: Path
     scenarios: tuple[ScenarioReport, ...] = field(default_factory=tuple)
+    # what the kernel ran with, when not kkb's own environment (--image-env: builder.rehearse.image_env.image_env_note)
+    environment: str = ""
+    reference: dict[str, Any] | None = None  # builder.rehearse.reference.compare_reference (--reference)
+    inputs: list[dict[str, Any]] = field(default_factory=list)  # what each card fed its model (the first test rows)
 
     @property
     def ok(self) -> bool:
         return all(scenario.ok for scenario in self.scenarios)
 
+    @property
+    def differs_from_reference(self) -> bool:
+        return self.reference is not None and not self.reference.get("ok", True)
+
     def to_json(self) -> dict[str, Any]:
         return {"schema": REPORT_SCHEMA, "kernel": self.kernel_name, "kernel_id": self.kernel_id, "kernel_type": self.kernel_type,
-                "ok": self.ok, "scenarios": [scenario.to_json() for scenario in self.scenarios]}
+                "ok": self.ok, "environment": self.environment or None,
+                "scenarios": [scenario.to_json() for scenario in self.scenarios],
+                "reference": self.reference, "inputs": self.inputs}

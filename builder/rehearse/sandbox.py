@@ -41,16 +41,16 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Literal
 
 from builder.errors import DryRunError
+from builder.kkb_runtime import references as runtime_references
 from builder.kkb_runtime import scale as runtime_scale
+from builder.kkb_runtime.references import StandInConfig
 from builder.kkb_runtime.scale import ScaledData
-from builder.rehearse.isolation import GUEST_DIR, Isolation, IsolationChoice, Mode, choose_isolation, launcher_argv
+from builder.kkb_runtime.vocabulary import Layout
+from builder.rehearse.isolation import GUEST_DIR, Isolation, IsolationChoice, IsolationRequest, choose_isolation, launcher_argv
 from builder.rehearse.overlay import RootChoice, choose_root_filesystem, recorded
 from builder.rehearse.pip_shim import install_pip_shim
-
-Layout = Literal["current", "legacy"]
 
 PRIVATE = ".sandbox"
 NETWORK_LOG = "network.log"
@@ -80,13 +80,14 @@ class SandboxSpec:
     mounts: tuple[Mount, ...]
     rerun: bool
     timeout_seconds: float | None = None
-    layout: Layout = "current"
+    layout: Layout = Layout.CURRENT
     extra_env: Mapping[str, str] = field(default_factory=dict)
-    isolation: Isolation = "auto"  # kkb addition: "python" forces the portable mode (tests, debugging)
+    isolation: IsolationRequest = "auto"  # kkb addition: "python" forces the portable mode (tests, debugging)
     memory_bytes: int | None = None  # the whole run's memory limit (the machine shape's RAM; builder.rehearse.memory)
     working_limit_bytes: int | None = None  # /kaggle/working larger than this stops the run (what Kaggle keeps)
     visible: tuple[Path, ...] = ()  # host folders the kernel reads at their own paths (kkb's script wrapper)
     python: Path | None = None  # the kernel's interpreter (kkb env's, --image-env); default: this one
+    gpu: bool = False  # the run uses the GPU: its device nodes exist in the namespaces' minimal /dev
 
 
 @dataclass(frozen=True)
@@ -99,13 +100,14 @@ class Sandbox:
     temp_dir: Path
     private_dir: Path
     env: dict[str, str]
-    isolation: Mode
+    isolation: Isolation
     mounts: tuple[tuple[Path, Path], ...]  # (source, absolute target)
     memory_bytes: int | None = None
     isolation_note: str = ""  # what ran, and why stronger isolations were not used
     visible: tuple[Path, ...] = ()
     root_choice: RootChoice = RootChoice(None)  # how the container's file system is writable (builder.rehearse.overlay)
     python: Path = Path(sys.executable)  # the kernel's interpreter, first on its PATH
+    gpu: bool = False  # the GPU's device nodes are visible to the kernel
 
     @property
     def root_filesystem(self) -> str:
@@ -131,7 +133,7 @@ class Sandbox:
         ``binds``: host folders the command must be able to write at their own paths (the kernel's ipc sockets).
         """
         return launcher_argv(self.isolation, self.root, self.mounts, list(binds), self.memory_bytes, self.visible,
-                             self.root_choice.kind)
+                             self.root_choice.kind, self.gpu)
 
 
 def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
@@ -160,7 +162,8 @@ def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
     return Sandbox(root=root, input_dir=root / "input", working_dir=root / "working", temp_dir=root / "temp",
                    private_dir=root / PRIVATE, env=env, isolation=isolation, mounts=mounts,
                    memory_bytes=spec.memory_bytes, isolation_note=choice.describe(),
-                   visible=tuple(Path(folder).resolve() for folder in spec.visible), root_choice=root_choice, python=python)
+                   visible=tuple(Path(folder).resolve() for folder in spec.visible), root_choice=root_choice, python=python,
+                   gpu=spec.gpu)
 
 
 def mount_path(target: str, layout: Layout) -> PurePosixPath:
@@ -269,12 +272,12 @@ def kernel_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str] 
     return env
 
 
-def isolation_mode(requested: Isolation = "auto") -> Mode:
+def isolation_mode(requested: IsolationRequest = "auto") -> Isolation:
     """The isolation a sandbox gets here (see :func:`builder.rehearse.isolation.choose_isolation`)."""
     return choose_isolation(requested).mode
 
 
-def isolation_choice(requested: Isolation = "auto") -> IsolationChoice:
+def isolation_choice(requested: IsolationRequest = "auto") -> IsolationChoice:
     return choose_isolation(requested)
 
 
@@ -312,10 +315,11 @@ def blocked_network(root: Path) -> list[str]:
 
 
 def scale_competition_data(source: Path, dest: Path, factor: int, *, id_column: str,
-                           sample_submission: str = "sample_submission.csv", test: str | None = None) -> ScaledData:
+                           sample_submission: str = "sample_submission.csv", test: str | None = None,
+                           stand_in: StandInConfig | None = None) -> ScaledData:
     """:func:`builder.kkb_runtime.scale.scale_competition_data`, its errors as :class:`DryRunError`."""
     try:
         return runtime_scale.scale_competition_data(source, dest, factor, id_column=id_column,
-                                                    sample_submission=sample_submission, test=test)
-    except runtime_scale.ScaleError as exc:
+                                                    sample_submission=sample_submission, test=test, stand_in=stand_in)
+    except runtime_references.ScaleError as exc:
         raise DryRunError(exc.message, hint=exc.hint) from None

@@ -1,4 +1,4 @@
-"""Version skew between this environment and Kaggle's image, for the packages a run really imported (issue 22).
+"""Version skew between this environment and Kaggle's image, for the packages a run really imported.
 
 The sandbox runs the kernel on the local interpreter, so its packages are the local versions. Where
 they differ from the image's in a way that changes behaviour, a failure says nothing about Kaggle:
@@ -10,8 +10,10 @@ process of the run records the top-level packages it imported (``guest/sitecusto
 - for the packages known to break between minor versions (:data:`MINOR_BREAKING`), a different minor
   version is one too.
 
-The dry run lists the skews in the report; a failure whose traceback runs through a skewed package
-is "Not Rehearsed" naming both versions (:func:`skew_in_failure`), never a Kaggle verdict.
+The dry run lists the skews in the report. A failure whose traceback runs through a skewed package
+(:func:`skew_in_failure`) is "Not Rehearsed" naming both versions only when the skew can explain it; a shape,
+dtype, missing-file, memory or blocked-network error stays Kaggle's verdict with the skew named beside it
+(``builder.rehearse.diagnose``).
 """
 
 from __future__ import annotations
@@ -135,9 +137,28 @@ def skew_in_failure(text: str, skews: tuple[Skew, ...]) -> Skew | None:
     return found
 
 
-def skew_warnings(skews: tuple[Skew, ...]) -> list[str]:
-    """The report's lines: one warning naming every skew (none when there is none)."""
-    if not skews:
+def own_skews(skews: tuple[Skew, ...], own_modules: set[str] | None) -> tuple[Skew, ...]:
+    """The skews of packages the kernel's own code (or its cards) imports; ``None``: every skew."""
+    return skews if own_modules is None else tuple(skew for skew in skews if own_modules & set(skew.modules))
+
+
+def skew_warnings(skews: tuple[Skew, ...], own_modules: set[str] | None = None) -> list[str]:
+    """The summary's line: one warning naming the skews of what the kernel imports (none when there is none).
+
+    ``own_modules``: the top-level modules the kernel's code and its cards import; a skew only kkb or a library
+    pulled in (pyarrow under pandas, pytz) stays out of the line, and is in the report's ``version_skew``.
+    """
+    own = own_skews(skews, own_modules)
+    if not own:
         return []
-    return ["version skew with Kaggle's image (a failure through these is not rehearsed; kkb env builds the image's "
-            "versions): " + "; ".join(skew.describe() for skew in skews)]
+    more = len(skews) - len(own)
+    rest = f" ({more} more in report.json: packages your code does not import)" if more else ""
+    return ["version skew with Kaggle's image (a failure one of these explains is not rehearsed; kkb env builds the image's "
+            "versions): " + "; ".join(skew.describe() for skew in own) + rest]
+
+
+def skew_records(skews: tuple[Skew, ...], own_modules: set[str] | None) -> list[dict[str, object]]:
+    """The report's ``version_skew``: every skew, and whether the kernel's own code imports it."""
+    own = own_skews(skews, own_modules)
+    return [{"distribution": skew.distribution, "local": skew.local, "image": skew.image, "modules": list(skew.modules),
+             "kernel_imports": skew in own} for skew in skews]

@@ -12,8 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.errors import DryRunError
+from builder.kkb_runtime.references import StandInConfig
+from builder.kkb_runtime.scale import ScaledData
 from builder.project.spec import SPEC_FILE, InputSection, KernelSpec
-from builder.rehearse.sandbox import Mount
+from builder.rehearse.sandbox import Mount, scale_competition_data
 
 
 def stand_in_dir(item: InputSection, kernel_dir: Path) -> Path | None:
@@ -45,3 +47,13 @@ def _download_command(item: InputSection) -> str:
     if item.kind == "notebook":
         return f"kernels output {item.ref}"
     return f"datasets download {item.ref} --unzip"
+
+
+def replicated_test(spec: KernelSpec, source: Path, dest: Path, factor: int) -> ScaledData:
+    """The public test replicated ``factor`` times with the data its rows reference (``--rerun-scale``, the
+    projection's second size), as ``[competition]`` and ``[competition.stand_in]`` describe it."""
+    stated = spec.competition.stand_in
+    return scale_competition_data(source, dest, factor, id_column=spec.submission.id_column,
+                                  sample_submission=spec.competition.sample_submission, test=spec.competition.test,
+                                  stand_in=StandInConfig(keys=tuple(stated.keys), tables=tuple(stated.tables),
+                                                         files=tuple(stated.files), id=stated.id))

@@ -30,9 +30,10 @@ import pandas as pd
 
 from builder.kkb_runtime import vocabulary
 from builder.kkb_runtime.submission import check_submission
-from builder.kkb_runtime.vocabulary import MemoryAccounting
-from builder.rehearse.diagnose import disk_overflow, layout_mismatch, not_rehearsed, out_of_memory
+from builder.kkb_runtime.vocabulary import Layout, MemoryAccounting
+from builder.rehearse.diagnose import disk_overflow, layout_mismatch, not_rehearsed, out_of_memory, skew_beside
 from builder.rehearse.execute import ExecutionResult
+from builder.rehearse.limits import duration_text, size_text
 from builder.rehearse.sandbox import blocked_network
 
 # The names are vocabulary.Verdict's (the one home of Kaggle's words); kept here because many modules import them.
@@ -89,7 +90,7 @@ class Limits:
     rows_run: int | None = None
     hidden_rows: int | None = None
     shape_has_gpu: bool = False  # a step needing CUDA on a GPU-less machine is "not rehearsed", not a failure
-    layout: str = "current"
+    layout: Layout = Layout.CURRENT
 
     @property
     def scale(self) -> float:
@@ -99,9 +100,12 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Judgement:
+    """A run judged: Kaggle's verdict (a ``vocabulary.Verdict`` value, or the name Kaggle's report gave), why, and the
+    failure's detail (traceback, step table) when there is one."""
+
     name: str
-    reason: str
+    reason: str = ""
     detail: str | None = None
 
     @property
@@ -127,25 +131,26 @@ def projected_seconds(result: ExecutionResult, limits: Limits) -> float:
 def judge(result: ExecutionResult, *, kernel_type: Literal["notebook", "script"] | str, submission_file: str | Path,
           sample_submission: Path, id_column: str, target_columns: Sequence[str],
           limits: Limits | None = None, column_types: Mapping[str, str] | None = None, kernel_file: str | None = None,
-          projected: float | None = None) -> Verdict:
+          projected: float | None = None, float_targets: bool | None = None) -> Judgement:
     """Kaggle's verdict for this run, with the reason Kaggle would not give.
 
     ``submission_file`` is the name Kaggle looks for in the working dir (the competition's, usually
     ``submission.csv``) or a full path there; ``kernel_file`` the name the kernel was told to write,
     when it differs (its file is then not found, as on Kaggle). ``limits`` (kkb's addition) enables
     the projected timeout and compute checks; ``projected`` replaces the proportional projection
-    (``builder.rehearse.projection``'s fit).
+    (``builder.rehearse.projection``'s fit). ``float_targets``: the metric's word on fractional values in a
+    column the sample holds as integers (:func:`builder.kkb_runtime.metrics.scores_floats`).
     """
     limits = limits or Limits()
     failure = _failure(result, kernel_type)
-    checks: tuple[Callable[[], Verdict | None], ...] = (
+    checks: tuple[Callable[[], Judgement | None], ...] = (
         lambda: _timed_out(result),
         lambda: _compute(result, limits),
         lambda: _not_rehearsed(result, limits),
         lambda: _script_exception(result, kernel_type, failure),
         lambda: _projected_timeout(result, limits, projected),
         lambda: _submission(result, submission_file, sample_submission, id_column, target_columns, failure, column_types,
-                            kernel_file, limits.layout),
+                            kernel_file, limits.layout, float_targets),
     )
     for check in checks:
         verdict = check()
@@ -153,107 +158,110 @@ def judge(result: ExecutionResult, *, kernel_type: Literal["notebook", "script"]
             return verdict
     name = Path(submission_file).name
     if failure:
-        return Verdict(OK, f"{name} is valid, so Kaggle scores it, although the notebook failed: {failure}",
+        return Judgement(OK, f"{name} is valid, so Kaggle scores it, although the notebook failed: {failure}",
                        _failure_detail(result))
-    return Verdict(OK, f"{name} matches the sample submission", None)
+    return Judgement(OK, f"{name} matches the sample submission", None)
 
 
-def _timed_out(result: ExecutionResult) -> Verdict | None:
+def _timed_out(result: ExecutionResult) -> Judgement | None:
     if not result.timed_out:
         return None
     where = f" in cell {result.failed_cell}" if result.failed_cell is not None else ""
-    return Verdict(TIMEOUT, f"killed after {_duration(result.wall_seconds)}{where}: {result.evalue}", _failure_detail(result))
+    return Judgement(TIMEOUT, f"killed after {duration_text(result.wall_seconds)}{where}: {result.evalue}", _failure_detail(result))
 
 
-def _compute(result: ExecutionResult, limits: Limits) -> Verdict | None:
+def _compute(result: ExecutionResult, limits: Limits) -> Judgement | None:
     died = out_of_memory(result)
     if died is not None:
         what, peak = died
-        ram = f"; the machine shape has {_size(limits.ram_bytes)} of RAM" if limits.ram_bytes else ""
-        enforced = (f" (enforced here on the whole run: {_size(result.memory_limit_bytes)}, {result.memory_accounting})"
+        ram = f"; the machine shape has {size_text(limits.ram_bytes)} of RAM" if limits.ram_bytes else ""
+        enforced = (f" (enforced here on the whole run: {size_text(result.memory_limit_bytes)}, {result.memory_accounting})"
                     if result.memory_limit_bytes and result.memory_accounting != MemoryAccounting.NONE else " (no memory limit was enforced here)")
-        return Verdict(COMPUTE, f"{what} at a peak of {_size(peak)}{ram}{enforced}", _failure_detail(result))
+        return Judgement(COMPUTE, f"{what} at a peak of {size_text(peak)}{ram}{enforced}", _failure_detail(result))
     disk = disk_overflow(result)
     if disk is not None:
-        return Verdict(COMPUTE, disk, _step_table(result))
+        return Judgement(COMPUTE, disk, _step_table(result))
     if limits.ram_bytes and result.peak_rss_bytes > limits.ram_bytes:
-        return Verdict(COMPUTE, f"peak memory {_size(result.peak_rss_bytes)} (RSS of the kernel and its processes) "
-                                f"> {_size(limits.ram_bytes)} of RAM on the machine shape", _step_table(result))
+        return Judgement(COMPUTE, f"peak memory {size_text(result.peak_rss_bytes)} (RSS of the kernel and its processes) "
+                                f"> {size_text(limits.ram_bytes)} of RAM on the machine shape", _step_table(result))
     if limits.gpu_bytes and result.peak_gpu_bytes and result.peak_gpu_bytes > limits.gpu_bytes:
-        return Verdict(COMPUTE, f"peak GPU memory {_size(result.peak_gpu_bytes)} > {_size(limits.gpu_bytes)} per GPU "
+        return Judgement(COMPUTE, f"peak GPU memory {size_text(result.peak_gpu_bytes)} > {size_text(limits.gpu_bytes)} per GPU "
                                 f"on the machine shape", _step_table(result))
     return None
 
 
-def _not_rehearsed(result: ExecutionResult, limits: Limits) -> Verdict | None:
+def _not_rehearsed(result: ExecutionResult, limits: Limits) -> Judgement | None:
     why = not_rehearsed(result, limits.shape_has_gpu)
-    return Verdict(NOT_REHEARSED, why, _failure_detail(result)) if why else None
+    return Judgement(NOT_REHEARSED, why, _failure_detail(result)) if why else None
 
 
-def _script_exception(result: ExecutionResult, kernel_type: str, failure: str | None) -> Verdict | None:
+def _script_exception(result: ExecutionResult, kernel_type: str, failure: str | None) -> Judgement | None:
     if kernel_type != "script" or not failure:
         return None
-    return Verdict(THREW, failure, _failure_detail(result))
+    beside = skew_beside(result)
+    return Judgement(THREW, failure + (f"; {beside}" if beside else ""), _failure_detail(result))
 
 
-def _projected_timeout(result: ExecutionResult, limits: Limits, fitted: float | None = None) -> Verdict | None:
+def _projected_timeout(result: ExecutionResult, limits: Limits, fitted: float | None = None) -> Judgement | None:
     if not limits.time_limit_seconds or not result.ok:
         return None  # a run that failed early says nothing about the time a full run takes
     projected = fitted if fitted is not None else projected_seconds(result, limits)
     if projected <= limits.time_limit_seconds:
         return None
     if fitted is not None:
-        basis = (f"projected {_duration(projected)} for {limits.hidden_rows} hidden rows from a fit of fixed + per-row "
-                 f"time (measured {_duration(result.wall_seconds)} for {limits.rows_run} rows)")
+        basis = (f"projected {duration_text(projected)} for {limits.hidden_rows} hidden rows from a fit of fixed + per-row "
+                 f"time (measured {duration_text(result.wall_seconds)} for {limits.rows_run} rows)")
     elif limits.scale != 1.0:
-        basis = (f"projected {_duration(projected)} for {limits.hidden_rows} hidden rows "
-                 f"(measured {_duration(result.wall_seconds)} for {limits.rows_run} rows)")
+        basis = (f"projected {duration_text(projected)} for {limits.hidden_rows} hidden rows "
+                 f"(measured {duration_text(result.wall_seconds)} for {limits.rows_run} rows)")
     else:
-        basis = f"the run took {_duration(projected)}"
-    return Verdict(TIMEOUT, f"{basis} > the competition's limit of {_duration(limits.time_limit_seconds)}", _step_table(result))
+        basis = f"the run took {duration_text(projected)}"
+    return Judgement(TIMEOUT, f"{basis} > the competition's limit of {duration_text(limits.time_limit_seconds)}", _step_table(result))
 
 
 def _submission(result: ExecutionResult, submission_file: str | Path, sample_submission: Path, id_column: str,
                 target_columns: Sequence[str], failure: str | None,
                 column_types: Mapping[str, str] | None = None, kernel_file: str | None = None,
-                layout: str = "current") -> Verdict | None:
+                layout: Layout = Layout.CURRENT, float_targets: bool | None = None) -> Judgement | None:
     path = result.working_dir / submission_file
     submission_file = path.name
     if not path.is_file():
         if failure:
-            why = [why for why in (layout_mismatch(result, layout), _network_reason(result)) if why]
-            return Verdict(CSV_NOT_FOUND, f"the notebook stopped before writing {submission_file}: {failure}"
+            why = [why for why in (layout_mismatch(result, layout), _network_reason(result), skew_beside(result)) if why]
+            return Judgement(CSV_NOT_FOUND, f"the notebook stopped before writing {submission_file}: {failure}"
                            + "".join(f"; {text}" for text in why), _failure_detail(result))
         if kernel_file and kernel_file != submission_file and (result.working_dir / kernel_file).is_file():
-            return Verdict(CSV_NOT_FOUND, f"the run wrote {kernel_file} ([submission] file), but Kaggle looks for "
+            return Judgement(CSV_NOT_FOUND, f"the run wrote {kernel_file} ([submission] file), but Kaggle looks for "
                                           f"{submission_file} in /kaggle/working: the competition declares no other name "
                                           f"(set [competition] submission_file only if it does)", None)
-        return Verdict(CSV_NOT_FOUND, f"the run finished but wrote no {submission_file} in /kaggle/working "
+        return Judgement(CSV_NOT_FOUND, f"the run finished but wrote no {submission_file} in /kaggle/working "
                                       f"(it wrote: {_listing(result.working_dir)})", None)
-    problems = submission_file_problems(path, Path(sample_submission), id_column, target_columns, column_types)
+    problems = submission_file_problems(path, Path(sample_submission), id_column, target_columns, column_types, float_targets)
     if problems:
         detail = None
         if failure:
             detail = f"the notebook also failed (Kaggle scores the file it left): {failure}\n{_failure_detail(result) or ''}".rstrip()
-        return Verdict(SCORING_ERROR, "; ".join(problems), detail)
+        return Judgement(SCORING_ERROR, "; ".join(problems), detail)
     return None
 
 
 def submission_problems(submission: pd.DataFrame, sample: pd.DataFrame, id_column: str,
-                        target_columns: Sequence[str] = (), column_types: Mapping[str, str] | None = None) -> list[str]:
+                        target_columns: Sequence[str] = (), column_types: Mapping[str, str] | None = None,
+                        float_targets: bool | None = None) -> list[str]:
     """Every reason Kaggle's scorer would refuse ``submission`` (kkb's runtime checks the same)."""
-    return check_submission(submission, sample, id_column, list(target_columns), column_types=column_types)
+    return check_submission(submission, sample, id_column, list(target_columns), column_types=column_types,
+                            float_targets=float_targets)
 
 
 def submission_file_problems(path: Path, sample_path: Path, id_column: str, target_columns: Sequence[str] = (),
-                             column_types: Mapping[str, str] | None = None) -> list[str]:
+                             column_types: Mapping[str, str] | None = None, float_targets: bool | None = None) -> list[str]:
     """:func:`submission_problems` for files; an unreadable file is a problem too."""
     sample = pd.read_csv(sample_path, dtype={id_column: str})
     try:
         submission = pd.read_csv(path, dtype={id_column: str}) if path.suffix != ".parquet" else pd.read_parquet(path)
     except Exception as exc:
         return [f"{path.name} is not a readable table: {exc}"]
-    return submission_problems(submission, sample, id_column, target_columns, column_types)
+    return submission_problems(submission, sample, id_column, target_columns, column_types, float_targets)
 
 
 # --- what went wrong, in words ------------------------------------------------------------------
@@ -313,7 +321,7 @@ def _step_table(result: ExecutionResult) -> str | None:
     if not result.steps:
         return None
     rows = [f"{step.get('name', '?')}: {float(step.get('seconds') or 0):.1f} s, "
-            f"{_size(int(step.get('peak_rss_bytes') or 0))}" for step in result.steps]
+            f"{size_text(int(step.get('peak_rss_bytes') or 0))}" for step in result.steps]
     return "steps: " + "; ".join(rows)
 
 
@@ -324,20 +332,6 @@ def _listing(folder: Path, limit: int = 10) -> str:
     return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.2f} h"
-
-
-def _size(value: int) -> str:
-    if value >= GB:
-        return f"{value / GB:.1f} GiB"
-    return f"{value / 1024**2:.0f} MiB"
-
-
 __all__ = ["COMPUTE", "CSV_NOT_FOUND", "NOT_REHEARSED", "OK", "SCORING_ERROR", "THREW", "TIMEOUT", "VERDICTS", "Limits", "MachineShape",
-           "Verdict", "failing_step", "judge", "machine_shape", "projected_seconds", "submission_file_problems",
+           "Judgement", "failing_step", "judge", "machine_shape", "projected_seconds", "submission_file_problems",
            "submission_problems"]

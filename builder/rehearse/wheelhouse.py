@@ -25,9 +25,9 @@ def dry_run_mounts(spec: KernelSpec, owner: str, out_dir: Path) -> list[tuple[Pa
     return [(Path(out_dir) / WHEELS_DIR, f"datasets/{source.ref}")]
 
 
-def dry_run_check(kernel_dir: Path, out_dir: Path) -> OfflineCheck | None:
+def dry_run_check(spec: KernelSpec, kernel_dir: Path, out_dir: Path) -> OfflineCheck | None:
     """:func:`check_kernel_wheels`, with a failure reported as the kernel failing (what Kaggle would do)."""
     try:
-        return check_kernel_wheels(kernel_dir, out_dir)
+        return check_kernel_wheels(spec, kernel_dir, out_dir)
     except WheelhouseError as exc:
         raise KernelFailed(f"the install cell would fail on Kaggle: {exc.message}", hint=exc.hint) from exc

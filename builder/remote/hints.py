@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from builder.kkb_runtime.metric_file import metric_file_reference
 from builder.kkb_runtime.metrics import parse_metric, rules
 from builder.kkb_runtime.vocabulary import Verdict
 
@@ -16,7 +17,7 @@ DRY_RUN_HINTS: dict[Verdict, str | None] = {
     "[competition] time_limit_hours and reports 'Notebook Timeout': kkb dry-run {kernel_dir}",
     Verdict.THREW: "the dry run runs the scoring rerun (KAGGLE_IS_COMPETITION_RERUN set, hidden "
     "test data, internet off) and shows the exception with its traceback: kkb dry-run {kernel_dir}",
-    Verdict.CSV_NOT_FOUND: "the dry run checks that the rerun writes [submission] file into "
+    Verdict.CSV_NOT_FOUND: "the dry run checks that the rerun writes [competition] submission_file into "
     "/kaggle/working under exactly that name: kkb dry-run {kernel_dir}",
     Verdict.SCORING_ERROR: "the dry run checks the CSV against sample_submission.csv: same ids in any order, "
     "the same columns, one row per id, no NaN or infinite values: kkb dry-run {kernel_dir}",
@@ -53,6 +54,8 @@ def scoring_error_hint(error_description: str, kernel_dir: Path | str, metric: s
     found = rules(name)
     if name.known and found is not None:
         checks = f"the {name.label} checks ({found.checked})"
+    elif metric and metric_file_reference(metric) is not None:
+        checks = f"the competition's metric file {metric} with the answers (--answers), as Kaggle runs it"
     elif metric:
         checks = f"no check of the metric '{metric}' (kkb does not know it)"
     else:

@@ -25,7 +25,7 @@ from builder.bundle.wheels import wheelhouse_source, wheelhouse_to_push
 from builder.errors import KkbError, RemoteError
 from builder.project.credentials import kaggle_username
 from builder.project.layout import KERNEL_METADATA, MANIFEST_FILE
-from builder.project.spec import load_spec
+from builder.project.spec import KernelSpec, spec_of
 from builder.remote.history import DATASET, DATASET_INTENT, KERNEL_INTENT, KERNEL_REFUSED, PUSH
 from builder.remote.inputs import check_inputs
 from builder.remote.kaggle_api import NotFoundError, TransientRemoteError
@@ -61,16 +61,18 @@ class PushResult:
 
 def push(settings: PushSettings) -> PushResult:
     """Build ``settings.kernel_dir`` and bring its datasets and kernel on Kaggle up to date."""
-    settings = with_spec_waits(settings)
+    settings = with_spec(settings)
     with kernel_lock(Path(settings.kernel_dir), "push", settings.lock_wait_s):
         ctx = LazySession(settings)
         build = build_for_push(settings, ctx)
         return push_built(ctx.get(), build)
 
 
-def with_spec_waits(settings: S) -> S:
-    """``settings`` with kernel.toml's ``[push]`` waits where the command line gave none."""
-    return replace(settings, waits=settings.waits.with_spec(load_spec(Path(settings.kernel_dir))))
+def with_spec(settings: S) -> S:
+    """``settings`` carrying the loaded kernel.toml (the command's one read), and its ``[push]`` waits where the
+    command line gave none."""
+    spec = spec_of(settings.spec, settings.kernel_dir)
+    return replace(settings, spec=spec, waits=settings.waits.with_spec(spec))
 
 
 class LazySession:
@@ -89,13 +91,14 @@ class LazySession:
 def build_for_push(settings: PushSettings, lazy: LazySession) -> BuildResult:
     if settings.progress is not None:
         settings.progress(ProgressEvent("build", f"building {settings.kernel_dir}"))
-    owner = settings.owner or _owner_from_credentials(settings, lazy)
-    return build_kernel(BuildSettings(kernel_dir=Path(settings.kernel_dir), out_dir=settings.out_dir, owner=owner))
+    spec = spec_of(settings.spec, settings.kernel_dir)
+    owner = settings.owner or _owner_from_credentials(spec, lazy)
+    return build_kernel(BuildSettings(kernel_dir=Path(settings.kernel_dir), out_dir=settings.out_dir, owner=owner, spec=spec))
 
 
-def _owner_from_credentials(settings: PushSettings, lazy: LazySession) -> str | None:
+def _owner_from_credentials(spec: KernelSpec, lazy: LazySession) -> str | None:
     """Ask Kaggle only when neither kernel.toml nor KAGGLE_USERNAME/kaggle.json names the owner (token-only)."""
-    if load_spec(Path(settings.kernel_dir)).kernel.owner or kaggle_username():
+    if spec.kernel.owner or kaggle_username():
         return None
     return lazy.get().adapter.username
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.errors import RemoteError
-from builder.project.spec import load_spec
+from builder.project.spec import KernelSpec, spec_of
 from builder.remote.history import PUSH, SCORE, SUBMISSION, History, HistoryRow
 from builder.remote.kaggle_api import KaggleAdapter, NotFoundError, Submission
 from builder.remote.session import Session, kernel_id_of, query_session
@@ -40,6 +40,7 @@ class QuerySettings:
     owner: str | None = None
     base_url: str | None = None
     adapter: KaggleAdapter | None = None
+    spec: KernelSpec | None = None  # the command's loaded kernel.toml (read once per command); None: load kernel_dir's
 
 
 def status(settings: QuerySettings) -> StatusResult:
@@ -62,7 +63,7 @@ def status(settings: QuerySettings) -> StatusResult:
 def _kernel_version(settings: QuerySettings) -> tuple[Session, str, dict[str, Any] | None, int | None]:
     """The session, the kernel's id, its last push, and the version asked about: --version, else the last
     pushed one, else Kaggle's current one."""
-    spec = load_spec(Path(settings.kernel_dir))
+    spec = spec_of(settings.spec, settings.kernel_dir)
     ctx = query_session(settings.kernel_dir, settings.base_url, settings.adapter)
     kernel_id = kernel_id_of(ctx, spec, settings.owner)
     last_push = ctx.history.last(PUSH, kernel=kernel_id)

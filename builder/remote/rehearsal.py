@@ -48,7 +48,7 @@ from builder.project.layout import (
     REPORT_FILE,
     out_dir_of,
 )
-from builder.project.spec import KernelSpec, load_spec
+from builder.project.spec import KernelSpec, spec_of
 from builder.remote.hints import exception_tail
 from builder.remote.history import REHEARSAL, REHEARSAL_INTENT, History
 from builder.remote.kaggle_api import KaggleAdapter
@@ -84,6 +84,7 @@ class RehearsalSettings:
     progress: ProgressFn | None = None
     adapter: KaggleAdapter | None = None  # the seam tests hand in
     lock_wait_s: float = LOCK_WAIT_S  # how long to wait for a push/submit of the kernel to finish
+    spec: KernelSpec | None = None  # the command's loaded kernel.toml (read once per command); None: load kernel_dir's
 
     def __post_init__(self) -> None:
         if self.rerun_scale < 1:
@@ -132,7 +133,7 @@ def rehearse_on_kaggle(settings: RehearsalSettings) -> RehearsalResult:
 
 def _rehearse_locked(settings: RehearsalSettings) -> RehearsalResult:
     kernel_dir = Path(settings.kernel_dir)
-    spec = load_spec(kernel_dir)
+    spec = spec_of(settings.spec, kernel_dir)
     not_rehearsable = ON_KAGGLE_REFUSALS[spec.submission.kind]
     if not_rehearsable is not None:
         raise KkbError(f"{kernel_dir / 'kernel.toml'}: submission.kind = \"{spec.submission.kind}\": {not_rehearsable}",
@@ -141,7 +142,7 @@ def _rehearse_locked(settings: RehearsalSettings) -> RehearsalResult:
     local = _local_projection(out_dir / DRYRUN_DIR / REPORT_FILE, spec, kernel_dir, settings.rerun_scale)
     push_settings = PushSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=settings.owner,
                                  base_url=settings.base_url, waits=settings.waits, progress=settings.progress,
-                                 adapter=settings.adapter)
+                                 adapter=settings.adapter, spec=spec)
     lazy = LazySession(push_settings)
     build = build_for_push(push_settings, lazy)
     ctx = lazy.get()

@@ -67,9 +67,9 @@ class Waits:
 
     def with_spec(self, spec: KernelSpec) -> Waits:
         """These waits with what kernel.toml's ``[push]`` sets filled in where none was given (--wait-*)."""
-        return replace(self, dataset_timeout_s=self.dataset_timeout_s or spec.push.dataset_timeout_s,
-                       run_timeout_s=self.run_timeout_s or spec.push.run_timeout_s,
-                       scoring_timeout_s=self.scoring_timeout_s or spec.push.score_timeout_s)
+        return replace(self, dataset_timeout_s=self.dataset_timeout_s or spec.push.dataset_timeout_seconds,
+                       run_timeout_s=self.run_timeout_s or spec.push.run_timeout_seconds,
+                       scoring_timeout_s=self.scoring_timeout_s or spec.push.score_timeout_seconds)
 
     def poll(self, timeout_s: float) -> Backoff:
         """The policy of one wait: no try limit, ``timeout_s`` in all."""
@@ -92,6 +92,7 @@ class PushSettings:
     progress: ProgressFn | None = None
     adapter: KaggleAdapter | None = None  # the seam: tests and the demo may hand one in
     lock_wait_s: float = LOCK_WAIT_S  # how long to wait for another push/submit of the kernel to finish
+    spec: KernelSpec | None = None  # the command's loaded kernel.toml (read once per command); None: load kernel_dir's
 
 
 

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.errors import AuthError, KernelFailed, RemoteError
-from builder.project.spec import KernelSpec, load_spec
+from builder.project.spec import KernelSpec, spec_of
 from builder.remote.hints import dry_run_hint, tail_block
 from builder.remote.history import PUSH, RUN, SCORE, SUBMISSION, SUBMISSION_INTENT
 from builder.remote.kaggle_api import Submission, TransientRemoteError
 from builder.remote.lock import kernel_lock
-from builder.remote.push import LazySession, PushResult, build_for_push, push_built, with_spec_waits
+from builder.remote.outputs import keep_run_output
+from builder.remote.push import LazySession, PushResult, build_for_push, push_built, with_spec
 from builder.remote.queries import record_score_once
 from builder.remote.session import PushSettings, Session, kernel_id_of, open_session
 
@@ -42,13 +43,13 @@ class SubmitResult:
 
 def submit(settings: SubmitSettings) -> SubmitResult:
     """Push (unless ``settings.version``), wait for the run, submit that version, wait for the score."""
-    settings = with_spec_waits(settings)
+    settings = with_spec(settings)
     with kernel_lock(Path(settings.kernel_dir), "submit", settings.lock_wait_s):
         return _submit(settings)
 
 
 def _submit(settings: SubmitSettings) -> SubmitResult:
-    spec = load_spec(Path(settings.kernel_dir))
+    spec = spec_of(settings.spec, settings.kernel_dir)
     pushed: PushResult | None = None
     if settings.version is None:
         lazy = LazySession(settings)
@@ -62,6 +63,7 @@ def _submit(settings: SubmitSettings) -> SubmitResult:
         ctx = open_session(settings)
         kernel_id, version = kernel_id_of(ctx, spec), settings.version
     _await_run(ctx, spec, kernel_id, version)
+    keep_run_output(ctx, spec, kernel_id, version)  # what kkb compare --kernel compares a new file with
     return _submit_version(ctx, settings, spec, kernel_id, version, pushed)
 
 

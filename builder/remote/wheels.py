@@ -33,7 +33,7 @@ from builder.project.credentials import resolve_owner
 from builder.project.ids import dataset_slug, kernel_slug
 from builder.project.jsonfile import read_object
 from builder.project.layout import HELPER_DIR, KERNEL_METADATA, out_dir_of
-from builder.project.spec import CUDA_ARCH, SPEC_FILE, KernelSpec, load_spec
+from builder.project.spec import CUDA_ARCH, SPEC_FILE, KernelSpec, spec_of
 from builder.remote.hints import exception_tail
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.lock import kernel_lock
@@ -57,12 +57,13 @@ class WheelsSettings:
     waits: Waits | None = None               # --on-kaggle: polling (default: push's)
     adapter: KaggleAdapter | None = None     # --on-kaggle: the seam (tests hand one in)
     progress: ProgressFn | None = None
+    spec: KernelSpec | None = None  # the command's loaded kernel.toml (read once per command); None: load kernel_dir's
 
 
 def build_wheels(settings: WheelsSettings) -> WheelsResult:
     """``kkb wheels``: build (or reuse) the kernel's wheelhouse here, or have Kaggle build it."""
     kernel_dir = Path(settings.kernel_dir)
-    spec = load_spec(kernel_dir)
+    spec = spec_of(settings.spec, kernel_dir)
     if settings.on_kaggle and not spec.install.on_kaggle:
         raise WheelhouseError(
             f"{kernel_dir / SPEC_FILE}: --on-kaggle, but [install] on_kaggle is not set",
@@ -178,16 +179,17 @@ def _build_on_kaggle(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Pat
 
 
 def _push_helper(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: Path) -> WheelsResult:
-    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner)) \
+    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner, spec=spec)) \
         if spec.install.source_packages else None
     helper = helper_kernel(spec, kernel_dir, owner, code_hash=build.code_hash if build else None,
                            pip_args=settings.helper_pip_args)
     folder = out_dir / HELPER_DIR
     write_helper_kernel(helper, folder)
     record = read_object(folder / HELPER_RECORD)
-    # push's session: the same adapter, retries, progress events and polling as kkb push (issue 5).
+    # push's session: the same adapter, retries, progress events and polling as kkb push.
     ctx = open_session(PushSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner, base_url=settings.base_url,
-                                progress=settings.progress, adapter=settings.adapter, waits=settings.waits or Waits()))
+                                progress=settings.progress, adapter=settings.adapter, waits=settings.waits or Waits(),
+                                    spec=spec))
     name = kernel_dir.resolve().name
     current = ctx.adapter.kernel_version(helper.kernel_id)
     if not settings.force and record.get("key") == helper.key and current is not None and record.get("version") == current:

@@ -101,11 +101,14 @@ def write_competition(root: Path, rng: np.random.Generator) -> None:
 
 def write_bert(folder: Path) -> Any:
     """A config (no download) and a tokenizer from a vocabulary file written here."""
-    from transformers import BertConfig, BertTokenizerFast
+    from transformers import AutoTokenizer, BertConfig
 
     folder.mkdir(parents=True)
     (folder / "vocab.txt").write_text("\n".join(SPECIAL + POSITIVE + NEGATIVE + NEUTRAL + ASKING) + "\n")
-    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
+    # Loaded from the folder as a notebook's tokenizer is: transformers 5's BertTokenizer(vocab_file=...) ignores
+    # the file (its argument is `vocab`) and would tokenize every word as [UNK]; 4 and 5 both read this folder.
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": True}))
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     tokenizer.save_pretrained(folder)
     BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                intermediate_size=64, max_position_embeddings=64).save_pretrained(folder)

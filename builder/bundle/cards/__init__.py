@@ -1,59 +1,65 @@
-"""Model cards at build time, one module per kind: prepare (checkpoints normalised, the model proven to load),
-the files a kind ships besides its checkpoints, and the checks against the public data.
+"""Model cards at build time: one module per kind (``image``, ``text``, ``tabular``, ``torch``), one :data:`BUILD_CARDS`
+table.
 
-Each stage keeps one registry keyed by :class:`CardKind` (``tests/test_card_kinds.py`` checks that
-each covers every kind).
+Each entry (:class:`~builder.bundle.cards.unit.BuildCard`) is the kind's whole build side: the pip extra its
+build imports, its preparation, the files it ships besides its checkpoints, and its checks against the public
+data (``tests/test_vocabulary.py`` checks that the table covers every :class:`CardKind`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib.util
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from builder.bundle.cards import image, tabular, text
 from builder.bundle.cards import torch as torch_card
+from builder.bundle.cards.unit import BuildCard, Extra
+from builder.errors import BundleError
 from builder.kkb_runtime.vocabulary import CardKind
-from builder.project.spec import KernelSpec, ModelCard
+from builder.project.cards import CardBase
+from builder.project.spec import SPEC_FILE, KernelSpec
 
-Preparer = Callable[[ModelCard, Path, Path, dict[str, str]], dict[str, Any]]
-ExtraFiles = Callable[[ModelCard, Path], list[str]]
-PublicDataCheck = Callable[[KernelSpec, Path, Path, ModelCard, list[str], pd.DataFrame], None]
-
-PREPARERS: dict[CardKind, Preparer] = {
-    CardKind.IMAGE: image.prepare,
-    CardKind.TEXT: text.prepare,
-    CardKind.GBDT: tabular.prepare,
-    CardKind.SKLEARN: tabular.prepare,
-    CardKind.TORCH: torch_card.prepare,
-}
-EXTRA_FILES: dict[CardKind, ExtraFiles] = {
-    CardKind.IMAGE: image.extra_files,
-    CardKind.TEXT: text.extra_files,
-    CardKind.GBDT: tabular.extra_files,
-    CardKind.SKLEARN: tabular.extra_files,
-    CardKind.TORCH: torch_card.extra_files,
-}
-PUBLIC_DATA_CHECKS: dict[CardKind, PublicDataCheck] = {
-    CardKind.IMAGE: image.check_public_data,
-    CardKind.TEXT: text.check_public_data,
-    CardKind.GBDT: tabular.check_public_data,
-    CardKind.SKLEARN: tabular.check_public_data,
-    CardKind.TORCH: torch_card.check_public_data,
+BUILD_CARDS: dict[CardKind, BuildCard] = {
+    CardKind.IMAGE: image.BUILD,
+    CardKind.TEXT: text.BUILD,
+    CardKind.GBDT: tabular.GBDT_BUILD,
+    CardKind.SKLEARN: tabular.SKLEARN_BUILD,
+    CardKind.TORCH: torch_card.BUILD,
 }
 
 
 def prepare_models(spec: KernelSpec, kernel_dir: Path, weights_stage: Path) -> list[dict[str, Any]]:
     """Every card prepared by its kind into ``weights_stage``; the cards for ``kkb_kernel.json``."""
     written: dict[str, str] = {}  # output path -> sha256, so cards sharing a checkpoint do not clobber each other
-    return [PREPARERS[card.kind](card, kernel_dir, weights_stage, written) for card in spec.models]
+    return [BUILD_CARDS[card.kind].prepare(card, kernel_dir, weights_stage, written) for card in spec.models]
 
 
-def card_files(card: ModelCard, kernel_dir: Path) -> list[str]:
+def card_files(card: CardBase, kernel_dir: Path) -> list[str]:
     """What the card ships in the weights besides its checkpoints (a text model's config and tokenizer)."""
-    return EXTRA_FILES[card.kind](card, kernel_dir)
+    return BUILD_CARDS[card.kind].files(card, kernel_dir)
 
 
-__all__ = ["EXTRA_FILES", "PREPARERS", "PUBLIC_DATA_CHECKS", "card_files", "prepare_models"]
+def require_card_extras(spec: KernelSpec, kernel_dir: Path) -> None:
+    """Every card's libraries are installed here, else a refusal naming the card, the modules and the extra."""
+    for card in spec.models:
+        unit = BUILD_CARDS[card.kind]
+        missing = [module for module in unit.modules(card) if not _installed(module)]
+        if missing:
+            raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}: building {_article(card.kind)} card needs "
+                              f"{', '.join(missing)}, not installed here",
+                              hint=f'pip install "kkb[{unit.extra.name}]" (core kkb installs without them)')
+
+
+def _article(kind: CardKind) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+__all__ = ["BUILD_CARDS", "BuildCard", "Extra", "card_files", "prepare_models", "require_card_extras"]

@@ -10,14 +10,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from builder.bundle.cards.unit import Extra, build_card
 from builder.bundle.models import offline_environment, prepare_model, user_code_importable
 from builder.errors import BundleError, ModelError
-from builder.kkb_runtime import predict as runtime_predict
-from builder.kkb_runtime import transforms as pipelines
-from builder.project.spec import SPEC_FILE, KernelSpec, ModelCard
+from builder.kkb_runtime.cards.image import predict as runtime_predict
+from builder.kkb_runtime.cards.image import transforms as pipelines
+from builder.kkb_runtime.vocabulary import CardKind
+from builder.project.cards import ImageCard, kinds_words
+from builder.project.spec import SPEC_FILE, KernelSpec
 
 
-def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
+def prepare(card: ImageCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
     prepared = prepare_model(card, kernel_dir, weights_stage, written)
     if card.transforms and ":" in card.transforms:
         prepared.update(check_transforms_factory(card, kernel_dir, prepared))
@@ -25,7 +28,7 @@ def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dic
     return prepared
 
 
-def check_transforms_factory(card: ModelCard, kernel_dir: Path, prepared: dict[str, Any]) -> dict[str, Any]:
+def check_transforms_factory(card: ImageCard, kernel_dir: Path, prepared: dict[str, Any]) -> dict[str, Any]:
     """``transforms = "module:function"``: called here as the kernel will call it, run on a test image."""
     reference = str(card.transforms)
     height, width = prepared["input_size"]
@@ -59,7 +62,7 @@ def _nodes(pipeline: Any) -> list[Any]:
     return found
 
 
-def preprocessing(card: ModelCard, prepared: dict[str, Any]) -> dict[str, str]:
+def preprocessing(card: ImageCard, prepared: dict[str, Any]) -> dict[str, str]:
     """What the kernel does to each image before the model, and where each value came from."""
     own = card.transforms is not None
     from_pipeline = bool(prepared.get("normalize_in_pipeline"))
@@ -81,11 +84,11 @@ def preprocessing(card: ModelCard, prepared: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def extra_files(card: ModelCard, kernel_dir: Path) -> list[str]:
+def extra_files(card: ImageCard, kernel_dir: Path) -> list[str]:
     return []  # the pipelines travel inside the card (kkb_kernel.json)
 
 
-def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: ModelCard, columns: list[str],
+def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: ImageCard, columns: list[str],
                       sample: pd.DataFrame) -> None:
     """Every id of the public sample resolves to a test image the way the runtime resolves it."""
     configured = spec.competition.test
@@ -102,4 +105,17 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Mode
         raise BundleError(f"{kernel_dir / SPEC_FILE}: the public test's ids do not resolve to images: {exc}",
                           hint="set [competition] test to the folder of test images or to a CSV with the id column "
                                "and a column of image paths; a card over a table of text or features is kind = "
-                               "'text', 'gbdt' or 'sklearn'") from None
+                               f"{TABLE_KINDS}") from None
+
+
+# The kinds that read the test table instead of images: every kind but this one, from the enum.
+TABLE_KINDS = kinds_words(tuple(kind for kind in CardKind.values() if kind != CardKind.IMAGE))
+
+
+def modules(card: ImageCard) -> tuple[str, ...]:
+    """timm and torch; albumentations too when the card names its own pipeline."""
+    return (*VISION.modules, *(("albumentations",) if card.transforms else ()))
+
+
+VISION = Extra("vision", ("torch", "timm", "safetensors"))
+BUILD = build_card(ImageCard, VISION, prepare, extra_files, check_public_data, modules)

@@ -17,26 +17,30 @@ from typing import Any
 
 import pandas as pd
 
+from builder.bundle.cards.unit import Extra, build_card
 from builder.bundle.checkpoints import checkpoint_sources
+from builder.bundle.child_check import load_in_child
+from builder.bundle.kernel_env import kernel_environment, user_frames
 from builder.bundle.models import offline_environment, user_code_importable
 from builder.errors import BundleError, ModelError
-from builder.kkb_runtime import checkpoints
-from builder.kkb_runtime import models as runtime
 from builder.kkb_runtime.cards import tabular as runtime_tabular
-from builder.kkb_runtime.tables import TableError, read_table, rows_in_sample_order
+from builder.kkb_runtime.cards.common import checkpoints
+from builder.kkb_runtime.cards.common import models as runtime
+from builder.kkb_runtime.cards.common.tables import TableError, read_table, rows_in_sample_order
 from builder.kkb_runtime.vocabulary import CardKind
-from builder.project.spec import SPEC_FILE, KernelSpec, ModelCard
+from builder.project.cards import GbdtCard, SklearnCard, TabularCard
+from builder.project.spec import SPEC_FILE, KernelSpec
 
 
-def _card(card: ModelCard) -> dict[str, Any]:
+def _card(card: TabularCard) -> dict[str, Any]:
     return card.model_dump(mode="json")
 
 
-def library(card: ModelCard) -> str:
-    return card.library if card.kind == CardKind.GBDT and card.library else "sklearn"
+def library(card: TabularCard) -> str:
+    return card.library if isinstance(card, GbdtCard) and card.library else "sklearn"
 
 
-def _require_library(card: ModelCard) -> str:
+def _require_library(card: TabularCard) -> str:
     name = library(card)
     package = runtime_tabular.PACKAGES[name]
     try:
@@ -46,7 +50,7 @@ def _require_library(card: ModelCard) -> str:
                          hint=f"pip install {package} (the Kaggle image has it), then build again") from None
 
 
-def _load(card: ModelCard, path: Path) -> Any:
+def _load(card: TabularCard, path: Path) -> Any:
     try:
         if card.kind == CardKind.SKLEARN:
             return runtime_tabular.load_estimator(_card(card), path)
@@ -58,18 +62,19 @@ def _load(card: ModelCard, path: Path) -> Any:
                          f"{type(exc).__name__}: {checkpoints.plain(str(exc))}", hint=_load_hint(card)) from None
 
 
-def _load_hint(card: ModelCard) -> str:
+def _load_hint(card: TabularCard) -> str:
     if card.kind == CardKind.SKLEARN:
         return ("save the fitted estimator with joblib.dump(model, path); a class defined in a notebook needs "
                 "pickle_main = 'module' naming the module of your code that defines it")
     return f"save the booster with {library(card)}'s own save_model and set library to the one that wrote it"
 
 
-def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
+def prepare(card: TabularCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
     version = _require_library(card)
     folds = []
     with user_code_importable(kernel_dir), offline_environment():
         for source in checkpoint_sources(card, kernel_dir):
+            load_in_child(_card(card), kernel_dir / source, kernel_dir, _load_hint(card))  # a crash there, not here
             _load(card, kernel_dir / source)
             target = weights_stage / source
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -82,11 +87,11 @@ def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dic
             "built_with": {runtime_tabular.PACKAGES[library(card)]: version}}
 
 
-def extra_files(card: ModelCard, kernel_dir: Path) -> list[str]:
+def extra_files(card: TabularCard, kernel_dir: Path) -> list[str]:
     return []
 
 
-def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: ModelCard, columns: list[str],
+def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: TabularCard, columns: list[str],
                       sample: pd.DataFrame) -> None:
     """The features of the public test, and the first fold's predictions on them: one row each, one value per column."""
     id_column = spec.submission.id_column
@@ -96,7 +101,8 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Mode
         raise BundleError(f"{where}: no test table {path} in the public data",
                           hint="set [competition] test to the CSV (or parquet) of test rows, relative to [competition] data")
     sources = checkpoint_sources(card, kernel_dir)
-    with user_code_importable(kernel_dir), offline_environment():
+    load_in_child(_card(card), kernel_dir / sources[0], kernel_dir, _load_hint(card))  # a crash there, not here
+    with user_code_importable(kernel_dir), offline_environment(), kernel_environment(spec, kernel_dir, data) as env:
         try:
             rows = rows_in_sample_order(read_table(path, id_column), sample[id_column].astype(str).tolist(), id_column, path)
             frame = runtime_tabular.features(_card(card), rows, id_column)
@@ -104,13 +110,18 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Mode
         except (TableError, runtime.ModelLoadError) as exc:
             raise BundleError(f"{where}: on the public test: {exc}", hint=_predict_hint(card)) from None
         except Exception as exc:
-            raise BundleError(f"{where}: on the public test: {type(exc).__name__}: {checkpoints.plain(str(exc))}",
-                              hint=_predict_hint(card)) from None
+            frames = user_frames(exc, [kernel_dir])
+            raise BundleError(f"{where}: on the public test: {type(exc).__name__}: {checkpoints.plain(str(exc))}"
+                              + (f"\nin your code (most recent call last):\n{frames}" if frames else ""),
+                              hint=f"{_predict_hint(card)}; {env.describe()}") from None
 
 
-def _predict_hint(card: ModelCard) -> str:
+def _predict_hint(card: TabularCard) -> str:
     return ("the feature function gets the test rows (the id column included) and returns the features the model "
             "was trained on; method = 'predict_proba' or 'predict', and num_classes the step's columns")
 
 
-__all__ = ["check_public_data", "extra_files", "prepare"]
+GBDT_BUILD = build_card(GbdtCard, Extra("tabular", ("lightgbm",)), prepare, extra_files, check_public_data)
+SKLEARN_BUILD = build_card(SklearnCard, Extra("tabular", ("sklearn", "joblib")), prepare, extra_files, check_public_data)
+
+__all__ = ["GBDT_BUILD", "SKLEARN_BUILD", "check_public_data", "extra_files", "prepare"]

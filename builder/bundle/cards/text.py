@@ -15,29 +15,34 @@ from typing import Any
 
 import pandas as pd
 
+from builder.bundle.cards.text_checks import check_files, check_max_len
+from builder.bundle.cards.unit import Extra, build_card
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
 from builder.errors import BundleError, ModelError
-from builder.kkb_runtime import checkpoints
-from builder.kkb_runtime import models as runtime
 from builder.kkb_runtime.cards import text as runtime_text
-from builder.kkb_runtime.tables import TableError, read_table, require_columns
-from builder.project.spec import SPEC_FILE, KernelSpec, ModelCard
+from builder.kkb_runtime.cards import text_inputs
+from builder.kkb_runtime.cards.common import checkpoints
+from builder.kkb_runtime.cards.common import models as runtime
+from builder.kkb_runtime.cards.common.tables import TableError, read_table, require_columns
+from builder.project.cards import TextCard
+from builder.project.spec import SPEC_FILE, KernelSpec
 
 RECORDED_VERSIONS = ("torch", "transformers", "tokenizers")
 CHECK_TEXT = "kkb checks the model on this sentence"
 
 
-def _card(card: ModelCard) -> dict[str, Any]:
+def _card(card: TextCard) -> dict[str, Any]:
     return card.model_dump(mode="json")
 
 
-def build(card: ModelCard, kernel_dir: Path) -> tuple[Any, Any]:
+def build(card: TextCard, kernel_dir: Path) -> tuple[Any, Any]:
     """(model, tokenizer), as the kernel builds them, from the kernel folder."""
     missing = [package for package in ("transformers", "tokenizers") if not _installed(package)]
     if missing:
         raise ModelError(f"[[models]] '{card.name}': a text card needs {' and '.join(missing)}, not installed here",
                          hint=f"pip install {' '.join(missing)} (the Kaggle image has them)")
+    check_files(card, kernel_dir)  # config.json and the tokenizer's files, before transformers guesses
     with user_code_importable(kernel_dir), offline_environment():
         try:
             model = runtime_text.create_model(_card(card), kernel_dir)
@@ -54,6 +59,7 @@ def build(card: ModelCard, kernel_dir: Path) -> tuple[Any, Any]:
     if not hasattr(model, "state_dict"):
         raise ModelError(f"[[models]] '{card.name}': the factory returned {type(model).__name__}, not a torch nn.Module",
                          hint="return the nn.Module from the factory")
+    check_max_len(card, kernel_dir, model, tokenizer)
     return model, tokenizer
 
 
@@ -65,18 +71,16 @@ def _installed(package: str) -> bool:
     return True
 
 
-def check_output_width(card: ModelCard, model: Any, tokenizer: Any) -> None:
+def check_output_width(card: TextCard, model: Any, tokenizer: Any) -> None:
     """Two rows of token ids through ``forward``: the output must be (2, num_classes)."""
     import torch
 
-    columns = [*card.text_columns, *card.text_pair_columns]
-    table = pd.DataFrame({column: [CHECK_TEXT, CHECK_TEXT + " twice " + CHECK_TEXT] for column in columns})
     try:
-        encoded = runtime_text.encode(tokenizer, _card(card), table)
+        encoded = text_inputs.probe_rows(tokenizer, _card(card), [CHECK_TEXT, CHECK_TEXT + " twice " + CHECK_TEXT])
     except runtime.ModelLoadError as exc:
         raise ModelError(f"[[models]] '{card.name}': {str(exc).removeprefix(f'model {card.name!r}: ')}",
                          hint="tokenizer_class in tokenizer_config.json names the model's tokenizer class") from None
-    batch = runtime_text.padded(encoded, [0, 1], runtime_text.pad_id(tokenizer))
+    batch = runtime_text.padded(encoded, [0, 1], runtime_text.pad_id(tokenizer), text_inputs.padding_length(_card(card)))
     keys = runtime_text.accepted_inputs(model)
     width = batch["input_ids"].shape[1]
     try:
@@ -99,7 +103,7 @@ def check_output_width(card: ModelCard, model: Any, tokenizer: Any) -> None:
                          hint=f"set num_classes = {output.shape[1]} or fix model_kwargs / the model's config")
 
 
-def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
+def prepare(card: TextCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
     model, tokenizer = build(card, kernel_dir)
     check_output_width(card, model, tokenizer)
     folds = [fold for source in checkpoint_sources(card, kernel_dir, must_exist=False)
@@ -116,7 +120,7 @@ def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dic
     }
 
 
-def extra_files(card: ModelCard, kernel_dir: Path) -> list[str]:
+def extra_files(card: TextCard, kernel_dir: Path) -> list[str]:
     """The model's and the tokenizer's folders (config, vocabulary): shipped in the weights, checkpoints aside."""
     folders = {folder for folder in (card.model_dir, card.tokenizer) if folder}
     found = []
@@ -129,7 +133,7 @@ def extra_files(card: ModelCard, kernel_dir: Path) -> list[str]:
     return found
 
 
-def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: ModelCard, columns: list[str],
+def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: TextCard, columns: list[str],
                       sample: pd.DataFrame) -> None:
     """The public test table has the id column and every text column the card joins."""
     path = data / (spec.competition.test or "test.csv")
@@ -146,4 +150,7 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Mode
                           hint="text_columns and text_pair_columns name columns of the test table") from None
 
 
-__all__ = ["check_public_data", "extra_files", "prepare"]
+BUILD = build_card(TextCard, Extra("text", ("torch", "transformers", "safetensors")), prepare, extra_files,
+                   check_public_data)
+
+__all__ = ["BUILD", "check_public_data", "extra_files", "prepare"]

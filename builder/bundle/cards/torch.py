@@ -19,26 +19,30 @@ from typing import Any
 
 import pandas as pd
 
+from builder.bundle.cards.unit import Extra, build_card
 from builder.bundle.checkpoints import GLOB_CHARACTERS, checkpoint_sources
+from builder.bundle.kernel_env import kernel_environment, user_frames
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
 from builder.errors import BundleError, ModelError
-from builder.kkb_runtime import checkpoints
-from builder.kkb_runtime import device as devices
-from builder.kkb_runtime import models as runtime
-from builder.kkb_runtime.cards import tabular as runtime_tabular
 from builder.kkb_runtime.cards import torch as runtime_torch
-from builder.kkb_runtime.tables import TableError, read_table, rows_in_sample_order
-from builder.project.spec import SPEC_FILE, KernelSpec, ModelCard
+from builder.kkb_runtime.cards.common import checkpoints
+from builder.kkb_runtime.cards.common import device as devices
+from builder.kkb_runtime.cards.common import models as runtime
+from builder.kkb_runtime.cards.common.estimators import load_estimator
+from builder.kkb_runtime.cards.common.features import features
+from builder.kkb_runtime.cards.common.tables import TableError, read_table, rows_in_sample_order
+from builder.project.cards import TorchCard
+from builder.project.spec import SPEC_FILE, KernelSpec
 
 RECORDED_VERSIONS = ("torch", "safetensors")
 CPU = devices.DeviceChoice("cpu", "the build runs the net on the CPU")
 
 
-def _card(card: ModelCard) -> dict[str, Any]:
+def _card(card: TorchCard) -> dict[str, Any]:
     return card.model_dump(mode="json")
 
 
-def build(card: ModelCard, kernel_dir: Path) -> Any:
+def build(card: TorchCard, kernel_dir: Path) -> Any:
     """The net as the kernel builds it (the factory, from the kernel folder), fresh weights, on the CPU."""
     with user_code_importable(kernel_dir), offline_environment():
         try:
@@ -51,7 +55,7 @@ def build(card: ModelCard, kernel_dir: Path) -> Any:
                              f"{checkpoints.plain(str(exc))}", hint="model_kwargs are passed to it as keyword arguments") from None
 
 
-def check_width(card: ModelCard, model: Any) -> None:
+def check_width(card: TorchCard, model: Any) -> None:
     """With ``feature_columns``: two rows of zeros of that width give (2, num_classes)."""
     if not card.feature_columns:
         return
@@ -69,7 +73,7 @@ def check_width(card: ModelCard, model: Any) -> None:
                          hint="feature_columns lists the net's inputs in its training order; model_kwargs its sizes") from None
 
 
-def preprocessor_sources(card: ModelCard, kernel_dir: Path) -> list[str]:
+def preprocessor_sources(card: TorchCard, kernel_dir: Path) -> list[str]:
     """The preprocessor files (globs expanded, sorted), each in the kernel folder."""
     found: list[str] = []
     for pattern in card.preprocessor_patterns:
@@ -85,7 +89,7 @@ def preprocessor_sources(card: ModelCard, kernel_dir: Path) -> list[str]:
     return found
 
 
-def pair_preprocessors(card: ModelCard, kernel_dir: Path, folds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def pair_preprocessors(card: TorchCard, kernel_dir: Path, folds: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each fold's preprocessor (one for all, or one per fold in sorted order), each loaded once as the kernel loads it."""
     files = preprocessor_sources(card, kernel_dir)
     if not files:
@@ -100,11 +104,11 @@ def pair_preprocessors(card: ModelCard, kernel_dir: Path, folds: list[dict[str, 
     return [{**fold, "preprocessor": files[0] if len(files) == 1 else files[index]} for index, fold in enumerate(folds)]
 
 
-def _load_preprocessor(card: ModelCard, path: Path) -> Any:
+def _load_preprocessor(card: TorchCard, path: Path) -> Any:
     hint = ("save the fitted scaler/encoder with joblib.dump(scaler, path); a class defined in a notebook needs "
             "pickle_main = 'module' naming the module of your code that defines it")
     try:
-        loaded = runtime_tabular.load_estimator(_card(card), path)
+        loaded = load_estimator(_card(card), path)
     except runtime.ModelLoadError as exc:
         raise ModelError(f"[[models]] '{card.name}': preprocessor {exc}".replace(f"model '{card.name}': ", ""),
                          hint=hint) from None
@@ -117,7 +121,7 @@ def _load_preprocessor(card: ModelCard, path: Path) -> Any:
     return loaded
 
 
-def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
+def prepare(card: TorchCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
     model = build(card, kernel_dir)
     check_width(card, model)
     with user_code_importable(kernel_dir):  # the classes an allow_pickle checkpoint names
@@ -136,7 +140,7 @@ def prepare(card: ModelCard, kernel_dir: Path, weights_stage: Path, written: dic
     }
 
 
-def preprocessing(card: ModelCard, folds: list[dict[str, Any]]) -> dict[str, str]:
+def preprocessing(card: TorchCard, folds: list[dict[str, Any]]) -> dict[str, str]:
     """What the kernel does to the feature table before the net (the build's notes show it)."""
     columns = (f"feature_columns, in that order ({len(card.feature_columns)}: {', '.join(card.feature_columns[:6])}"
                f"{', ...' if len(card.feature_columns) > 6 else ''})" if card.feature_columns
@@ -151,12 +155,12 @@ def preprocessing(card: ModelCard, folds: list[dict[str, Any]]) -> dict[str, str
     return shown
 
 
-def extra_files(card: ModelCard, kernel_dir: Path) -> list[str]:
+def extra_files(card: TorchCard, kernel_dir: Path) -> list[str]:
     """The preprocessor files: shipped in the weights as they are (the kernel loads them with joblib)."""
     return preprocessor_sources(card, kernel_dir)
 
 
-def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: ModelCard, columns: list[str],
+def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: TorchCard, columns: list[str],
                       sample: pd.DataFrame) -> None:
     """The public test's features, columns, preprocessor and the first fold's output, as in the kernel."""
     id_column = spec.submission.id_column
@@ -171,19 +175,21 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Mode
         raise BundleError(f"{where}: num_classes = {card.num_classes} but its step writes {len(columns)} column(s) "
                           f"({', '.join(columns)})", hint="set num_classes to the number of columns the step writes")
     model = build(card, kernel_dir)
-    with user_code_importable(kernel_dir), offline_environment():
+    with user_code_importable(kernel_dir), offline_environment(), kernel_environment(spec, kernel_dir, data) as env:
         try:
             rows = rows_in_sample_order(read_table(path, id_column), sample[id_column].astype(str).tolist(), id_column, path)
-            frame = runtime_torch.select_columns(resolved, runtime_tabular.features(resolved, rows, id_column))
-            scaler = runtime_tabular.load_estimator(resolved, kernel_dir / scalers[0]) if scalers else None
+            frame = runtime_torch.select_columns(resolved, features(resolved, rows, id_column))
+            scaler = load_estimator(resolved, kernel_dir / scalers[0]) if scalers else None
             inputs = runtime_torch.as_inputs(resolved, frame, scaler)
             # the folds were fitted strictly by prepare: the fresh net proves the widths in and out
             runtime_torch.predict_array(resolved, model.eval(), inputs, CPU, "cpu")
         except (TableError, runtime.ModelLoadError) as exc:
             raise BundleError(f"{where}: on the public test: {exc}", hint=_predict_hint()) from None
         except Exception as exc:
-            raise BundleError(f"{where}: on the public test: {type(exc).__name__}: {checkpoints.plain(str(exc))}",
-                              hint=_predict_hint()) from None
+            frames = user_frames(exc, [kernel_dir])
+            raise BundleError(f"{where}: on the public test: {type(exc).__name__}: {checkpoints.plain(str(exc))}"
+                              + (f"\nin your code (most recent call last):\n{frames}" if frames else ""),
+                              hint=f"{_predict_hint()}; {env.describe()}") from None
 
 
 def _predict_hint() -> str:
@@ -191,4 +197,12 @@ def _predict_hint() -> str:
             "trained on; feature_columns picks and orders the net's inputs; num_classes is the step's columns")
 
 
-__all__ = ["check_public_data", "extra_files", "prepare", "preprocessor_sources"]
+def modules(card: TorchCard) -> tuple[str, ...]:
+    """torch and safetensors; joblib too for a preprocessor (a pickle)."""
+    return TORCH_EXTRA.modules + (("joblib",) if card.preprocessor is not None else ())
+
+
+TORCH_EXTRA = Extra("torch", ("torch", "safetensors"))
+BUILD = build_card(TorchCard, TORCH_EXTRA, prepare, extra_files, check_public_data, modules)
+
+__all__ = ["BUILD", "check_public_data", "extra_files", "prepare", "preprocessor_sources"]

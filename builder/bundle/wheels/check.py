@@ -25,7 +25,7 @@ from builder.bundle.wheels.sources import kernel_requirements
 from builder.bundle.wheels.target import WheelTarget
 from builder.errors import WheelhouseError
 from builder.project.layout import MANIFEST_FILE, WHEELS_DIR, out_dir_of
-from builder.project.spec import load_spec
+from builder.project.spec import KernelSpec
 
 _NO_NETWORK = "http://127.0.0.1:9"
 
@@ -144,14 +144,13 @@ def _python_version(python: Path) -> str:
     return result.stdout.strip() or "?"
 
 
-def check_kernel_wheels(kernel_dir: Path, out_dir: Path | None = None) -> OfflineCheck | None:
+def check_kernel_wheels(spec: KernelSpec, kernel_dir: Path, out_dir: Path | None = None) -> OfflineCheck | None:
     """The dry run's check: the kernel's local wheelhouse is current and installs offline.
 
     None when the kernel installs nothing from a local wheelhouse (no requirements, or the wheels are
     built on Kaggle by the helper kernel, which checks them there).
     """
     kernel_dir = Path(kernel_dir)
-    spec = load_spec(kernel_dir)
     if not (spec.install.requirements or spec.install.requirements_file) or spec.install.on_kaggle:
         return None
     requirements = kernel_requirements(spec, kernel_dir)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from builder.bundle.wheels.sources import kernel_requirements, wheelhouse_source
 from builder.bundle.wheels.target import WheelTarget
 from builder.errors import WheelhouseError
 from builder.project.jsonfile import read_object
-from builder.project.layout import HELPER_DIR, MANIFEST_FILE, WHEEL_HASH_CACHE, WHEELS_DIR
+from builder.project.layout import DATASET_METADATA, HELPER_DIR, MANIFEST_FILE, WHEEL_HASH_CACHE, WHEELS_DIR
 from builder.project.spec import SPEC_FILE, KernelSpec
 
 HELPER_RECORD = "kkb_wheels.json"   # in HELPER_DIR: the helper version that built the current key
@@ -35,24 +36,45 @@ def resolution_key(requirements: Sequence[str], target: WheelTarget, exclude: Se
 
 
 def unchanged_wheelhouse(folder: Path, ref: str, key: str, cache: HashCache) -> Manifest | None:
-    """The existing wheelhouse when it was built as ``ref`` for ``key`` and its files are intact."""
+    """The existing wheelhouse when it was built as ``ref`` for ``key`` and is intact (:func:`wheelhouse_damage`)."""
     try:
         if json.loads((folder / MANIFEST_FILE).read_text()).get("resolution_key") != key:
             return None
     except (OSError, ValueError):
         return None
     manifest = Manifest.read(folder / MANIFEST_FILE)
-    if manifest is None or manifest.dataset != ref:
+    if manifest is None or manifest.dataset != ref or wheelhouse_damage(folder, manifest, cache) is not None:
         return None
+    return manifest
+
+
+def wheelhouse_damage(folder: Path, manifest: Manifest, cache: HashCache) -> str | None:
+    """What is wrong with a wheelhouse against its manifest, in words, or None: a file missing, of another size or
+    sha256, a file the manifest does not list (a partial download), a wheel whose zip directory does not open."""
+    listed = {entry.path for entry in manifest.files}
     for entry in manifest.files:
         path = folder / entry.path
         if not path.is_file() or path.stat().st_size != entry.size:
-            return None
+            return f"{entry.path} is missing or of another size"
         sha = cache.lookup(path) or hash_file(path)
         cache.store(path, sha)
         if sha != entry.sha256:
-            return None
-    return manifest
+            return f"{entry.path} changed since it was downloaded"
+        if path.suffix == ".whl" and not _opens(path):
+            return f"{entry.path} is not a readable wheel"
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        relative = path.relative_to(folder).as_posix()
+        if relative not in listed and relative not in (MANIFEST_FILE, DATASET_METADATA):
+            return f"{relative} is not in its manifest"
+    return None
+
+
+def _opens(wheel: Path) -> bool:
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            return any(name.endswith(".dist-info/RECORD") for name in archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
 
 
 def add_resolution_key(manifest_path: Path, key: str) -> None:
@@ -85,6 +107,9 @@ def wheelhouse_to_push(spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: 
     manifest = unchanged_wheelhouse(folder, source.ref, key, cache)
     if manifest is None:
         state = "is out of date" if (folder / MANIFEST_FILE).is_file() else "has not been built"
+        recorded = Manifest.read(folder / MANIFEST_FILE)
+        damage = wheelhouse_damage(folder, recorded, cache) if recorded is not None else None
+        state = f"is damaged ({damage})" if damage else state
         raise WheelhouseError(f"{Path(kernel_dir) / SPEC_FILE}: [install] needs the wheelhouse dataset {source.ref}, "
                               f"which {state} in {folder}",
                               hint=f"run `kkb wheels {kernel_dir}` first; push then uploads it with the kernel")

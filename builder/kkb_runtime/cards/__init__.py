@@ -1,8 +1,10 @@
 """``python -m kkb_runtime predict --model NAME``: one runner per card kind (:data:`RUNNERS`).
 
-Image cards run through :mod:`kkb_runtime.predict` (test images); text and tabular cards read the
-test table (:mod:`kkb_runtime.tables`). Every runner writes the step's CSV (the id column and the
-step's prediction columns) and the step's measurements, fold after fold, averaged by ``fold_weights``.
+Each kind is one unit here: ``image/`` (test images: ``predict``, ``transforms``, ``tta``), ``text``,
+``tabular`` and ``torch`` (the test table), each with its runner; what they share (the device, checkpoints and folds, the
+network's loading and activation, the test table and the step's columns) is ``common/``. Every runner writes
+the step's CSV (the id column and the step's prediction columns) and the step's measurements, fold after fold,
+averaged by ``fold_weights``.
 """
 
 from __future__ import annotations
@@ -12,90 +14,24 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-
-from .. import device as devices
-from .. import models
-from ..checkpoints import checkpoint_entries
 from ..config import KernelConfig, load_config
-from ..predict import PredictError, competition_dir, free_memory, row_limit, weights_dir
-from ..predict import predict as predict_images
-from ..steps import write_step_meta
-from ..tables import TableJob, make_table_job, write_table_output
 from ..vocabulary import CardKind
-from . import tabular, text
+from . import tabular, text_run
 from . import torch as torch_card
-from .table_features import feature_table
+from .common import models
+from .common.card import read_card
+from .common.tables import PredictError
+from .image import predict as image
 
 Runner = Callable[[str, Path, Mapping[str, str], KernelConfig], Path]
 
-
-def _table_job(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) -> TableJob:
-    card = config.model(name)
-    return make_table_job(card, out, config, competition_dir(config, environ), weights_dir(config, environ), environ,
-                          row_limit(environ))
-
-
-def _averaged(job: TableJob, fold: Callable[[dict[str, Any]], np.ndarray]) -> np.ndarray:
-    entries = checkpoint_entries(job.card)
-    total = sum(fold(entry) * float(entry["weight"]) for entry in entries)
-    return np.asarray(total, dtype=np.float64) / sum(float(entry["weight"]) for entry in entries)
-
-
-def run_text(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
-    job = _table_job(name, out, environ, config)
-    choice = devices.choose_device(environ)
-    target = devices.torch_device(choice)
-    tokenizer = text.load_tokenizer(job.card, job.weights_dir)
-    encoded = text.encode(tokenizer, job.card, job.table)
-    timings: dict[str, Any] = {"rows": len(job.ids), "load_seconds": 0.0, "infer_seconds": 0.0}
-    print(f"[kkb] {name}: text model on {devices.summary(choice)}; {len(job.ids)} rows, "
-          f"{len(checkpoint_entries(job.card))} fold(s), columns {', '.join(job.columns)}", flush=True)
-
-    def fold(entry: dict[str, Any]) -> np.ndarray:
-        started = time.perf_counter()
-        model = text.load_model(job.card, job.weights_dir, job.weights_dir, str(entry["file"])).to(target)
-        loaded = time.perf_counter()
-        forward = text.make_forward(model, job.card, choice, target)
-        values = text.predict_encoded(forward, encoded, int(job.card.get("batch_size", 32)), text.pad_id(tokenizer),
-                                      len(job.columns))
-        timings["load_seconds"] += round(loaded - started, 4)
-        timings["infer_seconds"] += round(time.perf_counter() - loaded, 4)
-        del model, forward
-        free_memory(choice)
-        return values
-
-    written = write_table_output(job, _averaged(job, fold))
-    write_step_meta(written, **timings)
-    return written
-
-
-def run_tabular(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
-    job = _table_job(name, out, environ, config)
-    started = time.perf_counter()
-    frame, shared = feature_table(job, environ)  # computed once per run for the cards sharing the function
-    print(f"[kkb] {name}: {job.card.get('library') or 'scikit-learn'} on {len(job.ids)} rows x "
-          f"{frame.shape[1]} features, {len(checkpoint_entries(job.card))} fold(s)", flush=True)
-    values = _averaged(job, lambda entry: tabular.predict_fold(job.card, job.weights_dir / str(entry["file"]), frame,
-                                                               job.columns))
-    written = write_table_output(job, values)
-    write_step_meta(written, rows=len(job.ids), load_seconds=0.0, infer_seconds=round(time.perf_counter() - started, 4),
-                    features=shared)
-    return written
-
-
-def run_image(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
-    return predict_images(name, out, environ, config)
-
-
-# One runner per kind (tests/test_card_kinds.py checks that it covers CardKind).
+# One runner per kind (tests/test_vocabulary.py checks that it covers CardKind).
 RUNNERS: dict[CardKind, Runner] = {
-    CardKind.IMAGE: run_image,
-    CardKind.TEXT: run_text,
-    CardKind.GBDT: run_tabular,
-    CardKind.SKLEARN: run_tabular,
+    CardKind.IMAGE: image.predict,
+    CardKind.TEXT: text_run.run,
+    CardKind.GBDT: tabular.run,
+    CardKind.SKLEARN: tabular.run,
     CardKind.TORCH: torch_card.run,
 }
 
@@ -110,14 +46,14 @@ def predict(model_name: str, out: Path | None = None, environ: Mapping[str, str]
         raise PredictError("no output file: pass --out FILE or set KKB_STEP_OUT")
     config = config or load_config(environ.get("KKB_KERNEL_CONFIG") or None)
     try:
-        card = config.model(model_name)
+        card = read_card(config.model(model_name))  # every key as the build resolved it: no default here
     except KeyError as exc:
         raise PredictError(str(exc.args[0])) from None
     started = time.perf_counter()
-    written = RUNNERS[CardKind(card.get("kind") or CardKind.IMAGE)](model_name, target, environ, config)
-    if card.get("kind", CardKind.IMAGE) != CardKind.IMAGE:
+    written = RUNNERS[card.kind](model_name, target, environ, config)
+    if card.kind != CardKind.IMAGE:
         print(f"[kkb] {model_name}: wrote {written} in {time.perf_counter() - started:.1f} s", file=sys.stdout, flush=True)
     return written
 
 
-__all__ = ["RUNNERS", "predict", "run_tabular", "run_text"]
+__all__ = ["RUNNERS", "predict"]

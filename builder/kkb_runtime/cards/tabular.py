@@ -2,8 +2,9 @@
 
 * ``feature_function = "module:function"`` (the code dataset) is called with the test rows (a
   DataFrame in the sample's order, the id column included) and returns the feature table; without
-  one, every column but the id is a feature. A booster that recorded its feature names gets exactly
-  those columns, in its order.
+  one, every column but the id is a feature (``common.features``: computed once per run for every card
+  naming the same function). A booster that recorded its feature names gets exactly those columns, in
+  its order.
 * ``kind = "gbdt"``: LightGBM (``.txt``/``.json``), XGBoost (``.json``/``.ubj``), CatBoost (``.cbm``),
   ``library`` says which. ``kind = "sklearn"``: ``joblib.load`` of a pipeline, only with the card's
   ``allow_joblib`` (a pickle runs code); ``pickle_main`` names the module that stands in for the
@@ -15,17 +16,21 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .. import models
+from ..config import KernelConfig
+from ..steps import write_step_meta
+from .common import checkpoints, models
+from .common.estimators import load_estimator
+from .common.features import feature_table, features
+from .common.tables import table_job, write_table_output
 
 # The package each library needs, for the message when it is not installed.
 PACKAGES = {"lightgbm": "lightgbm", "xgboost": "xgboost", "catboost": "catboost", "sklearn": "scikit-learn"}
@@ -37,20 +42,6 @@ def import_library(name: str, card: Mapping[str, Any]) -> Any:
     except ImportError:
         raise models.ModelLoadError(f"model '{card['name']}': {name} is not installed here: install {PACKAGES[name]} "
                                     "(or add it to [install] requirements)") from None
-
-
-def features(card: Mapping[str, Any], table: pd.DataFrame, id_column: str) -> pd.DataFrame:
-    reference = card.get("feature_function")
-    if not reference:
-        return table.drop(columns=[id_column])
-    result = models.load_factory(str(reference))(table.copy())
-    if not isinstance(result, pd.DataFrame):
-        raise models.ModelLoadError(f"model '{card['name']}': {reference} returned {type(result).__name__}, "
-                                    "not a pandas DataFrame of features")
-    if len(result) != len(table):
-        raise models.ModelLoadError(f"model '{card['name']}': {reference} returned {len(result)} rows for "
-                                    f"{len(table)} test rows (one row of features per row, in the same order)")
-    return result.drop(columns=[id_column], errors="ignore").reset_index(drop=True)
 
 
 def in_model_order(frame: pd.DataFrame, names: Sequence[str] | None, card: Mapping[str, Any]) -> pd.DataFrame:
@@ -109,41 +100,8 @@ def load_booster(card: Mapping[str, Any], path: Path) -> tuple[Any, list[str] | 
 
 # --- scikit-learn --------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def main_module(name: str | None) -> Iterator[None]:
-    """While a notebook's pickle loads, ``__main__`` is the card's ``pickle_main`` module (its classes)."""
-    if not name:
-        yield
-        return
-    saved = sys.modules["__main__"]
-    sys.modules["__main__"] = importlib.import_module(name)
-    try:
-        yield
-    finally:
-        sys.modules["__main__"] = saved
-
-
-def load_estimator(card: Mapping[str, Any], path: Path) -> Any:
-    if not card.get("allow_joblib"):
-        raise models.ModelLoadError(f"model '{card['name']}': {path.name} is a pickle: loading it needs allow_joblib = true")
-    joblib = _joblib(card)
-    with main_module(card.get("pickle_main")):
-        try:
-            return joblib.load(path)
-        except AttributeError as exc:
-            raise models.ModelLoadError(f"model '{card['name']}': {path.name} does not unpickle: {exc} (a class saved "
-                                        "from a notebook: set pickle_main to the module of your code that defines it)") from None
-
-
-def _joblib(card: Mapping[str, Any]) -> Any:
-    try:
-        return importlib.import_module("joblib")
-    except ImportError:
-        raise models.ModelLoadError(f"model '{card['name']}': joblib is not installed here: install scikit-learn") from None
-
-
 def uses_proba(card: Mapping[str, Any], model: Any) -> bool:
-    method = str(card.get("method", "auto"))
+    method = str(card["method"])
     return method == "predict_proba" or (method == "auto" and hasattr(model, "predict_proba"))
 
 
@@ -157,14 +115,31 @@ def estimator_predict(card: Mapping[str, Any], model: Any, frame: pd.DataFrame, 
 
 
 def class_order(classes: Any, columns: Sequence[str], card: Mapping[str, Any]) -> list[int]:
-    """Which probability column feeds each prediction column: by label where the columns are the class labels."""
+    """Which probability column feeds each prediction column: by exact label, never by position, but for a model
+    without labels or with the integer classes 0..k-1 (column i is class i; the build prints it). Labels that
+    differ from the columns (in case, a class missing or extra) are refused naming both lists."""
     labels = [str(label) for label in (list(classes) if classes is not None else range(len(columns)))]
     if len(labels) != len(columns):
         raise models.ModelLoadError(f"model '{card['name']}': predict_proba gives {len(labels)} classes "
                                     f"({', '.join(labels)}) for {len(columns)} column(s) ({', '.join(columns)})")
     if set(labels) == set(columns):
         return [labels.index(column) for column in columns]
-    return list(range(len(columns)))
+    if classes is None or labels == [str(index) for index in range(len(labels))]:
+        return list(range(len(columns)))
+    raise models.ModelLoadError(class_mismatch(str(card["name"]), labels, list(columns)))
+
+
+def class_mismatch(name: str, labels: Sequence[str], columns: Sequence[str]) -> str:
+    """Why a classifier's labels are not the step's columns, naming both lists."""
+    folded = {label.casefold(): label for label in labels}
+    case = [f"'{folded[column.casefold()]}' vs '{column}'" for column in columns
+            if column not in labels and column.casefold() in folded]
+    why = (f"they differ in case ({', '.join(case)})" if case else
+           f"classes without a column: {', '.join(sorted(set(labels) - set(columns))) or 'none'}; "
+           f"columns without a class: {', '.join(sorted(set(columns) - set(labels))) or 'none'}")
+    return (f"model '{name}': its classes ({', '.join(labels)}) are not the step's columns ({', '.join(columns)}): {why}. "
+            "kkb matches classes to columns by exact label, never by position: rename the columns (the step's "
+            "columns, [submission] prediction_columns) or the classes to match")
 
 
 # --- one fold -----------------------------------------------------------------------------------
@@ -183,4 +158,18 @@ def predict_fold(card: Mapping[str, Any], path: Path, frame: pd.DataFrame, colum
     return values
 
 
-__all__ = ["LOADERS", "class_order", "features", "load_booster", "load_estimator", "predict_fold"]
+def run(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
+    job = table_job(name, out, environ, config)
+    started = time.perf_counter()
+    frame, shared = feature_table(job, environ)  # computed once per run for the cards sharing the function
+    print(f"[kkb] {name}: {job.card.get('library') or 'scikit-learn'} on {len(job.ids)} rows x "
+          f"{frame.shape[1]} features, {len(checkpoints.checkpoint_entries(job.card))} fold(s)", flush=True)
+    values = checkpoints.averaged_folds(job.card, lambda entry: predict_fold(job.card, job.weights_dir / str(entry["file"]),
+                                                                              frame, job.columns))
+    written = write_table_output(job, values)
+    write_step_meta(written, rows=len(job.ids), load_seconds=0.0, infer_seconds=round(time.perf_counter() - started, 4),
+                    features=shared)
+    return written
+
+
+__all__ = ["LOADERS", "run", "class_mismatch", "class_order", "features", "load_booster", "load_estimator", "predict_fold"]

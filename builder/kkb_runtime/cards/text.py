@@ -23,17 +23,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import device as devices
-from .. import models
-from ..predict import activation
+from .common import device as devices
+from .common import models
+from .common.models import activation
 
 
 @dataclass(frozen=True)
 class Encoded:
-    """Token ids per row (special tokens included), and each row's token types."""
+    """Token ids per row (special tokens included), each row's token types, and (from an encode function) its mask."""
 
     input_ids: list[list[int]]
     token_type_ids: list[list[int]]
+    attention_mask: list[list[int]] | None = None  # None: 1 for every token of the row
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -88,7 +89,8 @@ def texts(table: pd.DataFrame, columns: Sequence[str], separator: str) -> list[s
     if not columns:
         return []
     parts = table[list(columns)].fillna("").astype(str)
-    return parts.agg(separator.join, axis=1).tolist() if len(columns) > 1 else parts[columns[0]].tolist()
+    joined = parts.agg(separator.join, axis=1) if len(columns) > 1 else parts[columns[0]]
+    return [str(text) for text in joined]
 
 
 def cut(tokens: list[int], keep: int, mode: str, head: int | None) -> list[int]:
@@ -116,14 +118,14 @@ def budgets(first: int, second: int, room: int) -> tuple[int, int]:
 
 
 def encode(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) -> Encoded:
-    separator = str(card.get("separator", " "))
+    separator = str(card["separator"])
     first = texts(table, list(card.get("text_columns") or ()), separator)
     second = texts(table, list(card.get("text_pair_columns") or ()), separator)
     ids_a = tokenizer(first, add_special_tokens=False)["input_ids"] if first else []
     ids_b = tokenizer(second, add_special_tokens=False)["input_ids"] if second else [None] * len(ids_a)
     shape = special_tokens(tokenizer, card, bool(second))
-    room = int(card.get("max_len", 512)) - shape.count
-    mode, head = str(card.get("truncation", "head_tail")), card.get("head_tokens")
+    room = int(card["max_len"]) - shape.count
+    mode, head = str(card["truncation"]), card.get("head_tokens")
     input_ids, token_types = [], []
     for a, b in zip(ids_a, ids_b, strict=True):
         keep_a, keep_b = budgets(len(a), len(b or ()), room)
@@ -201,7 +203,8 @@ def padded(encoded: Encoded, rows: Sequence[int] | np.ndarray, pad_id: int, leng
         tokens = encoded.input_ids[row][:width]
         ids[slot, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
         types[slot, :len(tokens)] = torch.tensor(encoded.token_type_ids[row][:width], dtype=torch.long)
-        mask[slot, :len(tokens)] = 1
+        given = encoded.attention_mask[row][:width] if encoded.attention_mask is not None else None
+        mask[slot, :len(tokens)] = torch.tensor(given, dtype=torch.long) if given is not None else 1
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
@@ -228,8 +231,8 @@ def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoi
     """One batch of token tensors to activated float outputs on the CPU."""
     import torch
 
-    act = activation(str(card.get("activation", "sigmoid")))
-    amp = choice.kind == "cuda" and bool(card.get("amp", True))
+    act = activation(str(card["activation"]))
+    amp = choice.kind == "cuda" and bool(card["amp"])
     keys = accepted_inputs(model)
 
     def forward(batch: dict[str, Any]) -> Any:
@@ -242,14 +245,14 @@ def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoi
 
 
 def predict_encoded(forward: Callable[[dict[str, Any]], Any], encoded: Encoded, batch_size: int, pad_id: int,
-                    width: int) -> np.ndarray:
-    """Every row's output, batched by length and put back in the rows' order."""
+                    width: int, length: int | None = None) -> np.ndarray:
+    """Every row's output, batched by length (each batch padded to ``length``, else its longest row), in the rows' order."""
     import torch
 
     out = np.zeros((len(encoded), width), dtype=np.float64)
     with torch.inference_mode():
         for rows in length_sorted_batches(encoded, batch_size):
-            out[rows] = forward(padded(encoded, rows, pad_id)).numpy().reshape(len(rows), -1)
+            out[rows] = forward(padded(encoded, rows, pad_id, length)).numpy().reshape(len(rows), -1)
     return out
 
 

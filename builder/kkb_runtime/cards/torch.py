@@ -26,20 +26,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import device as devices
-from .. import models
-from ..checkpoints import checkpoint_entries
 from ..config import KernelConfig
-from ..predict import activation, competition_dir, free_memory, row_limit, weights_dir
 from ..steps import write_step_meta
-from ..tables import make_table_job, write_table_output
-from . import tabular
-from .table_features import feature_table
+from .common import device as devices
+from .common import models
+from .common.checkpoints import checkpoint_entries
+from .common.estimators import load_estimator
+from .common.features import feature_table
+from .common.tables import table_job, write_table_output
 
 
 def select_columns(card: Mapping[str, Any], frame: pd.DataFrame) -> pd.DataFrame:
     """``feature_columns`` in their order (all columns without it); every one numeric."""
-    wanted = [str(column) for column in card.get("feature_columns") or ()]
+    wanted = [str(column) for column in card["feature_columns"]]
     if wanted:
         missing = [column for column in wanted if column not in frame.columns]
         if missing:
@@ -86,8 +85,8 @@ def as_inputs(card: Mapping[str, Any], frame: pd.DataFrame, preprocessor: Any = 
 
 def load_preprocessors(card: Mapping[str, Any], weights: Path) -> dict[str, Any]:
     """Each preprocessor file the build recorded, loaded once (the card's allow_joblib and pickle_main)."""
-    files = {str(entry["preprocessor"]) for entry in card.get("checkpoints") or () if entry.get("preprocessor")}
-    return {name: tabular.load_estimator(card, weights / name) for name in sorted(files)}
+    files = {str(entry["preprocessor"]) for entry in checkpoint_entries(card) if entry.get("preprocessor")}
+    return {name: load_estimator(card, weights / name) for name in sorted(files)}
 
 
 def predict_array(card: Mapping[str, Any], model: Any, inputs: np.ndarray, choice: devices.DeviceChoice,
@@ -96,9 +95,9 @@ def predict_array(card: Mapping[str, Any], model: Any, inputs: np.ndarray, choic
     import torch
 
     model = model.to(target)
-    finish = activation(str(card["activation"]))
+    finish = models.activation(str(card["activation"]))
     batch = int(card["batch_size"])
-    autocast = torch.autocast("cuda") if card.get("amp") and choice.kind == "cuda" else contextlib.nullcontext()
+    autocast = torch.autocast("cuda") if card["amp"] and choice.kind == "cuda" else contextlib.nullcontext()
     parts = []
     with torch.inference_mode(), autocast:
         for start in range(0, len(inputs), batch):
@@ -117,9 +116,8 @@ def predict_array(card: Mapping[str, Any], model: Any, inputs: np.ndarray, choic
 
 def run(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
     """``predict --model NAME`` for a torch card: features (once per run), each fold, averaged, written."""
-    card = config.model(name)
-    job = make_table_job(card, out, config, competition_dir(config, environ), weights_dir(config, environ), environ,
-                         row_limit(environ))
+    job = table_job(name, out, environ, config)
+    card = job.card
     started = time.perf_counter()
     frame, shared = feature_table(job, environ)
     frame = select_columns(card, frame)
@@ -141,7 +139,7 @@ def run(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) 
             inputs[key] = as_inputs(card, frame, scalers[key] if key else None)
         weighted.append(predict_array(card, model, inputs[key], choice, target) * float(entry["weight"]))
         del model
-        free_memory(choice)
+        devices.free_memory(choice)
     values = np.sum(weighted, axis=0) / sum(float(entry["weight"]) for entry in entries)
     written = write_table_output(job, values)
     write_step_meta(written, rows=len(job.ids), load_seconds=round(load_seconds, 4),

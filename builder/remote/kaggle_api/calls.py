@@ -25,6 +25,8 @@ from builder.remote.backoff import Backoff, Retrying
 from builder.remote.kaggle_api.client import PROD_ENDPOINT
 from builder.remote.kaggle_api.translate import (
     CREDENTIALS_HINT,
+    DISK_FULL_HINT,
+    INSUFFICIENT_STORAGE,
     TransientRemoteError,
     UnreachableError,
     client_output,
@@ -125,7 +127,7 @@ class KaggleCalls:
 
         ``status`` is the last answer the client saw (None: none; a 308 is the resume probe's, so the PUT
         after it got no answer). 5xx (503: a cut transfer), 429 and no answer are retried under
-        :attr:`retry`, counted per file; another 4xx is final. Only the upload URL's origin is ever
+        :attr:`retry`, counted per file; another 4xx, and 507 (the server's disk is full), are final. Only the upload URL's origin is ever
         shown: the rest of a signed URL is a credential of its own.
         """
         name = os.path.basename(path)
@@ -134,6 +136,10 @@ class KaggleCalls:
         if status is not None and 400 <= status < 500 and status != 429:
             raise RemoteError(f"Kaggle answered HTTP {status} to the upload of {name}",
                               hint="run the same command again; if it fails again, report it with the log (--verbose)")
+        if status == INSUFFICIENT_STORAGE:  # final: a full disk does not clear itself between two tries
+            raise RemoteError(f"Kaggle answered HTTP {status} (Insufficient Storage: the server's disk is full) to the "
+                              f"upload of {name} at {origin}",
+                              hint=DISK_FULL_HINT)
         answered = status is not None and status >= 500
         budget = self._uploads.setdefault(path, self.retry.start(self.clock, self.rng))
         delay = budget.next_delay()

@@ -96,7 +96,7 @@ class DatasetCalls(KaggleCalls):
             logger.info("Kaggle ignored invalid dataset tags: %s", invalid_tags)
         return DatasetPushed(ref=str(getattr(response, "ref", "") or _folder_ref(folder)), url=str(response.url or ""))
 
-    # -- inputs kkb does not build (issue 14) --------------------------------------------------
+    # -- inputs kkb does not build --------------------------------------------------
 
     def dataset_readable(self, ref: str) -> bool:
         """Whether ``owner/slug`` (or ``owner/slug/VERSION``) exists and this user may read it."""

@@ -17,6 +17,9 @@ from collections.abc import Iterator
 from builder.errors import AuthError, KkbError, RemoteError
 
 ENV_BASE_URL = "KKB_KAGGLE_API"
+INSUFFICIENT_STORAGE = 507  # the server's disk is full: final, not worth another try a moment later
+DISK_FULL_HINT = ("nothing is lost: the server keeps what arrived; once it has space again (a local Kaggle: free the "
+                  "disk of its data folder), run the same command again: it resumes")
 HIDDEN = "<hidden>"
 
 logger = logging.getLogger("kkb.kaggle")
@@ -87,7 +90,7 @@ def is_transient(exc: BaseException) -> bool:
 
     status = status_of(exc)
     if status is not None:
-        return status == 429 or status >= 500
+        return status == 429 or (status >= 500 and status != INSUFFICIENT_STORAGE)
     return isinstance(exc, (requests.ConnectionError, requests.Timeout)) or _is_urllib3_connection(exc)
 
 
@@ -177,6 +180,8 @@ def _http_error(status: int, action: str, what: str, message: str, where: str) -
         return RemoteError(text, hint="the title or slug is already used by another kernel or dataset of yours")
     if status == 429:
         return RemoteError(text, hint="Kaggle is rate-limiting this account; wait a few minutes and run it again")
+    if status == INSUFFICIENT_STORAGE:
+        return RemoteError(text, hint=DISK_FULL_HINT)
     if status >= 500:
         return RemoteError(text, hint="a Kaggle-side error; run the same command again later (it resumes)")
     return RemoteError(text)

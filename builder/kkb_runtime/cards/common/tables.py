@@ -1,0 +1,153 @@
+"""Cards over a test *table* (text, gradient boosting, scikit-learn): the rows, the columns, the output.
+
+The rows are the sample submission's ids, in its order, looked up in the competition's test table
+(``[competition] test``, default ``test.csv``; CSV or parquet) by the id column, compared as strings.
+A step writes its prediction columns: the step's ``columns`` (a column group) when it declares them,
+else the card's ``columns``, else every prediction column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...config import KernelConfig
+from ...inputs import find_competition, find_dataset
+from ...submission import read_sample, target_columns, write_submission
+
+DEFAULT_TEST_TABLE = "test.csv"
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+
+
+class PredictError(RuntimeError):
+    """The step cannot predict: missing images, a card that does not match the targets, ..."""
+
+
+class TableError(RuntimeError):
+    """The test table is missing, or lacks the ids or the columns a card reads."""
+
+
+@dataclass(frozen=True)
+class TableJob:
+    """One ``predict`` run of a table card: the rows (in the sample's order) and where the output goes."""
+
+    card: Mapping[str, Any]
+    table: pd.DataFrame
+    ids: list[str]
+    id_column: str
+    columns: list[str]
+    weights_dir: Path
+    out: Path
+
+
+def weights_dir(config: KernelConfig, environ: Mapping[str, str]) -> Path:
+    if environ.get("KKB_WEIGHTS_DIR"):
+        return Path(environ["KKB_WEIGHTS_DIR"])
+    if not config.weights_dataset:
+        raise PredictError("no weights dataset: set KKB_WEIGHTS_DIR or list the checkpoints under [weights] in kernel.toml")
+    return find_dataset(config.weights_dataset)
+
+
+def competition_dir(config: KernelConfig, environ: Mapping[str, str]) -> Path:
+    if environ.get("KKB_COMPETITION_DIR"):
+        return Path(environ["KKB_COMPETITION_DIR"])
+    return find_competition(config.competition_slug, config.sample_submission)
+
+
+def row_limit(environ: Mapping[str, str]) -> int | None:
+    value = environ.get("KKB_ROW_LIMIT", "").strip()
+    return int(value) if value else None
+
+
+def step_columns(config: KernelConfig, environ: Mapping[str, str], card: Mapping[str, Any],
+                 predictions: Sequence[str]) -> list[str]:
+    """The columns this step writes: its own ``columns``, else the card's, else every prediction column."""
+    name = environ.get("KKB_STEP_NAME")
+    step = next((step for step in config.steps if step.get("name") == name), {})
+    declared = list(step.get("columns") or card.get("columns") or ())
+    unknown = [column for column in declared if column not in predictions]
+    if unknown:
+        raise TableError(f"step '{name or card['name']}' declares column(s) {', '.join(unknown)}, which are no "
+                         f"prediction column ({', '.join(predictions)})")
+    return declared or list(predictions)
+
+
+def prediction_columns(config: KernelConfig, sample: pd.DataFrame, id_column: str) -> list[str]:
+    return list(config.submission.get("prediction_columns") or ()) or target_columns(
+        sample, id_column, config.submission.get("target_columns") or ())
+
+
+def table_path(config: KernelConfig, competition: Path) -> Path:
+    configured = config.raw.get("competition", {}).get("test")
+    path = competition / str(configured or DEFAULT_TEST_TABLE)
+    if not path.is_file() or path.suffix.lower() not in TABLE_SUFFIXES:
+        where = f"[competition] test = {configured!r}" if configured else "set [competition] test to the test table"
+        raise TableError(f"test table not found: {path} ({where}; a CSV or parquet file with the id column)")
+    return path
+
+
+def read_table(path: Path, id_column: str) -> pd.DataFrame:
+    if path.suffix.lower() in (".parquet", ".pq"):
+        frame = pd.read_parquet(path)
+        if id_column in frame.columns:
+            frame[id_column] = frame[id_column].astype(str)
+        return frame
+    return pd.read_csv(path, dtype={id_column: str}, keep_default_na=False, na_values=[""])
+
+
+def rows_in_sample_order(table: pd.DataFrame, ids: Sequence[str], id_column: str, where: Path) -> pd.DataFrame:
+    """The table's rows for ``ids``, in that order; every id must be there exactly once."""
+    if id_column not in table.columns:
+        raise TableError(f"{where}: no id column '{id_column}' (it has: {', '.join(map(str, table.columns))})")
+    keyed = table.drop_duplicates(id_column).set_index(id_column)
+    missing = [image_id for image_id in ids if image_id not in keyed.index]
+    if missing:
+        raise TableError(f"{where}: {len(missing)} id(s) of the sample submission are not in the test table "
+                         f"(e.g. {', '.join(map(repr, missing[:3]))})")
+    return keyed.loc[list(ids)].reset_index()
+
+
+def require_columns(frame: pd.DataFrame, wanted: Sequence[str], card: Mapping[str, Any], where: Path) -> None:
+    missing = [column for column in wanted if column not in frame.columns]
+    if missing:
+        raise TableError(f"model '{card['name']}': the test table {where.name} has no column(s) {', '.join(missing)} "
+                         f"(it has: {', '.join(map(str, frame.columns))})")
+
+
+def make_table_job(card: Mapping[str, Any], out: Path, config: KernelConfig, competition: Path, weights: Path,
+                   environ: Mapping[str, str], row_limit: int | None) -> TableJob:
+    id_column = str(config.submission.get("id_column", "id"))
+    sample = read_sample(competition / config.sample_submission, id_column)
+    columns = step_columns(config, environ, card, prediction_columns(config, sample, id_column))
+    if int(card["num_classes"]) != len(columns):
+        raise TableError(f"model '{card['name']}' has num_classes = {card['num_classes']} but its step writes "
+                         f"{len(columns)} column(s) ({', '.join(columns)})")
+    ids = sample[id_column].astype(str).tolist()[:row_limit]
+    path = table_path(config, competition)
+    table = rows_in_sample_order(read_table(path, id_column), ids, id_column, path)
+    return TableJob(card, table, ids, id_column, columns, weights, out)
+
+
+def write_table_output(job: TableJob, values: np.ndarray) -> Path:
+    values = np.asarray(values, dtype=np.float64).reshape(len(job.ids), -1)
+    frame = pd.DataFrame(values, columns=job.columns)
+    frame.insert(0, job.id_column, job.ids)
+    return write_submission(frame, job.out)  # a step's output is written as atomically as the submission
+
+
+def table_job(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) -> TableJob:
+    card = config.model(name)
+    return make_table_job(card, out, config, competition_dir(config, environ), weights_dir(config, environ), environ,
+                          row_limit(environ))
+
+
+__all__ = [
+    "PredictError", "TableError", "TableJob", "competition_dir", "make_table_job", "prediction_columns",
+    "read_table", "row_limit", "rows_in_sample_order", "step_columns", "table_job", "table_path",
+    "weights_dir", "write_table_output",
+]

@@ -1,0 +1,68 @@
+"""``kind = "text"``: a transformers model (its local config, or the user's factory) over the test table's text columns."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from builder.kkb_runtime.vocabulary import CardKind
+from builder.project.cards.base import NetworkCard, check_reference
+from builder.project.spec_values import relative_path
+from builder.project.text_inputs import check_text_inputs
+
+
+class TextCard(NetworkCard):
+    """``model_dir`` (config.json and the tokenizer's files) or ``factory``, and the text columns it reads."""
+
+    kind: Literal[CardKind.TEXT]
+    # A folder in the kernel folder with config.json (and the tokenizer's files): shipped in the weights.
+    model_dir: str | None = None
+    # The tokenizer's folder, when it is not model_dir.
+    tokenizer: str | None = None
+    text_columns: list[str] = Field(default_factory=list)
+    # A second segment (the tokenizer's pair: [SEP] between, token_type_ids 1), e.g. the answer.
+    text_pair_columns: list[str] = Field(default_factory=list)
+    separator: str = " "
+    max_len: int = Field(default=512, gt=4)
+    truncation: Literal["head_tail", "head", "tail"] = "head_tail"
+    # head_tail: how many tokens of the start are kept (default: half of what fits).
+    head_tokens: int | None = Field(default=None, ge=0)
+    # What forward() returns, when it is not the logits: an index of a tuple or a key of a dict.
+    output: int | str | None = None
+    # --- parity with a notebook's own input (builder.project.text_inputs, docs/parity.md) ---------------
+    # "module:function": the notebook's own tokenization (the test table and the tokenizer in, input ids per row out).
+    encode_function: str | None = None
+    # "dynamic": each length-sorted batch padded to its longest row; "max_length": every batch to max_len.
+    padding: Literal["dynamic", "max_length"] = "dynamic"
+    # Where kkb's own truncation is used: each text column's own budget of tokens, before the columns are joined.
+    column_max_len: dict[str, int] = Field(default_factory=dict)
+
+    @field_validator("model_dir", "tokenizer")
+    @classmethod
+    def _folders_inside(cls, value: str | None) -> str | None:
+        return None if value is None else relative_path(value)
+
+    @field_validator("encode_function")
+    @classmethod
+    def _encode_reference(cls, value: str | None) -> str | None:
+        return check_reference(value, "your tokenization: the test table and the tokenizer in, input ids per row out")
+
+    @field_validator("column_max_len")
+    @classmethod
+    def _budgets(cls, value: dict[str, int]) -> dict[str, int]:
+        bad = [f"{column} = {tokens}" for column, tokens in value.items() if tokens < 1]
+        if bad:
+            raise ValueError(f"column_max_len: {', '.join(bad)}: a budget is a positive number of tokens")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TextCard:
+        if self.model_dir is None and self.factory is None:  # both: the factory gets the folder (model_dir=)
+            raise ValueError(f"[[models]] '{self.name}': a text card needs model_dir (a folder with the transformers "
+                             "config.json) or factory ('package.module:function' returning the nn.Module), or both")
+        check_text_inputs(self)  # encode_function, or text_columns (and column_max_len naming them)
+        return self
+
+
+__all__ = ["TextCard"]

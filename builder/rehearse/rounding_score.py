@@ -1,0 +1,84 @@
+"""Rounding judged by the score: with the answers at hand, the expected score of the file before and after
+``[submission] decimals``; a rounding that moves it by more than :data:`SCORE_TOLERANCE` (either way) is a
+warning naming the columns that moved it and the digits that would keep it.
+
+The runtime keeps the predictions before rounding in ``/kaggle/temp`` (``kkb_runtime.rounding.UNROUNDED_FILE``);
+in the dry run's sandbox that is the ``temp`` folder beside the working dir.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from builder.kkb_runtime.metrics import PartScores
+from builder.kkb_runtime.rounding import MAX_DECIMALS, UNROUNDED_FILE, round_column
+
+SCORE_TOLERANCE = 1e-6
+
+Scorer = Callable[[pd.DataFrame], PartScores]
+
+
+@dataclass(frozen=True)
+class RoundingEffect:
+    unrounded: PartScores
+    rounded: PartScores
+    culprits: tuple[tuple[str, int | None, str], ...] = ()  # (column, digits that keep the score or None, kind)
+
+    @property
+    def moved(self) -> float:
+        return max(abs(self.rounded.public - self.unrounded.public), abs(self.rounded.private - self.unrounded.private))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"unrounded": {"public": self.unrounded.public, "private": self.unrounded.private},
+                "rounded": {"public": self.rounded.public, "private": self.rounded.private}, "moved": self.moved,
+                "columns": [{"column": c, "digits": d, "kind": k} for c, d, k in self.culprits]}
+
+    def warning(self, label: str) -> str | None:
+        if self.moved <= SCORE_TOLERANCE:
+            return None
+        named = ", ".join(f"'{c}' (keeps it at {d} {k})" if d is not None else f"'{c}' (no rounding keeps it)"
+                          for c, d, k in self.culprits[:6]) + (", ..." if len(self.culprits) > 6 else "")
+        kept = [d for _, d, _ in self.culprits if d is not None]
+        fix = f"; set [submission] decimals = {max(kept)}" if kept and len(kept) == len(self.culprits) else ""
+        return (f"{label}: rounding moves the expected score by {self.moved:.2g} (public {self.unrounded.public:.7g} -> "
+                f"{self.rounded.public:.7g}, private {self.unrounded.private:.7g} -> {self.rounded.private:.7g}): "
+                f"columns {named or '(none alone)'}{fix}")
+
+
+def unrounded_file(working_dir: Path) -> Path:
+    return working_dir.parent / "temp" / UNROUNDED_FILE
+
+
+def rounding_effect(score: Scorer, unrounded: pd.DataFrame, rounded: pd.DataFrame,
+                    records: Sequence[Mapping[str, Any]]) -> RoundingEffect:
+    """The score of both files; where it moved, each rounded column's own move and the fewest digits (at least
+    the used ones) that keep it within the tolerance."""
+    before, after = score(unrounded), score(rounded)
+    effect = RoundingEffect(before, after)
+    if effect.moved <= SCORE_TOLERANCE:
+        return effect
+    culprits = []
+    for record in records:
+        column, used, kind = str(record["column"]), record.get("used"), str(record.get("kind") or "decimals")
+        if used is None or column not in unrounded.columns:
+            continue
+        if _moves(score, before, unrounded, column, int(used), kind):
+            keeps = next((d for d in range(int(used) + 1, MAX_DECIMALS + 1)
+                          if not _moves(score, before, unrounded, column, d, kind)), None)
+            culprits.append((column, keeps, kind))
+    return RoundingEffect(before, after, tuple(culprits))
+
+
+def _moves(score: Scorer, before: PartScores, unrounded: pd.DataFrame, column: str, digits: int, kind: str) -> bool:
+    trial = unrounded.copy()
+    trial[column] = round_column(unrounded[column].astype(float), digits, kind)
+    after = score(trial)
+    return max(abs(after.public - before.public), abs(after.private - before.private)) > SCORE_TOLERANCE
+
+
+__all__ = ["SCORE_TOLERANCE", "RoundingEffect", "Scorer", "rounding_effect", "unrounded_file"]
