@@ -311,3 +311,35 @@ def test_the_kernel_runs_each_fold_with_its_scaler_and_equals_torch_itself(tmp_p
         written = pd.read_csv(path, dtype={"id": str})
         assert list(written["id"]) == ["1", "2", "3", "4"]
         np.testing.assert_allclose(written[["p0", "p1"]].to_numpy(), direct, atol=1e-6)
+
+
+def test_show_inputs_gives_the_feature_row_in_the_nets_order_and_what_the_net_receives(tmp_path: Path) -> None:
+    """A torch kernel built end to end (BUILD_CARDS: prepare, its preprocessor shipped, the public test checked), then
+    its view for ``--show-inputs``: the features in feature_columns' order and the first fold's scaled float32 row."""
+    import joblib
+
+    from builder.build import BuildSettings, build_kernel
+    from builder.rehearse.card_inputs import card_inputs
+
+    kernel = write_kernel(tmp_path / "k", folds=2, scalers=2)
+    (kernel / "data").mkdir()
+    test = pd.DataFrame({"id": [7, 5, 6], "x": [0.5, 1.5, -1.0], "y": [2.0, 3.0, 0.0]})
+    test.to_csv(kernel / "data" / "test.csv", index=False)
+    pd.DataFrame({"id": [5, 6, 7], "p0": 0.5, "p1": 0.5}).to_csv(kernel / "data" / "sample_submission.csv", index=False)
+    (kernel / "kernel.toml").write_text(
+        '[kernel]\ntitle = "kkb torch inputs"\nowner = "tester"\naccelerator = "none"\n\n'
+        '[competition]\nslug = "kkb-torch"\ndata = "data"\ntest = "test.csv"\n\n'
+        '[code]\ninclude = ["tnet/**/*.py"]\n\n[weights]\ninclude = []\n\n'
+        '[[models]]\nname = "net"\nkind = "torch"\nfactory = "tnet.model:make"\nfeature_function = "tnet.model:feats"\n'
+        'checkpoint = "weights/net.pt"\nnum_classes = 2\nfeature_columns = ["c", "a", "b"]\n'
+        'preprocessor = "weights/scaler_*.joblib"\nallow_joblib = true\n')
+    build = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "build"))
+    (entry,) = card_inputs(build, kernel / "data", 2)
+    assert (entry["card"], entry["kind"], len(entry["rows"])) == ("net", "torch", 2), entry
+    first = entry["rows"][0]  # id 5 (the sample's order): x = 1.5, y = 3.0
+    assert [(f["name"], f["value"]) for f in first["features"]] == [("c", 3.0), ("a", 1.5), ("b", 3.0)]
+    scaler = joblib.load(kernel / "weights" / "scaler_0.joblib")
+    expected = scaler.transform(pd.DataFrame({"c": [3.0], "a": [1.5], "b": [3.0]}))[0]
+    np.testing.assert_allclose(first["net_input"], expected, atol=1e-5)
+    assert entry["lines"][1] == "  row 0: c:float64=3.0, a:float64=1.5, b:float64=3.0"
+    assert entry["lines"][2].startswith("    net input (float32, after the preprocessor): [")
