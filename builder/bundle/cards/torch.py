@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from builder.bundle.cards.unit import Extra, build_card
+from builder.bundle.cards.unit import Extra, build_card, public_test_table
 from builder.bundle.checkpoints import GLOB_CHARACTERS, checkpoint_sources
 from builder.bundle.kernel_env import kernel_environment, user_frames
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
@@ -164,11 +164,8 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Torc
                       sample: pd.DataFrame) -> None:
     """The public test's features, columns, preprocessor and the first fold's output, as in the kernel."""
     id_column = spec.submission.id_column
-    path = data / (spec.competition.test or "test.csv")
+    path = public_test_table(spec, kernel_dir, data, card)
     where = f"{kernel_dir / SPEC_FILE}: models.{card.name}"
-    if not path.is_file():
-        raise BundleError(f"{where}: no test table {path} in the public data",
-                          hint="set [competition] test to the CSV (or parquet) of test rows, relative to [competition] data")
     resolved = _card(card)
     scalers = preprocessor_sources(card, kernel_dir)  # the first fold's is the first (prepare checked the pairing)
     if card.num_classes != len(columns):
