@@ -1,7 +1,7 @@
 """Torch cards: the user's ``nn.Module`` over float32 tensors of the feature function's table.
 
 * The features: ``feature_function`` on the test rows (shared with every card naming the same function:
-  :mod:`kkb_runtime.features`), then ``feature_columns`` selected in their order (default: every column
+  ``common.features``), then ``feature_columns`` selected in their order (default: every column
   the function returns, in its order). A column the table lacks, or one that is not numeric, stops the
   step naming it.
 * ``preprocessor``: the fitted scaler / encoder the training saved (joblib, the card's ``allow_joblib``;
