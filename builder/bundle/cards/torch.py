@@ -1,7 +1,7 @@
 """Torch cards at build time: the net built by the kernel's own code, each fold fitted strictly, the preprocessor
 loaded, and on the public test the features, the columns and the output exactly as the kernel computes them.
 
-The net comes from the card's ``factory(**model_kwargs)`` (``builder.kkb_runtime.models``); each fold (a file,
+The net comes from the card's ``factory(**model_kwargs)`` (``builder.kkb_runtime.cards.common.models``); each fold (a file,
 a glob, or several state dicts in one file) is remapped, fitted strictly and written as safetensors
 (``builder.bundle.models.prepare_source``). With ``feature_columns`` the net is run on a zero batch of that
 width here; with the public data, the feature function runs on the public test table, the columns are
