@@ -16,6 +16,7 @@ import pytest
 from pydantic import BaseModel
 
 from builder.notebook.render import make_environment
+from builder.project.cards.kinds import DEFAULT_KIND
 from builder.project.scaffold import Column, InputEntry, OwnDataset, Scaffold, kernel_toml
 from builder.project.spec import KernelSpec
 from builder.project.templating import SCAFFOLD_TEMPLATES, scaffold_environment, strict_environment
@@ -66,8 +67,17 @@ def unknown_keys(model: type[BaseModel], data: dict[str, object], where: str = "
         items = value if isinstance(value, list) else [value]
         for item in items:
             if nested and isinstance(item, dict):
-                unknown += unknown_keys(nested[0], item, f"{where}{key}.")
+                unknown += unknown_keys(_member_for(nested, item), item, f"{where}{key}.")
     return unknown
+
+
+def _member_for(models: list[type[BaseModel]], item: dict[str, object]) -> type[BaseModel]:
+    """The union member a table is read as: a card by its ``kind`` (no kind: an image card), else the first."""
+    if "kind" not in models[0].model_fields:
+        return models[0]
+    kind = str(item.get("kind", DEFAULT_KIND))
+    return next((model for model in models if kind in [str(arg) for arg in typing.get_args(model.model_fields["kind"].annotation)]),
+                models[0])
 
 
 @pytest.mark.parametrize("name", sorted(SCAFFOLDS))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.bundle.checkpoints import checkpoint_sources
+from builder.bundle.kernel_env import kernel_environment
 from builder.bundle.models import offline_environment, user_code_importable
 from builder.bundle.text_notes import text_notes
 from builder.kkb_runtime.cards import tabular as runtime_tabular
@@ -45,7 +46,7 @@ def _tabular_notes(spec: KernelSpec, kernel_dir: Path) -> tuple[str, ...]:
         if not isinstance(card, TabularCard) or not test.is_file():
             continue
         columns = list(step.columns or card.columns) or predictions
-        with user_code_importable(kernel_dir), offline_environment():
+        with user_code_importable(kernel_dir), offline_environment(), kernel_environment(spec, kernel_dir, data):
             rows = rows_in_sample_order(read_table(test, id_column), sample[id_column].astype(str).tolist(), id_column, test)
             notes += _card_notes(card, kernel_dir, runtime_tabular.features(card.model_dump(mode="json"), rows, id_column),
                                  columns)

@@ -34,6 +34,7 @@ class FakeKaggle:
     fail_after_acting: set[str] = field(default_factory=set)  # "dataset", "kernel", "submit"
     run_status: str = "complete"
     run_log: list[dict[str, Any]] = field(default_factory=list)
+    run_output: dict[str, str] = field(default_factory=dict)  # the run's output files (kernel_output)
     score: tuple[str, str, str] = ("complete", "0.875", "")
     calls: list[str] = field(default_factory=list)
     on_retry: Any = None
@@ -102,6 +103,14 @@ class FakeKaggle:
 
     def kernel_log(self, kernel: str, version: int | None = None) -> list[dict[str, Any]]:
         return self.run_log
+
+    def kernel_output(self, kernel: str, version: int | None, dest: Path) -> list[Path]:
+        """The run's output files written into ``dest`` (``self.run_output``: name -> text; none by default)."""
+        written = []
+        for name, text in self.run_output.items():
+            (dest / name).write_text(text)
+            written.append(dest / name)
+        return written
 
     # competitions
     def submit_code(self, competition: str, kernel: str, version: int, file_name: str, message: str) -> tuple[int, str]:
