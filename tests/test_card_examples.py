@@ -3,7 +3,7 @@ test, equal to a direct run of the same models on the same data, and submitted e
 
 Each example's assets come from its seeded ``make_assets.py`` (skipped when up to date). The direct run
 uses the libraries themselves (transformers' own tokenizer call and model, LightGBM's and scikit-learn's
-predict), not kkb's runtime, on the hidden test table.
+predict, torch's forward), not kkb's runtime, on the hidden test table.
 """
 
 from __future__ import annotations
@@ -71,13 +71,16 @@ def direct_text(kernel: Path, table: pd.DataFrame) -> pd.DataFrame:
 
 
 def direct_tabular(kernel: Path, table: pd.DataFrame) -> pd.DataFrame:
-    """The LightGBM folds averaged, then averaged with the pipeline's probabilities put in the columns' order."""
+    """The LightGBM folds averaged, the pipeline's probabilities put in the columns' order, the torch net's folds
+    (softmax over the scaled features in the net's training order) averaged; then the three averaged."""
     import joblib
     import lightgbm as lgb
+    import torch
 
     sys.path.insert(0, str(kernel))
     try:
         from tabkernel.features import make
+        from tabkernel.net import make_net
     finally:
         sys.path.remove(str(kernel))
     features = make(table)
@@ -87,8 +90,17 @@ def direct_tabular(kernel: Path, table: pd.DataFrame) -> pd.DataFrame:
     classes = list(pipeline.classes_)
     assert classes == ["high", "low", "mid"]  # sorted by scikit-learn, not in the submission's order
     proba = pipeline.predict_proba(features)[:, [classes.index(column) for column in ("low", "mid", "high")]]
+    scaler = joblib.load(kernel / "weights" / "net_scaler.joblib")
+    inputs = torch.tensor(scaler.transform(features[list(scaler.feature_names_in_)]), dtype=torch.float32)
+    assert list(scaler.feature_names_in_)[:2] == ["x1_x2", "x1"]  # the net's own order, not the feature function's
+    nets = []
+    for state in torch.load(kernel / "weights" / "net_folds.pt", weights_only=True).values():
+        net = make_net(9)
+        net.load_state_dict(state)
+        with torch.no_grad():
+            nets.append(torch.softmax(net.eval()(inputs), dim=1).numpy())
     out = pd.DataFrame({"id": table["id"].astype(str)})
-    out[["low", "mid", "high"]] = (gbdt + proba) / 2
+    out[["low", "mid", "high"]] = (gbdt + proba + np.mean(nets, axis=0)) / 3
     return out
 
 
@@ -118,6 +130,10 @@ def test_both_scenarios_ok_scored_and_equal_to_a_direct_run(example: Path, tmp_p
     targets = list(config.target_columns)
     np.testing.assert_allclose(written[targets].to_numpy(), expected[targets].to_numpy(),
                                atol=2e-6)
+    if example.name == "tabular-style":  # three cards on one feature function: computed once, read twice
+        shared = rerun.to_json()["shared_features"]
+        assert [(entry["function"], entry["computed_by"], entry["read_by"]) for entry in shared] == [
+            ("tabkernel.features:make", ["lgbm"], ["logreg", "net"])], shared
 
 
 @pytest.mark.loopback

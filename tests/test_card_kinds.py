@@ -57,8 +57,8 @@ GBDT = {"name": "g", "kind": "gbdt", "library": "lightgbm", "checkpoint": "weigh
                  "a scikit-learn card loads a pickle (joblib), which runs code: set allow_joblib = true", id="joblib"),
     pytest.param({**GBDT, "arch": "x"}, 'models[0].arch: `arch` is a key of image cards; this card is `kind = "gbdt"`',
                  id="tabular-arch"),
-    pytest.param({**TEXT, "kind": "audio"}, "models[0].kind: Input should be 'image', 'text', 'gbdt' or 'sklearn'",
-                 id="kind"),
+    pytest.param({**TEXT, "kind": "audio"},
+                 "models[0].kind: Input should be 'image', 'text', 'gbdt', 'sklearn' or 'torch'", id="kind"),
 ])
 def test_a_card_is_checked_against_its_kind(card: dict[str, Any], message: str) -> None:
     with pytest.raises(SpecError) as caught:
@@ -68,13 +68,16 @@ def test_a_card_is_checked_against_its_kind(card: dict[str, Any], message: str) 
 
 IMAGE = {"name": "i", "arch": "test_resnet", "checkpoint": "weights/i.pth", "num_classes": 2}
 SKLEARN = {"name": "s", "kind": "sklearn", "allow_joblib": True, "checkpoint": "weights/s.joblib", "num_classes": 1}
-VALID = {CardKind.IMAGE: IMAGE, CardKind.TEXT: TEXT, CardKind.GBDT: GBDT, CardKind.SKLEARN: SKLEARN}
-# A key only one kind takes, with a value that kind would accept.
+TORCH = {"name": "t", "kind": "torch", "factory": "tnet.model:make", "checkpoint": "weights/t.pt", "num_classes": 2}
+VALID = {CardKind.IMAGE: IMAGE, CardKind.TEXT: TEXT, CardKind.GBDT: GBDT, CardKind.SKLEARN: SKLEARN, CardKind.TORCH: TORCH}
+# A key of the kind that other kinds do not take, with a value that kind would accept (allow_joblib: sklearn's
+# and torch's, for a torch card's preprocessor).
 OWN_KEY = {CardKind.IMAGE: ("in_chans", 7), CardKind.TEXT: ("max_len", 10), CardKind.GBDT: ("library", "xgboost"),
-           CardKind.SKLEARN: ("allow_joblib", True)}
+           CardKind.SKLEARN: ("allow_joblib", True), CardKind.TORCH: ("feature_columns", ["a"])}
 # A typo of one of the kind's own keys, and the key it means.
 TYPO = {CardKind.IMAGE: ("input_sizes", "input_size"), CardKind.TEXT: ("text_column", "text_columns"),
-        CardKind.GBDT: ("libary", "library"), CardKind.SKLEARN: ("pickle_mains", "pickle_main")}
+        CardKind.GBDT: ("libary", "library"), CardKind.SKLEARN: ("pickle_mains", "pickle_main"),
+        CardKind.TORCH: ("feature_column", "feature_columns")}
 
 
 def test_every_kind_has_a_valid_card_and_keys_of_its_own() -> None:
@@ -83,12 +86,14 @@ def test_every_kind_has_a_valid_card_and_keys_of_its_own() -> None:
         assert type(spec(card).models[0]) is CARD_MODELS[kind]
 
 
-@pytest.mark.parametrize(("kind", "other"), [(kind, other) for kind in CardKind for other in CardKind if kind != other])
+@pytest.mark.parametrize(("kind", "other"), [(kind, other) for kind in CardKind for other in CardKind
+                                             if OWN_KEY[other][0] not in CARD_MODELS[kind].model_fields])
 def test_a_key_of_another_kind_is_refused_naming_that_kind(kind: CardKind, other: CardKind) -> None:
     key, value = OWN_KEY[other]
+    owners = " and ".join(str(owner) for owner in CARD_MODELS if key in CARD_MODELS[owner].model_fields)
     with pytest.raises(SpecError) as caught:
         spec({**VALID[kind], key: value})
-    assert caught.value.message == (f"kernel.toml: models[0].{key}: `{key}` is a key of {other} cards; "
+    assert caught.value.message == (f"kernel.toml: models[0].{key}: `{key}` is a key of {owners} cards; "
                                     f'this card is `kind = "{kind}"`')
 
 

@@ -21,7 +21,7 @@ from builder.bundle.cards.settings import ResolvedSetting
 from builder.bundle.wheels import WheelsResult
 from builder.errors import KkbError
 from builder.project.init import InitResult
-from builder.rehearse.report import DryRunReport
+from builder.rehearse.report import DryRunReport, ScenarioReport
 from builder.remote.push import PushResult
 from builder.remote.rehearsal import RehearsalResult
 from builder.remote.session import ProgressEvent
@@ -171,6 +171,14 @@ def _show_rehearsal(result: RehearsalResult) -> None:
         console.print(f"rehearsed {result.plan.rehearsal_id}{version} ({result.status}); never submitted", highlight=False)
 
 
+def _show_steps(s: ScenarioReport) -> None:
+    for step in s.steps:
+        console.print(f"  [dim]step {step.get('name')}: {float(step.get('seconds') or 0):.1f} s, "
+                      f"{int(step.get('peak_rss_bytes') or 0) / 2**20:.0f} MiB[/dim]", highlight=False)
+    for shared in s.shared_features:  # a feature function the table cards share: computed once
+        console.print(f"  [dim]{_escape(shared['line'])}[/dim]", highlight=False)
+
+
 def _show_heading(report: DryRunReport, heading: str | None) -> None:
     if heading:
         console.print(f"[bold]{_escape(heading)}[/bold]", highlight=False)
@@ -196,9 +204,7 @@ def _show_dry_run(report: DryRunReport, heading: str | None = None, show_inputs:
             console.print(f"  [dim]fast commit: {_escape(s.fast_commit)}[/dim]", highlight=False)
         for line in (s.evaluation_api or {}).get("lines", []):  # evaluation-API kernels: the gateway's view
             console.print(f"  [dim]{_escape(line)}[/dim]", highlight=False)
-        for step in s.steps:
-            console.print(f"  [dim]step {step.get('name')}: {float(step.get('seconds') or 0):.1f} s, "
-                          f"{int(step.get('peak_rss_bytes') or 0) / 2**20:.0f} MiB[/dim]", highlight=False)
+        _show_steps(s)
         for warning in s.warnings:
             console.print(f"  [yellow]warning:[/yellow] {_escape(warning)}", highlight=False)
         for line in filter(None, [s.stand_in, *(s.metric or {}).get("lines", [])]):  # what --rerun-scale replicated; the metric

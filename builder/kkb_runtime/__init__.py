@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import commit, install, metrics, postprocess, rehearsal, rounding, submission  # noqa: F401  (install: the notebook calls kkb.install)
+from . import commit, features, install, metrics, postprocess, rehearsal, rounding, submission  # noqa: F401  (install: the notebook calls kkb.install)
 from .config import KernelConfig, load_config
 from .inputs import InputNotFound, Inputs, find_input, resolve_inputs
 from .postprocess import Context as PostprocessContext
@@ -82,7 +82,7 @@ class KernelRun:
         out_dir = self.inputs.working / "kkb_steps"
         out_dir.mkdir(parents=True, exist_ok=True)
         limit = self.decision.row_limit if self.decision and self.decision.fast else None
-        with self._stage("steps"):
+        with self._stage("steps"), features.feature_cache(self.inputs.working.parent):  # shared feature tables
             for step in self.config.steps:
                 self.steps.append(run_step(step, self.inputs, self.config.path, out_dir, limit))
                 record_steps(self.steps, self.inputs.working)

@@ -55,6 +55,7 @@ class StepResult:
     run_delay_seconds: float | None = None
     load: float | None = None
     cpus: int | None = None
+    features: dict[str, Any] | None = None  # a table card's feature table: computed here or read (kkb_runtime.features)
 
 
 def step_command(run: str, values: Mapping[str, str]) -> list[str]:
@@ -142,7 +143,8 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
                       peak_gpu_bytes=meta.get("peak_gpu_bytes"), rows=meta.get("rows"), load_seconds=meta.get("load_seconds"),
                       infer_seconds=meta.get("infer_seconds"), batch_seconds=meta.get("batch_seconds"),
                       timing=StepTiming.from_json(meta.get("timing")), cpu_seconds=round(_children_cpu() - cpu_before, 3),
-                      run_delay_seconds=delay.seconds, load=round(os.getloadavg()[0], 2), cpus=_cpus())
+                      run_delay_seconds=delay.seconds, load=round(os.getloadavg()[0], 2), cpus=_cpus(),
+                      features=meta.get("features"))
 
 
 class _RunDelay:

@@ -102,6 +102,7 @@ class CardKind(StrEnum):
     TEXT = "text"  # transformers model (local config + weights, or the user's factory) over token ids
     GBDT = "gbdt"  # LightGBM / XGBoost / CatBoost boosters over a feature table
     SKLEARN = "sklearn"  # scikit-learn estimators or pipelines (joblib, an explicit opt-in)
+    TORCH = "torch"  # the user's nn.Module (a factory) over float32 tensors of a feature table
 
 
 class Scenario(StrEnum):

@@ -7,6 +7,8 @@ Computed here, beside the sandbox, with the kernel runtime's own functions on th
 * text: the tokens the model receives, decoded (special tokens and segment changes marked), the row's
   length, and where kkb's truncation cut each segment (an encode function's rows are shown as returned);
 * tabular: the feature row in the order the model receives it, after any reorder (name, dtype, value);
+* torch: the feature row in the net's order (``feature_columns``), and the float32 values the net receives after
+  the first fold's preprocessor, when it has one;
 * image: the tensor after the card's pipeline: shape, dtype, per-channel mean and std, value range.
 
 A card whose view cannot be made says why in its entry; the dry run goes on.
@@ -25,7 +27,10 @@ from builder.bundle.models import offline_environment, user_code_importable
 from builder.kkb_runtime.cards import tabular as runtime_tabular
 from builder.kkb_runtime.cards import text as runtime_text
 from builder.kkb_runtime.cards import text_inputs
+from builder.kkb_runtime.cards import torch as runtime_torch
 from builder.kkb_runtime.cards.common.checkpoints import checkpoint_entries
+from builder.kkb_runtime.cards.common.estimators import load_estimator
+from builder.kkb_runtime.cards.common.features import features
 from builder.kkb_runtime.cards.common.tables import read_table, rows_in_sample_order
 from builder.kkb_runtime.cards.image import predict as runtime_predict
 from builder.kkb_runtime.cards.image.transforms import inference_pipeline
@@ -121,6 +126,22 @@ def _tabular_rows(config: KernelConfig, card: Mapping[str, Any], build: BuildRes
                           for column, value in row.items()]} for _, row in frame.iterrows()]
 
 
+def _torch_rows(config: KernelConfig, card: Mapping[str, Any], build: BuildResult, data: Path,
+                rows: int) -> list[dict[str, Any]]:
+    id_column = str(config.submission.get("id_column", "id"))
+    frame = runtime_torch.select_columns(card, features(card, _test_rows(config, data, rows), id_column))
+    scaler = checkpoint_entries(card)[0].get("preprocessor")
+    inputs = runtime_torch.as_inputs(card, frame, load_estimator(card, build.weights_dir / str(scaler)) if scaler else None)
+    out = []
+    for index, (_, row) in enumerate(frame.iterrows()):
+        entry: dict[str, Any] = {"features": [{"name": str(column), "dtype": str(frame[column].dtype), "value": _plain(value)}
+                                              for column, value in row.items()]}
+        if scaler:
+            entry["net_input"] = [round(float(value), 6) for value in inputs[index]]
+        out.append(entry)
+    return out
+
+
 def _image_rows(config: KernelConfig, card: Mapping[str, Any], build: BuildResult, data: Path,
                 rows: int) -> list[dict[str, Any]]:
     id_column = str(config.submission.get("id_column", "id"))
@@ -149,6 +170,7 @@ VIEWS: dict[CardKind, View] = {
     CardKind.TEXT: _text_rows,
     CardKind.GBDT: _tabular_rows,
     CardKind.SKLEARN: _tabular_rows,
+    CardKind.TORCH: _torch_rows,
 }
 
 
@@ -165,6 +187,8 @@ def lines(entry: Mapping[str, Any]) -> list[str]:
             out.append(f"    {row['tokens']}")
         elif "features" in row:
             out.append(f"  row {index}: " + ", ".join(f"{f['name']}:{f['dtype']}={f['value']}" for f in row["features"]))
+            if "net_input" in row:  # a torch card's features after its preprocessor
+                out.append(f"    net input (float32, after the preprocessor): {row['net_input']}")
         else:
             out.append(f"  row {index}: {row['image']}: tensor {tuple(row['shape'])} {row['dtype']}, mean "
                        f"{row['mean']}, std {row['std']}, range {row['range']}")

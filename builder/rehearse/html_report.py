@@ -91,7 +91,8 @@ def _timeline(s: ScenarioReport) -> str:
     rows = "".join(f"<tr><td>{_e(str(step.get('name')))}</td><td>{float(step.get('seconds') or 0):.2f} s</td>"
                    f"<td>{_size(int(step.get('peak_rss_bytes') or 0))}</td></tr>" for step in s.steps)
     table = f"<table><tr><th>step</th><th>time</th><th>peak memory</th></tr>{rows}</table>"
-    return "<h3>steps</h3>" + table + _plot(_timeline_plot, s.steps)
+    shared = "".join(f"<p>{_e(entry['line'])}</p>" for entry in s.shared_features)  # feature tables computed once
+    return "<h3>steps</h3>" + table + shared + _plot(_timeline_plot, s.steps)
 
 
 def _timeline_plot(ax: Any, steps: list[dict[str, Any]]) -> None:

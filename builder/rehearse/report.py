@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from builder.kkb_runtime.features import sharing
 from builder.kkb_runtime.vocabulary import Scenario
 from builder.rehearse.verdict import NOT_REHEARSED, Judgement
 
@@ -78,7 +79,13 @@ class ScenarioReport:
         # A step's output lay in the sandbox, deleted after the run: point at the copy kept in the dry-run folder.
         data["steps"] = [{**step, "output": self.member_outputs.get(str(step.get("name")))} if "output" in step else step
                          for step in data["steps"]]
+        data["shared_features"] = self.shared_features
         return data
+
+    @property
+    def shared_features(self) -> list[dict[str, Any]]:
+        """Per feature function the table cards used: which step computed it, which steps read it."""
+        return sharing(self.steps)
 
 
 @dataclass(frozen=True)

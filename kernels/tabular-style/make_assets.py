@@ -1,4 +1,4 @@
-"""Generate the tabular-style example: a 3-class table competition, LightGBM folds and a scikit-learn pipeline.
+"""Generate the tabular-style example: a 3-class table competition, LightGBM folds, a scikit-learn pipeline, a torch net.
 
     python kernels/tabular-style/make_assets.py [--force] [--out FOLDER]
 
@@ -10,8 +10,11 @@ Shaped like an atmaCup-style table notebook (seeded, offline, CPU, a few seconds
     weights/            lgbm_fold{0,1,2}.txt (LightGBM boosters, one per fold, on tabkernel.features.make)
                         logreg.joblib (a scikit-learn Pipeline: StandardScaler + LogisticRegression,
                         classes "high", "low", "mid" in sklearn's sorted order, not the columns')
+                        net_folds.pt ({fold: state_dict} of tabkernel.net.make_net, one file for the three
+                        folds) and net_scaler.joblib (the StandardScaler fitted on NET_COLUMNS, in that order)
 
-The class is the tertile of x1 * x2 + the colour's offset + noise. Skipped when ``data/.stamp.json``
+The net trains deterministically (seeded, full-batch Adam, one thread, CPU). The class is the tertile of
+x1 * x2 + the colour's offset + noise. Skipped when ``data/.stamp.json``
 matches this script, the features and the library versions; ``--force`` regenerates.
 """
 
@@ -41,7 +44,10 @@ TRAIN_ROWS, PUBLIC_ROWS, HIDDEN_ROWS = 900, 5, 200
 FOLDS = 3
 CLASSES = ["low", "mid", "high"]
 OFFSETS = {"red": -0.6, "green": 0.0, "blue": 0.6}
-VERSIONED = ("lightgbm", "scikit-learn", "numpy", "pandas")
+VERSIONED = ("lightgbm", "scikit-learn", "numpy", "pandas", "torch")
+# The net's inputs, in its training order (kernel.toml's feature_columns): not the feature function's order.
+NET_COLUMNS = ["x1_x2", "x1", "x2", "x3", "x4", "x3_minus_x4", "colour_red", "colour_green", "colour_blue"]
+NET_EPOCHS = 150
 
 
 def table(count: int, rng: np.random.Generator) -> tuple[pd.DataFrame, np.ndarray]:
@@ -95,12 +101,45 @@ def train(weights: Path, rng: np.random.Generator) -> dict[str, float]:
     named = np.asarray(CLASSES)[labels]  # string classes: sklearn sorts them (high, low, mid)
     pipeline = make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)).fit(features, named)
     joblib.dump(pipeline, weights / "logreg.joblib")
+    scores.update(train_net(weights, features, labels))
+    return scores
+
+
+def train_net(weights: Path, features: pd.DataFrame, labels: np.ndarray) -> dict[str, float]:
+    """The torch net's folds on the scaled NET_COLUMNS, in one {fold: state_dict} file, and the scaler."""
+    import joblib
+    import torch
+    from sklearn.preprocessing import StandardScaler
+    from tabkernel.net import make_net
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    scaler = StandardScaler().fit(features[NET_COLUMNS])
+    joblib.dump(scaler, weights / "net_scaler.joblib")
+    inputs = torch.tensor(scaler.transform(features[NET_COLUMNS]), dtype=torch.float32)
+    targets = torch.tensor(labels, dtype=torch.long)
+    folds, scores = {}, {}
+    for fold in range(FOLDS):
+        keep = torch.from_numpy(np.arange(len(features)) % FOLDS != fold)
+        torch.manual_seed(SEED + fold)
+        net = make_net(len(NET_COLUMNS))
+        optimiser = torch.optim.Adam(net.parameters(), lr=0.03)
+        for _ in range(NET_EPOCHS):
+            optimiser.zero_grad()
+            torch.nn.functional.cross_entropy(net(inputs[keep]), targets[keep]).backward()
+            optimiser.step()
+        with torch.no_grad():
+            held = net.eval()(inputs[~keep]).argmax(1)
+        scores[f"net_fold{fold}"] = float((held == targets[~keep]).float().mean())
+        folds[fold] = net.state_dict()
+    torch.save(folds, weights / "net_folds.pt")
     return scores
 
 
 def fingerprint() -> str:
     digest = hashlib.sha256(Path(__file__).read_bytes())
     digest.update((HERE / "tabkernel" / "features.py").read_bytes())
+    digest.update((HERE / "tabkernel" / "net.py").read_bytes())
     for package in VERSIONED:
         digest.update(f"{package}={metadata.version(package)}".encode())
     return digest.hexdigest()

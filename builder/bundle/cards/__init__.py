@@ -1,4 +1,5 @@
-"""Model cards at build time: one module per kind (``image``, ``text``, ``tabular``), one :data:`BUILD_CARDS` table.
+"""Model cards at build time: one module per kind (``image``, ``text``, ``tabular``, ``torch``), one :data:`BUILD_CARDS`
+table.
 
 Each entry (:class:`~builder.bundle.cards.unit.BuildCard`) is the kind's whole build side: the pip extra its
 build imports, its preparation, the files it ships besides its checkpoints, and its checks against the public
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.bundle.cards import image, tabular, text
+from builder.bundle.cards import torch as torch_card
 from builder.bundle.cards.unit import BuildCard, Extra
 from builder.errors import BundleError
 from builder.kkb_runtime.vocabulary import CardKind
@@ -23,6 +25,7 @@ BUILD_CARDS: dict[CardKind, BuildCard] = {
     CardKind.TEXT: text.BUILD,
     CardKind.GBDT: tabular.GBDT_BUILD,
     CardKind.SKLEARN: tabular.SKLEARN_BUILD,
+    CardKind.TORCH: torch_card.BUILD,
 }
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from builder.bundle.cards.unit import Extra, build_card
+from builder.bundle.cards.unit import Extra, build_card, public_test_table
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.child_check import load_in_child
 from builder.bundle.kernel_env import kernel_environment, user_frames
@@ -95,11 +95,8 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Tabu
                       sample: pd.DataFrame) -> None:
     """The features of the public test, and the first fold's predictions on them: one row each, one value per column."""
     id_column = spec.submission.id_column
-    path = data / (spec.competition.test or "test.csv")
+    path = public_test_table(spec, kernel_dir, data, card)
     where = f"{kernel_dir / SPEC_FILE}: models.{card.name}"
-    if not path.is_file():
-        raise BundleError(f"{where}: no test table {path} in the public data",
-                          hint="set [competition] test to the CSV (or parquet) of test rows, relative to [competition] data")
     sources = checkpoint_sources(card, kernel_dir)
     load_in_child(_card(card), kernel_dir / sources[0], kernel_dir, _load_hint(card))  # a crash there, not here
     with user_code_importable(kernel_dir), offline_environment(), kernel_environment(spec, kernel_dir, data) as env:

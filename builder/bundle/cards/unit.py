@@ -19,8 +19,9 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
+from builder.errors import BundleError
 from builder.project.cards import CardBase
-from builder.project.spec import KernelSpec
+from builder.project.spec import SPEC_FILE, KernelSpec
 
 C = TypeVar("C", bound=CardBase)
 
@@ -74,4 +75,13 @@ def build_card(model: type[C], extra: Extra, prepare: Callable[[C, Path, Path, d
     return BuildCard(extra, _modules, _prepare, _files, _check)
 
 
-__all__ = ["BuildCard", "Extra", "build_card", "narrowed"]
+def public_test_table(spec: KernelSpec, kernel_dir: Path, data: Path, card: CardBase) -> Path:
+    """The public test table a table card's check runs on (gbdt, sklearn, torch), or a refusal naming the card."""
+    path = data / (spec.competition.test or "test.csv")
+    if not path.is_file():
+        raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}: no test table {path} in the public data",
+                          hint="set [competition] test to the CSV (or parquet) of test rows, relative to [competition] data")
+    return path
+
+
+__all__ = ["BuildCard", "Extra", "build_card", "narrowed", "public_test_table"]

@@ -1,7 +1,7 @@
 """``python -m kkb_runtime predict --model NAME``: one runner per card kind (:data:`RUNNERS`).
 
-Each kind is one unit here: ``image/`` (test images: ``predict``, ``transforms``, ``tta``), ``text`` and
-``tabular`` (the test table), each with its runner; what they share (the device, checkpoints and folds, the
+Each kind is one unit here: ``image/`` (test images: ``predict``, ``transforms``, ``tta``), ``text``,
+``tabular`` and ``torch`` (the test table), each with its runner; what they share (the device, checkpoints and folds, the
 network's loading and activation, the test table and the step's columns) is ``common/``. Every runner writes
 the step's CSV (the id column and the step's prediction columns) and the step's measurements, fold after fold,
 averaged by ``fold_weights``.
@@ -18,6 +18,7 @@ from pathlib import Path
 from ..config import KernelConfig, load_config
 from ..vocabulary import CardKind
 from . import tabular, text_run
+from . import torch as torch_card
 from .common import models
 from .common.card import read_card
 from .common.tables import PredictError
@@ -31,6 +32,7 @@ RUNNERS: dict[CardKind, Runner] = {
     CardKind.TEXT: text_run.run,
     CardKind.GBDT: tabular.run,
     CardKind.SKLEARN: tabular.run,
+    CardKind.TORCH: torch_card.run,
 }
 
 

@@ -2,8 +2,9 @@
 
 * ``feature_function = "module:function"`` (the code dataset) is called with the test rows (a
   DataFrame in the sample's order, the id column included) and returns the feature table; without
-  one, every column but the id is a feature. A booster that recorded its feature names gets exactly
-  those columns, in its order.
+  one, every column but the id is a feature (``common.features``: computed once per run for every card
+  naming the same function). A booster that recorded its feature names gets exactly those columns, in
+  its order.
 * ``kind = "gbdt"``: LightGBM (``.txt``/``.json``), XGBoost (``.json``/``.ubj``), CatBoost (``.cbm``),
   ``library`` says which. ``kind = "sklearn"``: ``joblib.load`` of a pipeline, only with the card's
   ``allow_joblib`` (a pickle runs code); ``pickle_main`` names the module that stands in for the
@@ -25,9 +26,10 @@ import numpy as np
 import pandas as pd
 
 from ..config import KernelConfig
-from ..pickles import main_module
 from ..steps import write_step_meta
 from .common import checkpoints, models
+from .common.estimators import load_estimator
+from .common.features import feature_table, features
 from .common.tables import table_job, write_table_output
 
 # The package each library needs, for the message when it is not installed.
@@ -40,20 +42,6 @@ def import_library(name: str, card: Mapping[str, Any]) -> Any:
     except ImportError:
         raise models.ModelLoadError(f"model '{card['name']}': {name} is not installed here: install {PACKAGES[name]} "
                                     "(or add it to [install] requirements)") from None
-
-
-def features(card: Mapping[str, Any], table: pd.DataFrame, id_column: str) -> pd.DataFrame:
-    reference = card.get("feature_function")
-    if not reference:
-        return table.drop(columns=[id_column])
-    result = models.load_factory(str(reference))(table.copy())
-    if not isinstance(result, pd.DataFrame):
-        raise models.ModelLoadError(f"model '{card['name']}': {reference} returned {type(result).__name__}, "
-                                    "not a pandas DataFrame of features")
-    if len(result) != len(table):
-        raise models.ModelLoadError(f"model '{card['name']}': {reference} returned {len(result)} rows for "
-                                    f"{len(table)} test rows (one row of features per row, in the same order)")
-    return result.drop(columns=[id_column], errors="ignore").reset_index(drop=True)
 
 
 def in_model_order(frame: pd.DataFrame, names: Sequence[str] | None, card: Mapping[str, Any]) -> pd.DataFrame:
@@ -111,25 +99,6 @@ def load_booster(card: Mapping[str, Any], path: Path) -> tuple[Any, list[str] | 
 
 
 # --- scikit-learn --------------------------------------------------------------------------------
-
-def load_estimator(card: Mapping[str, Any], path: Path) -> Any:
-    if not card.get("allow_joblib"):
-        raise models.ModelLoadError(f"model '{card['name']}': {path.name} is a pickle: loading it needs allow_joblib = true")
-    joblib = _joblib(card)
-    with main_module(card.get("pickle_main")):
-        try:
-            return joblib.load(path)
-        except AttributeError as exc:
-            raise models.ModelLoadError(f"model '{card['name']}': {path.name} does not unpickle: {exc} (a class saved "
-                                        "from a notebook: set pickle_main to the module of your code that defines it)") from None
-
-
-def _joblib(card: Mapping[str, Any]) -> Any:
-    try:
-        return importlib.import_module("joblib")
-    except ImportError:
-        raise models.ModelLoadError(f"model '{card['name']}': joblib is not installed here: install scikit-learn") from None
-
 
 def uses_proba(card: Mapping[str, Any], model: Any) -> bool:
     method = str(card["method"])
@@ -192,13 +161,14 @@ def predict_fold(card: Mapping[str, Any], path: Path, frame: pd.DataFrame, colum
 def run(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
     job = table_job(name, out, environ, config)
     started = time.perf_counter()
-    frame = features(job.card, job.table, job.id_column)
+    frame, shared = feature_table(job, environ)  # computed once per run for the cards sharing the function
     print(f"[kkb] {name}: {job.card.get('library') or 'scikit-learn'} on {len(job.ids)} rows x "
           f"{frame.shape[1]} features, {len(checkpoints.checkpoint_entries(job.card))} fold(s)", flush=True)
     values = checkpoints.averaged_folds(job.card, lambda entry: predict_fold(job.card, job.weights_dir / str(entry["file"]),
                                                                               frame, job.columns))
     written = write_table_output(job, values)
-    write_step_meta(written, rows=len(job.ids), load_seconds=0.0, infer_seconds=round(time.perf_counter() - started, 4))
+    write_step_meta(written, rows=len(job.ids), load_seconds=0.0, infer_seconds=round(time.perf_counter() - started, 4),
+                    features=shared)
     return written
 
 

@@ -1,4 +1,4 @@
-"""``[[models]]``: one pydantic model per card kind (``base``, ``image``, ``text``, ``tabular``), the union of them
+"""``[[models]]``: one pydantic model per card kind (``base``, ``image``, ``text``, ``tabular``, ``torch``), the union of them
 discriminated on ``kind`` (``kinds``), and the shorthands that keep a spec short (``shorthands``)."""
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from builder.project.cards.kinds import (
 from builder.project.cards.shorthands import expand_models, implicit_steps
 from builder.project.cards.tabular import BOOSTER_SUFFIXES, GbdtCard, SklearnCard, TabularCard
 from builder.project.cards.text import TextCard
+from builder.project.cards.torch import TorchCard
 
 __all__ = [
     "BOOSTER_SUFFIXES", "CARD_MODELS", "DEFAULT", "DEFAULT_KIND", "MODEL_DEFAULTS", "ORIGINS_KEY", "SET", "UNKNOWN_KIND",
     "CardBase", "GbdtCard", "ImageCard", "ModelCard", "NetworkCard", "RandomTta", "SklearnCard", "TabularCard", "TextCard",
-    "expand_models", "implicit_steps", "keys_of", "kind_of", "kinds_taking", "kinds_words",
+    "TorchCard", "expand_models", "implicit_steps", "keys_of", "kind_of", "kinds_taking", "kinds_words",
 ]

@@ -31,6 +31,13 @@ def check_reference(value: str | None, what: str) -> str | None:
     return value
 
 
+def check_module(value: str | None) -> str | None:
+    """``pickle_main``: a module name (the module of the user's code that defines the pickled classes)."""
+    if value is not None and not re.match(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$", value):
+        raise ValueError(f"'{value}' is not a module name (the module of your code that defines the pickled classes)")
+    return value
+
+
 class CardBase(StrictModel):
     """The keys of every kind: its name, its kind, its step, its columns, its checkpoints (folds), its width."""
 
@@ -131,4 +138,4 @@ class NetworkCard(CardBase):
         return value
 
 
-__all__ = ["DEFAULT", "MODEL_DEFAULTS", "ORIGINS_KEY", "SET", "CardBase", "NetworkCard", "check_reference"]
+__all__ = ["DEFAULT", "MODEL_DEFAULTS", "ORIGINS_KEY", "SET", "CardBase", "NetworkCard", "check_module", "check_reference"]

@@ -17,6 +17,7 @@ from builder.project.cards.base import CardBase
 from builder.project.cards.image import ImageCard
 from builder.project.cards.tabular import GbdtCard, SklearnCard
 from builder.project.cards.text import TextCard
+from builder.project.cards.torch import TorchCard
 
 # One model per kind (tests/test_vocabulary.py checks that it covers CardKind).
 CARD_MODELS: dict[CardKind, type[CardBase]] = {
@@ -24,6 +25,7 @@ CARD_MODELS: dict[CardKind, type[CardBase]] = {
     CardKind.TEXT: TextCard,
     CardKind.GBDT: GbdtCard,
     CardKind.SKLEARN: SklearnCard,
+    CardKind.TORCH: TorchCard,
 }
 DEFAULT_KIND = CardKind.IMAGE
 # The error type of a ``kind`` that is no CardKind (spec_errors reports it at the ``kind`` key).

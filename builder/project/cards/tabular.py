@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import field_validator, model_validator
 
 from builder.kkb_runtime.vocabulary import CardKind
-from builder.project.cards.base import CardBase, check_reference
+from builder.project.cards.base import CardBase, check_module, check_reference
 
 # kkb_runtime.cards.tabular.LIBRARIES: the file formats each booster library reads.
 BOOSTER_SUFFIXES = {"lightgbm": (".txt", ".json", ".lgb"), "xgboost": (".json", ".ubj"), "catboost": (".cbm",)}
@@ -58,9 +57,7 @@ class SklearnCard(TabularCard):
     @field_validator("pickle_main")
     @classmethod
     def _module(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$", value):
-            raise ValueError(f"'{value}' is not a module name (the module of your code that defines the pickled classes)")
-        return value
+        return check_module(value)
 
     @model_validator(mode="after")
     def _opted_in(self) -> SklearnCard:

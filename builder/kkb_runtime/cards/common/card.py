@@ -104,12 +104,22 @@ class SklearnCard(TabularCard):
     pickle_main: str | None
 
 
+@dataclass(frozen=True)
+class TorchCard(NetworkCard):
+    feature_function: str | None
+    feature_columns: list[str]
+    preprocessor: str | list[str] | None
+    allow_joblib: bool
+    pickle_main: str | None
+
+
 # One dataclass per kind (tests/test_vocabulary.py checks that it covers CardKind).
 CARD_TYPES: dict[CardKind, type[Card]] = {
     CardKind.IMAGE: ImageCard,
     CardKind.TEXT: TextCard,
     CardKind.GBDT: GbdtCard,
     CardKind.SKLEARN: SklearnCard,
+    CardKind.TORCH: TorchCard,
 }
 RECORDS = ("built", "origins")  # the fields that are no key of kernel.toml's card
 
@@ -137,4 +147,4 @@ def read_card(raw: Mapping[str, Any]) -> Card:
 
 
 __all__ = ["CARD_TYPES", "Card", "CardMalformed", "GbdtCard", "ImageCard", "NetworkCard", "SklearnCard", "TabularCard",
-           "TextCard", "keys_of", "read_card"]
+           "TextCard", "TorchCard", "keys_of", "read_card"]

@@ -1,0 +1,205 @@
+"""Torch cards at build time: the net built by the kernel's own code, each fold fitted strictly, the preprocessor
+loaded, and on the public test the features, the columns and the output exactly as the kernel computes them.
+
+The net comes from the card's ``factory(**model_kwargs)`` (``builder.kkb_runtime.cards.common.models``); each fold (a file,
+a glob, or several state dicts in one file) is remapped, fitted strictly and written as safetensors
+(``builder.bundle.models.prepare_source``). With ``feature_columns`` the net is run on a zero batch of that
+width here; with the public data, the feature function runs on the public test table, the columns are
+selected, the preprocessor transforms them and the first fold predicts them (``builder.kkb_runtime.cards.torch``).
+A ``preprocessor`` is one file for every fold or one per fold (sorted, paired with the folds in order: the
+pairing is written in each checkpoint entry); it ships in the weights as it is.
+"""
+
+from __future__ import annotations
+
+import glob
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from builder.bundle.cards.unit import Extra, build_card, public_test_table
+from builder.bundle.checkpoints import GLOB_CHARACTERS, checkpoint_sources
+from builder.bundle.kernel_env import kernel_environment, user_frames
+from builder.bundle.models import offline_environment, prepare_source, user_code_importable
+from builder.errors import BundleError, ModelError
+from builder.kkb_runtime.cards import torch as runtime_torch
+from builder.kkb_runtime.cards.common import checkpoints
+from builder.kkb_runtime.cards.common import device as devices
+from builder.kkb_runtime.cards.common import models as runtime
+from builder.kkb_runtime.cards.common.estimators import load_estimator
+from builder.kkb_runtime.cards.common.features import features
+from builder.kkb_runtime.cards.common.tables import TableError, read_table, rows_in_sample_order
+from builder.project.cards import TorchCard
+from builder.project.spec import SPEC_FILE, KernelSpec
+
+RECORDED_VERSIONS = ("torch", "safetensors")
+CPU = devices.DeviceChoice("cpu", "the build runs the net on the CPU")
+
+
+def _card(card: TorchCard) -> dict[str, Any]:
+    return card.model_dump(mode="json")
+
+
+def build(card: TorchCard, kernel_dir: Path) -> Any:
+    """The net as the kernel builds it (the factory, from the kernel folder), fresh weights, on the CPU."""
+    with user_code_importable(kernel_dir), offline_environment():
+        try:
+            return runtime.create_model(_card(card))
+        except runtime.ModelLoadError as exc:
+            raise ModelError(f"[[models]] '{card.name}': {exc}",
+                             hint="factory is 'package.module:function' in your code, returning the nn.Module") from None
+        except Exception as exc:
+            raise ModelError(f"[[models]] '{card.name}': the factory {card.factory} fails: {type(exc).__name__}: "
+                             f"{checkpoints.plain(str(exc))}", hint="model_kwargs are passed to it as keyword arguments") from None
+
+
+def check_width(card: TorchCard, model: Any) -> None:
+    """With ``feature_columns``: two rows of zeros of that width give (2, num_classes)."""
+    if not card.feature_columns:
+        return
+    import numpy as np
+
+    zeros = np.zeros((2, len(card.feature_columns)), dtype=np.float32)
+    try:
+        runtime_torch.predict_array(_card(card), model.eval(), zeros, CPU, "cpu")
+    except runtime.ModelLoadError as exc:
+        raise ModelError(f"[[models]] '{card.name}': {str(exc).removeprefix(f'model {card.name!r}: ')}",
+                         hint="set num_classes to the net's output width, or fix model_kwargs") from None
+    except Exception as exc:
+        raise ModelError(f"[[models]] '{card.name}': the net fails on a (2, {len(card.feature_columns)}) float32 batch "
+                         f"(one value per feature_columns entry): {type(exc).__name__}: {checkpoints.plain(str(exc))}",
+                         hint="feature_columns lists the net's inputs in its training order; model_kwargs its sizes") from None
+
+
+def preprocessor_sources(card: TorchCard, kernel_dir: Path) -> list[str]:
+    """The preprocessor files (globs expanded, sorted), each in the kernel folder."""
+    found: list[str] = []
+    for pattern in card.preprocessor_patterns:
+        if any(character in pattern for character in GLOB_CHARACTERS):
+            matches = sorted(Path(path).relative_to(kernel_dir).as_posix()
+                             for path in glob.glob(str(kernel_dir / pattern), recursive=True) if Path(path).is_file())
+        else:
+            matches = [pattern] if (kernel_dir / pattern).is_file() else []
+        if not matches:
+            raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}.preprocessor: '{pattern}' matches no file in "
+                              f"{kernel_dir}", hint="save the fitted scaler/encoder there with joblib.dump, or fix the path")
+        found += [match for match in matches if match not in found]
+    return found
+
+
+def pair_preprocessors(card: TorchCard, kernel_dir: Path, folds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each fold's preprocessor (one for all, or one per fold in sorted order), each loaded once as the kernel loads it."""
+    files = preprocessor_sources(card, kernel_dir)
+    if not files:
+        return folds
+    if len(files) not in (1, len(folds)):
+        raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}.preprocessor: {len(files)} files "
+                          f"({', '.join(files)}) for {len(folds)} folds ({', '.join(fold['source'] for fold in folds)})",
+                          hint="give one preprocessor for every fold, or one per fold (sorted in the folds' order)")
+    with user_code_importable(kernel_dir), offline_environment():
+        for name in files:
+            _load_preprocessor(card, kernel_dir / name)
+    return [{**fold, "preprocessor": files[0] if len(files) == 1 else files[index]} for index, fold in enumerate(folds)]
+
+
+def _load_preprocessor(card: TorchCard, path: Path) -> Any:
+    hint = ("save the fitted scaler/encoder with joblib.dump(scaler, path); a class defined in a notebook needs "
+            "pickle_main = 'module' naming the module of your code that defines it")
+    try:
+        loaded = load_estimator(_card(card), path)
+    except runtime.ModelLoadError as exc:
+        raise ModelError(f"[[models]] '{card.name}': preprocessor {exc}".replace(f"model '{card.name}': ", ""),
+                         hint=hint) from None
+    except Exception as exc:
+        raise ModelError(f"[[models]] '{card.name}': preprocessor {path.name} does not load: {type(exc).__name__}: "
+                         f"{checkpoints.plain(str(exc))}", hint=hint) from None
+    if not callable(getattr(loaded, "transform", None)):
+        raise ModelError(f"[[models]] '{card.name}': preprocessor {path.name} holds {type(loaded).__name__}, which has "
+                         "no transform()", hint="save the fitted scaler/encoder itself (an object with transform)")
+    return loaded
+
+
+def prepare(card: TorchCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
+    model = build(card, kernel_dir)
+    check_width(card, model)
+    with user_code_importable(kernel_dir):  # the classes an allow_pickle checkpoint names
+        folds = [fold for source in checkpoint_sources(card, kernel_dir, must_exist=False)
+                 for fold in prepare_source(card, model, kernel_dir, source, weights_stage, written)]
+    folds = pair_preprocessors(card, kernel_dir, folds)
+    first = folds[0]
+    return {
+        **_card(card),
+        "checkpoint": first["file"], "checkpoint_sha256": first["sha256"], "checkpoint_source": first["source"],
+        "checkpoints": folds, "checkpoint_key": None, "source_key": first["source_key"],
+        "dtype": "float16" if card.half else "float32",
+        "num_params": sum(int(parameter.numel()) for parameter in model.parameters()),
+        "built_with": {package: metadata.version(package) for package in RECORDED_VERSIONS},
+        "preprocessing": preprocessing(card, folds),
+    }
+
+
+def preprocessing(card: TorchCard, folds: list[dict[str, Any]]) -> dict[str, str]:
+    """What the kernel does to the feature table before the net (the build's notes show it)."""
+    columns = (f"feature_columns, in that order ({len(card.feature_columns)}: {', '.join(card.feature_columns[:6])}"
+               f"{', ...' if len(card.feature_columns) > 6 else ''})" if card.feature_columns
+               else "every column the feature function returns, in its order")
+    scalers = sorted({str(fold["preprocessor"]) for fold in folds if fold.get("preprocessor")})
+    shown = {"features": f"{card.feature_function or 'the test table without the id column'}: {columns}",
+             "net": f"float32 batches of {card.batch_size} rows, activation {card.activation}, "
+                    f"{'autocast on CUDA (amp = true)' if card.amp else 'no autocast (amp = false)'}"}
+    if scalers:
+        shown["preprocessor"] = (f"{scalers[0]} for every fold" if len(scalers) == 1 else
+                                 f"one per fold: {', '.join(scalers)}") + " (joblib.load: allow_joblib = true)"
+    return shown
+
+
+def extra_files(card: TorchCard, kernel_dir: Path) -> list[str]:
+    """The preprocessor files: shipped in the weights as they are (the kernel loads them with joblib)."""
+    return preprocessor_sources(card, kernel_dir)
+
+
+def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: TorchCard, columns: list[str],
+                      sample: pd.DataFrame) -> None:
+    """The public test's features, columns, preprocessor and the first fold's output, as in the kernel."""
+    id_column = spec.submission.id_column
+    path = public_test_table(spec, kernel_dir, data, card)
+    where = f"{kernel_dir / SPEC_FILE}: models.{card.name}"
+    resolved = _card(card)
+    scalers = preprocessor_sources(card, kernel_dir)  # the first fold's is the first (prepare checked the pairing)
+    if card.num_classes != len(columns):
+        raise BundleError(f"{where}: num_classes = {card.num_classes} but its step writes {len(columns)} column(s) "
+                          f"({', '.join(columns)})", hint="set num_classes to the number of columns the step writes")
+    model = build(card, kernel_dir)
+    with user_code_importable(kernel_dir), offline_environment(), kernel_environment(spec, kernel_dir, data) as env:
+        try:
+            rows = rows_in_sample_order(read_table(path, id_column), sample[id_column].astype(str).tolist(), id_column, path)
+            frame = runtime_torch.select_columns(resolved, features(resolved, rows, id_column))
+            scaler = load_estimator(resolved, kernel_dir / scalers[0]) if scalers else None
+            inputs = runtime_torch.as_inputs(resolved, frame, scaler)
+            # the folds were fitted strictly by prepare: the fresh net proves the widths in and out
+            runtime_torch.predict_array(resolved, model.eval(), inputs, CPU, "cpu")
+        except (TableError, runtime.ModelLoadError) as exc:
+            raise BundleError(f"{where}: on the public test: {exc}", hint=_predict_hint()) from None
+        except Exception as exc:
+            frames = user_frames(exc, [kernel_dir])
+            raise BundleError(f"{where}: on the public test: {type(exc).__name__}: {checkpoints.plain(str(exc))}"
+                              + (f"\nin your code (most recent call last):\n{frames}" if frames else ""),
+                              hint=f"{_predict_hint()}; {env.describe()}") from None
+
+
+def _predict_hint() -> str:
+    return ("the feature function gets the test rows (the id column included) and returns the features the net was "
+            "trained on; feature_columns picks and orders the net's inputs; num_classes is the step's columns")
+
+
+def modules(card: TorchCard) -> tuple[str, ...]:
+    """torch and safetensors; joblib too for a preprocessor (a pickle)."""
+    return TORCH_EXTRA.modules + (("joblib",) if card.preprocessor is not None else ())
+
+
+TORCH_EXTRA = Extra("torch", ("torch", "safetensors"))
+BUILD = build_card(TorchCard, TORCH_EXTRA, prepare, extra_files, check_public_data, modules)
+
+__all__ = ["BUILD", "check_public_data", "extra_files", "prepare", "preprocessor_sources"]
