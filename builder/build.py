@@ -24,6 +24,7 @@ from builder import __version__
 from builder.bundle.cards import card_files, prepare_models, require_card_extras  # torch, timm, transformers only when a kernel has models
 from builder.bundle.cards.settings import ResolvedSetting, resolved_settings, with_origins
 from builder.bundle.checkpoints import checkpoint_sources
+from builder.bundle.clean_scans import CleanScans
 from builder.bundle.competition_checks import check_competition, with_competition_metric
 from builder.bundle.files import (
     HashCache,
@@ -59,6 +60,7 @@ from builder.project.layout import (
     KERNEL_METADATA,
     MANIFEST_FILE,
     MODELS_RECORD,
+    SCAN_RECORD,
     WEIGHTS_DIR,
     WHEELS_DIR,
     out_dir_of,
@@ -125,7 +127,8 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     _check_out_dir(out_dir, kernel_dir)
     require_card_extras(spec, kernel_dir)  # a card's libraries (kkb[vision], ...) before anything is read
     secrets = settings.secrets if settings.secrets is not None else secret_values()
-    code_files, weights_files = _selections(spec, kernel_dir, secrets)
+    scans = CleanScans.load(out_dir / SCAN_RECORD, secrets)  # contents the last builds found clean: not read again
+    code_files, weights_files = _selections(spec, kernel_dir, secrets, scans, HashCache(out_dir / HASH_CACHE))
     check_against_public_data(spec, kernel_dir)  # widths, post-processing, test ids: before anything is staged
     check_competition(spec, kernel_dir)  # the metric file and its arguments, public_ids
     try:
@@ -137,6 +140,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
         result = _build_into(stage, out_dir, spec, names, kernel_dir, code_files, weights_files)
         keep_wheel_folders(out_dir, stage)  # kkb wheels' output lives in build/NAME too
         _refuse_secrets(stage, secrets)
+        scans.save(stage / SCAN_RECORD)
         try:
             swap_into_place(stage, out_dir)
         except OSError as exc:
@@ -213,7 +217,8 @@ def _names(spec: KernelSpec, owner: str | None, spec_path: Path) -> _Names:
     return _Names(owner, slug, f"{owner}/{slug}", spec.code.dataset or f"{owner}/{dataset_slug(slug, 'code')}", weights)
 
 
-def _selections(spec: KernelSpec, kernel_dir: Path, secrets: tuple[Secret, ...]) -> tuple[dict[str, Path], dict[str, Path]]:
+def _selections(spec: KernelSpec, kernel_dir: Path, secrets: tuple[Secret, ...], scans: CleanScans,
+                hashes: HashCache) -> tuple[dict[str, Path], dict[str, Path]]:
     code = select_files(kernel_dir, spec.code.include, spec.code.exclude, "code")
     code.update(source_package_files(spec, kernel_dir))  # the install cell compiles them from the code dataset
     weights = select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights", allow_links=True)
@@ -228,8 +233,8 @@ def _selections(spec: KernelSpec, kernel_dir: Path, secrets: tuple[Secret, ...])
         if relative in weights:
             raise BundleError(f"{relative}: selected for both the code and the weights dataset",
                               hint="add it to [code] exclude or [weights] exclude: weights travel apart from code")
-    refuse_credentials(code, "code", secrets)
-    refuse_credentials(weights, "weights", secrets)
+    refuse_credentials(code, "code", secrets, scans, hashes)
+    refuse_credentials(weights, "weights", secrets, scans, hashes)
     _check_step_scripts(spec, kernel_dir, code)
     check_postprocess(spec, kernel_dir, code)  # functions in the code dataset, no stage on the id column
     return code, dict(sorted(weights.items()))

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from builder.build import BuildSettings, build_kernel
+from builder.bundle import files as files_module
 from builder.bundle import secret_scan
 from builder.bundle.secret_scan import find_key, npy_text
 from builder.errors import BundleError
@@ -174,3 +175,32 @@ def test_a_large_file_is_searched_for_patterns_at_its_ends_and_for_values_all_th
     middle.write_bytes(b"\0" * 5000 + value.encode() + b"\0" * 5000)
     assert find_key(middle, "middle.bin", [Secret("the value of $X", value)]) == secret_scan.Finding(
         "middle.bin:", "holds the value of $X", pattern=False)
+
+
+def test_an_unchanged_source_is_not_read_again_and_a_change_or_a_new_secret_rescans(
+        minimal: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The selection's scan reads a content once per digest (patterns + secrets in use); edits and new keys rescan."""
+    _with_weight(minimal, "table.npy", _npy(np.array(["an ordinary row"])))
+    read: list[str] = []
+    scan = files_module.find_key
+    def counted(path: Path, relative: str, *args: object, **kwargs: bool) -> object:
+        if kwargs.get("patterns", True):  # the selection's scan (the staged datasets are read for values only)
+            read.append(relative)
+        return scan(path, relative, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(files_module, "find_key", counted)
+    settings = BuildSettings(kernel_dir=minimal, out_dir=tmp_path / "out")
+    for _ in range(3):  # the first build learns the hashes, the second records the clean scan, the third reads nothing
+        read.clear()
+        build_kernel(settings)
+    assert "weights/table.npy" not in read and read == []
+    (minimal / "weights" / "table.npy").write_bytes(_npy(np.array([KEYS["github"][0]])))
+    with pytest.raises(BundleError, match="weights/table.npy"):
+        build_kernel(settings)
+    (minimal / "weights" / "table.npy").write_bytes(_npy(np.array(["an ordinary row again"])))
+    build_kernel(settings)
+    build_kernel(settings)
+    monkeypatch.setenv("ANOTHER_SERVICE_TOKEN", "a-value-no-file-has-1234567890")  # a new secret: everything again
+    read.clear()
+    build_kernel(settings)
+    assert "weights/table.npy" in read

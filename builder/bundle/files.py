@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder.bundle.archives import Member, is_archive, members
+from builder.bundle.clean_scans import CleanScans
 from builder.bundle.secret_scan import find_key
 from builder.errors import BundleError
 from builder.project.credentials import Secret
@@ -180,11 +181,13 @@ def _resolved(path: Path, relative: Path) -> Path:
                                "exclude") from None
 
 
-def refuse_credentials(files: dict[str, Path], what: str, secrets: Sequence[Secret] = ()) -> None:
+def refuse_credentials(files: dict[str, Path], what: str, secrets: Sequence[Secret] = (),
+                       scans: CleanScans | None = None, hashes: HashCache | None = None) -> None:
     """Stop the build on anything that looks like a secret, naming the file and the member (never the secret):
     credential file names, in archives too, then in every container the file is
     (:func:`builder.bundle.secret_scan.views`) the values of ``secrets`` (named as the credential in use) and
-    every key of :data:`builder.bundle.secret_scan.PATTERNS`."""
+    every key of :data:`builder.bundle.secret_scan.PATTERNS`. A content ``scans`` found clean for these
+    secrets (its sha256 known from ``hashes``) is not read again; one found clean now is added."""
     for relative, path in files.items():
         if _credential_name(relative):
             raise BundleError(f"{relative}: looks like a credential file; refusing to put it in the {what} dataset",
@@ -193,7 +196,12 @@ def refuse_credentials(files: dict[str, Path], what: str, secrets: Sequence[Secr
             with path.open("rb") as handle:
                 for member in members(relative, handle):
                     _refuse_member_name(member, relative, what)
+        sha = hashes.lookup(path) if hashes is not None and scans is not None else None
+        if sha is not None and scans is not None and scans.known_clean(sha):
+            continue
         found = find_key(path, relative, secrets)
+        if found is None and sha is not None and scans is not None:
+            scans.add(sha)
         if found is not None:
             hint = ("read secrets from Kaggle Secrets or the environment, never from bundled files" if found.pattern else
                     f"remove the value from the file, or leave the file out with [{what}] exclude (a kernel reads "

@@ -26,6 +26,7 @@ HELPER_DIR = "wheels-kernel"        # the helper kernel that builds the wheelhou
 REHEARSAL_DIR = "rehearsal"         # kkb dry-run --on-kaggle: the rehearsal kernel and its settings dataset
 ON_KAGGLE_DIR = "dryrun-kaggle"     # the rehearsal's output, downloaded from Kaggle
 HASH_CACHE = ".kkb-hashes.json"
+SCAN_RECORD = ".kkb-clean-scans.json"  # content found free of keys, for the secrets and patterns of its digest
 MODELS_RECORD = ".kkb-models.json"  # what the last build's prepare_models returned, and for what inputs
 WHEEL_HASH_CACHE = ".kkb-wheel-hashes.json"
 
@@ -41,7 +42,7 @@ REPORT_FILE = "report.json"          # in dryrun/
 # Kaggle's output is what hours of GPU left behind.
 CARRIED = (WHEELS_DIR, HELPER_DIR, WHEEL_HASH_CACHE, DRYRUN_DIR, ON_KAGGLE_DIR)
 # Everything kkb writes there: a folder holding anything else is the user's, and never replaced.
-BUILD_ENTRIES = frozenset({CODE_DIR, WEIGHTS_DIR, KERNEL_DIR, DRYRUN_DIR, REHEARSAL_DIR, HASH_CACHE, MODELS_RECORD, *CARRIED})
+BUILD_ENTRIES = frozenset({CODE_DIR, WEIGHTS_DIR, KERNEL_DIR, DRYRUN_DIR, REHEARSAL_DIR, HASH_CACHE, SCAN_RECORD, MODELS_RECORD, *CARRIED})
 
 
 def default_out_dir(kernel_dir: Path) -> Path:
