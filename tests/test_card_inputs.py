@@ -106,3 +106,8 @@ def test_dry_run_show_inputs_prints_the_rows_and_the_report_always_has_them(tmp_
     assert optional_values(["dry-run", "--show-inputs", "5", "k"]) == ["dry-run", "--show-inputs", "5", "k"]
     saved = json.loads((tmp_path / "build" / "dryrun" / "report.json").read_text())
     assert [len(entry["rows"]) for entry in saved["inputs"]] == [3]  # the default, printed or not
+    assert saved["scenarios"][0]["steps"] == []  # the fast commit ran no step: the view was made beside the sandbox
+    assert main([*base[:-2], "--scenario", "rerun"]) == EXIT_OK
+    rerun = json.loads((tmp_path / "build" / "dryrun" / "report.json").read_text())
+    (step,) = rerun["scenarios"][0]["steps"]  # made by the card's own step, in the sandbox
+    assert step["inputs"]["card"] == "logreg" and step["inputs"]["rows"] == rerun["inputs"][0]["rows"] == saved["inputs"][0]["rows"]

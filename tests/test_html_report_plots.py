@@ -1,15 +1,20 @@
-"""report.html: the projection on a log scale in the terminal's units with the headroom; every target's histogram."""
+"""report.html: the projection on a log scale in the terminal's units with the headroom; every target's histogram;
+plots as inline SVG, with no plotting library imported."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import re
+import subprocess
+import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pandas as pd
 import pytest
 
 from builder.rehearse.html_report import headroom, render, time_unit
 from builder.rehearse.report import DryRunReport, ScenarioReport
+from builder.rehearse.svg_plots import MAX_POINTS, nice_ticks, scatters
 from builder.rehearse.verdict import Judgement
 
 
@@ -43,26 +48,41 @@ def _report(tmp_path: Path, targets: int) -> DryRunReport:
 
 
 def test_every_target_has_a_histogram_beyond_a_few_collapsed(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     page = render(_report(tmp_path, 11))
-    assert "<details><summary>5 more target column(s)</summary><img" in page
-    assert page.count("data:image/png;base64,") == 3  # the projection, the first six targets, the other five
+    assert "<details><summary>5 more target column(s)</summary><svg" in page
+    assert page.count("<svg ") == 3  # the projection, the first six targets, the other five
+    assert page.count("aria-label='target column histograms'") == 2
     assert "6.5 s (6.0-7.2 s) for 1000 rows headroom 9 h (x4,500)." in page
+    assert "limit 9 h; headroom 9 h (x4,500)" in page  # beside the limit's line in the projection plot
+    for svg in re.findall(r"<svg .*?</svg>", page, re.S):  # each plot is well-formed XML, as a browser needs it
+        assert ElementTree.fromstring(svg).tag == "{http://www.w3.org/2000/svg}svg"
     few = render(_report(tmp_path, 2))
     assert "more target column" not in few
 
 
-def test_the_plots_say_when_matplotlib_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import builtins
+def test_the_report_imports_no_plotting_library(tmp_path: Path) -> None:
+    code = ("import sys; from pathlib import Path; sys.path.insert(0, {tests!r}); "
+            "from test_html_report_plots import _report; from builder.rehearse.html_report import render; "
+            "render(_report(Path({tmp!r}), 3)); print('matplotlib' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code.format(tests=str(Path(__file__).parent), tmp=str(tmp_path))],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
-    real = builtins.__import__
 
-    def no_matplotlib(name: str, *args: object, **kwargs: object) -> object:
-        if name.startswith("matplotlib"):
-            raise ImportError(name)
-        return real(name, *args, **kwargs)  # type: ignore[arg-type]
+def test_labels_are_escaped_and_a_large_scatter_is_thinned() -> None:
+    rows = MAX_POINTS * 3
+    x = pd.Series(range(rows), dtype=float)
+    plot = scatters([("<b>&col", x, x + 1)])
+    assert "&lt;b&gt;&amp;col" in plot and "<b>" not in plot
+    assert plot.count("<circle") == MAX_POINTS
+    assert f"{MAX_POINTS} of {rows} rows drawn" in plot
 
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    report = _report(tmp_path, 1)
-    page = render(replace(report, scenarios=report.scenarios))
-    assert 'plots missing: matplotlib is not installed (pip install "kkb[report]")' in page
+
+@pytest.mark.parametrize(("low", "high", "ticks"), [
+    (0, 10, [0, 2, 4, 6, 8, 10]),
+    (0.1, 0.9, [0.2, 0.4, 0.6, 0.8]),
+    (0, 37.5, [0, 10, 20, 30]),
+    (5, 5, [5]),
+])
+def test_nice_ticks(low: float, high: float, ticks: list[float]) -> None:
+    assert nice_ticks(low, high) == pytest.approx(ticks)

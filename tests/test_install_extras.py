@@ -111,7 +111,7 @@ def _extras() -> dict[str, list[str]]:
     return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 
 
-@pytest.mark.parametrize("extra", ["vision", "text", "tabular", "torch", "evalapi", "report"])
+@pytest.mark.parametrize("extra", ["vision", "text", "tabular", "torch", "evalapi"])
 def test_every_extra_admits_the_versions_kaggle_s_image_has(extra: str) -> None:
     """`pip install "kkb[text]"` resolves to the image's series: no version skew by construction."""
     image = load_image()

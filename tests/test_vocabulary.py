@@ -56,7 +56,7 @@ REGISTRIES: list[tuple[str, Mapping[Any, Any], type[enum.Enum]]] = [
      bundle_cards.BUILD_CARDS, CardKind),
     ("kkb_runtime/cards RUNNERS (the kernel's loader and predictor)", runtime_cards.RUNNERS, CardKind),
     ("kkb_runtime/cards/common/card.py CARD_TYPES (the card as the kernel reads it)", card.CARD_TYPES, CardKind),
-    ("rehearse/card_inputs.py VIEWS (what a card feeds its model, --show-inputs)", card_inputs.VIEWS, CardKind),
+    ("kkb_runtime/cards/views.py VIEWS (what a card feeds its model, --show-inputs)", card_inputs.VIEWS, CardKind),
     ("kkb_runtime/metrics.py REGISTRY (score and pre-scoring checks)", metrics.REGISTRY, Metric),
     ("rehearse/isolation.py DESCRIPTIONS (what each sandbox gives the kernel)", isolation.DESCRIPTIONS, Isolation),
     ("rehearse/memory.py AVAILABLE (whether an accounting can run here)", memory.AVAILABLE, MemoryAccounting),

@@ -56,6 +56,7 @@ class StepResult:
     load: float | None = None
     cpus: int | None = None
     features: dict[str, Any] | None = None  # a table card's feature table: computed here or read (kkb_runtime.features)
+    inputs: dict[str, Any] | None = None  # what the card fed its model, when the dry run asked (kkb_runtime.cards.views)
 
 
 def step_command(run: str, values: Mapping[str, str]) -> list[str]:
@@ -144,7 +145,7 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
                       infer_seconds=meta.get("infer_seconds"), batch_seconds=meta.get("batch_seconds"),
                       timing=StepTiming.from_json(meta.get("timing")), cpu_seconds=round(_children_cpu() - cpu_before, 3),
                       run_delay_seconds=delay.seconds, load=round(os.getloadavg()[0], 2), cpus=_cpus(),
-                      features=meta.get("features"))
+                      features=meta.get("features"), inputs=meta.get("inputs"))
 
 
 class _RunDelay:
@@ -188,6 +189,11 @@ def write_step_meta(out: Path, **fields: Any) -> None:
     """Called by a step (``kkb_runtime predict`` does): GPU memory can only be read inside the process
     that used it, since CUDA gives it back when the process ends."""
     Path(str(out) + STEP_META_SUFFIX).write_text(json.dumps(fields))
+
+
+def add_step_meta(out: Path, **fields: Any) -> None:
+    """Add ``fields`` to what the step recorded so far (its runner writes the file first)."""
+    write_step_meta(out, **{**read_step_meta(out), **fields})
 
 
 def read_step_meta(out: Path) -> dict[str, Any]:

@@ -38,6 +38,7 @@ import pandas as pd
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.bundle.model_weights import DRY_RUN_VERSION, model_source
 from builder.errors import DryRunError, SpecError
+from builder.kkb_runtime.cards.views import ROWS_VARIABLE
 from builder.kkb_runtime.submission import align_to_sample, read_sample
 from builder.kkb_runtime.timing import PROBE_VARIABLE
 from builder.kkb_runtime.vocabulary import Layout, SubmissionKind, Verdict
@@ -58,7 +59,7 @@ from builder.rehearse.evalapi import (
     verdict_reason,
 )
 from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
-from builder.rehearse.html_report import prewarm, write_html_report
+from builder.rehearse.html_report import write_html_report
 from builder.rehearse.image_env import build_image_env, image_env_note
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport
@@ -161,13 +162,13 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     out = build.out_dir / DRYRUN_DIR
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    prewarm()  # the report's plotting library loads while the notebook runs
     reports = tuple(_run_scenario(scenario, settings, build, rerun_data if scenario == "rerun" else data, out)
                     for scenario in SCENARIOS[settings.scenario])
     report = DryRunReport(kernel_name=build.kernel_name, kernel_id=build.kernel_id, kernel_type=build.spec.kernel.kernel_type,
                           out_dir=out, report_path=out / REPORT_FILE, scenarios=reports, environment=image_env_note(settings.image_env),
                           reference=compare_reference(settings.reference, build.spec, reports, rerun_data),
-                          inputs=card_inputs(build, data, settings.show_inputs))
+                          inputs=card_inputs(build, data, settings.show_inputs,
+                                             [step for scenario in reports for step in scenario.steps]))
     report.report_path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
     write_html_report(report)
     return report
@@ -297,8 +298,9 @@ def scenario_sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildR
     mounts.append(Mount(data, f"competitions/{build.spec.competition.slug}"))
     python = build_image_env(Path(settings.kernel_dir)).python if settings.image_env else None  # built once, then cached
     probe = {PROBE_VARIABLE: str(PROBE_BATCHES)} if scenario == "rerun" else {}  # card steps time steady batches
+    shown = {ROWS_VARIABLE: str(settings.show_inputs)} if settings.show_inputs > 0 else {}  # each card step's view
     return SandboxSpec(mounts=tuple(mounts), rerun=scenario == "rerun", timeout_seconds=_timeout(settings, build.spec),
-                       extra_env=probe,
+                       extra_env=probe | shown,
                        layout=settings.layout, memory_bytes=_memory(settings, build.spec),
                        working_limit_bytes=WORKING_LIMIT_BYTES, python=python, visible=(python.parent.parent,) if python else (),
                        gpu=machine_shape(build.spec.kernel.machine_shape).gpu_bytes is not None)

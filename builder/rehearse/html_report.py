@@ -3,17 +3,14 @@
 Per scenario: the verdict and its reason, the isolation and limits that applied, a timeline of the
 steps (time and peak memory), the time projection against the competition's limit, a histogram of
 each target column of the submission, and how the ensemble members agree (the correlation of their
-step outputs, ``kkb_steps.json`` names each step's CSV). Plots are matplotlib PNGs embedded as
-base64; without matplotlib the report has the tables and says the plots are missing. Every text
-from the run is HTML-escaped.
+step outputs, ``kkb_steps.json`` names each step's CSV). Plots are inline SVG
+(:mod:`builder.rehearse.svg_plots`): no plotting library is imported. Every text from the run is
+HTML-escaped.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +18,7 @@ import pandas as pd
 
 from builder.errors import KkbError
 from builder.project.compare import aligned_frames
+from builder.rehearse import svg_plots
 from builder.rehearse.report import DryRunReport, ScenarioReport
 
 REPORT_HTML = "report.html"
@@ -31,7 +29,7 @@ body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;color:#222}
 h1{font-size:1.4em} h2{font-size:1.2em;border-bottom:1px solid #ccc;padding-bottom:.2em}
 .ok{color:#17702f;font-weight:bold} .bad{color:#b00020;font-weight:bold} .warn{color:#8a5a00}
 table{border-collapse:collapse;margin:.5em 0} td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left}
-pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.85em} img{max-width:100%}
+pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.85em} svg{max-width:100%;height:auto;display:block}
 """
 
 
@@ -92,18 +90,9 @@ def _timeline(s: ScenarioReport) -> str:
                    f"<td>{_size(int(step.get('peak_rss_bytes') or 0))}</td></tr>" for step in s.steps)
     table = f"<table><tr><th>step</th><th>time</th><th>peak memory</th></tr>{rows}</table>"
     shared = "".join(f"<p>{_e(entry['line'])}</p>" for entry in s.shared_features)  # feature tables computed once
-    return "<h3>steps</h3>" + table + shared + _plot(_timeline_plot, s.steps)
-
-
-def _timeline_plot(ax: Any, steps: list[dict[str, Any]]) -> None:
-    start = 0.0
-    for index, step in enumerate(steps):
-        seconds = float(step.get("seconds") or 0.0)
-        ax.barh(index, seconds, left=start)
-        ax.text(start + seconds, index, f" {_size(int(step.get('peak_rss_bytes') or 0))}", va="center", fontsize=8)
-        start += seconds
-    ax.set_yticks(range(len(steps)), [str(step.get("name")) for step in steps])
-    ax.set_xlabel("seconds (steps in order)")
+    plot = svg_plots.timeline([str(step.get("name")) for step in s.steps], [float(step.get("seconds") or 0.0) for step in s.steps],
+                              [_size(int(step.get("peak_rss_bytes") or 0)) for step in s.steps])
+    return "<h3>steps</h3>" + table + shared + plot
 
 
 def _projection(s: ScenarioReport) -> str:
@@ -117,24 +106,18 @@ def _projection(s: ScenarioReport) -> str:
     basis = "".join(f"<li>{_e(line)}</li>" for line in p.get("basis") or ())  # what was measured, what extrapolated
     room = f" {headroom(float(p['high']), float(p['limit_seconds']))}." if p.get("limit_seconds") else ""
     return (f"<h3>time projection</h3><p>{_e(p['summary'])}{_e(room)}</p>{table}" + (f"<ul>{basis}</ul>" if basis else "")
-            + _plot(_projection_plot, p))
+            + _projection_plot(p))
 
 
-def _projection_plot(ax: Any, p: dict[str, Any]) -> None:
+def _projection_plot(p: dict[str, Any]) -> str:
     """On a log scale, in the terminal's unit: a 6.5 s run beside a 9 h limit is visible, and so is the headroom."""
     limit = float(p.get("limit_seconds") or 0)
     unit, per = time_unit(limit or float(p["high"]))
     low, mid, high = (max(float(p[key]), 1e-3) / per for key in ("low", "seconds", "high"))
-    ax.barh([0], [mid], xerr=[[mid - low], [high - mid]], capsize=8, color="#4477aa")
-    ax.set_xscale("log")
-    ax.set_xlim(left=low / 10, right=max(high, limit / per) * 3)
-    ax.set_yticks([0], [f"{p['hidden_rows']} rows"])
-    if limit:
-        ax.axvline(limit / per, color="red", linestyle="--", label=f"limit {_duration(limit)}")
-        ax.text(limit / per, 0.35, f" {headroom(float(p['high']), limit)} ", ha="right", fontsize=8)
-        ax.legend(loc="lower right", fontsize=8)
-    ax.set_xlabel(f"{unit} (log scale): projected {_duration(float(p['seconds']))}, "
-                  f"range {_duration(float(p['low']))} to {_duration(float(p['high']))}")
+    caption = (f"projected {_duration(float(p['seconds']))}, range {_duration(float(p['low']))} to "
+               f"{_duration(float(p['high']))}")
+    return svg_plots.projection(low, mid, high, limit / per if limit else None, unit, f"{p['hidden_rows']} rows", caption,
+                                f"limit {_duration(limit)}" if limit else "", headroom(float(p["high"]), limit) if limit else "")
 
 
 def time_unit(seconds: float) -> tuple[str, float]:
@@ -227,40 +210,14 @@ def _reference(reference: dict[str, Any] | None) -> str:
                  for c in sorted(comparison.get("columns", []), key=lambda c: (-c["beyond"], -(c["max_abs"] or 0.0)))
                  if c.get("numeric")][:MAX_SCATTERS]
         if pairs:
-            columns = min(3, len(pairs))
             parts.append(f"<h3>{_e(comparison.get('left'))} (x) vs {_e(comparison.get('right'))} (y)</h3>"
-                         + _plot(_scatters, pairs, grid=((len(pairs) + columns - 1) // columns, columns)))
+                         + svg_plots.scatters(pairs))
     return "\n".join(parts)
-
-
-def _scatters(axes: Any, pairs: list[tuple[str, pd.Series, pd.Series]]) -> None:
-    flat = list(getattr(axes, "flat", [axes]))
-    for ax, (name, x, y) in zip(flat, pairs, strict=False):
-        x, y = pd.to_numeric(x, errors="coerce"), pd.to_numeric(y.reindex(x.index), errors="coerce")
-        ax.scatter(x, y, s=4, alpha=0.5, color="#4477aa")
-        low, high = min(x.min(), y.min()), max(x.max(), y.max())
-        ax.plot([low, high], [low, high], color="#999", linewidth=0.8)
-        ax.set_title(name, fontsize=8)
-        ax.tick_params(labelsize=7)
-    for ax in flat[len(pairs):]:
-        ax.set_visible(False)
 
 
 def _histogram_grid(frame: pd.DataFrame) -> str:
     """One small histogram per column, three to a row."""
-    columns = [str(column) for column in frame.columns]
-    rows = (len(columns) + 2) // 3
-    return _plot(_histograms, frame, grid=(rows, min(3, len(columns))))
-
-
-def _histograms(axes: Any, frame: pd.DataFrame) -> None:
-    flat = list(getattr(axes, "flat", [axes]))
-    for ax, column in zip(flat, frame.columns, strict=False):
-        ax.hist(frame[column].dropna(), bins=30, color="#4477aa")
-        ax.set_title(str(column), fontsize=8)
-        ax.tick_params(labelsize=7)
-    for ax in flat[len(frame.columns):]:
-        ax.set_visible(False)
+    return svg_plots.histograms(frame)
 
 
 def _member_predictions(s: ScenarioReport) -> dict[str, pd.Series]:
@@ -275,42 +232,6 @@ def _member_predictions(s: ScenarioReport) -> dict[str, pd.Series]:
         if not values.empty:
             members[name] = pd.Series(values.to_numpy().ravel())
     return members
-
-
-def prewarm() -> None:
-    """Import matplotlib in a background thread while the notebook runs (kkb waits on the kernel then): the
-    report's plots then cost only their drawing. Python's import lock makes the report wait for it if needed."""
-    threading.Thread(target=_import_matplotlib, name="kkb-prewarm-matplotlib", daemon=True).start()
-
-
-def _import_matplotlib() -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot
-    except ImportError:
-        return
-
-
-def _plot(draw: Any, data: Any, grid: tuple[int, int] = (1, 1)) -> str:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "<p class='warn'>plots missing: matplotlib is not installed (pip install \"kkb[report]\")</p>"
-    rows, columns = grid
-    figure, ax = plt.subplots(rows, columns, figsize=(7, 2.8 if grid == (1, 1) else 1.9 * rows), squeeze=grid == (1, 1),
-                              layout="constrained")  # laid out while drawn: one pass, not tight_layout's two
-    try:
-        draw(ax, data)
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=90)
-    finally:
-        plt.close(figure)
-    return f"<img alt='plot' src='data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}'>"
 
 
 def _size(value: int | None) -> str:

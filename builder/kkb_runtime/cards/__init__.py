@@ -16,12 +16,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..config import KernelConfig, load_config
+from ..steps import add_step_meta
 from ..vocabulary import CardKind
-from . import tabular, text_run
+from . import tabular, text_run, views
 from . import torch as torch_card
 from .common import models
 from .common.card import read_card
-from .common.tables import PredictError
+from .common.tables import PredictError, competition_dir, weights_dir
 from .image import predict as image
 
 Runner = Callable[[str, Path, Mapping[str, str], KernelConfig], Path]
@@ -53,6 +54,15 @@ def predict(model_name: str, out: Path | None = None, environ: Mapping[str, str]
     written = RUNNERS[card.kind](model_name, target, environ, config)
     if card.kind != CardKind.IMAGE:
         print(f"[kkb] {model_name}: wrote {written} in {time.perf_counter() - started:.1f} s", file=sys.stdout, flush=True)
+    rows = views.requested_rows(environ)
+    if rows:  # the dry run asks: what this card fed its model, made here where its libraries are loaded already
+        try:
+            weights, data = weights_dir(config, environ), competition_dir(config, environ)
+        except PredictError as exc:
+            view: dict[str, object] = {"error": str(exc)}
+        else:
+            view = views.card_view(config, config.model(model_name), weights, data, rows)
+        add_step_meta(written, inputs={"card": model_name, "rows_asked": rows, **view})
     return written
 
 
