@@ -82,12 +82,12 @@ def _text_rows(config: KernelConfig, card: Mapping[str, Any], weights: Path, dat
 
 def _cuts(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) -> list[str | None]:
     """Per row, where kkb's truncation cut: each segment's tokens before and after (None: nothing was cut)."""
-    separator = str(card.get("separator", " "))
+    separator = str(card["separator"])
     joiner = len(tokenizer(separator, add_special_tokens=False)["input_ids"]) if separator.strip() else 0
     segments = [columns for columns in (list(card.get("text_columns") or ()), list(card.get("text_pair_columns") or ()))
                 if columns]
     budgets = {str(column): int(tokens) for column, tokens in dict(card.get("column_max_len") or {}).items()}
-    room = int(card.get("max_len", 512)) - runtime_text.special_tokens(tokenizer, card, len(segments) > 1).count
+    room = int(card["max_len"]) - runtime_text.special_tokens(tokenizer, card, len(segments) > 1).count
     out: list[str | None] = []
     for index in range(len(table)):
         counts = [[_count(tokenizer, table[column].iloc[index]) for column in columns] for columns in segments]
@@ -100,7 +100,7 @@ def _cuts(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) -> list[
             out.append(None)
             continue
         said = [f"{'+'.join(columns)} {total} → {keep} tokens" for columns, total, keep in zip(segments, whole, final, strict=False)]
-        out.append(f"{'; '.join(said)} ({card.get('truncation', 'head_tail')})")
+        out.append(f"{'; '.join(said)} ({card['truncation']})")
     return out
 
 
@@ -141,7 +141,7 @@ def _image_rows(config: KernelConfig, card: Mapping[str, Any], weights: Path, da
     id_column = str(config.submission.get("id_column", "id"))
     ids = read_sample(data / config.sample_submission, id_column)[id_column].astype(str).tolist()[:rows]
     paths = runtime_predict.image_paths(ids, runtime_predict.images_dir(config, data), id_column)
-    dataset = runtime_predict.ImageDataset(paths, inference_pipeline(card), int(card.get("in_chans", 3)))
+    dataset = runtime_predict.ImageDataset(paths, inference_pipeline(card), int(card["in_chans"]))
     out = []
     for index, path in enumerate(paths):
         tensor = dataset[index].numpy()
