@@ -109,6 +109,29 @@ def test_a_run_under_the_limit_is_left_alone() -> None:
     assert process.returncode == 0 and not watch.exceeded and 64 * MIB <= watch.peak < 512 * MIB
 
 
+@needs_pss
+def test_far_below_the_limit_the_memory_is_read_rarely_but_at_once_when_the_resident_total_grows() -> None:
+    grows = "import sys\nsys.stdin.readline()\nx = b'x' * (256 * 1024**2)\nprint('grown', flush=True)\nsys.stdin.readline()\n"
+    process = subprocess.Popen([sys.executable, "-c", grows], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        watch = MemoryWatch(process.pid, 64 * 1024 * MIB, process.kill, kind=MemoryAccounting.PSS)
+        watch.tick()
+        before = watch.peak
+        # Far below the limit a reading of a few milliseconds is repeated after 0.4-2 s, never sooner ...
+        assert watch.interval(before, 0.002) == 0.4 and watch.interval(before, 0.025) == 2.0
+        # ... and near it as often as the duty cycle allows.
+        assert watch.interval(63 * 1024 * MIB, 0.002) == 0.1 and watch.interval(63 * 1024 * MIB, 0.025) == 0.5
+        process.stdin.write("grow\n")
+        process.stdin.flush()
+        assert process.stdout.readline() == "grown\n"
+        watch.tick()  # long before the next reading is due: the resident total grew by 256 MiB
+        assert watch.peak >= before + 200 * MIB
+    finally:
+        process.kill()
+        process.wait()
+
+
 def test_a_cgroup_accountant_sets_the_limit_and_reads_the_oom_killer(tmp_path: Path) -> None:
     """Against a folder laid out like a cgroup (the real one needs a delegated controller: skipped below)."""
     accountant = CgroupAccountant(tmp_path, 512 * MIB)
@@ -150,7 +173,8 @@ def test_the_choice_falls_back_and_says_why(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_the_report_names_the_accounting_that_ran() -> None:
     assert memory_enforcement(2 * 1024**3, MemoryAccounting.PSS).how == (
-        "2.0 GiB, pss: the run's summed PSS (shared pages once), sampled every 0.1-1 s; the whole run is killed past it")
+        "2.0 GiB, pss: the run's summed PSS (shared pages once), read every 0.1-2 s and at once when the resident total "
+        "grows; the whole run is killed past it")
 
 
 def test_the_watch_remembers_the_tree_it_saw() -> None:

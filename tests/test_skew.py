@@ -20,6 +20,8 @@ from builder.rehearse.sandbox import SandboxSpec, prepare_sandbox
 from builder.rehearse.skew import (
     Skew,
     differs,
+    local_version,
+    module_distributions,
     recorded_imports,
     skew_in_failure,
     skew_records,
@@ -56,6 +58,15 @@ def image(tmp_path: Path) -> Path:
 def test_a_major_or_for_known_packages_a_minor_difference_is_a_skew(local: str, there: str, distribution: str,
                                                                    expected: bool) -> None:
     assert differs(local, there, distribution) is expected
+
+
+def test_the_installed_distributions_read_from_their_headers_agree_with_importlib_metadata() -> None:
+    expected = {module: tuple(names) for module, names in metadata.packages_distributions().items()}
+    assert module_distributions() == expected
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        assert local_version(name) == metadata.version(name), name
+    assert local_version("Scikit_Learn") == metadata.version("scikit-learn") and local_version("no-such-dist") is None
 
 
 def test_a_sandboxed_process_records_its_imports_and_the_skew_is_named(tmp_path: Path, image: Path) -> None:

@@ -44,7 +44,6 @@ SAMPLE_SECONDS = 0.1
 DISK_SAMPLE_SECONDS = 2.0
 KILL_WAIT_SECONDS = 5.0
 GPU_SAMPLE_SECONDS = 1.0
-GROWTH, GROWTH_BYTES = 1.1, 64 << 20  # resident growth that reads the memory before its due time
 STARTUP_SECONDS = 60
 TRACEBACK_LINES = 25
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -169,7 +168,6 @@ class _Monitor:
         self.memory = MemoryWatch(pid, memory_limit, on_memory_full or (lambda: None))
         self.root = self.memory.root
         self.seen = self.memory.seen
-        self._memory_due, self._resident_seen = 0.0, 0
         self.peak_gpu: int | None = None
         self._gpu = _GpuSampler()
         self._stop = threading.Event()
@@ -194,14 +192,7 @@ class _Monitor:
     def sample(self, memory_now: bool = False) -> None:
         """The process tree every tick (cheap: it remembers every process, to kill it); the memory when due."""
         processes = self._tree()
-        now, resident = time.monotonic(), _resident_bytes(processes)
-        # Reading smaps_rollup of a torch process costs ~30 ms of CPU: at every tick that is a third of a core taken
-        # from the steps. So the memory is read on the watch's own duty cycle (builder.rehearse.memory), and at once
-        # when the resident total (cheap: statm) grew past what it was at the last reading: a peak is not missed.
-        if memory_now or now >= self._memory_due or resident > self._resident_seen * GROWTH + GROWTH_BYTES:
-            total = self.memory.sample(processes)
-            self._memory_due = now + self.memory.interval(total, time.monotonic() - now)
-            self._resident_seen = resident
+        self.memory.tick(processes, now=memory_now)
         gpu = self._gpu.sample({process.pid for process in processes})
         if gpu is not None:
             self.peak_gpu = max(self.peak_gpu or 0, gpu)
@@ -234,16 +225,6 @@ class _Monitor:
         deadline = time.monotonic() + KILL_WAIT_SECONDS
         while any(_alive(process) for process in victims) and time.monotonic() < deadline:
             time.sleep(0.02)
-
-
-def _resident_bytes(processes: list[psutil.Process]) -> int:
-    total = 0
-    for process in processes:
-        try:
-            total += process.memory_info().rss
-        except psutil.Error:
-            continue
-    return total
 
 
 def folder_bytes(folder: Path) -> int:

@@ -12,8 +12,8 @@ never counted (a torch process reserves twice what it uses). Three accountants, 
     ``memory.current`` is sampled for the peak; ``memory.events`` says whether the killer ran.
 ``pss``
     Everywhere ``/proc/<pid>/smaps_rollup`` can be read (Linux ≥ 4.14): the sum of proportional set
-    sizes over the kernel's process tree, sampled every 0.1 s (less often far below the limit, and never more
-    than 5 % of a core). A page shared by n processes counts
+    sizes over the kernel's process tree, read every 0.1-2 s (less often far below the limit, and never more
+    than 5 % of a core) and at once when the tree's resident total (cheap, checked every 0.1 s) grows. A page shared by n processes counts
     1/n in each, so the sum counts it once. Past the limit the whole tree is killed with SIGKILL.
 ``none``
     Where neither works (macOS, a locked /proc): the summed RSS is sampled for the report only and
@@ -44,7 +44,11 @@ SAMPLE_SECONDS = 0.1
 DUTY = 20  # wait at least 20x what a sample cost (under 5 % of one core)
 FAR_BELOW = 0.5  # under half the limit ...
 RELAXED = 4  # ... sample 4x less often (a run's memory grows by at most a few GB/s)
-MAX_INTERVAL = 1.0
+RELAXED_DUTY = 80  # ... and spend about 1 % of a core: a growth of the resident total reads it at once (below)
+MAX_INTERVAL = 2.0
+# Every tick reads the tree's resident total (statm: microseconds); a growth past the total at the last reading reads
+# the memory at once, so a run cannot pass the limit between two readings, however rare far below it.
+GROWTH, GROWTH_BYTES = 1.1, 64 << 20
 # A crash (SIGSEGV, SIGABRT) while the run's memory was this close to the limit is read as memory:
 # allocators that cannot get pages fail in many ways, and the OOM killer may have picked a helper.
 NEAR_LIMIT = 0.9
@@ -86,6 +90,17 @@ class PssAccountant:
         pass
 
 
+def resident_bytes(processes: list[psutil.Process]) -> int:
+    """The summed RSS of ``processes`` (shared pages counted in each: an upper bound of their PSS)."""
+    total = 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
 class RssAccountant:
     """The summed RSS (shared pages counted in every process: over-states), for the report only."""
 
@@ -95,13 +110,7 @@ class RssAccountant:
         pass
 
     def sample(self, processes: list[psutil.Process]) -> int:
-        total = 0
-        for process in processes:
-            try:
-                total += process.memory_info().rss
-            except psutil.Error:
-                continue
-        return total
+        return resident_bytes(processes)
 
     def killed_by_limit(self) -> bool:
         return False
@@ -274,7 +283,8 @@ ACCOUNTANTS: dict[MemoryAccounting, Callable[[int | None], Accountant]] = {
 }
 DESCRIPTIONS: dict[MemoryAccounting, str] = {
     MemoryAccounting.CGROUP: "cgroup v2 memory.max on the whole run (the kernel's OOM killer ends it, as on Kaggle)",
-    MemoryAccounting.PSS: "the run's summed PSS (shared pages once), sampled every 0.1-1 s; the whole run is killed past it",
+    MemoryAccounting.PSS: "the run's summed PSS (shared pages once), read every 0.1-2 s and at once when the resident "
+                          "total grows; the whole run is killed past it",
     MemoryAccounting.NONE: "not enforced while the run goes: the summed RSS is judged afterwards",
 }
 
@@ -294,6 +304,7 @@ class MemoryWatch:
         self.peak = 0
         self.exceeded_at: int | None = None  # the total that passed the limit (this watch killed the run)
         self.accountant.attach([process.pid for process in self.tree()])
+        self._due, self._resident_seen = 0.0, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kkb-memory", daemon=True)
 
@@ -318,16 +329,26 @@ class MemoryWatch:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            started = time.monotonic()
-            total = self.sample()
-            self._stop.wait(self.interval(total, time.monotonic() - started))
+            self.tick()
+            self._stop.wait(self.sample_seconds)
+
+    def tick(self, processes: list[psutil.Process] | None = None, now: bool = False) -> None:
+        """One tick: the tree's resident total (cheap); the memory itself when due, when that total grew past what
+        it was at the last reading, or ``now``. Reading smaps_rollup of a torch process costs ~30 ms of CPU: at
+        every tick that would be a third of a core taken from the run."""
+        processes = self.tree() if processes is None else processes
+        started, resident = time.monotonic(), resident_bytes(processes)
+        if now or started >= self._due or resident > self._resident_seen * GROWTH + GROWTH_BYTES:
+            total = self.sample(processes)
+            self._due = started + self.interval(total, time.monotonic() - started)
+            self._resident_seen = resident
 
     def interval(self, total: int, cost: float) -> float:
-        """The wait before the next sample: reading smaps_rollup of a large torch process takes milliseconds, so the
-        sampler keeps to a few percent of a core, and samples less often while the run is far below its limit."""
+        """The wait before the next reading of the memory: it keeps to a few percent of a core, and far below the
+        limit to about 1 % (a growth of the resident total reads it sooner: :meth:`tick`)."""
         wait = max(self.sample_seconds, cost * DUTY)
         if self.limit and total < self.limit * FAR_BELOW:
-            wait = min(max(wait, self.sample_seconds * RELAXED), MAX_INTERVAL)
+            wait = min(max(cost * RELAXED_DUTY, self.sample_seconds * RELAXED), MAX_INTERVAL)
         return wait
 
     def tree(self) -> list[psutil.Process]:

@@ -70,18 +70,40 @@ def recorded_imports(private_dir: Path) -> set[str]:
     return names
 
 
-@functools.cache
 def module_distributions() -> dict[str, tuple[str, ...]]:
-    """``importlib.metadata.packages_distributions()``, a third of its cost: a wheel's RECORD is read as text, not
+    """``importlib.metadata.packages_distributions()``, a fraction of its cost: a wheel's RECORD is read as text, not
     turned into a path object per file (torch alone lists 20,000)."""
+    return _installed()[0]
+
+
+@functools.cache
+def _installed() -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+    """(top-level module -> the distributions providing it, canonical distribution name -> version), in one pass over
+    the installed distributions; the first of a name on ``sys.path`` is the one imported, as ``metadata.version``."""
     found: dict[str, list[str]] = {}
+    versions: dict[str, str] = {}
     for dist in metadata.distributions():
-        modules = _top_level(dist)
-        if modules:
-            name = dist.metadata["Name"]
-            for module in modules:
-                found.setdefault(module, []).append(name)
-    return {module: tuple(dists) for module, dists in found.items()}
+        name, version = _name_and_version(dist)
+        if not name:
+            continue
+        versions.setdefault(canonicalize_name(name), version)
+        for module in _top_level(dist):
+            found.setdefault(module, []).append(name)
+    return {module: tuple(dists) for module, dists in found.items()}, versions
+
+
+def _name_and_version(dist: metadata.Distribution) -> tuple[str, str]:
+    """``Name`` and ``Version`` from the metadata's header block, read as text: ``dist.metadata`` runs the email parser
+    over the whole file (long descriptions included), a millisecond a distribution."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    headers: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the headers end at the first blank line; the description follows
+        key, colon, value = line.partition(":")
+        if colon and key in ("Name", "Version"):
+            headers.setdefault(key, value.strip())
+    return headers.get("Name", ""), headers.get("Version", "")
 
 
 def _top_level(dist: metadata.Distribution) -> set[str]:
@@ -102,10 +124,8 @@ def _top_level(dist: metadata.Distribution) -> set[str]:
 
 
 def local_version(distribution: str) -> str | None:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
+    """The installed version of ``distribution`` (any spelling of its name), None when it is not installed."""
+    return _installed()[1].get(canonicalize_name(distribution)) or None
 
 
 def differs(local: str, image: str, distribution: str) -> bool:
