@@ -37,8 +37,11 @@ def _kernel_copy(name: str, root: Path) -> Path:
     subprocess.run([sys.executable, str(source / "make_assets.py")], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
     kernel = Path(shutil.copytree(source, root / name, ignore=shutil.ignore_patterns(".kkb", "__pycache__", "build")))
     toml = kernel / "kernel.toml"
-    text = re.sub(r'(?m)^accelerator = ".*"$', 'accelerator = "none"', toml.read_text())
-    toml.write_text(text if "accelerator =" in text else text.replace("[kernel]\n", '[kernel]\naccelerator = "none"\n', 1))
+    # The value only: a comment after it (`accelerator = "gpu"  # T4 on Kaggle`) stays, and the key is really replaced.
+    text, count = re.subn(r'(?m)^accelerator\s*=\s*"[^"]*"', 'accelerator = "none"', toml.read_text())
+    toml.write_text(text if count else text.replace("[kernel]\n", '[kernel]\naccelerator = "none"\n', 1))
+    if load_spec(kernel).kernel.accelerator != "none":
+        raise RuntimeError(f"{toml}: could not set [kernel] accelerator = \"none\"")
     return kernel
 
 

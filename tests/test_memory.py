@@ -5,6 +5,8 @@ Real processes, no notebook: a parent that shares an mmap with forked workers, a
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -107,6 +109,44 @@ def test_a_run_under_the_limit_is_left_alone() -> None:
     process.wait(timeout=60)
     watch.close()
     assert process.returncode == 0 and not watch.exceeded and 64 * MIB <= watch.peak < 512 * MIB
+
+
+# A root whose child starts a grandchild, prints its pid and exits when told: the grandchild is orphaned.
+ORPHANS = """
+import subprocess, sys, time
+child = ("import subprocess, sys; g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+         "print(g.pid, flush=True); sys.stdin.readline()")
+subprocess.Popen([sys.executable, '-c', child]).wait()
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="no /proc here")
+def test_the_tree_follows_grandchildren_and_keeps_an_orphan_its_parent_left() -> None:
+    root = subprocess.Popen([sys.executable, "-c", ORPHANS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert root.stdin is not None and root.stdout is not None
+    grandchild = -1
+    try:
+        watch = MemoryWatch(root.pid, None, lambda: None, kind=MemoryAccounting.NONE)
+        grandchild = int(root.stdout.readline())
+        deadline = time.monotonic() + 10
+        while len(watch.tree()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = next(pid for pid in watch.seen if pid not in (root.pid, grandchild))
+        root.stdin.write("exit\n")
+        root.stdin.flush()
+        while psutil.pid_exists(child) and psutil.Process(child).status() != psutil.STATUS_ZOMBIE \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        # The child is gone; its orphan still counts, as the container still holds it; an unrelated process never.
+        assert {process.pid for process in watch.tree()} == {root.pid, grandchild}
+        assert {root.pid, child, grandchild} <= set(watch.seen) and os.getpid() not in watch.seen
+    finally:
+        for pid in (grandchild, root.pid):
+            with contextlib.suppress(psutil.Error, ValueError):
+                psutil.Process(pid).kill()
+        root.wait()
 
 
 @needs_pss

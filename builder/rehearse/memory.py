@@ -40,6 +40,7 @@ import psutil
 from builder.kkb_runtime.vocabulary import MemoryAccounting
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC = "/proc"
 SAMPLE_SECONDS = 0.1
 DUTY = 20  # wait at least 20x what a sample cost (under 5 % of one core)
 FAR_BELOW = 0.5  # under half the limit ...
@@ -88,6 +89,15 @@ class PssAccountant:
 
     def close(self) -> None:
         pass
+
+
+def _parent_pid(pid: int) -> int:
+    """``/proc/<pid>/stat``'s parent pid (the command name in parentheses may hold spaces); -1 once it is gone."""
+    try:
+        with open(f"{PROC}/{pid}/stat", "rb") as handle:
+            return int(handle.read().rpartition(b")")[2].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def resident_bytes(processes: list[psutil.Process]) -> int:
@@ -301,6 +311,8 @@ class MemoryWatch:
         self.kill, self.sample_seconds = kill, sample_seconds
         self.root = psutil.Process(pid)
         self.seen: dict[int, psutil.Process] = {pid: self.root}
+        self._parents: dict[int, int] = {}  # every pid in /proc at the last tick -> its parent when first seen
+        self._members: set[int] = {pid}  # the live pids of the tree
         self.peak = 0
         self.exceeded_at: int | None = None  # the total that passed the limit (this watch killed the run)
         self.accountant.attach([process.pid for process in self.tree()])
@@ -352,7 +364,35 @@ class MemoryWatch:
         return wait
 
     def tree(self) -> list[psutil.Process]:
-        """The root (while it runs) and every process below it; remembers each one seen, to kill it later."""
+        """The root (while it runs) and every live process descended from it, orphans re-parented away included (the
+        container counts them too); remembers each one seen, to kill it later.
+
+        A process's parent is read once, when its pid first appears in ``/proc``: psutil's ``children`` reads every
+        process's stat at every call, milliseconds a tick on a busy machine, taken from the run."""
+        try:
+            pids = {int(name) for name in os.listdir(PROC) if name.isdigit()}
+        except OSError:  # no /proc (macOS): psutil's scan
+            return self._tree_by_scan()
+        for gone in self._parents.keys() - pids:
+            del self._parents[gone]
+        self._members &= pids
+        new = [pid for pid in pids if pid not in self._parents]
+        for pid in new:
+            self._parents[pid] = _parent_pid(pid)
+        added = True
+        while added:  # a child may appear in the same tick as its parent, in any order
+            added = False
+            for pid in new:
+                if pid not in self._members and self._parents[pid] in self._members:
+                    try:
+                        self.seen[pid] = psutil.Process(pid)
+                    except psutil.Error:
+                        continue
+                    self._members.add(pid)
+                    added = True
+        return [self.seen[pid] for pid in sorted(self._members)]
+
+    def _tree_by_scan(self) -> list[psutil.Process]:
         try:
             children = self.root.children(recursive=True)
         except psutil.Error:
