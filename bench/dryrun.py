@@ -175,7 +175,7 @@ def _rows(name: str, samples: dict[str, list[float]], info: dict[str, dict], rep
             "< 1.15x + kernel start", detail),
         Row("dry-run overhead", f"rerun ({label}): overhead - kernel start", overhead, "s", "steps with python",
             direct, overhead / direct, "< 0.15x", {"repeat": repeat, "empty_notebook_s": empty}),
-        Row("dry-run overhead", f"rerun ({label}): kkb's own time (its steps and kernel start taken out)", own, "s",
+        Row("dry-run overhead", f"rerun ({label}): kkb's own time", own, "s",
             "steps with python", direct, own / direct, "(part of the overhead)",
             {"repeat": repeat, "samples": samples["own"],
              "why": "within one run, so the steps' run-to-run noise cancels; it leaves out any slowdown of the steps"}),
