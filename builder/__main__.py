@@ -17,10 +17,5 @@ finally:
     gc.freeze()
     gc.enable()
 
-
-def main() -> None:
-    entrypoint()
-
-
 if __name__ == "__main__":
-    main()
+    entrypoint()

@@ -168,10 +168,18 @@ class _RunDelay:
 
 
     def _ours(self) -> bool:
-        try:  # /proc/PID/stat: "pid (comm) state ppid ...": the comm may hold spaces and parentheses
-            return int(self.path.with_name("stat").read_text().rpartition(")")[2].split()[1]) == os.getpid()
-        except (OSError, IndexError, ValueError):
-            return False
+        return parent_pid(self.path.parent) == os.getpid()
+
+
+def parent_pid(proc_dir: Path) -> int:
+    """The parent pid in ``proc_dir/stat`` (``/proc/<pid>``); -1 once the process is gone.
+
+    The stat line is "pid (comm) state ppid ...", and the comm may hold spaces and parentheses."""
+    try:
+        with open(proc_dir / "stat", "rb") as handle:
+            return int(handle.read().rpartition(b")")[2].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def _cpus() -> int | None:

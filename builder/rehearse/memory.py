@@ -13,8 +13,8 @@ never counted (a torch process reserves twice what it uses). Three accountants, 
 ``pss``
     Everywhere ``/proc/<pid>/smaps_rollup`` can be read (Linux ≥ 4.14): the sum of proportional set
     sizes over the kernel's process tree, read every 0.1-2 s (less often far below the limit, and never more
-    than 5 % of a core) and at once when the tree's resident total (cheap, checked every 0.1 s) grows. A page shared by n processes counts
-    1/n in each, so the sum counts it once. Past the limit the whole tree is killed with SIGKILL.
+    than 5 % of a core) and at once when the tree's resident total (cheap, checked every 0.1 s) grows. A page
+    shared by n processes counts 1/n in each, so the sum counts it once. Past the limit the whole tree is killed with SIGKILL.
 ``none``
     Where neither works (macOS, a locked /proc): the summed RSS is sampled for the report only and
     judged afterwards; nothing is enforced while the run goes, and the report says so.
@@ -37,10 +37,11 @@ from typing import Protocol
 
 import psutil
 
+from builder.kkb_runtime.steps import parent_pid
 from builder.kkb_runtime.vocabulary import MemoryAccounting
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-PROC = "/proc"
+PROC = Path("/proc")
 SAMPLE_SECONDS = 0.1
 DUTY = 20  # wait at least 20x what a sample cost (under 5 % of one core)
 FAR_BELOW = 0.5  # under half the limit ...
@@ -89,15 +90,6 @@ class PssAccountant:
 
     def close(self) -> None:
         pass
-
-
-def _parent_pid(pid: int) -> int:
-    """``/proc/<pid>/stat``'s parent pid (the command name in parentheses may hold spaces); -1 once it is gone."""
-    try:
-        with open(f"{PROC}/{pid}/stat", "rb") as handle:
-            return int(handle.read().rpartition(b")")[2].split()[1])
-    except (OSError, IndexError, ValueError):
-        return -1
 
 
 def resident_bytes(processes: list[psutil.Process]) -> int:
@@ -313,10 +305,10 @@ class MemoryWatch:
         self.seen: dict[int, psutil.Process] = {pid: self.root}
         self._parents: dict[int, int] = {}  # every pid in /proc at the last tick -> its parent when first seen
         self._members: set[int] = {pid}  # the live pids of the tree
+        self._due, self._resident_seen = 0.0, 0  # the next reading of the memory; the resident total at the last
         self.peak = 0
         self.exceeded_at: int | None = None  # the total that passed the limit (this watch killed the run)
         self.accountant.attach([process.pid for process in self.tree()])
-        self._due, self._resident_seen = 0.0, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kkb-memory", daemon=True)
 
@@ -358,10 +350,9 @@ class MemoryWatch:
     def interval(self, total: int, cost: float) -> float:
         """The wait before the next reading of the memory: it keeps to a few percent of a core, and far below the
         limit to about 1 % (a growth of the resident total reads it sooner: :meth:`tick`)."""
-        wait = max(self.sample_seconds, cost * DUTY)
         if self.limit and total < self.limit * FAR_BELOW:
-            wait = min(max(cost * RELAXED_DUTY, self.sample_seconds * RELAXED), MAX_INTERVAL)
-        return wait
+            return min(max(cost * RELAXED_DUTY, self.sample_seconds * RELAXED), MAX_INTERVAL)
+        return max(self.sample_seconds, cost * DUTY)
 
     def tree(self) -> list[psutil.Process]:
         """The root (while it runs) and every live process descended from it, orphans re-parented away included (the
@@ -378,7 +369,7 @@ class MemoryWatch:
         self._members &= pids
         new = [pid for pid in pids if pid not in self._parents]
         for pid in new:
-            self._parents[pid] = _parent_pid(pid)
+            self._parents[pid] = parent_pid(PROC / str(pid))
         added = True
         while added:  # a child may appear in the same tick as its parent, in any order
             added = False
