@@ -343,13 +343,17 @@ class MemoryWatch:
         processes = self.tree() if processes is None else processes
         started, resident = time.monotonic(), resident_bytes(processes)
         if now or started >= self._due or resident > self._resident_seen * GROWTH + GROWTH_BYTES:
+            # The cost in this thread's CPU time, not the wall clock: on a loaded machine a reading waits for a CPU,
+            # and a wall-clock cost would stretch the interval past short runs' peaks.
+            cpu = time.thread_time()
             total = self.sample(processes)
-            self._due = started + self.interval(total, time.monotonic() - started)
+            self._due = started + self.interval(total, time.thread_time() - cpu)
             self._resident_seen = resident
 
     def interval(self, total: int, cost: float) -> float:
-        """The wait before the next reading of the memory: it keeps to a few percent of a core, and far below the
-        limit to about 1 % (a growth of the resident total reads it sooner: :meth:`tick`)."""
+        """The wait before the next reading of the memory, ``cost`` the CPU seconds the last one took: it keeps to a
+        few percent of a core, and far below the limit to about 1 % (a growth of the resident total reads it sooner:
+        :meth:`tick`)."""
         if self.limit and total < self.limit * FAR_BELOW:
             return min(max(cost * RELAXED_DUTY, self.sample_seconds * RELAXED), MAX_INTERVAL)
         return max(self.sample_seconds, cost * DUTY)
