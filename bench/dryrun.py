@@ -17,9 +17,12 @@ hidden test (300 rows) replicated 10 times with ``sandbox.scale_competition_data
 ``--rerun-scale 10`` does), handed to both sides (``--data``) so that inference weighs more than
 process starts. The no-change ``kkb build`` that the dry run starts with is timed on its own too.
 
-Besides the target's row (the medians of both sides), kkb's own time is read within each dry run: its wall
-less the seconds its steps took in that run, less kernel start. On a machine whose speed drifts between runs
-(the same direct steps twice in a row: 17 s, then 22 s) it shows what kkb adds, without the steps' noise.
+Each repetition is a pair: a dry run and the direct steps back to back, in alternating order. The target's
+ratios are the medians of the pairs' ratios: on a machine whose speed drifts over minutes (the same direct steps
+twice in a row: 17 s, then 22 s) the ratio of the two sides' medians, taken minutes apart, moves by more than the
+margin being measured (it stays in the detail as ``ratio_of_medians``). kkb's own time is read within each dry
+run too: its wall less the seconds its steps took in that run, less kernel start, which shows what kkb adds
+without the steps' noise.
 """
 
 from __future__ import annotations
@@ -130,7 +133,7 @@ def data_for(kernel: Path, name: str, root: Path) -> tuple[Path, Path | None]:
     return scaled.path, scaled.path
 
 
-def run(repeat: int = 3, warmup: int = 1, datasets: tuple[str, ...] = ("public", "hidden-x10")) -> list[Row]:
+def run(repeat: int = 5, warmup: int = 1, datasets: tuple[str, ...] = ("public", "hidden-x10")) -> list[Row]:
     ensure_assets()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="kkb-bench-dryrun-") as tmp:
@@ -140,20 +143,29 @@ def run(repeat: int = 3, warmup: int = 1, datasets: tuple[str, ...] = ("public",
             out = root / f"build-{name}"
             data, data_arg = data_for(kernel, name, root)
             samples: dict[str, list[float]] = {"dry_run": [], "direct": [], "empty": [], "notebook": [], "build": [],
-                                               "own": []}
+                                               "own": [], "pair_ratio": [], "pair_overhead": []}
             info: dict[str, dict] = {}
             for index in range(warmup + repeat):
                 if index == 0 and warmup == 0:  # the direct steps need the built folders
                     dry_run_cli(kernel, out, data_arg)
-                dry_s, info["dry_run"] = dry_run_cli(kernel, out, data_arg)
-                direct_s, info["direct"] = direct_steps(out, data, root / f"direct-{name}-{index}")
+                # Each repetition is a pair run back to back, in alternating order (dry run first, then the direct
+                # steps first): the machine's speed drifts over minutes, and a pair's ratio cancels the drift
+                # that the medians of runs minutes apart keep.
+                if index % 2 == 0:
+                    dry_s, info["dry_run"] = dry_run_cli(kernel, out, data_arg)
+                    direct_s, info["direct"] = direct_steps(out, data, root / f"direct-{name}-{index}")
+                else:
+                    direct_s, info["direct"] = direct_steps(out, data, root / f"direct-{name}-{index}")
+                    dry_s, info["dry_run"] = dry_run_cli(kernel, out, data_arg)
                 empty_s = empty_notebook_seconds(rerun=True)
                 build_s = build_cli(kernel, out) if name == datasets[0] else None
                 # kkb's own seconds in that same run: its wall less what its steps took there, less kernel start
                 own_s = dry_s - sum(info["dry_run"]["steps_s"].values()) - empty_s
                 if index >= warmup:
                     for key, value in (("dry_run", dry_s), ("direct", direct_s), ("empty", empty_s),
-                                       ("notebook", info["dry_run"]["notebook_s"]), ("build", build_s), ("own", own_s)):
+                                       ("notebook", info["dry_run"]["notebook_s"]), ("build", build_s), ("own", own_s),
+                                       ("pair_ratio", dry_s / direct_s),
+                                       ("pair_overhead", (dry_s - direct_s - empty_s) / direct_s)):
                         if value is not None:
                             samples[key].append(value)
             info["profile"] = profile_phases(kernel, out, data_arg)  # the same build folder: a no-change build
@@ -162,19 +174,25 @@ def run(repeat: int = 3, warmup: int = 1, datasets: tuple[str, ...] = ("public",
 
 
 def _rows(name: str, samples: dict[str, list[float]], info: dict[str, dict], repeat: int) -> list[Row]:
-    dry, direct, empty, notebook, own = (statistics.median(samples[key])
-                                         for key in ("dry_run", "direct", "empty", "notebook", "own"))
+    dry, direct, empty, notebook, own, pair_ratio, pair_overhead = (
+        statistics.median(samples[key])
+        for key in ("dry_run", "direct", "empty", "notebook", "own", "pair_ratio", "pair_overhead"))
     overhead = dry - direct - empty
     label = f"{name}, {info['dry_run']['rows']} rows"
     detail = {"repeat": repeat, "data": name, "rows": info["dry_run"]["rows"], "samples": samples,
               "empty_notebook_s": empty, "overhead_s": dry - direct, "overhead_minus_kernel_start_s": overhead,
-              "overhead_pct_minus_kernel_start": 100 * overhead / direct, "outside_notebook_s": dry - notebook,
+              "ratio_of_medians": dry / direct, "overhead_minus_kernel_start_of_medians": overhead / direct,
+              "outside_notebook_s": dry - notebook,
               "dry_run": info["dry_run"], "direct": info["direct"], "profile_s": info.get("profile")}
+    # The ratios are the medians of each pair's (a dry run and the direct steps back to back); the medians of the
+    # two sides, minutes apart, are in the detail (``ratio_of_medians``) and in the value and baseline columns.
     rows = [
-        Row("dry-run overhead", f"rerun ({label}): kkb dry-run", dry, "s", "steps with python", direct, dry / direct,
+        Row("dry-run overhead", f"rerun ({label}): kkb dry-run", dry, "s", "steps with python", direct, pair_ratio,
             "< 1.15x + kernel start", detail),
-        Row("dry-run overhead", f"rerun ({label}): overhead - kernel start", overhead, "s", "steps with python",
-            direct, overhead / direct, "< 0.15x", {"repeat": repeat, "empty_notebook_s": empty}),
+        Row("dry-run overhead", f"rerun ({label}): overhead - kernel start", pair_overhead * direct, "s",
+            "steps with python", direct, pair_overhead, "< 0.15x",
+            {"repeat": repeat, "empty_notebook_s": empty, "pairs": samples["pair_overhead"],
+             "of_medians": overhead / direct}),
         Row("dry-run overhead", f"rerun ({label}): kkb's own time", own, "s",
             "steps with python", direct, own / direct, "(part of the overhead)",
             {"repeat": repeat, "samples": samples["own"],

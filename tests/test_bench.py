@@ -41,3 +41,21 @@ def test_render_table_shows_skipped_rows_and_small_ratios() -> None:
     table = render_table([Row("inference", "vs forward ceiling (CUDA)", None, "/s", target="skipped: no CUDA"),
                           Row("incremental push", "code changed: uploaded", 0.137, "MB", "plain", 2147.6, 0.137 / 2147.6)])
     assert "skipped: no CUDA" in table and "6.4e-05x" in table
+
+
+def test_dry_run_ratios_are_medians_of_pairs_run_back_to_back() -> None:
+    """The machine slows down between pairs (direct 10 s, then 14 s): each pair's ratio is kept, and the target's
+    ratio is their median, not the ratio of the two sides' medians taken minutes apart."""
+    from bench.dryrun import _rows
+
+    dry, direct, empty = [12.0, 15.0, 16.8], [10.0, 14.0, 12.0], [1.0, 1.0, 1.0]
+    samples = {"dry_run": dry, "direct": direct, "empty": empty, "notebook": [11.0, 14.0, 15.0], "build": [],
+               "own": [0.5, 0.5, 0.5], "pair_ratio": [d / s for d, s in zip(dry, direct, strict=True)],
+               "pair_overhead": [(d - s - e) / s for d, s, e in zip(dry, direct, empty, strict=True)]}
+    info = {"dry_run": {"rows": 3000, "notebook_s": 15.0, "steps_s": {}}, "direct": {"steps_s": {}}}
+    rows = {row.measure: row for row in _rows("hidden-x10", samples, info, repeat=3)}
+    run = rows["rerun (hidden-x10, 3000 rows): kkb dry-run"]
+    overhead = rows["rerun (hidden-x10, 3000 rows): overhead - kernel start"]
+    assert run.ratio == pytest.approx(1.2) and run.detail["ratio_of_medians"] == pytest.approx(15.0 / 12.0)
+    assert overhead.ratio == pytest.approx(0.1) and overhead.baseline_value == 12.0
+    assert overhead.detail["of_medians"] == pytest.approx((15.0 - 12.0 - 1.0) / 12.0)
