@@ -21,8 +21,9 @@ Each repetition is a pair: a dry run and the direct steps back to back, in alter
 ratios are the medians of the pairs' ratios: on a machine whose speed drifts over minutes (the same direct steps
 twice in a row: 17 s, then 22 s) the ratio of the two sides' medians, taken minutes apart, moves by more than the
 margin being measured (it stays in the detail as ``ratio_of_medians``). kkb's own time is read within each dry
-run too: its wall less the seconds its steps took in that run, less kernel start, which shows what kkb adds
-without the steps' noise.
+run too: its wall less the seconds its steps took in that run (less their timing probe, a few batches a card
+step adds in a dry run of a small test so that the projection has a per-row rate), less kernel start, which
+shows what kkb adds without the steps' noise.
 """
 
 from __future__ import annotations
@@ -56,7 +57,11 @@ def dry_run_cli(kernel: Path, out: Path, data: Path | None) -> tuple[float, dict
         raise RuntimeError(f"kkb dry-run failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     scenario = json.loads((out / "dryrun" / "report.json").read_text())["scenarios"][0]
     steps = {str(step["name"]): float(step["seconds"]) for step in scenario["steps"]}
-    return elapsed, {"notebook_s": scenario["wall_seconds"], "steps_s": steps, "rows": scenario["rows"]}
+    # The timing probe: full batches a card step adds in a dry run when the test has too few for a per-row rate
+    # (kkb_runtime.timing); dry-run work that the direct steps do not do, so it counts as kkb's own time.
+    probes = {str(step["name"]): sum(float(fold.get("probe_seconds") or 0.0) for fold in (step.get("timing") or {}).get("folds", []))
+              for step in scenario["steps"]}
+    return elapsed, {"notebook_s": scenario["wall_seconds"], "steps_s": steps, "probe_s": probes, "rows": scenario["rows"]}
 
 
 def direct_steps(build: Path, data: Path, work: Path) -> tuple[float, dict]:
@@ -159,8 +164,10 @@ def run(repeat: int = 5, warmup: int = 1, datasets: tuple[str, ...] = ("public",
                     dry_s, info["dry_run"] = dry_run_cli(kernel, out, data_arg)
                 empty_s = empty_notebook_seconds(rerun=True)
                 build_s = build_cli(kernel, out) if name == datasets[0] else None
-                # kkb's own seconds in that same run: its wall less what its steps took there, less kernel start
-                own_s = dry_s - sum(info["dry_run"]["steps_s"].values()) - empty_s
+                # kkb's own seconds in that same run: its wall less what its steps took there (their timing probe
+                # is kkb's), less kernel start
+                own_s = (dry_s - sum(info["dry_run"]["steps_s"].values()) + sum(info["dry_run"]["probe_s"].values())
+                         - empty_s)
                 if index >= warmup:
                     for key, value in (("dry_run", dry_s), ("direct", direct_s), ("empty", empty_s),
                                        ("notebook", info["dry_run"]["notebook_s"]), ("build", build_s), ("own", own_s),
