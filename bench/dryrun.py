@@ -39,6 +39,7 @@ from pathlib import Path
 from bench.common import Row
 from bench.reference import OWNER, REPO, clean_environ, copy_reference, empty_notebook_seconds, ensure_assets
 from builder.kkb_runtime.steps import step_command
+from builder.kkb_runtime.timing import StepTiming
 from builder.project.spec import load_spec
 from builder.rehearse.sandbox import scale_competition_data
 
@@ -59,7 +60,7 @@ def dry_run_cli(kernel: Path, out: Path, data: Path | None) -> tuple[float, dict
     steps = {str(step["name"]): float(step["seconds"]) for step in scenario["steps"]}
     # The timing probe: full batches a card step adds in a dry run when the test has too few for a per-row rate
     # (kkb_runtime.timing); dry-run work that the direct steps do not do, so it counts as kkb's own time.
-    probes = {str(step["name"]): sum(float(fold.get("probe_seconds") or 0.0) for fold in (step.get("timing") or {}).get("folds", []))
+    probes = {str(step["name"]): timing.probe_seconds if (timing := StepTiming.from_json(step.get("timing"))) else 0.0
               for step in scenario["steps"]}
     return elapsed, {"notebook_s": scenario["wall_seconds"], "steps_s": steps, "probe_s": probes, "rows": scenario["rows"]}
 
@@ -148,7 +149,7 @@ def run(repeat: int = 5, warmup: int = 1, datasets: tuple[str, ...] = ("public",
             out = root / f"build-{name}"
             data, data_arg = data_for(kernel, name, root)
             samples: dict[str, list[float]] = {"dry_run": [], "direct": [], "empty": [], "notebook": [], "build": [],
-                                               "own": [], "pair_ratio": [], "pair_overhead": []}
+                                               "own": []}
             info: dict[str, dict] = {}
             for index in range(warmup + repeat):
                 if index == 0 and warmup == 0:  # the direct steps need the built folders
@@ -170,9 +171,7 @@ def run(repeat: int = 5, warmup: int = 1, datasets: tuple[str, ...] = ("public",
                          - empty_s)
                 if index >= warmup:
                     for key, value in (("dry_run", dry_s), ("direct", direct_s), ("empty", empty_s),
-                                       ("notebook", info["dry_run"]["notebook_s"]), ("build", build_s), ("own", own_s),
-                                       ("pair_ratio", dry_s / direct_s),
-                                       ("pair_overhead", (dry_s - direct_s - empty_s) / direct_s)):
+                                       ("notebook", info["dry_run"]["notebook_s"]), ("build", build_s), ("own", own_s)):
                         if value is not None:
                             samples[key].append(value)
             info["profile"] = profile_phases(kernel, out, data_arg)  # the same build folder: a no-change build
@@ -181,9 +180,13 @@ def run(repeat: int = 5, warmup: int = 1, datasets: tuple[str, ...] = ("public",
 
 
 def _rows(name: str, samples: dict[str, list[float]], info: dict[str, dict], repeat: int) -> list[Row]:
-    dry, direct, empty, notebook, own, pair_ratio, pair_overhead = (
-        statistics.median(samples[key])
-        for key in ("dry_run", "direct", "empty", "notebook", "own", "pair_ratio", "pair_overhead"))
+    dry, direct, empty, notebook, own = (statistics.median(samples[key])
+                                         for key in ("dry_run", "direct", "empty", "notebook", "own"))
+    # Each repetition's dry run, direct steps and kernel start were measured back to back: a pair
+    pairs = list(zip(samples["dry_run"], samples["direct"], samples["empty"], strict=True))
+    pair_ratio = statistics.median(d / s for d, s, _ in pairs)
+    pair_overheads = [(d - s - e) / s for d, s, e in pairs]
+    pair_overhead = statistics.median(pair_overheads)
     overhead = dry - direct - empty
     label = f"{name}, {info['dry_run']['rows']} rows"
     detail = {"repeat": repeat, "data": name, "rows": info["dry_run"]["rows"], "samples": samples,
@@ -198,7 +201,7 @@ def _rows(name: str, samples: dict[str, list[float]], info: dict[str, dict], rep
             "< 1.15x + kernel start", detail),
         Row("dry-run overhead", f"rerun ({label}): overhead - kernel start", pair_overhead * direct, "s",
             "steps with python", direct, pair_overhead, "< 0.15x",
-            {"repeat": repeat, "empty_notebook_s": empty, "pairs": samples["pair_overhead"],
+            {"repeat": repeat, "empty_notebook_s": empty, "pairs": pair_overheads,
              "of_medians": overhead / direct}),
         Row("dry-run overhead", f"rerun ({label}): kkb's own time", own, "s",
             "steps with python", direct, own / direct, "(part of the overhead)",

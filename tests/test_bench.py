@@ -50,8 +50,7 @@ def test_dry_run_ratios_are_medians_of_pairs_run_back_to_back() -> None:
 
     dry, direct, empty = [12.0, 15.0, 16.8], [10.0, 14.0, 12.0], [1.0, 1.0, 1.0]
     samples = {"dry_run": dry, "direct": direct, "empty": empty, "notebook": [11.0, 14.0, 15.0], "build": [],
-               "own": [0.5, 0.5, 0.5], "pair_ratio": [d / s for d, s in zip(dry, direct, strict=True)],
-               "pair_overhead": [(d - s - e) / s for d, s, e in zip(dry, direct, empty, strict=True)]}
+               "own": [0.5, 0.5, 0.5]}
     info = {"dry_run": {"rows": 3000, "notebook_s": 15.0, "steps_s": {}}, "direct": {"steps_s": {}}}
     rows = {row.measure: row for row in _rows("hidden-x10", samples, info, repeat=3)}
     run = rows["rerun (hidden-x10, 3000 rows): kkb dry-run"]
