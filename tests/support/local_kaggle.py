@@ -240,6 +240,9 @@ def make_dataset(folder: Path, slug: str = "tiny-numbers", title: str = "Tiny Nu
                                     **(files or {"numbers.csv": "n\n1\n2\n3\n"})})
 
 
+GATE_SECONDS = 300
+
+
 @dataclass
 class GatedRunner(FakeRunner):
     """A FakeRunner that waits for ``gate`` before running, to observe QUEUED and RUNNING."""
@@ -249,7 +252,9 @@ class GatedRunner(FakeRunner):
 
     def run(self, request: RunRequest) -> RunResult:
         self.started.set()
-        self.gate.wait(30)
+        # Longer than any test waits for what it observes (a `kkb submit` subprocess reaching its first status poll
+        # took over 30 s under the suite's load, and the run went on without the gate); every test sets the gate.
+        self.gate.wait(GATE_SECONDS)
         return super().run(request)
 
 
