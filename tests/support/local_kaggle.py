@@ -258,6 +258,23 @@ class GatedRunner(FakeRunner):
         return super().run(request)
 
 
+@dataclass
+class SlugGates(FakeRunner):
+    """A FakeRunner whose kernels with a gate (by slug) wait for it: RUNNING, and billing, until the test opens it."""
+
+    gates: dict[str, threading.Event] = field(default_factory=dict)
+
+    def run(self, request: RunRequest) -> RunResult:
+        slug = request.notebook.parts[-4]  # kernels/<owner>/<slug>/versions/<n>/source.ipynb
+        if slug in self.gates:
+            self.gates[slug].wait(GATE_SECONDS)
+        return super().run(request)
+
+    def open_all(self) -> None:
+        for gate in self.gates.values():
+            gate.set()
+
+
 # -- fixtures (registered by tests/conftest.py) ---------------------------------------------
 
 
