@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 
 from builder.errors import EXIT_REMOTE, InputsDiffer, LimitReached
-from builder.local_kaggle import LocalKaggle, ServerSettings
+from builder.local_kaggle import LocalKaggle
 from builder.remote.push import push
 from builder.remote.queries import QuerySettings, history, stop
 from builder.remote.session import PushSettings
 from builder.remote.submit import SubmitSettings, submit
-from tests.support.demo_kaggle import DEMO_KEY, DEMO_USER, LOOPBACK_WAITS, demo_adapter
+from tests.support.demo_kaggle import DEMO_USER, LOOPBACK_WAITS, demo_adapter, serve_local_kaggle
 from tests.support.files import KERNELS
 from tests.support.local_kaggle import SlugGates, make_kernel, wait_for
 
@@ -50,16 +50,12 @@ def server(tmp_path: Path, gates: SlugGates, monkeypatch: pytest.MonkeyPatch) ->
     competition = Path(shutil.copytree(KERNELS / "minimal" / "data" / "competition", tmp_path / "competition"))
     toml = competition / "competition.toml"
     toml.write_text(toml.read_text().replace("daily_submission_limit = 5", "daily_submission_limit = 1"))
-    settings = ServerSettings(dataset_ready_seconds=0.0, workers=4)
-    with LocalKaggle(tmp_path / "kaggle", port=0, settings=settings, runner=gates) as local:
-        local.clock.set(WEDNESDAY)
-        local.add_user(DEMO_USER, DEMO_KEY)
-        local.add_competition(competition)
-        monkeypatch.setenv("KAGGLE_USERNAME", DEMO_USER)
-        monkeypatch.setenv("KAGGLE_KEY", DEMO_KEY)
-        monkeypatch.setenv("KKB_KAGGLE_API", local.base_url)
-        yield local
-        gates.open_all()
+    serving = serve_local_kaggle(tmp_path, monkeypatch, gates, competition=competition, workers=4)
+    local = next(serving)
+    local.clock.set(WEDNESDAY)
+    yield local
+    gates.open_all()  # the held runs end before the server stops
+    next(serving, None)
 
 
 @pytest.fixture
