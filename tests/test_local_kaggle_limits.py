@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 import requests
 
-from builder.errors import LimitReached, LocalKaggleError
+from builder.cli import main
+from builder.errors import EXIT_OK, EXIT_USER, LimitReached, LocalKaggleError
 from builder.local_kaggle import LocalKaggle, ServerSettings
 from builder.local_kaggle.accounts import CAP_TEXTS
 from builder.remote.backoff import Backoff
@@ -184,10 +185,23 @@ def test_throttled_answers_are_html_pages_and_an_after_commit_fault_does_the_cal
     assert api.kernels_status(f"{USER}/parity-kernel").status.name in ("QUEUED", "RUNNING", "COMPLETE")  # it was made
 
 
-def test_the_admin_clock_moves_the_limits_and_refuses_nonsense(kaggle_server: LocalKaggle) -> None:
-    client = admin_client(kaggle_server)
-    assert client.clock(now="2026-12-05T23:59:00Z") == {"now": "2026-12-05T23:59:00Z"}
-    assert client.clock(advance=120) == {"now": "2026-12-06T00:01:00Z"}
+def test_the_clock_and_the_accounts_are_set_from_the_command_line(kaggle_server: LocalKaggle,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    data = str(kaggle_server.store.root)
+    assert main(["local-kaggle", "clock", "--url", kaggle_server.base_url, "-d", data, "--set", "2026-12-05T23:59:00Z"]) \
+        == EXIT_OK
+    assert json.loads(capsys.readouterr().out) == {"now": "2026-12-05T23:59:00Z"}
+    assert admin_client(kaggle_server).clock(advance=120) == {"now": "2026-12-06T00:01:00Z"}
     with pytest.raises(LocalKaggleError, match="is not an ISO 8601 time"):
-        client.clock(now="tomorrow")
+        admin_client(kaggle_server).clock(now="tomorrow")
+    assert main(["local-kaggle", "add-user", "carol", "--key", "carol-key-0123", "-d", data, "--gpu-quota-hours", "1.5",
+                 "--gpu-sessions", "1", "--cap-answer", "412"]) == EXIT_OK
+    assert kaggle_server.account("carol").model_dump() == {
+        "gpu_quota_hours": 1.5, "tpu_quota_hours": 20.0, "gpu_used_hours": 0.0, "tpu_used_hours": 0.0,
+        "gpu_sessions": 1, "cap_answer": "412"}
+    capsys.readouterr()
+    assert main(["local-kaggle", "add-user", "carol", "-d", data, "--cap-answer", "busy"]) == EXIT_USER
+    assert "error: account carol: cap_answer: Input should be 'session count', 'too many assignments' or '412'" in \
+        " ".join(capsys.readouterr().err.split())
+    assert kaggle_server.users.authenticate("Basic Y2Fyb2w6Y2Fyb2wta2V5LTAxMjM=") == "carol"  # its key kept
     assert INSTANT_DATASETS.honour_pins is False

@@ -75,16 +75,21 @@ class Accounts:
     def configure(self, user: str, **changes: Any) -> Account:
         """Change ``user``'s limits (the others keep their values); returns the account as it now is."""
         with self._store.lock:
+            account = self.checked(user, **changes)
             everyone = self._store.read(self._settings_path, {}) or {}
-            try:
-                account = Account.model_validate({**everyone.get(user, {}), **changes})
-            except ValidationError as exc:
-                error = exc.errors()[0]
-                raise LocalKaggleError(f"account {user}: {error['loc'][0]}: {error['msg']}",
-                                       hint=f"settings: {', '.join(Account.model_fields)}") from None
             everyone[user] = account.model_dump()
             self._store.write(self._settings_path, everyone)
         return account
+
+    def checked(self, user: str, **changes: Any) -> Account:
+        """``user``'s account with ``changes``, validated and not stored (a refusal names the setting)."""
+        current = (self._store.read(self._settings_path, {}) or {}).get(user, {})
+        try:
+            return Account.model_validate({**current, **changes})
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            raise LocalKaggleError(f"account {user}: {error['loc'][0]}: {error['msg']}",
+                                   hint=f"settings: {', '.join(Account.model_fields)}") from None
 
     def account(self, user: str) -> Account:
         return Account.model_validate((self._store.read(self._settings_path, {}) or {}).get(user, {}))

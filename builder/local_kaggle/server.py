@@ -151,6 +151,8 @@ class LocalKaggle:
 
         ``account``: the user's limits (:class:`~builder.local_kaggle.accounts.Account`: ``gpu_quota_hours``,
         ``gpu_sessions``, ``cap_answer``, ...); later changes go through ``server.accounts.configure``."""
+        if account:
+            self.accounts.checked(name, **dict(account))  # a bad setting changes nothing, the key neither
         token = self.users.add(name, key, token)
         if account:
             self.accounts.configure(name, **dict(account))
