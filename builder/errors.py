@@ -92,6 +92,10 @@ class LimitReached(RemoteError):
     cap, a version of the kernel still running (exit 3, as Kaggle's own refusal would be)."""
 
 
+class SessionCapReached(LimitReached):
+    """Kaggle refused a GPU push: the account's GPU sessions are at their cap."""
+
+
 class InputsDiffer(RemoteError):
     """The run read other inputs than kkb pushed: Kaggle mounted another version (a dropped pin)."""
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,9 @@ def kernel(tmp_path: Path) -> Path:
                                 ignore=shutil.ignore_patterns(".kkb", "build")))
 
 
-def _gpu(kernel: Path) -> Path:
+def _gpu(kernel: Path, gates: SlugGates) -> Path:
+    """The kernel on a T4 x2; its runs succeed at once (what they would compute is not the question here)."""
+    gates.instant.add(SLUG)
     toml = kernel / "kernel.toml"
     toml.write_text(toml.read_text().replace('accelerator = "none"', 'accelerator = "gpu"'))
     return kernel
@@ -126,7 +129,7 @@ def test_submit_stops_before_uploading_when_no_submission_is_left_and_waits_for_
 
 def test_a_gpu_push_at_the_session_cap_is_refused_naming_the_sessions_and_waits_for_a_slot(
         kernel: Path, server: LocalKaggle, gates: SlugGates, tmp_path: Path) -> None:
-    _gpu(kernel)
+    _gpu(kernel, gates)
     api = demo_adapter(server).api
     for name in ("One", "Two"):
         folder = make_kernel(tmp_path / name, title=f"Gpu Kernel {name}", owner=DEMO_USER, competitions=["kkb-minimal"])
@@ -164,6 +167,29 @@ def test_a_gpu_push_at_the_session_cap_is_refused_naming_the_sessions_and_waits_
     assert _versions(server) == ["1"]
 
 
+def test_a_push_kaggle_itself_refuses_at_the_cap_waits_for_a_slot_and_goes_through(
+        kernel: Path, server: LocalKaggle, gates: SlugGates, tmp_path: Path) -> None:
+    """Kaggle's cap is one session here, kkb counts on two: the push is refused by Kaggle itself (a session kkb
+    could not tell apart), and with --wait-for-slot it is pushed again once a slot is free."""
+    _gpu(kernel, gates)
+    server.accounts.configure(DEMO_USER, gpu_sessions=1)
+    folder = make_kernel(tmp_path / "one", title="Gpu Kernel One", owner=DEMO_USER, competitions=["kkb-minimal"])
+    meta = json.loads((folder / "kernel-metadata.json").read_text())
+    (folder / "kernel-metadata.json").write_text(json.dumps({**meta, "machine_shape": GPU}))
+    gates.gates["gpu-kernel-one"] = threading.Event()
+    demo_adapter(server).api.kernels_push(str(folder))
+    events: list[str] = []
+    waits = replace(LOOPBACK_WAITS, rounds=40, rounds_total_s=60)
+    done: dict[str, Any] = {}
+    pushing = threading.Thread(target=lambda: done.update(result=push(PushSettings(
+        **_settings(kernel, server, events, wait_for_slot=True, waits=waits)))))
+    pushing.start()
+    wait_for(lambda: any("at their cap): pushing again in" in e for e in events), 60)
+    gates.gates["gpu-kernel-one"].set()
+    pushing.join(60)
+    assert (done["result"].kernel_action, _versions(server)) == ("pushed", ["1"])
+
+
 def _count_calls(server: LocalKaggle, method: str) -> list[int]:
     """How often ``method`` was answered (the count, in a list the handler wrapper updates)."""
     count = [0]
@@ -177,8 +203,9 @@ def _count_calls(server: LocalKaggle, method: str) -> list[int]:
     return count
 
 
-def test_too_little_gpu_quota_stops_naming_hours_left_and_needed(kernel: Path, server: LocalKaggle) -> None:
-    _gpu(kernel)
+def test_too_little_gpu_quota_stops_naming_hours_left_and_needed(kernel: Path, server: LocalKaggle,
+                                                                 gates: SlugGates) -> None:
+    _gpu(kernel, gates)
     server.accounts.configure(DEMO_USER, gpu_quota_hours=1, gpu_used_hours=0.5)
     with pytest.raises(LimitReached) as refused:
         push(PushSettings(**_settings(kernel, server)))
@@ -195,7 +222,7 @@ def test_too_little_gpu_quota_stops_naming_hours_left_and_needed(kernel: Path, s
 
 def test_a_push_while_a_version_runs_is_refused_and_replace_leaves_only_the_new_version_billing(
         kernel: Path, server: LocalKaggle, gates: SlugGates) -> None:
-    _gpu(kernel)
+    _gpu(kernel, gates)
     gates.gates[SLUG] = threading.Event()
     push(PushSettings(**_settings(kernel, server)))
     wait_for(lambda: [s for s in server.accounts.live(DEMO_USER) if s["started"]])

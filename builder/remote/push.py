@@ -22,17 +22,18 @@ from typing import TypeVar
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.bundle.wheels import wheelhouse_source, wheelhouse_to_push
-from builder.errors import KkbError, RemoteError
+from builder.errors import KkbError, RemoteError, SessionCapReached
 from builder.project.credentials import kaggle_username
 from builder.project.layout import KERNEL_METADATA, MANIFEST_FILE
 from builder.project.spec import KernelSpec, spec_of
+from builder.remote.backoff import Retrying
 from builder.remote.history import DATASET, DATASET_INTENT, KERNEL_INTENT, KERNEL_REFUSED, MOUNTED, PUSH
 from builder.remote.inputs import check_inputs
 from builder.remote.kaggle_api import NotFoundError, TransientRemoteError
 from builder.remote.kernel_stamp import stamp, stamped_hash, unstamped_bytes
 from builder.remote.lock import kernel_lock
 from builder.remote.model_weights import attach_model_weights, sync_model_weights
-from builder.remote.preflight import check_before_run
+from builder.remote.preflight import check_before_run, session_cap
 from builder.remote.session import ProgressEvent, PushSettings, Session, open_session, private_tmpdir
 
 DATASET_BAD = {"failed", "deleted"}
@@ -430,6 +431,8 @@ def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[in
                 return adopted, default_url, "adopted"
             continue
         except RemoteError as exc:
+            if isinstance(exc, SessionCapReached) and _waited_for_slot(ctx, rounds, exc):
+                continue
             # Kaggle answered and refused (it may still have saved a version without its inputs): the
             # next push must push again, not adopt that version as if an interrupted push had made it.
             ctx.history.append(KERNEL_REFUSED, kernel=kernel_id, kernel_hash=kernel_hash, reason=exc.message)
@@ -437,6 +440,20 @@ def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[in
         version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(kernel_id)
         ctx.emit("kernel", f"{kernel_id} v{version} pushed")
         return version, pushed.url or default_url, "pushed"
+
+
+def _waited_for_slot(ctx: Session, rounds: Retrying, exc: SessionCapReached) -> bool:
+    """Kaggle itself refused the push at the GPU session cap (a session kkb could not see, or one that started since
+    it looked): with ``--wait-for-slot``, wait until a slot is free and push again, a bounded number of times."""
+    if not ctx.settings.wait_for_slot:
+        return False
+    session_cap(ctx)  # waits while the account's sessions kkb sees are at the cap
+    delay = rounds.next_delay()
+    if delay is None:
+        return False
+    ctx.emit("limits", f"{exc.message}: pushing again in {delay:.0f}s (--wait-for-slot)")
+    ctx.sleep(delay)
+    return True
 
 
 def _current_is(ctx: Session, kernel_id: str, kernel_hash: str, current: int, last: dict[str, object] | None) -> bool:

@@ -29,7 +29,7 @@ import nbformat
 import pytest
 from slugify import slugify
 
-from builder.local_kaggle import Judgement, LocalKaggle, RunRequest, RunResult, ServerSettings, shim_dir
+from builder.local_kaggle import InstantRunner, Judgement, LocalKaggle, RunRequest, RunResult, ServerSettings, shim_dir
 from builder.local_kaggle.admin import AdminClient
 from builder.remote.kaggle_api import connect
 from tests.support.files import build_file_tree
@@ -263,11 +263,14 @@ class SlugGates(FakeRunner):
     """A FakeRunner whose kernels with a gate (by slug) wait for it: RUNNING, and billing, until the test opens it."""
 
     gates: dict[str, threading.Event] = field(default_factory=dict)
+    instant: set[str] = field(default_factory=set)  # slugs whose runs succeed at once, executing nothing
 
     def run(self, request: RunRequest) -> RunResult:
         slug = request.notebook.parts[-4]  # kernels/<owner>/<slug>/versions/<n>/source.ipynb
         if slug in self.gates:
             self.gates[slug].wait(GATE_SECONDS)
+        if slug in self.instant:
+            return InstantRunner().run(request)
         return super().run(request)
 
     def open_all(self) -> None:

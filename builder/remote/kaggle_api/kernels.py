@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.errors import LimitReached, RemoteError
+from builder.errors import LimitReached, RemoteError, SessionCapReached
 from builder.remote.kaggle_api.calls import KaggleCalls, split_ref
 from builder.remote.kaggle_api.translate import QUOTA_HINT, SESSION_CAP_HINT, TransientRemoteError, limit_refusal, scrub
 
@@ -171,7 +171,7 @@ class KernelCalls(KaggleCalls):
 
 def _limit_reached(limit: str, message: str) -> LimitReached:
     if limit == "session cap":
-        return LimitReached(f"{message} (the account's GPU sessions are at their cap)", hint=SESSION_CAP_HINT)
+        return SessionCapReached(f"{message} (the account's GPU sessions are at their cap)", hint=SESSION_CAP_HINT)
     return LimitReached(f"{message} (no GPU quota left this week)", hint=QUOTA_HINT)
 
 
