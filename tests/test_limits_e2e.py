@@ -102,7 +102,8 @@ def _edit(kernel: Path) -> None:
 
 
 def test_submit_stops_before_uploading_when_no_submission_is_left_and_waits_for_the_reset(
-        kernel: Path, server: LocalKaggle) -> None:
+        kernel: Path, server: LocalKaggle, gates: SlugGates) -> None:
+    gates.instant.add(SLUG)  # its runs leave the sample submission at once: what is scored is not the question
     first = submit(SubmitSettings(**_settings(kernel, server)))  # 1 left today: it submits
     assert (first.status, first.kernel_version) == ("complete", 1)
     _edit(kernel)
@@ -249,9 +250,12 @@ def test_a_push_while_a_version_runs_is_refused_and_replace_leaves_only_the_new_
     assert runs == [(1, "replaced", "GPU NvidiaTeslaT4"), (1, "cancelled by kkb", "GPU NvidiaTeslaT4")]
 
 
-def test_submit_stops_when_kaggle_mounted_an_older_version_of_the_weights(kernel: Path, server: LocalKaggle) -> None:
+def test_submit_stops_when_kaggle_mounted_an_older_version_of_the_weights(kernel: Path, server: LocalKaggle,
+                                                                          gates: SlugGates) -> None:
+    gates.instant.add(SLUG)  # v1 only makes the weights' version 1; the runs after it execute the notebook
     push(PushSettings(**_settings(kernel, server)))
     server.wait_idle(30)
+    gates.instant.discard(SLUG)
     weights = kernel / "weights" / "linear.json"
     weights.write_text(weights.read_text().replace("1", "2", 1))
     server.faults.stale_mount(WEIGHTS)  # Kaggle's latest complete version lags: the pin /2 is dropped for v1
@@ -267,7 +271,8 @@ def test_submit_stops_when_kaggle_mounted_an_older_version_of_the_weights(kernel
 
 
 def test_a_throttled_html_429_is_retried_and_a_503_after_the_push_committed_is_reconciled(
-        kernel: Path, server: LocalKaggle) -> None:
+        kernel: Path, server: LocalKaggle, gates: SlugGates) -> None:
+    gates.instant.add(SLUG)
     server.faults.fail_rpc("SaveKernel", status=429, html=True, retry_after=0)
     server.faults.fail_rpc("SaveKernel", status=503, html=True, after_commit=True)
     events: list[str] = []
