@@ -43,7 +43,13 @@ from builder.bundle.mapping_notes import mapping_notes
 from builder.bundle.model_weights import publishes_model, weights_model_id, write_model_metadata
 from builder.bundle.preflight import check_against_public_data
 from builder.bundle.submission_checks import check_postprocess
-from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
+from builder.bundle.wheels import (
+    install_context,
+    keep_wheel_folders,
+    kernel_sources,
+    source_package_files,
+    wheelhouse_source,
+)
 from builder.errors import BundleError
 from builder.notebook.render import cells_for, notebook_text, render_notebook, script_text
 from builder.project.cards import ImageCard, ModelCard
@@ -467,7 +473,19 @@ def _template_context(spec: KernelSpec, names: _Names, kernel_dir: Path, provena
         "evaluation_api": spec.evaluation_api.model_dump() if spec.evaluation_api else None,
         "gateway_paths": list(spec.evaluation_api.gateway_paths) if spec.evaluation_api else [],
         "postprocess": [stage.model_dump() for stage in spec.postprocess],
+        "built_inputs": _built_inputs(spec, names, provenance["weights_dataset"]),
     }
+
+
+def _built_inputs(spec: KernelSpec, names: _Names, weights: str | None) -> list[dict[str, str]]:
+    """The inputs kkb built, each as the notebook looks for it to record what Kaggle mounted (kkb_mounted.json)."""
+    items = [{"role": "code", "ref": names.code_dataset, "kind": "dataset"}]
+    if weights:
+        items.append({"role": "weights", "ref": weights, "kind": "model" if publishes_model(spec) else "dataset"})
+    wheels = wheelhouse_source(spec, names.owner)
+    if wheels is not None:
+        items.append({"role": "wheelhouse", "ref": wheels.ref, "kind": wheels.kind})
+    return items
 
 
 def _kernel_metadata(spec: KernelSpec, names: _Names, code_file: str, has_weights: bool) -> dict[str, Any]:

@@ -87,6 +87,19 @@ class RemoteError(KkbError):
     exit_code = EXIT_REMOTE
 
 
+class LimitReached(RemoteError):
+    """Kaggle's limits stop the run before anything is uploaded: no submission left today, GPU quota, the session
+    cap, a version of the kernel still running (exit 3, as Kaggle's own refusal would be)."""
+
+
+class SessionCapReached(LimitReached):
+    """Kaggle refused a GPU push: the account's GPU sessions are at their cap."""
+
+
+class InputsDiffer(RemoteError):
+    """The run read other inputs than kkb pushed: Kaggle mounted another version (a dropped pin)."""
+
+
 class AuthError(RemoteError):
     """No usable Kaggle credentials, or the server rejected them."""
 

@@ -37,7 +37,7 @@ from tests.support.local_kaggle import (
 
 KERNEL = f"{USER}/parity-kernel"
 AUTH = {"Authorization": "Basic " + base64.b64encode(f"{USER}:{KEY}".encode()).decode()}
-EMPTY = {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": []}
+EMPTY = {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": [], "staleMount": []}
 
 pytestmark = pytest.mark.loopback
 
@@ -104,7 +104,7 @@ def test_kkb_local_kaggle_faults_sets_shows_and_clears(server, tmp_path: Path) -
     shown = cli.invoke(kkb_app, ["local-kaggle", "faults", "--url", server.base_url, "-d", data, "--set", str(document)])
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.output)["rpc"] == [{"method": "ListKernels", "status": 503, "times": 1,
-                                                "message": "Service unavailable"}]
+                                                "message": "Service unavailable", "html": False, "afterCommit": False}]
     assert json.loads(cli.invoke(kkb_app, ["local-kaggle", "faults", "--url", server.base_url, "-d", data]).output)[
         "rpc"][0]["status"] == 503
     cleared = cli.invoke(kkb_app, ["local-kaggle", "faults", "--url", server.base_url, "-d", data, "--clear"])
@@ -142,23 +142,23 @@ def test_the_admin_client_explains_a_server_that_is_not_there(server) -> None:
     ("document", "message"),
     [
         ({"rcp": []}, "unknown fault kinds ['rcp'] (did you mean 'rpc'?) (known: rpc, datasetNotReady, uploadBreak, "
-                      "kernelFail)"),
+                      "kernelFail, staleMount)"),
         ({"rpc": {}}, "faults.rpc must be a list of objects"),
         ({"rpc": ["x"]}, "faults.rpc[0] must be an object, not str"),
         ({"rpc": [{"method": "X", "status": 200}]},
          "faults.rpc[0]: 'status': Input should be greater than or equal to 400 (got 200) "
-         "(a rpc fault takes: times, method, status, retryAfter, message)"),
+         "(a rpc fault takes: times, method, status, retryAfter, message, html, afterCommit)"),
         ({"rpc": [{"method": "X", "status": 700}]},
          "faults.rpc[0]: 'status': Input should be less than or equal to 599 (got 700) "
-         "(a rpc fault takes: times, method, status, retryAfter, message)"),
+         "(a rpc fault takes: times, method, status, retryAfter, message, html, afterCommit)"),
         ({"rpc": [{"method": "X"}]}, "faults.rpc[0]: 'status' is required "
-                                     "(a rpc fault takes: times, method, status, retryAfter, message)"),
+                                     "(a rpc fault takes: times, method, status, retryAfter, message, html, afterCommit)"),
         ({"rpc": [{"method": "X", "status": 500, "mesage": "m"}]},
          "faults.rpc[0]: unknown field 'mesage' (did you mean 'message'?) "
-         "(a rpc fault takes: times, method, status, retryAfter, message)"),
+         "(a rpc fault takes: times, method, status, retryAfter, message, html, afterCommit)"),
         ({"rpc": [{"method": "X", "status": 500, "times": 0}]},
          "faults.rpc[0]: 'times': Input should be greater than or equal to 1 (got 0) "
-         "(a rpc fault takes: times, method, status, retryAfter, message)"),
+         "(a rpc fault takes: times, method, status, retryAfter, message, html, afterCommit)"),
         ({"uploadBreak": [{"fraction": 1.0}]},
          "faults.uploadBreak[0]: 'fraction': Input should be less than 1 (got 1.0) "
          "(a uploadBreak fault takes: times, fraction)"),
@@ -195,9 +195,11 @@ def test_a_body_that_is_not_json_is_refused(server) -> None:
     ("document", "stored"),
     [
         ({"rpc": [{"method": "X", "status": 503}]},
-         {"rpc": [{"method": "X", "status": 503, "times": 1, "message": "Service unavailable"}]}),
+         {"rpc": [{"method": "X", "status": 503, "times": 1, "message": "Service unavailable", "html": False,
+                   "afterCommit": False}]}),
         ({"rpc": [{"method": "X", "status": 418, "retryAfter": 2}]},
-         {"rpc": [{"method": "X", "status": 418, "times": 1, "retryAfter": 2.0, "message": "Injected failure"}]}),
+         {"rpc": [{"method": "X", "status": 418, "times": 1, "retryAfter": 2.0, "message": "Injected failure",
+                   "html": False, "afterCommit": False}]}),
         ({"kernelFail": [{}]},
          {"kernelFail": [{"kernel": "*", "times": 1, "phase": "commit", "description": "Notebook Threw Exception",
                           "message": "RuntimeError: injected failure (local Kaggle fault)"}]}),

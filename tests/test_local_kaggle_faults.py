@@ -99,12 +99,13 @@ def test_the_admin_endpoint_reads_replaces_and_clears(kaggle_server) -> None:
     token = {"X-KKB-Admin-Token": (kaggle_server.store.root / "admin-token").read_text().strip()}
     document = {"rpc": [{"method": "SaveKernel", "status": 500, "times": 2}], "uploadBreak": [{"times": 1}]}
     assert requests.post(url, json=document, headers=token).json()["rpc"] == [
-        {"method": "SaveKernel", "status": 500, "times": 2, "message": "Internal server error"}]
+        {"method": "SaveKernel", "status": 500, "times": 2, "message": "Internal server error", "html": False,
+         "afterCommit": False}]
     assert requests.get(url, headers=token).json()["uploadBreak"] == [{"times": 1, "fraction": 0.5}]
     rejected = requests.post(url, json={"bogus": []}, headers=token)
     assert rejected.status_code == 400 and "unknown fault kinds" in rejected.json()["message"]
     assert requests.delete(url, headers=token).json() == {
-        "rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": []}
+        "rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": [], "staleMount": []}
 
 
 def test_the_faults_file_can_be_edited_while_the_server_runs(kaggle_server) -> None:

@@ -162,8 +162,9 @@ def test_submit_pushes_waits_submits_and_returns_the_score(kernel: Path) -> None
     assert (result.public_score, result.submission_ref, result.kernel_version) == ("0.875", 1, 1)
     assert fake.calls[-1] == "submit kkb-demo/kkb-minimal-inference v1"
     rows = history(kernel)
-    assert [r.kind for r in rows] == ["push", "submission"] and rows[1].score == "0.875"
-    assert rows[1].code_hash == rows[0].code_hash != ""
+    assert [r.kind for r in rows] == ["push", "run", "submission"] and rows[2].score == "0.875"
+    assert rows[2].code_hash == rows[0].code_hash != ""
+    assert (rows[1].status, rows[1].session, rows[1].billed_seconds) == ("complete", "CPU", None)  # a CPU run bills no quota
 
 
 def test_submitting_the_same_version_again_reuses_the_submission(kernel: Path) -> None:

@@ -113,7 +113,7 @@ def test_code_only_change_does_not_upload_weights(kernel: Path, server: LocalKag
 def test_push_recovers_from_injected_faults(kernel: Path, server: LocalKaggle, inject) -> None:  # type: ignore[no-untyped-def]
     inject(server.faults)
     result = _push(kernel, server)
-    assert server.faults.snapshot() == {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": []}
+    assert server.faults.snapshot() == {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": [], "staleMount": []}
     # Exactly one version of everything, and the content arrived whole.
     assert (result.weights.version, result.code.version, result.kernel_version) == (1, 1, 1)
     adapter = demo_adapter(server)

@@ -42,7 +42,7 @@ CODE = "kkb-demo/kkb-minimal-inference-code"
 FAST_RETRY = Backoff(attempts=3, base_seconds=0.01, max_seconds=0.05, total_seconds=30)
 FAST_WAITS = Waits(poll_initial_s=0.02, poll_max_s=0.1, run_timeout_s=60, scoring_timeout_s=60, rounds=3,
                    rounds_total_s=30)
-NO_FAULTS = {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": []}
+NO_FAULTS = {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": [], "staleMount": []}
 
 
 class SampleRunner(InstantRunner):

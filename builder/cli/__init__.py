@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TextIO
 
 import typer
-from rich.table import Table
 
 from builder import __version__, api
 from builder.build import BuildSettings
+from builder.cli.remote_views import show_history, show_status, show_stop
 from builder.cli.views import (
     _DryRunProgress,
     _escape,
@@ -62,6 +62,7 @@ from builder.remote.queries import QuerySettings
 from builder.remote.queries import history as kernel_history
 from builder.remote.queries import logs as kernel_logs
 from builder.remote.queries import status as kernel_status
+from builder.remote.queries import stop as kernel_stop
 from builder.remote.rehearsal import RehearsalSettings, rehearse_on_kaggle
 from builder.remote.session import PushSettings, Waits
 from builder.remote.submit import SubmitSettings
@@ -173,6 +174,14 @@ _WAIT_SCORE_OPT = typer.Option(None, "--wait-score", callback=_wait_seconds,
                                "time limit plus an hour).")
 
 
+_WAIT_SLOT_OPT = typer.Option(False, "--wait-for-slot", help="When a limit of Kaggle's stops the run (a GPU session slot, "
+                               "this kernel's version still running, no submission left today), wait for it instead.")
+_FORCE_OPT = typer.Option(False, "--force", help="Push even when Kaggle's limits say the run cannot end in a submission "
+                          "(it bills; Kaggle may refuse or queue it).")
+_REPLACE_OPT = typer.Option(False, "--replace", help="Stop this kernel's version still running on Kaggle first (its "
+                            "API can only delete the kernel: every version goes).")
+
+
 def _waits(dataset: float | None, run: float | None = None, score: float | None = None) -> Waits:
     return Waits(dataset_timeout_s=dataset, run_timeout_s=run, scoring_timeout_s=score)
 
@@ -184,12 +193,16 @@ def push(
     owner: str | None = _OWNER_OPT,
     message: str | None = typer.Option(None, "--message", "-m", help="Dataset version notes."),
     wait_dataset: float | None = _WAIT_DATASET_OPT,
+    wait_for_slot: bool = _WAIT_SLOT_OPT,
+    force: bool = _FORCE_OPT,
+    replace: bool = _REPLACE_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress stays on stderr)."),
 ) -> None:
     """Build, upload only what changed, and push a kernel version (internet off) to Kaggle."""
     with _ProgressView() as view:
         result = api.push(PushSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message,
-                                          waits=_waits(wait_dataset), progress=view))
+                                          waits=_waits(wait_dataset), progress=view, wait_for_slot=wait_for_slot,
+                                          force=force, replace=replace))
     if as_json:
         _print_json("push", dataclasses.asdict(result))
         return
@@ -207,11 +220,15 @@ def submit(
     wait_dataset: float | None = _WAIT_DATASET_OPT,
     wait_run: float | None = _WAIT_RUN_OPT,
     wait_score: float | None = _WAIT_SCORE_OPT,
+    wait_for_slot: bool = _WAIT_SLOT_OPT,
+    force: bool = _FORCE_OPT,
+    replace: bool = _REPLACE_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress stays on stderr)."),
 ) -> None:
     """Push (unless --version), wait for the kernel run, submit it, and print the public score."""
     settings = SubmitSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message, version=version,
-                              resubmit=resubmit, waits=_waits(wait_dataset, wait_run, wait_score))
+                              resubmit=resubmit, waits=_waits(wait_dataset, wait_run, wait_score),
+                              wait_for_slot=wait_for_slot, force=force, replace=replace)
     with _ProgressView() as view:
         result = api.submit(SubmitSettings(**{**settings.__dict__, "progress": view}))
     if as_json:
@@ -231,20 +248,19 @@ def status(
     owner: str | None = _OWNER_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ) -> None:
-    """The last push, its kernel run, and the last submission's state on Kaggle."""
-    result = kernel_status(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))
-    if as_json:
-        _print_json("status", dataclasses.asdict(result))
-        return
-    console.print(f"{result.kernel_id} v{result.kernel_version}: run {result.run_status or 'unknown'}", highlight=False)
-    if result.failure_message:
-        console.print(f"  [red]{_escape(result.failure_message)}[/red]", highlight=False)
-    if result.last_push:
-        console.print(f"  last push {result.last_push.get('time')}", highlight=False)
-    if result.submission is not None:
-        sub = result.submission
-        detail = sub.public_score or sub.error_description
-        console.print(f"  submission #{sub.ref}: {sub.status} {_escape(detail)}", highlight=False)
+    """The last push, its kernel run, the last submission, and Kaggle's limits: submissions left, GPU quota, sessions."""
+    show_status(kernel_status(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner)), as_json)
+
+
+@app.command()
+def stop(
+    kernel_dir: Path = _KERNEL_ARG,
+    version: int | None = typer.Option(None, "--version", help="Stop only if this version runs (default: any)."),
+    owner: str | None = _OWNER_OPT,
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+) -> None:
+    """Stop the kernel's run on Kaggle: Kaggle's API does it only by deleting the kernel (every version goes)."""
+    show_stop(kernel_stop(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner)), as_json)
 
 
 @app.command()
@@ -264,27 +280,8 @@ def logs(
 @app.command()
 def history(kernel_dir: Path = _KERNEL_ARG,
             as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON on stdout.")) -> None:
-    """A table of every push and submission of the project."""
-    rows = kernel_history(kernel_dir)
-    if as_json:
-        _print_json("history", {"rows": [dataclasses.asdict(row) for row in rows]})
-        return
-    if not rows:
-        console.print(f"no pushes recorded for {kernel_dir} yet")
-        return
-    servers = sorted({row.server for row in rows})
-    mixed = len(servers) > 1
-    caption = None if mixed or servers == ["kaggle.com"] else f"server: {servers[0]}"
-    table = Table(box=None, header_style="bold", caption=caption)
-    for name in ("when (UTC)", "what", "kernel", "code", "weights", "ref", "result", *(["server"] if mixed else [])):
-        table.add_column(name, no_wrap=name in ("when (UTC)", "what"), overflow="fold")
-    for row in rows:
-        code = f"v{row.code_version or '?'} {row.code_hash[7:15]}"
-        weights = f"v{row.weights_version or '?'} {row.weights_hash[7:15]}" if row.weights_hash else "-"
-        result = f"{row.status} {row.score}".strip()
-        table.add_row(row.when.replace("T", " ")[:16], row.kind, f"v{row.kernel_version}", code, weights,
-                      f"#{row.submission_ref}" if row.submission_ref else "", result, *([row.server] if mixed else []))
-    console.print(table)
+    """A table of every push, run (its session, how it ended, what it billed) and submission of the project."""
+    show_history(kernel_history(kernel_dir), str(kernel_dir), as_json)
 
 
 _SCENARIO_CHOICES: dict[str, ScenarioChoice] = {**{member.value: member for member in Scenario}, "both": "both"}

@@ -59,7 +59,7 @@ def token_matches(expected: str, given: str | None) -> bool:
 
 
 class AdminClient:
-    """``/_admin/faults`` over HTTP with the token read from the server's data folder."""
+    """``/_admin/faults`` and ``/_admin/clock`` over HTTP with the token read from the server's data folder."""
 
     def __init__(self, base_url: str, data_dir: Path, timeout: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
@@ -75,16 +75,21 @@ class AdminClient:
     def clear_faults(self) -> dict[str, Any]:
         return self._call("DELETE")
 
-    def _call(self, method: str, document: dict[str, Any] | None = None) -> dict[str, Any]:
+    def clock(self, now: str | None = None, advance: float | None = None) -> dict[str, Any]:
+        """The server's clock (``{"now": ISO}``), set to ``now`` or moved by ``advance`` seconds first."""
+        change = {key: value for key, value in (("now", now), ("advance", advance)) if value is not None}
+        return self._call("POST" if change else "GET", change or None, endpoint="clock")
+
+    def _call(self, method: str, document: dict[str, Any] | None = None, endpoint: str = "faults") -> dict[str, Any]:
         data = json.dumps(document).encode("utf-8") if document is not None else None
-        request = urllib.request.Request(f"{self.base_url}/_admin/faults", data=data, method=method,
+        request = urllib.request.Request(f"{self.base_url}/_admin/{endpoint}", data=data, method=method,
                                          headers={HEADER: self.token, "Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:
                 return dict(json.loads(answer.read() or b"{}"))
         except urllib.error.HTTPError as exc:
             message = _message(exc.read())
-            raise LocalKaggleError(f"the local Kaggle refused {method} /_admin/faults: {message}",
+            raise LocalKaggleError(f"the local Kaggle refused {method} /_admin/{endpoint}: {message}",
                                    hint="check the document, and that --data-dir is the server's") from None
         except urllib.error.URLError as exc:
             raise LocalKaggleError(f"cannot reach the local Kaggle at {self.base_url}: {exc.reason}",

@@ -43,10 +43,12 @@ def serve(
                                        help="Largest RPC/admin request body; larger ones get 413."),
     max_upload_bytes: int = typer.Option(ServerSettings.max_upload_bytes, "--max-upload-bytes", min=1,
                                          help="Largest file a blob upload may announce; larger ones get 413."),
+    honour_pins: bool = typer.Option(False, "--honour-pins", help="Mount the version a source pins (owner/slug/N); "
+                                     "by default a pin is dropped for the latest version, as Kaggle was seen to do."),
 ) -> None:
     """Serve until interrupted (Ctrl-C). Point kkb at it with KKB_KAGGLE_API=<the printed URL>."""
     settings = ServerSettings(dataset_ready_seconds=ready_seconds, rerun_timeout_seconds=rerun_timeout,
-                              max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes)
+                              max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes, honour_pins=honour_pins)
     server = LocalKaggle(data_dir, port=port, settings=settings)
     for entry in user:
         name, sep, key = entry.partition(":")
@@ -81,13 +83,22 @@ def add_competition(
 
 @app.command("add-user")
 def add_user(
-    name: str = typer.Argument(..., help="The Kaggle username to create."),
+    name: str = typer.Argument(..., help="The Kaggle username to create (or whose limits to change)."),
     key: str | None = typer.Option(None, "--key", help="Its API key (default: a new random one)."),
     data_dir: Path = _DATA_DIR,
+    gpu_quota_hours: float | None = typer.Option(None, "--gpu-quota-hours", min=0, help="GPU hours a week (default 30)."),
+    gpu_used_hours: float | None = typer.Option(None, "--gpu-used-hours", min=0,
+                                                help="GPU hours already used this week (default 0)."),
+    gpu_sessions: int | None = typer.Option(None, "--gpu-sessions", min=0, help="GPU batch sessions at once (default 2)."),
+    cap_answer: str | None = typer.Option(None, "--cap-answer", help="How a GPU push over the cap is refused: "
+                                          "'session count' (default), 'too many assignments' or '412'."),
 ) -> None:
-    """Create a user of the local Kaggle and print the credentials to use with it (local only)."""
+    """Create a user of the local Kaggle (its limits: the GPU quota and session cap) and print its credentials."""
     key = key or secrets.token_hex(16)
-    token = LocalKaggle(data_dir).add_user(name, key)
+    account = {name: value for name, value in (("gpu_quota_hours", gpu_quota_hours), ("gpu_used_hours", gpu_used_hours),
+                                               ("gpu_sessions", gpu_sessions), ("cap_answer", cap_answer))
+               if value is not None}
+    token = LocalKaggle(data_dir).add_user(name, key, account=account)
     console.print(f"KAGGLE_USERNAME={name}\nKAGGLE_KEY={key}\n# or: KAGGLE_API_TOKEN={token}", highlight=False)
 
 
@@ -105,10 +116,22 @@ def faults(
             document = json.loads(set_file.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise LocalKaggleError(f"cannot read the faults document {set_file}: {exc}",
-                                   hint="give a JSON object with rpc, datasetNotReady, uploadBreak, kernelFail lists") from None
+                                   hint="give a JSON object with rpc, datasetNotReady, uploadBreak, kernelFail, "
+                                        "staleMount lists") from None
         result = client.set_faults(document)
     elif clear:
         result = client.clear_faults()
     else:
         result = client.faults()
     console.print_json(json.dumps(result))
+
+
+@app.command()
+def clock(
+    url: str = typer.Option(..., "--url", help="The running server's URL (serve prints it)."),
+    data_dir: Path = _DATA_DIR,
+    set_to: str | None = typer.Option(None, "--set", help="Make it this UTC time (ISO 8601, e.g. 2026-12-01T23:59:00Z)."),
+    advance: float | None = typer.Option(None, "--advance", help="Move it forward this many seconds."),
+) -> None:
+    """Show or move the clock of a running server's limits (daily submissions, GPU quota, billing)."""
+    console.print_json(json.dumps(AdminClient(url, data_dir).clock(now=set_to, advance=advance)))

@@ -2,7 +2,8 @@
 
 A code submission names a kernel version. Kaggle accepts it only when that version's commit run
 completed, has internet off, has the competition attached and wrote the named output file, and when
-the team has submissions left today. The submission is PENDING while the scoring rerun runs (the same
+the team has submissions left today (``daily_submission_limit``, counted per UTC day of the server's clock,
+``clock.py``: a test moves it past midnight). The submission is PENDING while the scoring rerun runs (the same
 notebook, ``KAGGLE_IS_COMPETITION_RERUN`` set, ``hidden/`` mounted in place of ``public/``), then
 COMPLETE with its public score, or ERROR with Kaggle's error description. The rerun's log stays on
 disk (``submissions/<ref>/log.json``) and is never served: Kaggle does not show rerun tracebacks.
@@ -13,7 +14,6 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import pandas as pd
 from builder.kkb_runtime.vocabulary import Scenario, Verdict
 from builder.local_kaggle import names
 from builder.local_kaggle.blobs import Blobs
+from builder.local_kaggle.clock import DAY_S, Clock
 from builder.local_kaggle.competition import CompetitionConfig, load_competition
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import remove_tree, storage_url, tree, zip_tree
@@ -57,8 +58,9 @@ SCORING_ERROR = Verdict.SCORING_ERROR.value
 
 class Competitions:
     def __init__(self, store: Store, blobs: Blobs, kernels: Kernels, faults: Faults, settings: ServerSettings,
-                 runner: KernelRunner, jobs: JobQueue) -> None:
+                 runner: KernelRunner, jobs: JobQueue, clock: Clock) -> None:
         self._store = store
+        self._clock = clock
         self._blobs = blobs
         self._kernels = kernels
         self._faults = faults
@@ -181,7 +183,7 @@ class Competitions:
                                   "today, please try again tomorrow UTC.")
             ref = self._store.next_id("submission")
             self._save(ref, {
-                "ref": ref, "competition": config.slug, "user": user, "date": now(), "status": PENDING,
+                "ref": ref, "competition": config.slug, "user": user, "date": self._clock.now(), "status": PENDING,
                 "kernelOwner": version.owner, "kernelSlug": version.slug, "kernelVersion": version.number,
                 "fileName": file_name, "description": call.text("submissionDescription"),
             })
@@ -374,9 +376,9 @@ class Competitions:
 
     def _used_today(self, slug: str, user: str) -> int:
         """Submissions counted against today's (UTC) allowance; Kaggle's own errors do not count."""
-        midnight = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+        midnight = self._clock.day_start()
         return sum(1 for s in self._all_submissions()
-                   if s["competition"] == slug and s["user"] == user and s["date"] >= midnight
+                   if s["competition"] == slug and s["user"] == user and midnight <= s["date"] < midnight + DAY_S
                    and not str(s.get("errorDescription") or "").startswith(KAGGLE_ERROR))
 
     def _api_competition(self, slug: str, call: Call) -> Json:

@@ -43,6 +43,7 @@ class MountedDataset:
     slug: str
     version: int
     files: Path
+    pinned: int | None = None  # the version the source named, when it named one (mounted or dropped)
 
 
 class Datasets:
@@ -286,24 +287,26 @@ class Datasets:
     def mount(self, source: str, user: str) -> MountedDataset | None:
         """The version a kernel with ``source`` (``owner/slug`` or ``owner/slug/N``) mounts, ``None`` if invalid.
 
-        Without a version the newest READY one is used, so a kernel pushed before a new version is
-        ready runs on the previous one, as on Kaggle; a dataset with no ready version is not a valid source.
+        The newest READY version, so a kernel pushed before a new version is ready runs on the previous one,
+        as on Kaggle; a dataset with no ready version is not a valid source. A pin ``/N`` must name a ready
+        version, and is dropped for the newest one unless ``ServerSettings.honour_pins``; a ``staleMount``
+        fault mounts the version before the one chosen.
         """
         found = self._records.source(source, lambda record: self._can_read(record, user))
         if found is None:
             return None
         record, number = found
-        if number is not None:
-            if not number.isdigit():
-                return None
-            version = next((v for v in _live(record) if v["number"] == int(number)), None)
-            if version is None or not self._ready(record, version):
-                return None
-        else:
-            version = self._current(record, ready_only=True)
-            if version is None:
-                return None
-        return MountedDataset(record["owner"], record["slug"], version["number"], self._files_dir(record, version))
+        ready = [v for v in reversed(_live(record)) if self._ready(record, v)]  # newest first
+        pinned = int(number) if number is not None and number.isdigit() else None
+        if not ready or (number is not None and pinned not in [v["number"] for v in ready]):
+            return None
+        chosen = next(i for i, v in enumerate(ready) if v["number"] == pinned) \
+            if pinned is not None and self._settings.honour_pins else 0
+        if self._faults.take_stale_mount(source) and chosen + 1 < len(ready):
+            chosen += 1
+        version = ready[chosen]
+        return MountedDataset(record["owner"], record["slug"], version["number"], self._files_dir(record, version),
+                              pinned)
 
     # -- internals ---------------------------------------------------------------------------
 

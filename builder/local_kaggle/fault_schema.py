@@ -23,7 +23,7 @@ from pydantic_core import ErrorDetails
 from builder.errors import LocalKaggleError
 from builder.kkb_runtime.vocabulary import Scenario, Verdict
 
-KINDS = ("rpc", "datasetNotReady", "uploadBreak", "kernelFail")
+KINDS = ("rpc", "datasetNotReady", "uploadBreak", "kernelFail", "staleMount")
 REASONS = {400: "Bad request", 401: "Unauthenticated", 403: "Permission denied", 404: "Not found",
            409: "Conflict", 429: "Too many requests", 500: "Internal server error", 502: "Bad gateway",
            503: "Service unavailable", 504: "Gateway timeout"}
@@ -44,6 +44,8 @@ class RpcFault(_Entry):
     status: int = Field(ge=400, le=599, description="the HTTP error to answer with")
     retryAfter: float | None = Field(None, ge=0)
     message: str = ""
+    html: bool = Field(False, description="answer with an HTML page, as Kaggle's front end does when it throttles")
+    afterCommit: bool = Field(False, description="do what the call asks first, then answer the error")
 
     def complete(self) -> dict[str, Any]:
         entry = self.model_dump(exclude_none=True)
@@ -78,9 +80,16 @@ class KernelFailFault(_Entry):
         return entry
 
 
-MODELS: dict[str, type[RpcFault | DatasetNotReadyFault | UploadBreakFault | KernelFailFault]] = {
+class StaleMountFault(_Entry):
+    source: str = Field("*", min_length=1, description="a dataset or notebook source 'owner/slug', or '*'")
+
+    def complete(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+MODELS: dict[str, type[RpcFault | DatasetNotReadyFault | UploadBreakFault | KernelFailFault | StaleMountFault]] = {
     "rpc": RpcFault, "datasetNotReady": DatasetNotReadyFault, "uploadBreak": UploadBreakFault,
-    "kernelFail": KernelFailFault,
+    "kernelFail": KernelFailFault, "staleMount": StaleMountFault,
 }
 
 

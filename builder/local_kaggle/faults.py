@@ -1,11 +1,15 @@
 """Injected failures, to rehearse what Kaggle does on a bad day.
 
-Four kinds, each counted down as it fires:
+Five kinds, each counted down as it fires:
 
-* ``rpc``: answer an RPC with an HTTP error (429 with an optional ``Retry-After``, 500, 503...) N times;
+* ``rpc``: answer an RPC with an HTTP error (429 with an optional ``Retry-After``, 500, 503...) N times, with
+  Kaggle's JSON error or an HTML page (``html``: a throttling front end), before the call or after it was done
+  (``afterCommit``: the push went through, its answer did not);
 * ``datasetNotReady``: the next new version of a dataset stays not-ready for N extra status polls;
 * ``uploadBreak``: the next N blob uploads stop after a fraction of their bytes (the client resumes);
-* ``kernelFail``: the next N runs of a kernel (commit run, scoring rerun or both) fail.
+* ``kernelFail``: the next N runs of a kernel (commit run, scoring rerun or both) fail;
+* ``staleMount``: the next N pushes that attach a dataset or notebook source mount the version before its
+  newest one (Kaggle mounts "the latest complete version" it knows, which can lag what it reported ready).
 
 The document lives in ``<data>/faults.json``. It can be changed from Python (:class:`Faults`' methods),
 over HTTP (``GET``/``POST``/``DELETE /_admin/faults``, same JSON) or by editing the file while the
@@ -47,12 +51,14 @@ class Faults:
     # -- configuration -----------------------------------------------------------------------
 
     def fail_rpc(self, method: str, status: int = 500, times: int = 1, retry_after: float | None = None,
-                 message: str | None = None) -> None:
+                 message: str | None = None, html: bool = False, after_commit: bool = False) -> None:
         """Answer ``method`` (``"CreateDataset"``, ``"datasets.DatasetApiService/CreateDataset"`` or ``"*"``)
-        with HTTP ``status`` the next ``times`` calls."""
+        with HTTP ``status`` the next ``times`` calls (``html``: as an HTML page; ``after_commit``: once the
+        call has done what it asked)."""
         if not 400 <= status <= 599:
             raise LocalKaggleError(f"a fault status must be an HTTP error (4xx/5xx), not {status}")
-        entry: dict[str, Any] = {"method": method, "status": status, "times": times}
+        entry: dict[str, Any] = {"method": method, "status": status, "times": times, "html": html,
+                                 "afterCommit": after_commit}
         if retry_after is not None:
             entry["retryAfter"] = retry_after
         if message:
@@ -78,6 +84,10 @@ class Faults:
             raise LocalKaggleError(f"unknown kernel fault phase {phase!r}", hint="use commit, rerun or any")
         self._add("kernelFail", {"kernel": kernel, "times": times, "phase": phase,
                                  "message": message, "description": description})
+
+    def stale_mount(self, source: str = "*", times: int = 1) -> None:
+        """Make the next ``times`` pushes attaching ``source`` (``owner/slug`` or ``"*"``) mount its previous version."""
+        self._add("staleMount", {"source": source, "times": times})
 
     def clear(self) -> None:
         with self._lock:
@@ -109,6 +119,10 @@ class Faults:
     def take_upload_break(self) -> float | None:
         entry = self._take("uploadBreak", lambda e: True)
         return float(entry.get("fraction", 0.5)) if entry else None
+
+    def take_stale_mount(self, source: str) -> bool:
+        owner_slug = "/".join(source.strip("/").split("/")[:2])
+        return self._take("staleMount", lambda e: e.get("source", "*") in ("*", owner_slug)) is not None
 
     def take_kernel_failure(self, kernel: str, phase: Scenario) -> dict[str, Any] | None:
         return self._take("kernelFail", lambda e: e.get("kernel", "*") in ("*", kernel)

@@ -5,8 +5,8 @@
 * ``PUT /upload/<token>`` → resumable blob upload (no auth: the token is the capability);
 * ``GET /storage/<signature>/<path>`` → a stored file with ``Range``/``If-Range`` support (no auth);
 * ``GET /api/v1/kernels/logs/stream/<owner>/<slug>`` → ``kaggle kernels logs --follow``;
-* ``GET|POST|DELETE /_admin/faults`` → read, replace or clear the injected faults; every ``/_admin/*``
-  request needs the admin token (``admin.py``).
+* ``GET|POST|DELETE /_admin/faults`` → read, replace or clear the injected faults; ``GET|POST /_admin/clock``
+  → read or move the clock of the server's limits; every ``/_admin/*`` request needs the admin token (``admin.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from builder.local_kaggle import admin, names
 from builder.local_kaggle.auth import Users
 from builder.local_kaggle.blobs import Blobs
 from builder.local_kaggle.bodies import BodyError, read_body
+from builder.local_kaggle.clock import Clock, iso_utc, parse_moment
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.kernels import Kernels
 from builder.local_kaggle.settings import ServerSettings
@@ -40,6 +41,7 @@ class ServerApp(Protocol):
     store: Store
     users: Users
     faults: Faults
+    clock: Clock
     blobs: Blobs
     kernels: Kernels
     routes: dict[str, RouteHandler]
@@ -135,41 +137,54 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(ApiError(404, f"Unknown method {method}"))
             return
         fault = app.faults.take_rpc(method)
-        if fault is not None:
-            headers = {"Retry-After": _seconds(fault["retryAfter"])} if "retryAfter" in fault else {}
-            status = int(fault["status"])
-            self._error(ApiError(status, fault.get("message") or _REASONS.get(status, "Injected failure"), headers))
+        if fault is not None and not fault.get("afterCommit"):
+            self._fault(fault)
             return
+        result = self._handled(method, handler, raw)
+        if result is None:
+            return
+        if fault is not None:  # the call did what it asked; the answer that says so is lost on the way
+            self._fault(fault)
+        elif isinstance(result, Redirect):
+            self._send(302, b"", {"Location": result.location})
+        else:
+            self._json(200, result)
+
+    def _handled(self, method: str, handler: RouteHandler, raw: bytes) -> Any:
+        """The handler's result, or None once an error was answered."""
+        app = self.server_app
         try:
             body = json.loads(raw or b"{}")
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
             user = None if method in PUBLIC_METHODS else app.users.authenticate(self.headers.get("Authorization"))
-            result = handler(Call(method=method, body=body, user=user, base_url=self._base_url()))
+            return handler(Call(method=method, body=body, user=user, base_url=self._base_url()))
         except ApiError as exc:
             self._error(exc)
-            return
         except (ValueError, UnicodeDecodeError) as exc:
             self._error(ApiError(400, f"Invalid request body: {exc}"))
-            return
         except KkbError as exc:
             self._error(ApiError(400, exc.message))
-            return
         except OSError as exc:
             if exc.errno in DISK_FULL:
                 self._error(disk_full(f"the result of {method}", exc))
-                return
+                return None
             log.exception("local Kaggle: %s failed", method)
             self._error(ApiError(500, "Internal server error"))
-            return
         except Exception:  # the server must answer, in Kaggle's shape, whatever went wrong
             log.exception("local Kaggle: %s failed", method)
             self._error(ApiError(500, "Internal server error"))
-            return
-        if isinstance(result, Redirect):
-            self._send(302, b"", {"Location": result.location})
+        return None
+
+    def _fault(self, fault: dict[str, Any]) -> None:
+        """An injected failure: Kaggle's JSON error, or the HTML page its front end answers when it throttles."""
+        headers = {"Retry-After": _seconds(fault["retryAfter"])} if "retryAfter" in fault else {}
+        status = int(fault["status"])
+        message = fault.get("message") or _REASONS.get(status, "Injected failure")
+        if fault.get("html"):
+            self._send(status, throttled_page(status, message), headers, content_type="text/html; charset=UTF-8")
         else:
-            self._json(200, result)
+            self._error(ApiError(status, message, headers))
 
     # -- downloads ---------------------------------------------------------------------------
 
@@ -274,7 +289,9 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self._read_body()
         if raw is None:
             return
-        if path != "/_admin/faults":
+        if path == "/_admin/clock" and verb in ("GET", "POST"):
+            self._admin_clock(raw if verb == "POST" else b"")
+        elif path != "/_admin/faults":
             self._error(ApiError(404, f"No such endpoint: {verb} {path}"))
         elif verb == "GET":
             self._json(200, self.server_app.faults.snapshot())
@@ -294,6 +311,25 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(ApiError(400, exc.message + (f" ({exc.hint})" if exc.hint else "")))
             return
         self._json(200, self.server_app.faults.snapshot())
+
+    def _admin_clock(self, raw: bytes) -> None:
+        """``/_admin/clock``: what "now" is for the server's limits; POST ``{"now": ISO}`` or ``{"advance": S}``."""
+        clock = self.server_app.clock
+        try:
+            change = json.loads(raw or b"{}")
+            if not isinstance(change, dict) or set(change) - {"now", "advance"}:
+                raise ValueError('give {"now": "2026-12-01T23:59:00Z"} or {"advance": SECONDS}')
+            if "now" in change:
+                clock.set(parse_moment(str(change["now"])))
+            if "advance" in change:
+                clock.advance(float(change["advance"]))
+        except (ValueError, TypeError) as exc:
+            self._error(ApiError(400, f"the clock change is not valid: {exc}"))
+            return
+        except KkbError as exc:
+            self._error(ApiError(400, exc.message))
+            return
+        self._json(200, {"now": iso_utc(clock.now())})
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -347,6 +383,13 @@ def disk_full(what: str, exc: OSError) -> ApiError:
     connection: the client then reports the server's words, not "cannot reach"."""
     return ApiError(INSUFFICIENT_STORAGE, f"Insufficient storage: the local Kaggle's disk is full ({exc.strerror}) "
                                           f"while storing {what}; free space in its data folder, then resume")
+
+
+def throttled_page(status: int, message: str) -> bytes:
+    """What Kaggle's front end answers a throttled request with: an HTML page, not the API's JSON error."""
+    return (f"<!DOCTYPE html>\n<html lang=en><meta charset=utf-8><title>Error {status} ({message})</title>"
+            f"<p><b>{status}.</b> <ins>That's an error.</ins><p>{message}. Please try again later."
+            f"<ins>That's all we know.</ins></html>\n").encode()
 
 
 def _seconds(value: Any) -> str:

@@ -5,9 +5,12 @@ What Kaggle does and this copies:
 * a new kernel's slug is ``slugify(title)``: pushing ``id: me/foo`` titled "Bar Baz" creates ``me/bar-baz``
   (and ``me/foo`` stays unknown: status on it is a 403 ``Permission 'kernels.get' was denied``);
 * sources that do not exist (or are not visible) are listed in ``invalid*Sources`` and simply not
-  attached; a dataset source without a version mounts its newest READY version, pinned at push time;
-* each pushed version is QUEUED, then RUNNING in a background worker, then COMPLETE or ERROR; what
-  the run left in ``/kaggle/working`` is the version's output, next to its log.
+  attached; a dataset source mounts its newest READY version, a notebook source its newest COMPLETE one,
+  fixed at push time; a version pin (``owner/slug/N``) is dropped unless ``ServerSettings.honour_pins``;
+* each pushed version is a session of its owner's account (``accounts.py``): a GPU push over the session cap
+  or without quota left is refused; QUEUED, then RUNNING in a background worker (billing), then COMPLETE or
+  ERROR; what the run left in ``/kaggle/working`` is the version's output, next to its log;
+* deleting a kernel ends its sessions (their billing stops) and drops what a run still going would report.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import nbformat
 
 from builder.kkb_runtime.vocabulary import Scenario
+from builder.local_kaggle.accounts import Accounts, accelerator_of
 from builder.local_kaggle.datasets import Datasets
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import remove_tree, storage_url, tree
@@ -32,6 +36,7 @@ from builder.local_kaggle.runner import KernelRunner, RunRequest, RunResult
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.store import OwnedRecords, Store
 from builder.local_kaggle.wire import (
+    ApiError,
     Call,
     Handler,
     Json,
@@ -74,8 +79,9 @@ class KernelVersion:
 
 class Kernels:
     def __init__(self, store: Store, datasets: Datasets, faults: Faults, settings: ServerSettings,
-                 runner: KernelRunner, jobs: JobQueue) -> None:
+                 runner: KernelRunner, jobs: JobQueue, accounts: Accounts) -> None:
         self._store = store
+        self._accounts = accounts
         self._records = OwnedRecords(store, "kernels", "kernel.json")
         self._datasets = datasets
         self._faults = faults
@@ -104,30 +110,47 @@ class Kernels:
 
     def save_kernel(self, call: Call) -> Json:
         user = call.require_user()
+        quick = call.text("kernelExecutionType").upper() == "QUICK_SAVE"
         with self._store.lock:
             try:
                 record = self._target(call, user)
                 self._check_machine_shape(call)
+                accelerator = accelerator_of({"machineShape": call.body.get("machineShape"),
+                                              "enableGpu": call.flag("enableGpu", False),
+                                              "enableTpu": call.flag("enableTpu", False)})
+                self._check_session(user, None if quick else accelerator)
             except _PushRefused as exc:
                 return {"ref": "", "url": "", "error": str(exc)}
             sources, invalid = self._sources(call, user)
             number = int(record.get("latestVersion", 0)) + 1
-            quick = call.text("kernelExecutionType").upper() == "QUICK_SAVE"
             meta = self._version_meta(call, record, number, sources, quick)
             folder = self._records.dir(record["owner"], record["slug"]) / "versions" / str(number)
             folder.mkdir(parents=True, exist_ok=True)
             (folder / meta["sourceFile"]).write_text(call.text("text"), encoding="utf-8")
             self._store.write(folder / "version.json", meta)
-            self._store.write(folder / "session.json", {"status": NEW_SCRIPT if quick else QUEUED, "queued": now()})
+            session: Json = {"status": NEW_SCRIPT if quick else QUEUED, "queued": now()}
+            if not quick:  # a run is a session of the account: it holds a slot from now and bills once it starts
+                session["sessionId"] = self._accounts.open(user, f"{record['owner']}/{record['slug']}", number,
+                                                           accelerator)
+            self._store.write(folder / "session.json", session)
             record.update({k: meta[k] for k in _KERNEL_FIELDS})
             record["latestVersion"] = number
             record["lastPushed"] = meta["created"]
             self._records.save(record)
-        if not quick:
-            self._jobs.put(("commit", record["owner"], record["slug"], str(number)))
+        if not quick:  # the session in the job: a kernel deleted and pushed again has a v1 of its own
+            self._jobs.put(("commit", record["owner"], record["slug"], str(number), str(session.get("sessionId", ""))))
         ref = f"{record['owner']}/{record['slug']}"
         return {"ref": f"/code/{ref}", "url": f"{call.base_url}/code/{ref}", "versionNumber": number,
                 "error": "", "invalidTags": [], "kernelId": record["id"], **invalid}
+
+    def _check_session(self, user: str, accelerator: str | None) -> None:
+        """A GPU or TPU push the account cannot start now: no quota left, or at the GPU session cap."""
+        refusal = self._accounts.refusal(user, accelerator)
+        if refusal is None:
+            return
+        if refusal.status is not None:
+            raise ApiError(refusal.status, refusal.message)
+        raise _PushRefused(refusal.message)
 
     def _target(self, call: Call, user: str) -> Json:
         """The kernel this push versions, created when new (its slug comes from its title)."""
@@ -175,7 +198,8 @@ class Kernels:
             if mounted is None:
                 bad_datasets.append(source)
             else:
-                datasets.append({"ref": source, "owner": mounted.owner, "slug": mounted.slug, "version": mounted.version})
+                datasets.append({"ref": source, "owner": mounted.owner, "slug": mounted.slug, "version": mounted.version,
+                                 "pinned": mounted.pinned})
         competitions: list[str] = []
         bad_competitions: list[str] = []
         for slug in call.strings("competitionDataSources"):
@@ -199,17 +223,23 @@ class Kernels:
                  "invalidKernelSources": bad_kernels, "invalidModelSources": bad_models})
 
     def _kernel_source(self, source: str, user: str) -> Json | None:
+        """What a notebook source mounts: its newest COMPLETE version (a pin ``/N`` names a complete version, and is
+        dropped for the newest unless ``honour_pins``); a ``staleMount`` fault mounts the one before."""
         found = self._records.source(source, lambda record: self._can_read(record, user))
         if found is None:
             return None
         record, asked = found
-        numbers = [int(asked.lstrip("v"))] if asked is not None and asked.lstrip("v").isdigit() else \
-            list(range(int(record.get("latestVersion", 0)), 0, -1))
-        for number in numbers:
-            session = self._store.read(self._records.dir(record["owner"], record["slug"]) / "versions" / str(number) / "session.json")
-            if session and session.get("status") == COMPLETE:
-                return {"ref": source, "owner": record["owner"], "slug": record["slug"], "version": number}
-        return None
+        folder = self._records.dir(record["owner"], record["slug"]) / "versions"
+        complete = [number for number in range(int(record.get("latestVersion", 0)), 0, -1)
+                    if (self._store.read(folder / str(number) / "session.json") or {}).get("status") == COMPLETE]
+        pinned = int(asked.lstrip("v")) if asked is not None and asked.lstrip("v").isdigit() else None
+        if not complete or (asked is not None and pinned not in complete):
+            return None
+        chosen = complete.index(pinned) if pinned is not None and self._settings.honour_pins else 0
+        if self._faults.take_stale_mount(source) and chosen + 1 < len(complete):
+            chosen += 1
+        return {"ref": source, "owner": record["owner"], "slug": record["slug"], "version": complete[chosen],
+                "pinned": pinned}
 
     def _version_meta(self, call: Call, record: Json, number: int, sources: Json, quick: bool) -> Json:
         kernel_type = call.text("kernelType", "notebook").lower()
@@ -281,6 +311,7 @@ class Kernels:
         if version.owner != user:
             return {"errorMessage": "You do not have permission to delete this notebook"}
         with self._store.lock:
+            self._accounts.end_kernel(version.ref, "deleted")  # Kaggle's one way to stop a session: billing ends
             shutil.rmtree(self._records.dir(version.owner, version.slug), ignore_errors=True)
         return {}
 
@@ -307,11 +338,16 @@ class Kernels:
                 folder = session_path.parent
                 owner, slug = folder.parent.parent.parent.name, folder.parent.parent.name
                 self._set_session(folder, status=QUEUED)
-                self._jobs.put(("commit", owner, slug, folder.name))
+                self._jobs.put(("commit", owner, slug, folder.name, str(session.get("sessionId", ""))))
 
-    def execute_commit(self, owner: str, slug: str, number: str) -> None:
-        """Run a queued version; whatever goes wrong on the way ends it as ERROR with the exception, never RUNNING."""
+    def execute_commit(self, owner: str, slug: str, number: str, session: str = "") -> None:
+        """Run a queued version; whatever goes wrong on the way ends it as ERROR with the exception, never RUNNING.
+
+        ``session``: the session the job was queued for; a version of a kernel since deleted (and maybe pushed
+        again, a v1 of its own) is not run."""
         folder = self._records.dir(owner, slug) / "versions" / number
+        if str(self._store.read(folder / "session.json", {}).get("sessionId", "")) != session:
+            return
         try:
             self._execute_commit(owner, slug, number, folder)
         except Exception as exc:  # the last line: a bug in the server ends the run, visibly, as Kaggle's error
@@ -322,9 +358,12 @@ class Kernels:
 
     def _execute_commit(self, owner: str, slug: str, number: str, folder: Path) -> None:
         meta = self._store.read(folder / "version.json")
-        if meta is None or self._store.read(folder / "session.json", {}).get("status") not in (QUEUED, RUNNING):
+        session = self._store.read(folder / "session.json", {})
+        if meta is None or session.get("status") not in (QUEUED, RUNNING):
             return
         self._set_session(folder, status=RUNNING, started=now())
+        if session.get("sessionId") is not None:
+            self._accounts.start(int(session["sessionId"]))
         fault = self._faults.take_kernel_failure(f"{owner}/{slug}", Scenario.COMMIT)
         if fault is not None:
             message = str(fault.get("message") or "RuntimeError: injected failure (local Kaggle fault)")
@@ -343,6 +382,8 @@ class Kernels:
             result = self._runner.run(request)
             if self._jobs.closed:  # the server stopped meanwhile: the next one runs this version again
                 return
+            if not self._still_ours(folder, session.get("sessionId")):
+                return  # its kernel was deleted meanwhile (and maybe pushed again): nothing of this run is kept
             self._keep_output(result, folder / "output")
             self._finish(folder, ok=result.ok, failure=result.failure, log=result.log)
         except Exception as exc:  # a broken executor is "Kaggle Error", not a crashed worker
@@ -387,7 +428,10 @@ class Kernels:
 
     def _keep_output(self, result: RunResult, output: Path) -> None:
         shutil.rmtree(output, ignore_errors=True)
-        output.mkdir(parents=True)
+        try:
+            output.mkdir()  # never parents: a version deleted meanwhile must not come back as a bare folder
+        except FileNotFoundError:
+            return
         if not result.working_dir.is_dir():
             return
         for rel, path in tree(result.working_dir):
@@ -398,13 +442,26 @@ class Kernels:
             shutil.copyfile(path, target)
 
     def _finish(self, folder: Path, ok: bool, failure: str | None, log: list[dict[str, Any]]) -> None:
-        # Served verbatim as ListKernelSessionOutput's ``log``: a JSON array in Kaggle's key order.
-        self._store.write_text(folder / "log.json", json.dumps(log))
-        self._set_session(folder, status=COMPLETE if ok else ERROR, finished=now(),
-                          failureMessage=None if ok else (failure or "The notebook failed"))
+        with self._store.lock:
+            if not (folder / "version.json").is_file():
+                return  # the kernel was deleted: its session ended then
+            # Served verbatim as ListKernelSessionOutput's ``log``: a JSON array in Kaggle's key order.
+            self._store.write_text(folder / "log.json", json.dumps(log))
+            self._set_session(folder, status=COMPLETE if ok else ERROR, finished=now(),
+                              failureMessage=None if ok else (failure or "The notebook failed"))
+            number = self._store.read(folder / "session.json", {}).get("sessionId")
+            if number is not None:
+                self._accounts.end(int(number), "complete" if ok else "error")
+
+    def _still_ours(self, folder: Path, session_id: Any) -> bool:
+        """Whether the version this run belongs to still exists with this very session (not deleted, not re-pushed)."""
+        current = self._store.read(folder / "session.json", {})
+        return (folder / "version.json").is_file() and current.get("sessionId") == session_id
 
     def _set_session(self, folder: Path, **changes: Any) -> None:
         with self._store.lock:
+            if not (folder / "version.json").is_file():
+                return
             session = self._store.read(folder / "session.json", {})
             session.update(changes)
             self._store.write(folder / "session.json", {k: v for k, v in session.items() if v is not None})
@@ -425,7 +482,8 @@ class Kernels:
             "competitionDataSources": meta.get("competitionSources", []),
             "kernelDataSources": meta.get("kernelSources", []), "modelDataSources": meta.get("modelSources", []),
             "currentVersionNumber": record.get("latestVersion"), "dockerImage": meta.get("dockerImage"),
-            "machineShape": meta.get("machineShape"), "lastRunTime": iso(record.get("created", now())),
+            "machineShape": meta.get("machineShape"),
+            "lastRunTime": iso(record.get("lastPushed") or record.get("created") or now()),
         })
 
 

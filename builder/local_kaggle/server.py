@@ -4,6 +4,8 @@
         server.add_user("alice", "secret-key")
         server.add_competition(Path("competitions/tiny"))
         server.faults.fail_rpc("CreateDatasetVersion", status=429, times=2, retry_after=0)
+        server.accounts.configure("alice", gpu_quota_hours=1.5)   # the account's limits
+        server.clock.set(datetime(2026, 12, 1, 23, 59, tzinfo=timezone.utc))  # "now" for the limits
         ... KKB_KAGGLE_API=server.base_url ...
 
 It binds a loopback address only and never calls out: kernels run in the local sandbox.
@@ -15,14 +17,18 @@ import ipaddress
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from builder.errors import LocalKaggleError
+from builder.local_kaggle.accounts import Account, Accounts
 from builder.local_kaggle.admin import write_admin_token
 from builder.local_kaggle.auth import Users
 from builder.local_kaggle.blobs import Blobs
+from builder.local_kaggle.clock import Clock
 from builder.local_kaggle.competition import CompetitionConfig
 from builder.local_kaggle.competitions import Competitions
 from builder.local_kaggle.datasets import Datasets
@@ -55,18 +61,21 @@ class LocalKaggle:
         self.store = Store(Path(data_dir))
         self.users = Users(self.store)
         self.faults = Faults(self.store)
+        self.clock = Clock(self.store)  # what "now" is for the limits (submissions a day, quota, billing)
+        self.accounts = Accounts(self.store, self.clock)
         self.jobs = JobQueue()
         runner = runner or SandboxRunner()
         self.blobs = Blobs(self.store, self.faults, self.settings.max_upload_bytes)
         self.datasets = Datasets(self.store, self.blobs, self.faults, self.settings)
-        self.kernels = Kernels(self.store, self.datasets, self.faults, self.settings, runner, self.jobs)
+        self.kernels = Kernels(self.store, self.datasets, self.faults, self.settings, runner, self.jobs, self.accounts)
         self.competitions = Competitions(self.store, self.blobs, self.kernels, self.faults, self.settings, runner,
-                                         self.jobs)
+                                         self.jobs, self.clock)
         self.kernels.competition_data = self.competitions.public_dir
         self.models = Models(self.store, self.blobs, self.settings)
         self.kernels.model_mount = self.models.mount
         self.routes: dict[str, Handler] = {
             **self.datasets.routes(), **self.kernels.routes(), **self.competitions.routes(), **self.models.routes(),
+            **self.accounts.routes(),
             "blobs.BlobApiService/StartBlobUpload": self.blobs.start_blob_upload,
             "security.OAuthService/IntrospectToken": self._introspect_token,
         }
@@ -137,9 +146,20 @@ class LocalKaggle:
 
     # -- administration ----------------------------------------------------------------------
 
-    def add_user(self, name: str, key: str, token: str | None = None) -> str:
-        """Register a user (HTTP Basic ``name:key``); returns an access token IntrospectToken accepts."""
-        return self.users.add(name, key, token)
+    def add_user(self, name: str, key: str, token: str | None = None, account: Mapping[str, Any] | None = None) -> str:
+        """Register a user (HTTP Basic ``name:key``); returns an access token IntrospectToken accepts.
+
+        ``account``: the user's limits (:class:`~builder.local_kaggle.accounts.Account`: ``gpu_quota_hours``,
+        ``gpu_sessions``, ``cap_answer``, ...); later changes go through ``server.accounts.configure``."""
+        if account:
+            self.accounts.checked(name, **dict(account))  # a bad setting changes nothing, the key neither
+        token = self.users.add(name, key, token)
+        if account:
+            self.accounts.configure(name, **dict(account))
+        return token
+
+    def account(self, name: str) -> Account:
+        return self.accounts.account(name)
 
     def add_competition(self, folder: Path) -> CompetitionConfig:
         return self.competitions.add(Path(folder))

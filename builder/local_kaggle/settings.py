@@ -28,6 +28,9 @@ class ServerSettings:
         internet_folders: what "the internet" is for a kernel pushed with internet on: host folders it
             may read at their own paths (a local package index, say). Other kernels never see them, and no
             kernel reaches the network: the sandbox has none.
+        honour_pins: mount the version a dataset or notebook source pins (``owner/slug/N``). Kaggle was seen
+            to drop ``kernel_sources`` pins and mount the latest complete version (dataset pins: unverified),
+            so by default the pin is dropped the same way; True rehearses a Kaggle that honours pins.
     """
 
     dataset_ready_seconds: float = 1.0
@@ -40,3 +43,4 @@ class ServerSettings:
     request_timeout_seconds: float = 60.0
     machine_shapes: tuple[str, ...] | None = None
     internet_folders: tuple[Path, ...] = ()
+    honour_pins: bool = False

@@ -12,7 +12,7 @@ import queue
 import threading
 from collections.abc import Callable
 
-Job = tuple[str, ...]   # ("commit", owner, slug, "3") or ("score", "17")
+Job = tuple[str, ...]   # ("commit", owner, slug, "3", session id) or ("score", "17")
 log = logging.getLogger(__name__)
 
 

@@ -13,12 +13,11 @@ notebook in a fresh sandbox (``builder.rehearse.sandbox``), the code and weights
     :mod:`builder.rehearse.projection` (fixed + per-row cost; a second run on a replicated test when it is too small to
     separate them), its memory limited to and compared with the machine shape's RAM (``--memory`` overrides).
 
-Each scenario's sandbox says which isolation ran (:mod:`builder.rehearse.isolation`) and which limits were
-enforced (:mod:`builder.rehearse.limits`); both go into the report, with what each card fed its model
-(:mod:`builder.rehearse.card_inputs`) and the comparison with a reference (:mod:`builder.rehearse.reference`).
+Each scenario's sandbox says which isolation ran (:mod:`builder.rehearse.isolation`) and which limits were enforced
+(:mod:`builder.rehearse.limits`), with what each card fed its model (:mod:`builder.rehearse.card_inputs`), a reference's
+comparison (:mod:`builder.rehearse.reference`) and what the run found mounted (:mod:`builder.rehearse.mounted`).
 Results go to ``build/NAME/dryrun/``: ``<scenario>.ipynb`` (the executed notebook), ``<scenario>.log.json`` (Kaggle's
-log shape), ``<scenario>.submission.csv`` when one was written, and ``report.json``. The sandboxes are temporary; the
-project and the bundles are never written to.
+log shape), ``<scenario>.submission.csv``, ``report.json``. The sandboxes are temporary; nothing else is written to.
 """
 
 from __future__ import annotations
@@ -64,6 +63,7 @@ from builder.rehearse.image_env import build_image_env, image_env_note
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport
 from builder.rehearse.metric_run import check_before_rerun, float_targets, rerun_metric_report
+from builder.rehearse.mounted import mounted_warnings
 from builder.rehearse.own_imports import own_modules
 from builder.rehearse.projection import (
     PROBE_BATCHES,
@@ -354,6 +354,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
     own = own_modules(settings.kernel_dir, spec)
     warnings += skew_warnings(result.version_skew, own) + rerun_collapse(scenario, out, members, result.working_dir / expected,
                                                                          competition_data(settings, spec) / sample.name, spec.submission)
+    warnings += mounted_warnings(result.working_dir, build)
     metric = _metric_report(scenario, settings, spec, result.working_dir / expected, sample, result.working_dir, data)
     if metric is not None:
         verdict = _with_metric(verdict, metric)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,13 @@ SUBMISSION = "submission"
 SCORE = "score"
 REHEARSAL_INTENT = "rehearsal-intent"  # written before the rehearsal kernel is pushed (adopted after an interruption)
 REHEARSAL = "rehearsal"  # kkb dry-run --on-kaggle: a private rehearsal kernel's run, never submitted
+KERNEL_DELETED = "kernel-deleted"  # kkb deleted the kernel on Kaggle to stop a run: older records are another kernel's
+MOUNTED = "mounted"  # what a run found mounted for kkb's inputs, against what kkb pushed
+
+# How a run ended (a ``run`` record's ``ended``): Kaggle's end, or kkb's doing.
+ENDED_COMPLETE, ENDED_ERROR, ENDED_CANCELLED = "complete", "error", "cancelled"
+ENDED_BY_KKB = "cancelled by kkb"  # kkb stop
+ENDED_REPLACED = "replaced"  # stopped by kkb push/submit --replace, to run the new version instead
 
 
 def history_path(kernel_dir: Path) -> Path:
@@ -65,6 +72,8 @@ class HistoryRow:
     status: str
     score: str
     server: str = DEFAULT_SERVER
+    session: str = ""  # a run's machine: "GPU NvidiaTeslaT4", "CPU"
+    billed_seconds: float | None = None  # a run's accelerator time (None: a CPU run, or not known)
 
 
 class History:
@@ -119,9 +128,14 @@ class History:
         return list(_parse_lines(text.splitlines()))
 
     def last(self, event: str, **match: Any) -> dict[str, Any] | None:
-        """The newest record of ``event`` whose fields equal ``match``."""
+        """The newest record of ``event`` whose fields equal ``match``.
+
+        When ``match`` names a ``kernel``, records older than kkb's deletion of that kernel are not looked at:
+        its version numbers start again at 1, and "v1" before is another kernel's."""
         record: dict[str, Any]  # declared: mypy's narrowing on ``==`` with Any would make it Any
         for record in reversed(self.records()):
+            if record.get("event") == KERNEL_DELETED and "kernel" in match and record.get("kernel") == match["kernel"]:
+                return None
             if record.get("event") == event and all(record.get(k) == v for k, v in match.items()):
                 return record
         return None
@@ -130,6 +144,8 @@ class History:
         """The newest ``intent`` record for ``key == value`` not followed by a ``done`` record for it."""
         record: dict[str, Any]
         for record in reversed(self.records()):
+            if record.get("event") == KERNEL_DELETED:
+                return None  # what was intended before a deletion is of a kernel that no longer exists
             if record.get(key) != value:
                 continue
             if record.get("event") == done:
@@ -137,6 +153,13 @@ class History:
             if record.get("event") == intent:
                 return record
         return None
+
+    def kernel_records(self, kernel: str) -> list[dict[str, Any]]:
+        """This server's records of ``kernel`` since kkb last deleted it (its versions before are another kernel's)."""
+        records = self.records()
+        cut = max((index for index, record in enumerate(records)
+                   if record.get("event") == KERNEL_DELETED and record.get("kernel") == kernel), default=-1)
+        return [record for record in records[cut + 1:] if record.get("kernel") == kernel]
 
     def last_push(self) -> dict[str, Any] | None:
         return self.last(PUSH)
@@ -153,6 +176,8 @@ class History:
                 rows.append(_submission_row(record, scores.get((record.get("server"), record.get("ref")))))
             elif record.get("event") == REHEARSAL:
                 rows.append(_rehearsal_row(record))
+            elif record.get("event") == RUN:
+                rows.append(_run_row(record))
         return rows
 
 
@@ -212,6 +237,14 @@ def _submission_row(record: dict[str, Any], score: dict[str, Any] | None) -> His
     status = str(score.get("status", "")) if score else "pending"
     detail = str(score.get("public_score") or score.get("error_description") or "") if score else ""
     return _row(record, "submission", status, detail, submission_ref=record.get("ref"))
+
+
+def _run_row(record: dict[str, Any]) -> HistoryRow:
+    """A kernel run: how it ended, on which machine, and what it billed."""
+    row = _row(record, "run", str(record.get("ended") or record.get("status") or ""))
+    billed = record.get("billed_seconds")
+    return replace(row, kernel_version=record.get("version"), session=str(record.get("session") or ""),
+                   billed_seconds=float(billed) if isinstance(billed, (int, float)) else None)
 
 
 def _rehearsal_row(record: dict[str, Any]) -> HistoryRow:

@@ -1,16 +1,16 @@
 """The submission file each submitted run wrote, kept beside the history, and ``kkb compare`` against it.
 
-``kkb submit`` waits for the kernel run anyway: once it completes, the run's output is fetched and its
-submission file kept as ``.kkb/outputs/<slug>-v<version>.<file>`` (an ``output`` record in the history
-names it). ``kkb compare NEW.csv --kernel DIR`` then compares a new file with the output of the last
-*scored* version, so "is v8 really different from v7 (0.412)?" is one command. A fetch that fails
-never fails the submission: it is said, and the comparison later says no output was kept.
+``kkb submit`` waits for the kernel run anyway: once it completes, the run's output is fetched (and what it
+found mounted checked, ``builder.remote.mounted``) and its submission file kept as
+``.kkb/outputs/<slug>-v<version>.<file>`` (an ``output`` record in the history names it). ``kkb compare NEW.csv
+--kernel DIR`` then compares a new file with the output of the last *scored* version, so "is v8 really
+different from v7 (0.412)?" is one command. A fetch that fails never fails the submission: it is said, and
+the comparison later says no output was kept.
 """
 
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,27 +24,42 @@ OUTPUT = "output"  # history event: a run's submission file, kept
 OUTPUTS_DIR = "outputs"
 
 
-def keep_run_output(ctx: Session, spec: KernelSpec, kernel_id: str, version: int) -> Path | None:
-    """Fetch a completed run's output and keep its submission file; None (said) when it cannot be had."""
-    kernel_dir = Path(ctx.settings.kernel_dir)
-    target = kernel_dir / STATE_DIR / OUTPUTS_DIR / f"{kernel_id.split('/')[-1]}-v{version}.{spec.submission.file}"
+def kept_output(ctx: Session, spec: KernelSpec, kernel_id: str, version: int) -> Path | None:
+    """The submission file an earlier submit of this version kept, if it did."""
+    target = _kept_path(ctx, spec, kernel_id, version)
     if target.is_file() and ctx.history.last(OUTPUT, kernel=kernel_id, kernel_version=version) is not None:
-        return target  # kept by an earlier submit of this version
-    with tempfile.TemporaryDirectory(prefix="kkb-output-") as scratch:
-        try:
-            ctx.adapter.kernel_output(kernel_id, version, Path(scratch))
-        except RemoteError as exc:  # an auth error too: the submission goes on, the output is only a convenience
-            ctx.emit("output", f"the output of {kernel_id} v{version} was not kept ({exc.message})")
-            return None
-        found = sorted(Path(scratch).rglob(spec.submission.file))
-        if not found:
-            ctx.emit("output", f"the output of {kernel_id} v{version} holds no {spec.submission.file}: nothing kept")
-            return None
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(found[0], target)
+        return target
+    return None
+
+
+def fetch_run_output(ctx: Session, kernel_id: str, version: int, scratch: Path) -> bool:
+    """Download a completed run's output (and its log) into ``scratch``; False (said) when it cannot be had."""
+    try:
+        ctx.adapter.kernel_output(kernel_id, version, scratch)
+    except RemoteError as exc:  # an auth error too: the submission goes on, the output is only a convenience
+        ctx.emit("output", f"the output of {kernel_id} v{version} was not kept ({exc.message})")
+        return False
+    return True
+
+
+def keep_run_output(ctx: Session, spec: KernelSpec, kernel_id: str, version: int, scratch: Path) -> Path | None:
+    """Keep the submission file of the output fetched into ``scratch``; None (said) when it holds none."""
+    kernel_dir = Path(ctx.settings.kernel_dir)
+    target = _kept_path(ctx, spec, kernel_id, version)
+    found = sorted(Path(scratch).rglob(spec.submission.file))
+    if not found:
+        ctx.emit("output", f"the output of {kernel_id} v{version} holds no {spec.submission.file}: nothing kept")
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(found[0], target)
     ctx.history.append(OUTPUT, kernel=kernel_id, kernel_version=version, file=str(target.relative_to(kernel_dir)))
     ctx.emit("output", f"kept {target.relative_to(kernel_dir)} (kkb compare FILE --kernel {kernel_dir} compares with it)")
     return target
+
+
+def _kept_path(ctx: Session, spec: KernelSpec, kernel_id: str, version: int) -> Path:
+    return (Path(ctx.settings.kernel_dir) / STATE_DIR / OUTPUTS_DIR
+            / f"{kernel_id.split('/')[-1]}-v{version}.{spec.submission.file}")
 
 
 @dataclass(frozen=True)

@@ -22,16 +22,18 @@ from typing import TypeVar
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.bundle.wheels import wheelhouse_source, wheelhouse_to_push
-from builder.errors import KkbError, RemoteError
+from builder.errors import KkbError, RemoteError, SessionCapReached
 from builder.project.credentials import kaggle_username
 from builder.project.layout import KERNEL_METADATA, MANIFEST_FILE
 from builder.project.spec import KernelSpec, spec_of
-from builder.remote.history import DATASET, DATASET_INTENT, KERNEL_INTENT, KERNEL_REFUSED, PUSH
+from builder.remote.backoff import Retrying
+from builder.remote.history import DATASET, DATASET_INTENT, KERNEL_INTENT, KERNEL_REFUSED, MOUNTED, PUSH
 from builder.remote.inputs import check_inputs
 from builder.remote.kaggle_api import NotFoundError, TransientRemoteError
 from builder.remote.kernel_stamp import stamp, stamped_hash, unstamped_bytes
 from builder.remote.lock import kernel_lock
 from builder.remote.model_weights import attach_model_weights, sync_model_weights
+from builder.remote.preflight import check_before_run, session_cap
 from builder.remote.session import ProgressEvent, PushSettings, Session, open_session, private_tmpdir
 
 DATASET_BAD = {"failed", "deleted"}
@@ -43,7 +45,7 @@ class DatasetResult:
     ref: str
     content_hash: str
     version: int | None
-    action: str  # "created" | "versioned" | "unchanged" | "adopted"
+    action: str  # "created" | "versioned" | "unchanged" | "adopted" | "attached" (a helper kernel's output)
     uploaded_bytes: int
 
 
@@ -57,6 +59,8 @@ class PushResult:
     weights: DatasetResult | None  # None: the kernel has no weights dataset
     uploaded_bytes: int
     out_dir: Path
+    wheels: DatasetResult | None = None  # the wheelhouse: its dataset, or the helper kernel (action "attached")
+    pins: tuple[str, ...] = ()  # kkb's datasets as the kernel's sources name them, owner/slug/N
 
 
 def push(settings: PushSettings) -> PushResult:
@@ -103,14 +107,23 @@ def _owner_from_credentials(spec: KernelSpec, lazy: LazySession) -> str | None:
     return lazy.get().adapter.username
 
 
-def push_built(ctx: Session, build: BuildResult) -> PushResult:
+def push_built(ctx: Session, build: BuildResult, *, submitting: bool = False) -> PushResult:
+    """Bring Kaggle up to date with ``build``; a push that will start a run is checked against Kaggle's limits
+    first (``builder.remote.preflight``: nothing is uploaded before a refusal). ``submitting``: for ``kkb submit``,
+    whose run must end in a submission."""
     notes = ctx.settings.message or f"kkb push {build.kernel_id}"
     start_bytes = ctx.adapter.uploaded_bytes
     _check_kernel_metadata(Path(build.kernel_dir), build)  # before any upload: a bad kernel is not worth one
-    code, weights, wheels = sync_bundles(ctx, build, notes)
-    # A new dataset version reaches the kernel only through a new kernel version: every hash counts.
-    kernel_hash = _kernel_hash(Path(build.kernel_dir), code.content_hash,
-                               (weights.content_hash if weights else "") + (wheels or ""))
+    _check_competition(ctx, build)  # the first question to Kaggle: a typo in the slug is said as such
+    # A new dataset version reaches the kernel only through a new kernel version: every hash counts. They are all
+    # known before uploading (the build's, the wheelhouse's), so is whether this push will start a run.
+    kernel_hash = _kernel_hash(Path(build.kernel_dir), build.code_hash,
+                               (build.weights_hash or "") + (_wheelhouse_hash(ctx, build) or ""))
+    current = ctx.adapter.kernel_version(build.kernel_id)
+    if _will_run(ctx, build, kernel_hash, current):
+        check_before_run(ctx, build, current=current, submitting=submitting)
+    code, weights, wheels = sync_bundles(ctx, build, notes, competition_checked=True)
+    pins = pin_sources(Path(build.kernel_dir), [item for item in (code, weights, wheels) if item is not None])
     version, url, action = _sync_kernel(ctx, build, kernel_hash)
     uploaded = ctx.adapter.uploaded_bytes - start_bytes
     ctx.history.append(
@@ -126,6 +139,10 @@ def push_built(ctx: Session, build: BuildResult) -> PushResult:
         weights_dataset=weights.ref if weights else None,
         weights_hash=weights.content_hash if weights else None,
         weights_version=weights.version if weights else None,
+        wheels_dataset=wheels.ref if wheels else None,
+        wheels_hash=wheels.content_hash if wheels else None,
+        wheels_version=wheels.version if wheels else None,
+        pins=pins,
         uploaded_bytes=uploaded,
     )
     return PushResult(
@@ -137,15 +154,44 @@ def push_built(ctx: Session, build: BuildResult) -> PushResult:
         weights=weights,
         uploaded_bytes=uploaded,
         out_dir=Path(build.out_dir),
+        wheels=wheels,
+        pins=tuple(pins),
     )
 
 
-def sync_bundles(ctx: Session, build: BuildResult, notes: str) -> tuple[DatasetResult, DatasetResult | None, str | None]:
+def _will_run(ctx: Session, build: BuildResult, kernel_hash: str, current: int | None) -> bool:
+    """Whether this push creates a kernel version (a run, a session): what ``_sync_kernel`` will decide."""
+    if current is not None and _current_is(ctx, build.kernel_id, kernel_hash, current,
+                                           ctx.history.last(PUSH, kernel=build.kernel_id)):
+        return False
+    return _adopt_kernel(ctx, build.kernel_id, kernel_hash, current) is None
+
+
+def pin_sources(kernel_dir: Path, synced: list[DatasetResult]) -> list[str]:
+    """Pin kkb's datasets in ``kernel-metadata.json`` to the versions just made ready (``owner/slug/N``).
+
+    Kaggle was seen to drop such pins and mount its latest complete version (kaggle-runtime.md §9.3): the pin
+    says which version kkb meant, and the run's ``kkb_mounted.json`` says which one it got (``builder.remote.mounted``).
+    Returns the pinned sources. The kernel's hash is over the metadata as the build wrote it: a pin is no change."""
+    path = kernel_dir / KERNEL_METADATA
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    versions = {item.ref: item.version for item in synced if item.version}
+    sources = [f"{ref}/{versions[ref]}" if ref in versions else ref for ref in meta.get("dataset_sources") or []]
+    if sources != meta.get("dataset_sources"):
+        meta["dataset_sources"] = sources
+        path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    return [source for source in sources if source.rpartition("/")[0] in versions]
+
+
+def sync_bundles(ctx: Session, build: BuildResult, notes: str, *, competition_checked: bool = False,
+                 ) -> tuple[DatasetResult, DatasetResult | None, DatasetResult | None]:
     """Check the competition and the inputs, then bring the weights, code and wheelhouse datasets up to date.
 
-    Returns (code, weights, the wheelhouse's content hash). The rehearsal on Kaggle (``builder.remote.rehearsal``)
-    syncs the very same datasets, so a rehearsal and the real kernel read the same bytes."""
-    _check_competition(ctx, build)
+    Returns (code, weights, the wheelhouse: its dataset, or the helper kernel attached with its key as the hash).
+    The rehearsal on Kaggle (``builder.remote.rehearsal``) syncs the very same datasets, so a rehearsal and the real
+    kernel read the same bytes."""
+    if not competition_checked:
+        _check_competition(ctx, build)
     check_inputs(ctx, build)  # every [[inputs]] exists and is readable, before any upload
     with private_tmpdir(Path(ctx.settings.kernel_dir), ctx.adapter.endpoint):
         weights = None
@@ -174,7 +220,13 @@ def _check_competition(ctx: Session, build: BuildResult) -> None:
                              "competition and accept its rules first") from exc
 
 
-def _sync_wheelhouse(ctx: Session, build: BuildResult, notes: str) -> str | None:
+def _wheelhouse_hash(ctx: Session, build: BuildResult) -> str | None:
+    """The wheelhouse's content hash (or the helper kernel's key@version): local, known before any upload."""
+    found = wheelhouse_to_push(build.spec, Path(ctx.settings.kernel_dir), build.owner, Path(build.out_dir))
+    return found[2] if found is not None else None
+
+
+def _sync_wheelhouse(ctx: Session, build: BuildResult, notes: str) -> DatasetResult | None:
     """Upload the wheelhouse dataset when it changed; a helper kernel's output is attached as it is."""
     found = wheelhouse_to_push(build.spec, Path(ctx.settings.kernel_dir), build.owner, Path(build.out_dir))
     if found is None:
@@ -182,8 +234,8 @@ def _sync_wheelhouse(ctx: Session, build: BuildResult, notes: str) -> str | None
     ref, folder, content_hash = found
     source = wheelhouse_source(build.spec, build.owner)  # not None: it named what was found
     if source is not None and source.kind == "kernel":
-        return content_hash
-    return sync_dataset(ctx, "wheels", folder, ref, content_hash, notes).content_hash
+        return DatasetResult(ref, content_hash, None, "attached", 0)
+    return sync_dataset(ctx, "wheels", folder, ref, content_hash, notes)
 
 
 # -- datasets ---------------------------------------------------------------------------------
@@ -367,12 +419,20 @@ def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[in
         try:
             pushed = ctx.adapter.push_kernel(Path(build.kernel_dir), timeout_seconds=timeout)
         except TransientRemoteError as exc:
-            ctx.retry_round(rounds, f"pushing {kernel_id}", exc)
+            # The push may have gone through with its answer lost (a 5xx after Kaggle committed it): look at
+            # Kaggle's versions before pushing again, and again after the pause, so no version is made twice.
             adopted = _adopt_kernel(ctx, kernel_id, kernel_hash, current)
+            if adopted is None:
+                ctx.retry_round(rounds, f"pushing {kernel_id}", exc)
+                adopted = _adopt_kernel(ctx, kernel_id, kernel_hash, current)
             if adopted is not None:
+                ctx.emit("kernel", f"the push was answered \"{exc.message}\", but Kaggle had created {kernel_id} "
+                                   f"v{adopted}: kept it (nothing pushed twice)")
                 return adopted, default_url, "adopted"
             continue
         except RemoteError as exc:
+            if isinstance(exc, SessionCapReached) and _waited_for_slot(ctx, rounds, exc):
+                continue
             # Kaggle answered and refused (it may still have saved a version without its inputs): the
             # next push must push again, not adopt that version as if an interrupted push had made it.
             ctx.history.append(KERNEL_REFUSED, kernel=kernel_id, kernel_hash=kernel_hash, reason=exc.message)
@@ -382,11 +442,28 @@ def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[in
         return version, pushed.url or default_url, "pushed"
 
 
+def _waited_for_slot(ctx: Session, rounds: Retrying, exc: SessionCapReached) -> bool:
+    """Kaggle itself refused the push at the GPU session cap (a session kkb could not see, or one that started since
+    it looked): with ``--wait-for-slot``, wait until a slot is free and push again, a bounded number of times."""
+    if not ctx.settings.wait_for_slot:
+        return False
+    session_cap(ctx)  # waits while the account's sessions kkb sees are at the cap
+    delay = rounds.next_delay()
+    if delay is None:
+        return False
+    ctx.emit("limits", f"{exc.message}: pushing again in {delay:.0f}s (--wait-for-slot)")
+    ctx.sleep(delay)
+    return True
+
+
 def _current_is(ctx: Session, kernel_id: str, kernel_hash: str, current: int, last: dict[str, object] | None) -> bool:
     """Whether Kaggle's current version is this kernel: the hash its code carries decides (so a fresh clone
     with no history pushes nothing); the history only when Kaggle's copy has no stamp (an older kkb)."""
     if _refused_last(ctx, kernel_hash):
         return False  # Kaggle saved that version without its inputs: it is not a good one to keep
+    mounted = ctx.history.last(MOUNTED, kernel=kernel_id, kernel_version=current)
+    if mounted is not None and mounted.get("ok") is False:
+        return False  # its run read other inputs than kkb pushed (a dropped pin): a new version of the same content
     remote = stamped_hash(ctx.adapter.kernel_source(kernel_id))
     if remote is not None:
         return bool(remote == kernel_hash)

@@ -53,6 +53,7 @@ from builder.remote.hints import exception_tail
 from builder.remote.history import REHEARSAL, REHEARSAL_INTENT, History
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.lock import LOCK_WAIT_S, kernel_lock
+from builder.remote.mounted import expected_from, raise_if_differs, read_other_inputs, verify_mounted
 from builder.remote.push import DatasetResult, LazySession, build_for_push, sync_bundles, sync_dataset
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits
 
@@ -154,7 +155,8 @@ def _rehearse_locked(settings: RehearsalSettings) -> RehearsalResult:
     folder = _write_rehearsal(build, plan, settings.rerun_scale)
     key = _rehearsal_key(folder, build, settings.rerun_scale)
     last = ctx.history.last(REHEARSAL, kernel=plan.rehearsal_id, key=key)
-    if last is not None and isinstance(last.get("report"), dict) and not settings.again:
+    if last is not None and isinstance(last.get("report"), dict) and not settings.again \
+            and not read_other_inputs(ctx, plan.rehearsal_id, last.get("kernel_version") or 0):
         ctx.emit("rehearsal", f"nothing changed since the rehearsal of {last.get('time')}: showing its result")
         return RehearsalResult(plan, build.spec, "reused", last.get("kernel_version"), str(last.get("status") or ""),
                                dict(last["report"]), out_dir / ON_KAGGLE_DIR, str(last.get("time") or ""),
@@ -293,7 +295,7 @@ def _rehearsal_key(folder: Path, build: BuildResult, scale: int) -> str:
 def _rehearse(ctx: Session, build: BuildResult, plan: RehearsalPlan, folder: Path, key: str,
               settings: RehearsalSettings, out_dir: Path) -> RehearsalResult:
     notes = f"kkb dry-run --on-kaggle {plan.rehearsal_id}"
-    code, weights, _ = sync_bundles(ctx, build, notes)
+    code, weights, wheels = sync_bundles(ctx, build, notes)
     rehearsal_meta = folder / "kernel" / KERNEL_METADATA
     _attach_model_sources(Path(build.kernel_dir) / KERNEL_METADATA, rehearsal_meta)
     settings_hash = manifest_for(folder / "settings", plan.settings_dataset).content_hash
@@ -304,6 +306,7 @@ def _rehearse(ctx: Session, build: BuildResult, plan: RehearsalPlan, folder: Pat
     shutil.rmtree(target, ignore_errors=True)
     files = ctx.adapter.kernel_output(plan.rehearsal_id, version, target)
     report = _read_report(target, files, plan, version, status, ctx)
+    mounted = verify_mounted(ctx, plan.rehearsal_id, version or 0, target, expected_from(code, weights, wheels))
     record = ctx.history.append(
         REHEARSAL, kernel=plan.rehearsal_id, of=plan.kernel_id, kernel_version=version, key=key,
         scale=settings.rerun_scale, status=status, verdict=report.get("verdict"), url=url,
@@ -311,6 +314,9 @@ def _rehearse(ctx: Session, build: BuildResult, plan: RehearsalPlan, folder: Pat
         weights_dataset=_ref(weights), weights_hash=weights.content_hash if weights else None,
         weights_version=weights.version if weights else None, report=report,
     )
+    raise_if_differs(mounted, plan.rehearsal_id, version or 0,  # recorded: the rehearsal itself is not lost
+                     hint="Kaggle mounted another version than the one just synced; once it is ready on Kaggle, "
+                          "rehearse again (the next rehearsal does not reuse this one)")
     return RehearsalResult(plan, build.spec, "rehearsed", version, status, report, target, str(record["time"]), url)
 
 

@@ -25,7 +25,7 @@ from builder.project.credentials import kaggle_username
 from builder.project.spec import KernelSpec
 from builder.remote.backoff import Backoff, Retrying
 from builder.remote.history import History
-from builder.remote.kaggle_api import KaggleAdapter, TransientRemoteError, remove_dead_stages
+from builder.remote.kaggle_api import KaggleAdapter, TransientRemoteError, remove_dead_stages, retry_reason
 from builder.remote.lock import LOCK_WAIT_S
 
 
@@ -93,6 +93,10 @@ class PushSettings:
     adapter: KaggleAdapter | None = None  # the seam: tests and the demo may hand one in
     lock_wait_s: float = LOCK_WAIT_S  # how long to wait for another push/submit of the kernel to finish
     spec: KernelSpec | None = None  # the command's loaded kernel.toml (read once per command); None: load kernel_dir's
+    # Kaggle's limits before a push that will run (builder.remote.preflight): by default a limit refuses the push.
+    wait_for_slot: bool = False  # wait for a GPU session slot, this kernel's running version, or the daily reset
+    force: bool = False  # push anyway (the run bills; Kaggle may refuse or queue it)
+    replace: bool = False  # stop this kernel's running version first (Kaggle's API: deleting the kernel)
 
 
 
@@ -143,7 +147,7 @@ def open_session(settings: PushSettings) -> Session:
     progress = settings.progress
     if progress is not None and adapter.on_retry is None:
         def on_retry(action: str, exc: BaseException | None, delay: float) -> None:
-            progress(ProgressEvent("retry", f"{action}: transient error, retrying in {delay:.1f}s"))
+            progress(ProgressEvent("retry", f"{action}: {retry_reason(exc)}, retrying in {delay:.1f}s"))
         adapter.on_retry = on_retry
     return Session(settings=settings, adapter=adapter, history=_history(settings.kernel_dir, adapter))
 

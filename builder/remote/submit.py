@@ -6,18 +6,22 @@ submission Kaggle made instead of spending another of the day's submissions.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from builder.errors import AuthError, KernelFailed, RemoteError
 from builder.project.spec import KernelSpec, spec_of
 from builder.remote.hints import dry_run_hint, tail_block
-from builder.remote.history import PUSH, RUN, SCORE, SUBMISSION, SUBMISSION_INTENT
-from builder.remote.kaggle_api import Submission, TransientRemoteError
+from builder.remote.history import MOUNTED, PUSH, RUN, SCORE, SUBMISSION, SUBMISSION_INTENT
+from builder.remote.kaggle_api import Submission, TransientRemoteError, parse_log
 from builder.remote.lock import kernel_lock
-from builder.remote.outputs import keep_run_output
+from builder.remote.mounted import expected_inputs, raise_if_differs, verify_mounted
+from builder.remote.outputs import fetch_run_output, keep_run_output, kept_output
+from builder.remote.preflight import await_submission_slot, daily_limit
 from builder.remote.push import LazySession, PushResult, build_for_push, push_built, with_spec
 from builder.remote.queries import record_score_once
+from builder.remote.runs import record_run, spec_accelerator
 from builder.remote.session import PushSettings, Session, kernel_id_of, open_session
 
 RUN_DONE = {"complete", "error", "cancel_acknowledged", "cancel_requested"}
@@ -55,16 +59,27 @@ def _submit(settings: SubmitSettings) -> SubmitResult:
         lazy = LazySession(settings)
         build = build_for_push(settings, lazy)
         ctx = lazy.get()
-        pushed = push_built(ctx, build)
+        pushed = push_built(ctx, build, submitting=True)  # a new version: Kaggle's limits were asked before it
         kernel_id, version = pushed.kernel_id, pushed.kernel_version
         if version is None:
             raise RemoteError(f"Kaggle did not report a version for {kernel_id}", hint="pass --version N")
     else:
         ctx = open_session(settings)
         kernel_id, version = kernel_id_of(ctx, spec), settings.version
+    if (pushed is None or pushed.kernel_action != "pushed") and _needs_submission(ctx, settings, kernel_id, version):
+        daily_limit(ctx, spec)  # no run is started, but waiting for one that cannot be submitted is no better
     _await_run(ctx, spec, kernel_id, version)
-    keep_run_output(ctx, spec, kernel_id, version)  # what kkb compare --kernel compares a new file with
+    _after_run(ctx, spec, kernel_id, version, pushed)
     return _submit_version(ctx, settings, spec, kernel_id, version, pushed)
+
+
+def _needs_submission(ctx: Session, settings: SubmitSettings, kernel_id: str, version: int) -> bool:
+    """Whether submitting this version makes a new submission (the history knows of none that did not fail)."""
+    record = ctx.history.last(SUBMISSION, kernel=kernel_id, kernel_version=version)
+    if settings.resubmit or record is None:
+        return True
+    score = ctx.history.last(SCORE, ref=record.get("ref"))
+    return score is not None and score.get("status") != "complete"
 
 
 def _await_run(ctx: Session, spec: KernelSpec, kernel_id: str, version: int) -> None:
@@ -78,17 +93,48 @@ def _await_run(ctx: Session, spec: KernelSpec, kernel_id: str, version: int) -> 
         "run", f"kernel run {kernel_id} v{version}", probe, timeout,
         hint=f"the run goes on without kkb: kkb submit --version {version} picks it up later",
     )
+    if state == "complete":
+        return
     status = ctx.adapter.kernel_status(kernel_id, version)
-    ctx.history.append(RUN, kernel=kernel_id, version=version, status=state, failure=status.failure_message)
-    if state != "complete":
-        entries = ctx.adapter.kernel_log(kernel_id, version)
-        raise KernelFailed(
-            f"kernel run {kernel_id} v{version} ended in {state.upper()}"
-            + (f": {status.failure_message}" if status.failure_message else "")
-            + tail_block(entries, status.failure_message),
-            hint=f"kkb logs {ctx.settings.kernel_dir} --version {version} shows the whole log; "
-            f"kkb dry-run {ctx.settings.kernel_dir} reproduces the run locally",
-        )
+    entries = ctx.adapter.kernel_log(kernel_id, version)
+    if ctx.history.last(RUN, kernel=kernel_id, version=version) is None:
+        record_run(ctx, kernel_id, version, state, machine_shape=spec.kernel.machine_shape,
+                   accelerator=spec_accelerator(spec), failure=status.failure_message, log=entries)
+    raise KernelFailed(
+        f"kernel run {kernel_id} v{version} ended in {state.upper()}"
+        + (f": {status.failure_message}" if status.failure_message else "")
+        + tail_block(entries, status.failure_message),
+        hint=f"kkb logs {ctx.settings.kernel_dir} --version {version} shows the whole log; "
+        f"kkb dry-run {ctx.settings.kernel_dir} reproduces the run locally",
+    )
+
+
+def _after_run(ctx: Session, spec: KernelSpec, kernel_id: str, version: int, pushed: PushResult | None) -> None:
+    """The completed run: its session in the history, what it found mounted checked against what was pushed (never
+    submitted when they differ), its submission file kept (what kkb compare --kernel compares a new file with)."""
+    kept = kept_output(ctx, spec, kernel_id, version)
+    mounted = ctx.history.last(MOUNTED, kernel=kernel_id, kernel_version=version)
+    recorded = ctx.history.last(RUN, kernel=kernel_id, version=version) is not None
+    if kept is None or mounted is None or not recorded:
+        with tempfile.TemporaryDirectory(prefix="kkb-output-") as folder:
+            scratch = Path(folder)
+            fetched = fetch_run_output(ctx, kernel_id, version, scratch)
+            if not recorded:
+                log = parse_log(_read_log(scratch)) if fetched else []
+                record_run(ctx, kernel_id, version, "complete", machine_shape=spec.kernel.machine_shape,
+                           accelerator=spec_accelerator(spec), log=log)
+            if fetched and mounted is None:
+                mounted = verify_mounted(ctx, kernel_id, version, scratch,
+                                         expected_inputs(ctx, kernel_id, version, pushed))
+            if fetched and kept is None:
+                keep_run_output(ctx, spec, kernel_id, version, scratch)
+    raise_if_differs(mounted, kernel_id, version)
+
+
+def _read_log(folder: Path) -> str:
+    """The run's log the client saved beside its output (``<slug>.log``)."""
+    logs = sorted(folder.glob("*.log"))
+    return logs[0].read_text(encoding="utf-8", errors="replace") if logs else ""
 
 
 def _run_budget(ctx: Session, spec: KernelSpec) -> float:
@@ -102,6 +148,7 @@ def _submit_version(ctx: Session, settings: SubmitSettings, spec: KernelSpec, ke
     message = settings.message or f"kkb {kernel_id} v{version}"
     ref, server_message = _existing_submission(ctx, kernel_id, version) if not settings.resubmit else (None, "")
     if ref is None:
+        await_submission_slot(ctx, spec, kernel_id, version)  # the team may have used the last one meanwhile
         ref, server_message = _create_submission(ctx, spec, kernel_id, version, message, pushed)
     result = _await_score(ctx, spec, ref)
     record_score_once(ctx, result)

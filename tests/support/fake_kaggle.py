@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder.remote.kaggle_api import KernelPushed, KernelStatus, Submission, TransientRemoteError
+from builder.remote.kaggle_api import (
+    KernelInfo,
+    KernelPushed,
+    KernelStatus,
+    Quota,
+    Submission,
+    SubmissionLimits,
+    TransientRemoteError,
+)
 from builder.remote.session import Waits
 
 #: Waits for a FakeKaggle: it never sleeps for real (``sleep`` records), so the timeouts only bound loops.
@@ -37,6 +45,7 @@ class FakeKaggle:
     run_output: dict[str, str] = field(default_factory=dict)  # the run's output files (kernel_output)
     score: tuple[str, str, str] = ("complete", "0.875", "")
     calls: list[str] = field(default_factory=list)
+    submissions_left: int = 5  # today's, for the team (GetSubmissionLimits)
     on_retry: Any = None
     slept: list[float] = field(default_factory=list)
 
@@ -122,6 +131,20 @@ class FakeKaggle:
             self.fail_after_acting.discard("submit")
             raise TransientRemoteError("connection dropped")
         return item.ref, "Successfully submitted"
+
+    def submission_limits(self, competition: str) -> SubmissionLimits:
+        return SubmissionLimits(len(self.submissions_made), self.submissions_left, len(self.submissions_made), False)
+
+    # the account: a CPU kernel's push asks nothing of it
+    def quota(self) -> Quota:
+        return Quota(gpu=None, tpu=None, refresh=None)
+
+    def my_kernels(self, limit: int = 50) -> list[KernelInfo]:
+        return []
+
+    def delete_kernel(self, kernel: str) -> None:
+        self.calls.append(f"delete {kernel}")
+        self.kernels.pop(kernel, None)
 
     def submission(self, ref: int) -> Submission:
         return self.submissions_made[ref - 1]

@@ -16,6 +16,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -29,7 +30,7 @@ import nbformat
 import pytest
 from slugify import slugify
 
-from builder.local_kaggle import Judgement, LocalKaggle, RunRequest, RunResult, ServerSettings, shim_dir
+from builder.local_kaggle import InstantRunner, Judgement, LocalKaggle, RunRequest, RunResult, ServerSettings, shim_dir
 from builder.local_kaggle.admin import AdminClient
 from builder.remote.kaggle_api import connect
 from tests.support.files import build_file_tree
@@ -256,6 +257,31 @@ class GatedRunner(FakeRunner):
         # took over 30 s under the suite's load, and the run went on without the gate); every test sets the gate.
         self.gate.wait(GATE_SECONDS)
         return super().run(request)
+
+
+@dataclass
+class SlugGates(FakeRunner):
+    """A FakeRunner whose kernels with a gate (by slug) wait for it: RUNNING, and billing, until the test opens it."""
+
+    gates: dict[str, threading.Event] = field(default_factory=dict)
+    # slugs whose runs succeed at once, executing nothing: they leave the mounted competition's sample submission
+    instant: set[str] = field(default_factory=set)
+
+    def run(self, request: RunRequest) -> RunResult:
+        slug = request.notebook.parts[-4]  # kernels/<owner>/<slug>/versions/<n>/source.ipynb
+        if slug in self.gates:
+            self.gates[slug].wait(GATE_SECONDS)
+        if slug not in self.instant:
+            return super().run(request)
+        result = InstantRunner().run(request)
+        for sample in (Path(mount.source) / "sample_submission.csv" for mount in request.mounts):
+            if sample.is_file():
+                shutil.copyfile(sample, result.working_dir / "submission.csv")
+        return result
+
+    def open_all(self) -> None:
+        for gate in self.gates.values():
+            gate.set()
 
 
 # -- fixtures (registered by tests/conftest.py) ---------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from builder.remote.kaggle_api.account import AccountCalls
 from builder.remote.kaggle_api.client import connect, resolve_base_url
 from builder.remote.kaggle_api.competitions import CompetitionCalls
 from builder.remote.kaggle_api.datasets import DatasetCalls
@@ -11,7 +12,7 @@ from builder.remote.kaggle_api.kernels import KernelCalls
 from builder.remote.kaggle_api.models import ModelCalls
 
 
-class KaggleAdapter(DatasetCalls, ModelCalls, KernelCalls, CompetitionCalls):
+class KaggleAdapter(DatasetCalls, ModelCalls, KernelCalls, CompetitionCalls, AccountCalls):
     """The operations push/submit/status/logs need, in kkb's terms.
 
     Built with :meth:`connect`; tests may build one around a stub ``api`` (the seam twine uses). Its fields

@@ -148,13 +148,15 @@ class KkbApi(_ClientApi):  # type: ignore[misc]  # the client is untyped: its cl
             "response_processor": _log_newer_client_version,
         }
         if self.kkb_endpoint is None:
-            return self.build_kaggle_client_with_params(args=args, **creds)
-        if self.kkb_endpoint == PROD_ENDPOINT:
-            return KaggleClient(env=KaggleEnv.PROD, verbose=False, **creds)
-        # TEST gives the non-production URL shape ({base}/api/v1/...) and no IAP header;
-        # only its endpoint (hard-wired to localhost:7777) is replaced.
-        client = KaggleClient(env=KaggleEnv.TEST, verbose=False, **creds)
-        client.http_client()._endpoint = self.kkb_endpoint
+            client = self.build_kaggle_client_with_params(args=args, **creds)
+        elif self.kkb_endpoint == PROD_ENDPOINT:
+            client = KaggleClient(env=KaggleEnv.PROD, verbose=False, **creds)
+        else:
+            # TEST gives the non-production URL shape ({base}/api/v1/...) and no IAP header;
+            # only its endpoint (hard-wired to localhost:7777) is replaced.
+            client = KaggleClient(env=KaggleEnv.TEST, verbose=False, **creds)
+            client.http_client()._endpoint = self.kkb_endpoint
+        _json_answers_only(client.http_client())
         return client
 
     def upload_complete(self, path: str, url: str, quiet: bool, resume: bool = False) -> Any:
@@ -177,6 +179,25 @@ class KkbApi(_ClientApi):  # type: ignore[misc]  # the client is untyped: its cl
             self.kkb_upload_failed(path, url, self.kkb_put_status)
             return ResumableUploadResult.INCOMPLETE
         return result
+
+
+def _json_answers_only(http: Any) -> None:
+    """An answer that is not JSON (the HTML page Kaggle's front end sends when it throttles, even as a 200) makes
+    the client's parser raise "Expecting value: line 1 column 1": a decoding error with no status. Raised here
+    as the HTTP error it is, with the answer (its status, its ``Retry-After``), marked ``kkb_not_json``."""
+    import requests
+
+    parse = http._prepare_response
+
+    def prepare(response_type: Any, http_response: Any) -> Any:
+        try:
+            return parse(response_type, http_response)
+        except ValueError as exc:  # requests' JSONDecodeError
+            error = requests.HTTPError(f"HTTP {http_response.status_code}: the answer is not JSON", response=http_response)
+            error.kkb_not_json = True  # type: ignore[attr-defined]
+            raise error from exc
+
+    http._prepare_response = prepare
 
 
 def _log_newer_client_version(response: Any) -> None:

@@ -23,6 +23,16 @@ class Submission:
     date: str
 
 
+@dataclass(frozen=True)
+class SubmissionLimits:
+    """``GetSubmissionLimits``: the team's submissions (the daily limit is team-wide and resets at 00:00 UTC)."""
+
+    used_today: int
+    left_today: int  # what the team may still submit now (0: none until the reset, or the lifetime cap)
+    total: int
+    limited_by_total: bool  # the competition's lifetime cap, not the day's, is what is left
+
+
 class CompetitionCalls(KaggleCalls):
     """The competition operations of :class:`~builder.remote.kaggle_api.KaggleAdapter`."""
 
@@ -59,6 +69,16 @@ class CompetitionCalls(KaggleCalls):
                 hint="check the daily submission limit and that the kernel version finished",
             )
         return int(ref), server_message
+
+    def submission_limits(self, competition: str) -> SubmissionLimits:
+        def get() -> Any:
+            return self.api.competition_get_submission_limits(competition)
+
+        limits = self.call("reading the submission limits", get, subject=competition)
+        return SubmissionLimits(used_today=int(getattr(limits, "num_today", 0) or 0),
+                                left_today=int(getattr(limits, "num_allowed_now", 0) or 0),
+                                total=int(getattr(limits, "num_total", 0) or 0),
+                                limited_by_total=bool(getattr(limits, "limited_by_total", False)))
 
     def submission(self, ref: int) -> Submission:
         def get() -> Any:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.errors import RemoteError
+from builder.errors import LimitReached, RemoteError, SessionCapReached
 from builder.remote.kaggle_api.calls import KaggleCalls, split_ref
-from builder.remote.kaggle_api.translate import scrub
+from builder.remote.kaggle_api.translate import QUOTA_HINT, SESSION_CAP_HINT, TransientRemoteError, limit_refusal, scrub
 
 
 @dataclass(frozen=True)
@@ -68,12 +68,23 @@ class KernelCalls(KaggleCalls):
             timeout = str(timeout_seconds) if timeout_seconds else None
             return self.api.kernels_push(str(folder), timeout=timeout)
 
-        response = self.call("pushing the kernel", push, subject=str(folder), idempotent=False)
+        try:
+            response = self.call("pushing the kernel", push, subject=str(folder), idempotent=False)
+        except TransientRemoteError:
+            raise
+        except RemoteError as exc:  # an HTTP 412 "Precondition failed" is the session cap's answer
+            limit = limit_refusal(exc.message)
+            if limit is None:
+                raise
+            raise _limit_reached(limit, exc.message) from exc
         return self._kernel_pushed(response)
 
     def _kernel_pushed(self, response: Any) -> KernelPushed:
         error = getattr(response, "error", None) or ""
         if error:
+            limit = limit_refusal(error)
+            if limit is not None:
+                raise _limit_reached(limit, f"Kaggle refused the kernel push: {scrub(error)}")
             raise RemoteError(f"Kaggle refused the kernel push: {scrub(error)}", hint=_kernel_error_hint(error))
         invalid = {
             "dataset": list(getattr(response, "invalid_dataset_sources", None) or []),
@@ -156,6 +167,12 @@ class KernelCalls(KaggleCalls):
             return self._unless_absent(lambda kaggle: kaggle.kernels.kernels_api_client.get_kernel(request)) is not None
 
         return self.call("looking up a notebook input", get, subject=ref)
+
+
+def _limit_reached(limit: str, message: str) -> LimitReached:
+    if limit == "session cap":
+        return SessionCapReached(f"{message} (the account's GPU sessions are at their cap)", hint=SESSION_CAP_HINT)
+    return LimitReached(f"{message} (no GPU quota left this week)", hint=QUOTA_HINT)
 
 
 def _versioned(ref: str, version: int | None) -> str:

@@ -73,9 +73,24 @@ def status_of(exc: BaseException) -> int | None:
     return getattr(response, "status_code", None)
 
 
+def html_answer(exc: BaseException) -> bool:
+    """Whether Kaggle answered with a page instead of the API's JSON: its front end throttling (429/503 as HTML)."""
+    response = getattr(exc, "response", None)
+    if response is None:
+        return False
+    if getattr(exc, "kkb_not_json", False):
+        return True
+    content_type = str(getattr(response, "headers", {}).get("Content-Type", "")).lower()
+    with contextlib.suppress(Exception):
+        return "html" in content_type or str(response.text).lstrip().startswith("<")
+    return "html" in content_type
+
+
 def _server_message(exc: BaseException) -> str:
     """The server's own words: the client raises HTTPError(body["message"]) for JSON error bodies."""
     response = getattr(exc, "response", None)
+    if response is not None and html_answer(exc):
+        return "an HTML page instead of the API's JSON answer"
     if response is not None:
         with contextlib.suppress(Exception):
             body = response.json()
@@ -90,7 +105,7 @@ def is_transient(exc: BaseException) -> bool:
 
     status = status_of(exc)
     if status is not None:
-        return status == 429 or (status >= 500 and status != INSUFFICIENT_STORAGE)
+        return status == 429 or (status >= 500 and status != INSUFFICIENT_STORAGE) or html_answer(exc)
     return isinstance(exc, (requests.ConnectionError, requests.Timeout)) or _is_urllib3_connection(exc)
 
 
@@ -131,7 +146,7 @@ def translate_error(exc: BaseException, action: str, *, endpoint: str | None = N
     status = status_of(exc)
     message = scrub(_server_message(exc))
     if status is not None:
-        return _http_error(status, action, what, message, where)
+        return _http_error(status, action, what, message, where, html=html_answer(exc))
     if isinstance(exc, (requests.ConnectionError, requests.Timeout)) or _is_urllib3_connection(exc):
         return unreachable(where, f"{action}{what}", exc)
     if isinstance(exc, ValueError):  # the client's own validation of metadata and arguments
@@ -164,7 +179,12 @@ def _connection_failure(exc: BaseException) -> str:
     return "the connection dropped"
 
 
-def _http_error(status: int, action: str, what: str, message: str, where: str) -> KkbError:
+def _http_error(status: int, action: str, what: str, message: str, where: str, html: bool = False) -> KkbError:
+    if html:
+        return RemoteError(f"Kaggle is throttling: it answered HTTP {status} with an HTML page (not the API's JSON) "
+                           f"while {action}{what}",
+                           hint="Kaggle limits how fast an account calls its API; wait a few minutes and run the same "
+                                "command again (it resumes and never pushes twice)")
     text = f"Kaggle answered HTTP {status} while {action}{what}: {message}"
     if status == 401:
         return AuthError(text, hint=f"the credentials were rejected by {where}; {CREDENTIALS_HINT}")
@@ -187,6 +207,25 @@ def _http_error(status: int, action: str, what: str, message: str, where: str) -
     return RemoteError(text)
 
 
+# How Kaggle refused a push it could not start (kaggle-runtime.md §9.2): the account's GPU sessions at their cap
+# (2), or no accelerator quota left this week. Matched case-insensitively, in a body's error or an HTTP error.
+SESSION_CAP_TEXTS = ("batch gpu session count", "session count of", "toomanyassignments", "precondition failed")
+QUOTA_TEXTS = ("no accelerator quota", "accelerator quota exceeded", "exceeded the number of hours allowed")
+SESSION_CAP_HINT = ("Kaggle runs at most 2 GPU batch sessions of an account at once: wait for one to end (kkb status "
+                    "lists them), or pass --wait-for-slot to wait for a free one")
+QUOTA_HINT = "the week's GPU quota is spent: kkb status shows what is left and when it refreshes"
+
+
+def limit_refusal(text: str) -> str | None:
+    """``"session cap"`` or ``"quota"`` when ``text`` is one of Kaggle's refusals of a push over a limit."""
+    lowered = text.lower()
+    if any(words in lowered for words in SESSION_CAP_TEXTS):
+        return "session cap"
+    if any(words in lowered for words in QUOTA_TEXTS):
+        return "quota"
+    return None
+
+
 class TransientRemoteError(RemoteError):
     """A 429, 5xx or dropped connection that outlived the retries, or hit a non-idempotent call.
 
@@ -200,6 +239,16 @@ class UnreachableError(TransientRemoteError):
 
 class NotFoundError(RemoteError):
     """Kaggle answered 404: the thing asked for does not exist (as opposed to: no answer)."""
+
+
+def retry_reason(exc: BaseException | None) -> str:
+    """Why a call is tried again, for people: throttling (an HTML page), an HTTP status, or no answer."""
+    if exc is None:
+        return "no answer"
+    status = status_of(exc)
+    if html_answer(exc) or status == 429:
+        return f"Kaggle is throttling (HTTP {status}{', an HTML page' if html_answer(exc) else ''})"
+    return describe(exc)
 
 
 def describe(exc: BaseException) -> str:
