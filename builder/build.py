@@ -45,7 +45,7 @@ from builder.bundle.preflight import check_against_public_data
 from builder.bundle.submission_checks import check_postprocess
 from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
 from builder.errors import BundleError
-from builder.notebook.render import cells_for, notebook_text, render_notebook, script_text
+from builder.notebook.render import FORMS, cells_for, render_code
 from builder.project.cards import ImageCard, ModelCard
 from builder.project.credentials import Secret, resolve_owner, secret_values
 from builder.project.ids import dataset_slug, dataset_title
@@ -412,7 +412,7 @@ def _stand_in(spec: KernelSpec) -> dict[str, Any]:
 def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]], has_weights: bool) -> dict[str, Any]:
     return {
         "kkb_version": __version__,
-        "kernel": {"id": names.kernel_id, "type": spec.kernel.kernel_type, "machine_shape": spec.kernel.machine_shape},
+        "kernel": {"id": names.kernel_id, "type": spec.kernel.type.value, "machine_shape": spec.kernel.machine_shape},
         "competition": {"slug": spec.competition.slug, "sample_submission": spec.competition.sample_submission,
                         "test": spec.competition.test, "metric": spec.competition.metric,
                         **_stand_in(spec)},
@@ -441,10 +441,9 @@ def _write_kernel(stage: Path, spec: KernelSpec, names: _Names, kernel_dir: Path
         "weights_hash": weights.content_hash if weights else None,
     }
     context = _template_context(spec, names, kernel_dir, provenance)
-    notebook = render_notebook(cells_for(spec.submission.kind), context, provenance, kernel_dir / "templates")
-    script = spec.kernel.kernel_type == "script"
-    code_file = stage / f"{names.slug}.{'py' if script else 'ipynb'}"
-    code_file.write_text(script_text(notebook) if script else notebook_text(notebook))
+    code_file = stage / f"{names.slug}{FORMS[spec.kernel.type].suffix}"
+    code_file.write_text(render_code(spec.kernel.type, cells_for(spec.submission.kind), context, provenance,
+                                     kernel_dir / "templates"))
     (stage / KERNEL_METADATA).write_text(json.dumps(_kernel_metadata(spec, names, code_file.name, weights is not None),
                                                     indent=1) + "\n")
     return code_file
@@ -480,7 +479,7 @@ def _kernel_metadata(spec: KernelSpec, names: _Names, code_file: str, has_weight
     wheel_kernels += [ref for ref in attached["notebook"] if ref not in wheel_kernels]
     metadata: dict[str, Any] = {
         "id": names.kernel_id, "title": spec.kernel.title, "code_file": code_file, "language": "python",
-        "kernel_type": spec.kernel.kernel_type, "is_private": spec.kernel.private,
+        "kernel_type": spec.kernel.type.value, "is_private": spec.kernel.private,
         "enable_gpu": spec.kernel.uses_gpu, "enable_tpu": spec.kernel.uses_tpu,
         # The client defaults a missing key to true, and an internet-on version cannot be submitted.
         "enable_internet": False,

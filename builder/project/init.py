@@ -302,7 +302,7 @@ def _folder_scaffold(meta: dict[str, object], title: str, owner: str, competitio
     project = Scaffold(
         title=title, owner=owner, competition=competition, accelerator=pulled.accelerator(meta, unmapped),
         private=pulled.flag(meta.get("is_private"), True),
-        kernel_type="script" if str(meta.get("kernel_type", "notebook")) == "script" else "notebook",
+        kernel_form=pulled.kernel_form(meta),
         docker_image_pinning=str(meta["docker_image_pinning_type"]) if meta.get("docker_image_pinning_type") in (
             "original", "latest") else None,
         docker_image=str(meta["docker_image"]) if meta.get("docker_image") else None, code_include=[NOTEBOOK_SCRIPT],

@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder.errors import SpecError
+from builder.kkb_runtime.vocabulary import KernelForm
 from builder.project.scaffold import CardSuggestion, InputEntry, OwnDataset
 from builder.project.spec import MACHINE_SHAPES, FileSelection, parse_input_ref
 
@@ -73,6 +74,12 @@ def code_file(source_dir: Path, meta: dict[str, Any]) -> Path:
     raise SpecError(f"{source_dir}: no code file (code_file = {named!r} in {KERNEL_METADATA}, and "
                     f"{len(found)} notebooks or scripts next to it)",
                     hint="pull the kernel again with `kaggle kernels pull OWNER/SLUG -p DIR -m`")
+
+
+def kernel_form(meta: dict[str, Any]) -> str:
+    """``[kernel] type`` from the metadata's ``kernel_type`` (Kaggle's default: a notebook)."""
+    value = str(meta.get("kernel_type") or KernelForm.NOTEBOOK).lower()
+    return value if value in KernelForm.values() else KernelForm.NOTEBOOK.value
 
 
 def flag(value: object, default: bool) -> bool:

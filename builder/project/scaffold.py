@@ -89,7 +89,7 @@ class Scaffold:
     metric_note: str = ""
     accelerator: str = "none"
     private: bool = True
-    kernel_type: str = "notebook"
+    kernel_form: str = "notebook"  # [kernel] type
     docker_image_pinning: str | None = None
     docker_image: str | None = None
     code_include: list[str] = field(default_factory=lambda: [STEP_SCRIPT])
@@ -123,7 +123,7 @@ def _toml_context(p: Scaffold) -> dict[str, object]:
     types = ", ".join(f"{c.name}: {'float (column_types)' if c.name in p.float_columns else c.dtype}" for c in targets)
     return {
         "title": p.title, "owner": p.owner, "accelerator": p.accelerator, "private": p.private,
-        "kernel_type": p.kernel_type, "docker_image_pinning": p.docker_image_pinning, "docker_image": p.docker_image,
+        "kernel_form": p.kernel_form, "docker_image_pinning": p.docker_image_pinning, "docker_image": p.docker_image,
         "competition": p.competition, "data": p.data, "data_note": p.data_note, "sample_submission": p.sample_submission,
         "test": p.test, "metric": p.metric, "metric_note": p.metric_note, "code_include": p.code_include, "code_dataset": code.ref if code else None,
         "code_todo": code.todo if code else (), "weights_include": p.weights_include,

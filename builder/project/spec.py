@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from builder.kkb_runtime.postprocess import STAGES as POSTPROCESS_STAGES
-from builder.kkb_runtime.vocabulary import CombineKind, PostprocessKind, SubmissionKind
+from builder.kkb_runtime.vocabulary import CombineKind, KernelForm, PostprocessKind, SubmissionKind
 from builder.project.cards import ImageCard, ModelCard, RandomTta, expand_models
 from builder.project.ids import kernel_slug
 from builder.project.metric_setting import MetricArgument, check_metric
@@ -67,10 +67,16 @@ class KernelSection(_Strict):
     private: bool = True
     accelerator: str = "gpu"
     internet: bool = False
-    kernel_type: Literal["notebook", "script"] = "notebook"
+    # How Kaggle runs it: a notebook, or a script (docs/script-kernels.md says when to choose which).
+    type: KernelForm = KernelForm.NOTEBOOK
     docker_image_pinning: Literal["original", "latest"] | None = "original"
     docker_image: str | None = None
     timeout_seconds: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spellings(cls, raw: Any) -> Any:
+        return renamed("kernel", raw)  # kernel_type: read, with a warning naming type
 
     @field_validator("title")
     @classmethod

@@ -286,16 +286,39 @@ def _gpu_bytes(csv_text: str, pids: set[int]) -> int | None:
 # --- one run ------------------------------------------------------------------------------------
 
 
-class _Client(NotebookClient):
-    """nbclient, plus Kaggle's log: every stream output with its time since the run started."""
+class RunLog:
+    """Kaggle's log of a run: every stream output with its time since the run started; the kkb step running;
+    a progress line per step started or done (a notebook's cells and a script's output alike)."""
 
-    def __init__(self, nb: nbformat.NotebookNode, started: float, **kwargs: Any) -> None:
-        super().__init__(nb, **kwargs)
+    def __init__(self, started: float) -> None:
         self.started = started
         self.entries: list[dict[str, Any]] = []
         self.current_cell: int | None = None
         self.current_step: str | None = None  # the kkb step last started (named when the memory limit ends the run)
         self.progress: Callable[[str], None] | None = None
+
+    def _log(self, stream: str, text: str) -> None:
+        self.entries.append({"stream_name": stream, "time": round(time.monotonic() - self.started, 3), "data": text})
+        for line in text.splitlines():
+            if line.startswith("[kkb] step ") and not line.startswith("[kkb] step '"):  # not "step 'x' peak memory"
+                self.current_step = line[len("[kkb] step "):].partition(": ")[0]
+        if self.progress is not None:
+            where = f"cell {self.current_cell}" if self.current_cell is not None else "script"
+            for line in text.splitlines():
+                if line.startswith("[kkb] step ") and " peak memory: " in line:  # a failed step's last line
+                    self.progress(f"{where}: {line[6:].partition(' peak memory: ')[0]} failed")
+                elif line.startswith("[kkb] step "):  # "step NAME: argv" when it starts, "step NAME: 1.2 s" when done
+                    name, _, what = line[6:].partition(": ")
+                    done = what.endswith(" s") and what[:-2].replace(".", "", 1).isdigit()
+                    self.progress(f"{where}: {name} {'done in ' + what if done else 'started'}")
+
+
+class _Client(RunLog, NotebookClient):
+    """nbclient, plus Kaggle's log: every stream output with its time since the run started."""
+
+    def __init__(self, nb: nbformat.NotebookNode, started: float, **kwargs: Any) -> None:
+        NotebookClient.__init__(self, nb, **kwargs)
+        RunLog.__init__(self, started)
         self.on_cell_start = self._cell_started
 
     def _cell_started(self, cell: Any, cell_index: int) -> None:
@@ -308,20 +331,6 @@ class _Client(NotebookClient):
         elif msg["msg_type"] == "error":
             self._log("stderr", strip_ansi("\n".join(content.get("traceback", []))) + "\n")
         return super().output(outs, msg, display_id, cell_index)
-
-    def _log(self, stream: str, text: str) -> None:
-        self.entries.append({"stream_name": stream, "time": round(time.monotonic() - self.started, 3), "data": text})
-        for line in text.splitlines():
-            if line.startswith("[kkb] step ") and not line.startswith("[kkb] step '"):  # not "step 'x' peak memory"
-                self.current_step = line[len("[kkb] step "):].partition(": ")[0]
-        if self.progress is not None:
-            for line in text.splitlines():
-                if line.startswith("[kkb] step ") and " peak memory: " in line:  # a failed step's last line
-                    self.progress(f"cell {self.current_cell}: {line[6:].partition(' peak memory: ')[0]} failed")
-                elif line.startswith("[kkb] step "):  # "step NAME: argv" when it starts, "step NAME: 1.2 s" when done
-                    name, _, what = line[6:].partition(": ")
-                    done = what.endswith(" s") and what[:-2].replace(".", "", 1).isdigit()
-                    self.progress(f"cell {self.current_cell}: {name} {'done in ' + what if done else 'started'}")
 
 
 class _Run:
@@ -460,30 +469,58 @@ class _Run:
         return None
 
     def result(self) -> ExecutionResult:
-        steps = read_steps(self.box.working_dir)
-        sampled = self.monitor.peak_rss if self.monitor else 0
-        accounting = self.monitor.memory.kind if self.monitor else MemoryAccounting.NONE
-        # ru_maxrss counts shared pages in full: only where nothing better was sampled does it raise the peak.
-        step_peaks = [int(step.get("peak_rss_bytes") or 0) for step in steps] if accounting == MemoryAccounting.NONE else []
-        peak_rss = max([sampled, *step_peaks])
-        gpu = [int(step["peak_gpu_bytes"]) for step in steps if step.get("peak_gpu_bytes")]
-        if self.monitor and self.monitor.peak_gpu is not None:
-            gpu.append(self.monitor.peak_gpu)
-        return ExecutionResult(
-            root=self.box.root, working_dir=self.box.working_dir, executed_notebook=self.box.root / EXECUTED_NOTEBOOK,
-            ok=self.error is None, timed_out=self.timed_out, failed_cell=self.failed_cell,
-            ename=self._ename(), evalue=self._evalue(), traceback_tail=self._traceback(),
-            wall_seconds=round(self.wall, 3), peak_rss_bytes=peak_rss,
-            peak_gpu_bytes=max(gpu) if gpu else None,
-            log=self.client.entries, steps=steps, isolation=self.box.isolation,
-            isolation_note=f"{self.box.isolation_note}; root: {self.box.root_filesystem}",
-            memory_limit_bytes=self.box.memory_bytes, working_bytes=self.monitor.working_bytes if self.monitor else 0,
-            working_limit_bytes=self.working_limit, disk_exceeded=self.disk_exceeded,
-            mounts=self.box.mounts, memory_accounting=accounting, memory_exceeded=self.memory_exceeded,
-            memory_step=self.memory_step or (self.client.current_step if self.memory_exceeded else None),
-            root_filesystem=self.box.root_filesystem, version_skew=version_skews(
-                recorded_imports(self.box.private_dir), versions=interpreter_versions(self.box.python)),
-        )
+        return measured_result(self.box, self.monitor, RunOutcome(
+            executed=self.box.root / EXECUTED_NOTEBOOK, ok=self.error is None, timed_out=self.timed_out,
+            failed_cell=self.failed_cell, ename=self._ename(), evalue=self._evalue(), traceback_tail=self._traceback(),
+            wall_seconds=self.wall, log=self.client.entries, working_limit_bytes=self.working_limit,
+            disk_exceeded=self.disk_exceeded, memory_exceeded=self.memory_exceeded,
+            memory_step=self.memory_step or (self.client.current_step if self.memory_exceeded else None)))
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How one run ended, whatever ran it (a notebook's cells, a script): the measurements come from the monitor."""
+
+    executed: Path  # the executed notebook, or the script as it ran
+    ok: bool
+    timed_out: bool
+    failed_cell: int | None
+    ename: str | None
+    evalue: str | None
+    traceback_tail: str | None
+    wall_seconds: float
+    log: list[dict[str, Any]]
+    working_limit_bytes: int | None
+    disk_exceeded: bool
+    memory_exceeded: bool
+    memory_step: str | None
+
+
+def measured_result(box: Sandbox, monitor: _Monitor | None, outcome: RunOutcome) -> ExecutionResult:
+    """The run's :class:`ExecutionResult`: its outcome, the steps the runtime recorded, memory as it was counted."""
+    steps = read_steps(box.working_dir)
+    sampled = monitor.peak_rss if monitor else 0
+    accounting = monitor.memory.kind if monitor else MemoryAccounting.NONE
+    # ru_maxrss counts shared pages in full: only where nothing better was sampled does it raise the peak.
+    step_peaks = [int(step.get("peak_rss_bytes") or 0) for step in steps] if accounting == MemoryAccounting.NONE else []
+    peak_rss = max([sampled, *step_peaks])
+    gpu = [int(step["peak_gpu_bytes"]) for step in steps if step.get("peak_gpu_bytes")]
+    if monitor and monitor.peak_gpu is not None:
+        gpu.append(monitor.peak_gpu)
+    return ExecutionResult(
+        root=box.root, working_dir=box.working_dir, executed_notebook=outcome.executed,
+        ok=outcome.ok, timed_out=outcome.timed_out, failed_cell=outcome.failed_cell,
+        ename=outcome.ename, evalue=outcome.evalue, traceback_tail=outcome.traceback_tail,
+        wall_seconds=round(outcome.wall_seconds, 3), peak_rss_bytes=peak_rss,
+        peak_gpu_bytes=max(gpu) if gpu else None,
+        log=outcome.log, steps=steps, isolation=box.isolation,
+        isolation_note=f"{box.isolation_note}; root: {box.root_filesystem}",
+        memory_limit_bytes=box.memory_bytes, working_bytes=monitor.working_bytes if monitor else 0,
+        working_limit_bytes=outcome.working_limit_bytes, disk_exceeded=outcome.disk_exceeded,
+        mounts=box.mounts, memory_accounting=accounting, memory_exceeded=outcome.memory_exceeded,
+        memory_step=outcome.memory_step, root_filesystem=box.root_filesystem, version_skew=version_skews(
+            recorded_imports(box.private_dir), versions=interpreter_versions(box.python)),
+    )
 
 
 def _startup_error(box: Sandbox, what: str) -> DryRunError:
