@@ -107,6 +107,11 @@ class KernelSection(_Strict):
         return ACCELERATOR_SHAPES[self.accelerator] if self.accelerator in ACCELERATOR_SHAPES else self.accelerator
 
     @property
+    def pinned_image(self) -> bool:
+        """Kaggle keeps the kernel on one image: its first version's (pinning "original"), or a named docker_image."""
+        return self.docker_image_pinning == "original" or self.docker_image is not None
+
+    @property
     def uses_gpu(self) -> bool:
         shape = self.machine_shape
         return shape is not None and shape.startswith("Nvidia")

@@ -157,7 +157,7 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     data = competition_data(settings, build.spec)
     input_mounts(build.spec, kernel_dir)  # a missing stand-in is refused before anything runs
     rerun_data = competition_data(replace(settings, data_dir=settings.rerun_data_dir), build.spec) if settings.rerun_data_dir else data
-    dry_run_check(build.spec, kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline
+    dry_run_check(build.spec, kernel_dir, build.out_dir, build.owner)  # [install] requirements: the wheelhouse installs offline
     if "rerun" in SCENARIOS[settings.scenario]:  # public_ids and the answers against the rerun's test, before it runs
         check_before_rerun(build.spec, kernel_dir, rerun_data, answers_for(settings, rerun_data))
     check_reference(settings.reference, build.spec, settings.rerun_scale)

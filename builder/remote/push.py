@@ -24,6 +24,7 @@ from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.bundle.wheels import wheelhouse_source, wheelhouse_to_push
 from builder.errors import KkbError, RemoteError
 from builder.project.credentials import kaggle_username
+from builder.project.image_facts import kernel_image
 from builder.project.layout import KERNEL_METADATA, MANIFEST_FILE
 from builder.project.spec import KernelSpec, spec_of
 from builder.remote.history import DATASET, DATASET_INTENT, KERNEL_INTENT, KERNEL_REFUSED, PUSH
@@ -32,6 +33,7 @@ from builder.remote.kaggle_api import NotFoundError, TransientRemoteError
 from builder.remote.kernel_stamp import stamp, stamped_hash, unstamped_bytes
 from builder.remote.lock import kernel_lock
 from builder.remote.model_weights import attach_model_weights, sync_model_weights
+from builder.remote.run_image import record_last_push_image
 from builder.remote.session import ProgressEvent, PushSettings, Session, open_session, private_tmpdir
 
 DATASET_BAD = {"failed", "deleted"}
@@ -141,12 +143,15 @@ def push_built(ctx: Session, build: BuildResult) -> PushResult:
 
 
 def sync_bundles(ctx: Session, build: BuildResult, notes: str) -> tuple[DatasetResult, DatasetResult | None, str | None]:
-    """Check the competition and the inputs, then bring the weights, code and wheelhouse datasets up to date.
+    """Check the competition, the inputs and the wheelhouse, then bring the weights, code and wheelhouse datasets up
+    to date.
 
     Returns (code, weights, the wheelhouse's content hash). The rehearsal on Kaggle (``builder.remote.rehearsal``)
     syncs the very same datasets, so a rehearsal and the real kernel read the same bytes."""
     _check_competition(ctx, build)
     check_inputs(ctx, build)  # every [[inputs]] exists and is readable, before any upload
+    record_last_push_image(ctx, build.kernel_id)  # the image the last pushed version ran on, once it completed
+    wheels = _wheelhouse_to_ship(ctx, build)  # built, intact, and for the image this push gets: before any upload
     with private_tmpdir(Path(ctx.settings.kernel_dir), ctx.adapter.endpoint):
         weights = None
         if build.weights_dataset:
@@ -158,8 +163,8 @@ def sync_bundles(ctx: Session, build: BuildResult, notes: str) -> tuple[DatasetR
             weights = DatasetResult(synced.instance, str(build.weights_hash), synced.version, synced.action,
                                     synced.uploaded_bytes)
         code = sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash, notes)
-        wheels = _sync_wheelhouse(ctx, build, notes)
-    return code, weights, wheels
+        shipped = _sync_wheelhouse(ctx, build, wheels, notes)
+    return code, weights, shipped
 
 
 def _check_competition(ctx: Session, build: BuildResult) -> None:
@@ -174,9 +179,17 @@ def _check_competition(ctx: Session, build: BuildResult) -> None:
                              "competition and accept its rules first") from exc
 
 
-def _sync_wheelhouse(ctx: Session, build: BuildResult, notes: str) -> str | None:
+def _wheelhouse_to_ship(ctx: Session, build: BuildResult) -> tuple[str, Path, str] | None:
+    """The wheelhouse to attach, refused when missing, damaged, or built for another image than the one this push
+    gets (the drift guard: the image the kernel's last run recorded, else the newest known)."""
+    if wheelhouse_source(build.spec, build.owner) is None:
+        return None
+    image = kernel_image(build.spec, build.owner, ctx.adapter.endpoint)
+    return wheelhouse_to_push(build.spec, Path(ctx.settings.kernel_dir), build.owner, Path(build.out_dir), image)
+
+
+def _sync_wheelhouse(ctx: Session, build: BuildResult, found: tuple[str, Path, str] | None, notes: str) -> str | None:
     """Upload the wheelhouse dataset when it changed; a helper kernel's output is attached as it is."""
-    found = wheelhouse_to_push(build.spec, Path(ctx.settings.kernel_dir), build.owner, Path(build.out_dir))
     if found is None:
         return None
     ref, folder, content_hash = found

@@ -54,6 +54,7 @@ from builder.remote.history import REHEARSAL, REHEARSAL_INTENT, History
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.lock import LOCK_WAIT_S, kernel_lock
 from builder.remote.push import DatasetResult, LazySession, build_for_push, sync_bundles, sync_dataset
+from builder.remote.run_image import record_run_image
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits
 
 REHEARSAL_FILE = "kkb_rehearsal.json"  # kkb_runtime.rehearsal.REHEARSAL_FILE (the runtime imports nothing of builder)
@@ -303,6 +304,7 @@ def _rehearse(ctx: Session, build: BuildResult, plan: RehearsalPlan, folder: Pat
     target = out_dir / ON_KAGGLE_DIR
     shutil.rmtree(target, ignore_errors=True)
     files = ctx.adapter.kernel_output(plan.rehearsal_id, version, target)
+    record_run_image(ctx, plan.rehearsal_id, version, target)  # the image the rehearsal ran on: the drift guard's evidence
     report = _read_report(target, files, plan, version, status, ctx)
     record = ctx.history.append(
         REHEARSAL, kernel=plan.rehearsal_id, of=plan.kernel_id, kernel_version=version, key=key,
