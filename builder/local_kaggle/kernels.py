@@ -26,6 +26,7 @@ from builder.kkb_runtime.vocabulary import KernelForm, Scenario
 from builder.local_kaggle.datasets import Datasets
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import remove_tree, storage_url, tree
+from builder.local_kaggle.image import declare_image
 from builder.local_kaggle.listing import KernelRow, list_kernels
 from builder.local_kaggle.models import MountedModel
 from builder.local_kaggle.runner import KernelRunner, RunRequest, RunResult
@@ -344,6 +345,7 @@ class Kernels:
             if self._jobs.closed:  # the server stopped meanwhile: the next one runs this version again
                 return
             self._keep_output(result, folder / "output")
+            declare_image(self._settings.image, folder / "output")  # the image this local Kaggle plays, if any
             self._finish(folder, ok=result.ok, failure=result.failure, log=result.log)
         except Exception as exc:  # a broken executor is "Kaggle Error", not a crashed worker
             if self._jobs.closed:

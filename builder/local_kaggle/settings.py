@@ -28,6 +28,10 @@ class ServerSettings:
         internet_folders: what "the internet" is for a kernel pushed with internet on: host folders it
             may read at their own paths (a local package index, say). Other kernels never see them, and no
             kernel reaches the network: the sandbox has none.
+        image: the image this Kaggle says its runs have: a description file (``kkb image --json``'s shape, or a
+            capture), read when each run ends and put in its output as ``kkb_image.json``, as a kkb kernel's run on
+            Kaggle records its image (``builder.local_kaggle.image``). Rewrite the file and the image "moves". No
+            file: runs record nothing (the sandbox is this machine, not Kaggle's image).
     """
 
     dataset_ready_seconds: float = 1.0
@@ -40,3 +44,4 @@ class ServerSettings:
     request_timeout_seconds: float = 60.0
     machine_shapes: tuple[str, ...] | None = None
     internet_folders: tuple[Path, ...] = ()
+    image: Path | None = None

@@ -37,6 +37,9 @@ def wheelhouse_to_push(spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: 
         return attached
     key = resolution_key(kernel_requirements(spec, kernel_dir), WheelTarget.of(spec, image), spec.install.exclude)
     folder = Path(out_dir) / WHEELS_DIR
+    drift = dataset_drift(folder, read_record(folder), source.ref, image) if (folder / MANIFEST_FILE).is_file() else None
+    if drift is not None:  # the image moved: say so (a new Python also changed the key: "out of date" would hide why)
+        raise drift.error(kernel_dir, spec.install.python_version)
     cache = HashCache(Path(out_dir) / WHEEL_HASH_CACHE)
     manifest = unchanged_wheelhouse(folder, source.ref, key, cache)
     if manifest is None:
@@ -47,9 +50,6 @@ def wheelhouse_to_push(spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: 
         raise WheelhouseError(f"{Path(kernel_dir) / SPEC_FILE}: [install] needs the wheelhouse dataset {source.ref}, "
                               f"which {state} in {folder}",
                               hint=f"run `kkb wheels {kernel_dir}` first; push then uploads it with the kernel")
-    drift = dataset_drift(folder, read_record(folder), source.ref, image)
-    if drift is not None:
-        raise drift.error(kernel_dir, spec.install.python_version)
     return source.ref, folder, manifest.content_hash
 
 

@@ -19,7 +19,7 @@ from builder.bundle.wheels.check import OfflineCheck, check_offline_install, ref
 from builder.bundle.wheels.commands import distribution_name, run_pip
 from builder.bundle.wheels.drift import dataset_drift, torch_bound_wheels
 from builder.bundle.wheels.key import FORMAT, WHEELHOUSE_FILE, add_resolution_key, read_record, resolution_key, unchanged_wheelhouse
-from builder.bundle.wheels.resolve import pin, resolve, select_packages
+from builder.bundle.wheels.resolve import pin, resolve_for_target
 from builder.bundle.wheels.sources import kernel_requirements, matches, parse_requirement
 from builder.bundle.wheels.target import WheelTarget
 from builder.errors import WheelhouseError
@@ -122,8 +122,7 @@ def _populate(stage: Path, work: Path, requirements: list[str], target: WheelTar
         raise WheelhouseError(f"{', '.join(contradictions)}: both required and excluded in [install]",
                               hint="remove it from [install] exclude, or from the requirements")
     excluded = [*preinstalled_patterns(), *spec.install.exclude]
-    report, local = resolve(requirements, target, index_args, work, lambda key: key not in explicit and matches(key, excluded))
-    selection = select_packages(report, requirements, target, excluded, explicit)
+    selection, local = resolve_for_target(requirements, target, index_args, work, excluded, explicit)
     pins = [pin(item) for key, item in selection.keep.items() if key not in local]
     if pins:
         run_pip(["download", "--no-deps", "--only-binary=:all:", "--quiet", *target.pip_args(), *index_args,
