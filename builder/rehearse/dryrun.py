@@ -62,6 +62,7 @@ from builder.rehearse.execute import ExecutionResult, tail
 from builder.rehearse.forms import execute_kernel
 from builder.rehearse.html_report import write_html_report
 from builder.rehearse.image_env import build_image_env, image_env_note
+from builder.rehearse.image_notes import image_notes
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport
 from builder.rehearse.metric_run import check_before_rerun, float_targets, rerun_metric_report
@@ -170,7 +171,8 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
                           out_dir=out, report_path=out / REPORT_FILE, scenarios=reports, environment=image_env_note(settings.image_env),
                           reference=compare_reference(settings.reference, build.spec, reports, rerun_data),
                           inputs=card_inputs(build, data, settings.show_inputs,
-                                             [step for scenario in reports for step in scenario.steps]))
+                                             [step for scenario in reports for step in scenario.steps]),
+                          image=image_notes(build.spec, build.owner, build_image_env(kernel_dir).python if settings.image_env else None))
     report.report_path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
     write_html_report(report)
     return report
