@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from builder.bundle.wheels import check as wheel_check
 from builder.bundle.wheels import commands as wheel_commands
 from builder.bundle.wheels import dataset_drift, helper_drift, read_record
-from builder.bundle.wheels import check as wheel_check
 from builder.bundle.wheels.commands import stand_in
 from builder.bundle.wheels.drift import torch_bound
 from builder.cli import main
