@@ -44,11 +44,14 @@ from builder.bundle.model_weights import publishes_model, weights_model_id, writ
 from builder.bundle.preflight import check_against_public_data
 from builder.bundle.submission_checks import check_postprocess
 from builder.bundle.wheels import install_context, keep_wheel_folders, kernel_sources, source_package_files
+from builder.bundle.wheels.dependency_manager import DependencyManager, dependency_manager
 from builder.errors import BundleError
 from builder.notebook.render import FORMS, cells_for, render_code
 from builder.project.cards import ImageCard, ModelCard
 from builder.project.credentials import Secret, resolve_owner, secret_values
 from builder.project.ids import dataset_slug, dataset_title
+from builder.project.image import load_image
+from builder.project.image_facts import kernel_image
 from builder.project.jsonfile import read_object
 from builder.project.layout import (
     BUILD_ENTRIES,
@@ -261,10 +264,13 @@ def _check_step_scripts(spec: KernelSpec, kernel_dir: Path, code: dict[str, Path
 def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, kernel_dir: Path,
                 code_files: dict[str, Path], weights_files: dict[str, Path]) -> BuildResult:
     cache = HashCache(out_dir / HASH_CACHE)
+    # Kaggle's Dependency Manager input: what it installs before the kernel, each offline (named at build if not).
+    manager = dependency_manager(spec, kernel_dir, kernel_image(spec, names.owner), load_image()) \
+        if spec.install.dependency_manager else None
     weights_manifest, cards = _stage_weights(stage / WEIGHTS_DIR, out_dir / WEIGHTS_DIR, spec, names, kernel_dir,
                                              weights_files, cache, code_files)
     code_manifest = _stage_code(stage / CODE_DIR, out_dir / CODE_DIR, spec, names, code_files, cards,
-                                weights_manifest is not None, cache)
+                                weights_manifest is not None, cache, manager)
     notebook = _write_kernel(stage / KERNEL_DIR, spec, names, kernel_dir, code_manifest, weights_manifest)
     cache.path = stage / HASH_CACHE
     cache.save()
@@ -278,7 +284,8 @@ def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, ker
         code_hash=code_manifest.content_hash,
         weights_hash=weights_manifest.content_hash if weights_manifest else None,
         code_bytes=code_manifest.total_bytes, weights_bytes=weights_manifest.total_bytes if weights_manifest else 0,
-        model_notes=model_notes(cards) + mapping_notes(spec, kernel_dir),  # every reorder/mapping of a model's input or output
+        # every reorder/mapping of a model's input or output; what the Dependency Manager installs
+        model_notes=model_notes(cards) + mapping_notes(spec, kernel_dir) + (manager.notes if manager else ()),
         card_settings=resolved_settings(cards, spec.models),
     )
 
@@ -393,10 +400,12 @@ def _cached_sha256(path: Path, cache: HashCache) -> str:
 
 
 def _stage_code(stage: Path, previous: Path, spec: KernelSpec, names: _Names, files: dict[str, Path],
-                cards: list[dict[str, Any]], has_weights: bool, cache: HashCache) -> Manifest:
+                cards: list[dict[str, Any]], has_weights: bool, cache: HashCache, manager: DependencyManager | None) -> Manifest:
     stage_files(files, stage, cache, previous=previous)
     copy_tree(RUNTIME_SOURCE, stage / RUNTIME_PACKAGE)
     config = _kernel_config(spec, names, cards, has_weights)
+    if manager is not None:  # the dry run's pre-run step installs these (kkb_runtime.prerun); Kaggle needs nothing
+        config["dependency_manager"] = manager.to_config()
     (stage / KERNEL_CONFIG).write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
     manifest = manifest_for(stage, names.code_dataset, cache, files)
     write_metadata(stage, names.code_dataset, dataset_title(spec.code.title, spec.kernel.title, "code"), manifest)

@@ -102,6 +102,7 @@ class Scaffold:
     own: dict[str, OwnDataset] = field(default_factory=dict)  # role -> the user's own dataset
     cards: tuple[CardSuggestion, ...] = EXAMPLE_CARDS
     trailer: list[str] = field(default_factory=list)  # comment lines at the end (the notebook's reads)
+    dependency_manager: str | None = None  # the [[inputs]] name of Kaggle's Dependency Manager input (pm-...)
 
 
 def kernel_toml(project: Scaffold, origin: str) -> str:
@@ -131,7 +132,7 @@ def _toml_context(p: Scaffold) -> dict[str, object]:
         "cards": p.cards, "inputs": p.inputs, "input_kinds": INPUT_KINDS, "step_run": p.step_run,
         "id_column": p.id_column, "targets": [c.name for c in targets], "target_types": types,
         "column_types": p.float_columns, "column_types_reason": float_reason(p.float_columns),
-        "trailer": p.trailer,
+        "trailer": p.trailer, "dependency_manager": p.dependency_manager,
     }
 
 

@@ -389,6 +389,10 @@ class InputSection(_Strict):
         """kernel-metadata's entry: a dataset or notebook pinned to a version keeps it there too."""
         return self.ref
 
+    def stand_in(self, kernel_dir: Path) -> Path | None:
+        """``path`` resolved: ``~`` expanded, a relative path taken from the kernel folder (None: not set)."""
+        return None if self.path is None else Path(kernel_dir) / Path(self.path).expanduser()
+
     @property
     def mount_target(self) -> str:
         """Where Kaggle mounts it under ``/kaggle/input`` (current layout)."""
@@ -457,6 +461,11 @@ class KernelSpec(_Strict):
         check_unique([step.name for step in self.steps], "[[steps]] names")
         check_unique([item.input_name for item in self.inputs], "[[inputs]] names", SpecErrorType.INPUTS_NOT_UNIQUE)
         check_unique([item.mount_target for item in self.inputs], "[[inputs]] mount paths", SpecErrorType.INPUTS_NOT_UNIQUE)
+        manager = self.install.dependency_manager
+        inputs = [item.input_name for item in self.inputs]
+        if manager is not None and manager not in inputs:
+            raise ValueError(f"[install] dependency_manager = '{manager}' names no [[inputs]]{did_you_mean(manager, inputs)}; "
+                             f"the inputs are: {', '.join(inputs) or 'none'} (attach the pm-... input as [[inputs]] first)")
         missing = SUBMISSION_KIND_NEEDS[self.submission.kind](self)
         if missing:
             raise ValueError(missing)

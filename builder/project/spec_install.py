@@ -53,6 +53,7 @@ class InstallSection(StrictModel):
     # Kaggle's image is built on Colab's Ubuntu 22.04 base (glibc 2.35).
     platform: str = "manylinux_2_35_x86_64"
     pip_version: str | None = None
+    dependency_manager: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
 
     @field_validator("requirements_file")
     @classmethod
