@@ -71,7 +71,7 @@ def kkb(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 @pytest.mark.loopback
 def test_init_from_a_pulled_kernel_with_a_pm_input_gives_a_project_whose_dry_run_installs_it(tmp_path: Path) -> None:
-    source = _pulled(tmp_path, "!pip install zeta==1.0\npip install pandas\n")
+    _pulled(tmp_path, "!pip install zeta==1.0\npip install pandas\n")
     (tmp_path / "my kernels").mkdir()
     done = kkb(tmp_path / "my kernels", "init", "new", "--from", "../pulled", "--data", str(PUBLIC), "--owner", "kkb-demo")
     assert done.returncode == 0, done.stderr

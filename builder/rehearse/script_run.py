@@ -3,8 +3,8 @@
 Kaggle keeps a script kernel's code at ``/kaggle/src/script.py`` and runs it with the image's ``python``, working
 folder ``/kaggle/working``, so ``__file__`` is that path; what it prints is the run's log, and an uncaught exception
 ends the process with a traceback on stderr and a non-zero exit (Kaggle's ``Notebook Threw Exception``). Here the
-script is copied to the sandbox root's ``src/`` (``/kaggle/src`` inside the namespaces, where it is read-only; the
-portable sandbox has no ``/kaggle`` and runs ``$KKB_KAGGLE_ROOT/src/script.py``) and started behind the sandbox's
+script is copied to the sandbox root's ``src/`` (``/kaggle/src`` inside the namespaces; the portable sandbox has no
+``/kaggle`` and runs ``$KKB_KAGGLE_ROOT/src/script.py``) and started behind the sandbox's
 launcher, measured and killed by the same monitor as a notebook's kernel (memory, ``/kaggle/working``'s size, the
 timeout). The evidence the dry run keeps is the script as it ran (``__script__.py``, Kaggle's name in a run's output)
 and the log.
