@@ -117,7 +117,7 @@ def test_failing_kernels_get_kaggle_s_verdict_for_each_form(tmp_path: Path, fixt
         if form == "script":
             as_script(kernel)
         report = dry_run(DryRunSettings(kernel_dir=kernel, data_dir=PUBLIC, scenario="rerun", out_dir=tmp_path / "build" / form,
-                                        timeout_seconds=4 if extra else None))
+                                        timeout_seconds=3 if extra else None))
         (result,) = report.scenarios
         verdicts[form] = result.verdict
         if reason is not None:

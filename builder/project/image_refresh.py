@@ -31,7 +31,7 @@ from typing import Any
 
 from builder.errors import KkbError
 from builder.project.image import load_image
-from builder.project.image_store import captured_image_path
+from builder.project.image_store import captured_image_path, write_json
 
 FREEZE = "installed_cpu_packages.txt"
 DOCKERFILE = "Dockerfile.tmpl"
@@ -209,13 +209,7 @@ def refresh_image(source: str, ref: str = DEFAULT_REF, out: Path | None = None) 
         before = json.loads(target.read_text(encoding="utf-8")).get("packages", {}) if target.is_file() else {}
     except (OSError, ValueError):
         before = {}
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".partial")
-        partial.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        partial.replace(target)
-    except OSError as exc:
-        raise KkbError(f"cannot write {target}: {exc.strerror or exc}", hint="check the folder's permissions, or pass --out") from exc
+    write_json(target, data, "the Kaggle image description", indent=2)  # the packaged file's layout, keys in order
     return RefreshResult(target, data, dict(before) if isinstance(before, dict) else {})
 
 

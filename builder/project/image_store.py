@@ -75,16 +75,19 @@ def check_description(data: Any, where: str) -> dict[str, Any]:
 
 def store_image(data: Mapping[str, Any], where: str) -> Path:
     """Write a captured description atomically to :func:`captured_image_path` and return the path."""
-    checked = check_description(data, where)
-    target = captured_image_path()
+    return write_json(captured_image_path(), check_description(data, where), "the Kaggle image description")
+
+
+def write_json(target: Path, data: Mapping[str, Any], what: str, indent: int = 1) -> Path:
+    """``data`` into ``target`` atomically (a partial file, then a rename): a reader never sees half of it."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(target.name + ".partial")
-        partial.write_text(json.dumps(checked, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        partial.write_text(json.dumps(dict(data), indent=indent, sort_keys=indent == 1) + "\n", encoding="utf-8")
         partial.replace(target)
     except OSError as exc:
-        raise KkbError(f"cannot write the Kaggle image description {target}: {exc.strerror or exc}",
-                       hint="check the permissions of the folder, or set XDG_CONFIG_HOME") from exc
+        raise KkbError(f"cannot write {what} {target}: {exc.strerror or exc}",
+                       hint="check the permissions of the folder, or set XDG_CONFIG_HOME (or pass --out)") from exc
     return target
 
 
@@ -114,16 +117,8 @@ def record_run_capture(data: Mapping[str, Any], *, server: str, kernel: str, ver
         kept = {}
     if str(kept.get("captured") or "") > str(data["captured"]):
         return target
-    record = {**dict(data), "kernel": kernel, "version": version, "server": server}
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".partial")
-        partial.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        partial.replace(target)
-    except OSError as exc:
-        raise KkbError(f"cannot record the image of {kernel}'s run in {target}: {exc.strerror or exc}",
-                       hint="check the permissions of the folder, or set XDG_CONFIG_HOME") from exc
-    return target
+    return write_json(target, {**dict(data), "kernel": kernel, "version": version, "server": server},
+                      f"the image of {kernel}'s run into")
 
 
 def run_captures(server: str) -> list[dict[str, Any]]:
@@ -141,4 +136,4 @@ def run_captures(server: str) -> list[dict[str, Any]]:
 
 
 __all__ = ["IMAGE_ENV", "captured_image_path", "check_description", "config_dir", "record_run_capture", "run_captures",
-           "server_of", "store_image", "stored_image_path"]
+           "server_of", "store_image", "stored_image_path", "write_json"]

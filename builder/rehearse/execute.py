@@ -333,37 +333,112 @@ class _Client(RunLog, NotebookClient):
         return super().output(outs, msg, display_id, cell_index)
 
 
-class _Run:
-    def __init__(self, nb: nbformat.NotebookNode, box: Sandbox, km: AsyncKernelManager, timeout: float | None,
-                 working_limit: int | None = None) -> None:
-        self.nb, self.box, self.km, self.timeout = nb, box, km, timeout
-        self.working_limit = working_limit
-        self.started = time.monotonic()
-        self.wall = 0.0
-        self.timed_out = False
-        self.disk_exceeded = False
-        self.memory_exceeded = False
+class Watched:
+    """What every run has, whatever runs (a notebook's kernel, a script): the monitor of its process tree, the limits
+    that end it (the timeout, the memory, /kaggle/working's size), why it ended, and its :class:`ExecutionResult`."""
+
+    def __init__(self, box: Sandbox, timeout: float | None, working_limit: int | None, run_log: RunLog) -> None:
+        self.box, self.timeout, self.working_limit, self.run_log = box, timeout, working_limit, run_log
+        self.timed_out = self.disk_exceeded = self.memory_exceeded = False
         self.memory_step: str | None = None
-        self.error: BaseException | None = None
         self.monitor: _Monitor | None = None
         self.watchdog: threading.Timer | None = None
-        self.client = _Client(nb, self.started, km=km, timeout=int(timeout) + 1 if timeout else None,
-                              startup_timeout=STARTUP_SECONDS, allow_errors=False, record_timing=True,
-                              resources={"metadata": {"path": str(box.working_dir)}})
-        self.client.on_notebook_start = self._kernel_ready
 
-    def _kernel_ready(self, notebook: Any = None) -> None:
-        """nbclient started the kernel: watch its process tree, and start the clock for the timeout."""
-        try:
-            self.monitor = _Monitor(self.km.provisioner.pid, self.box.working_dir, self.working_limit,  # type: ignore[union-attr]
-                                    self._on_disk_full, self.box.memory_bytes, self._on_memory_full)
-        except (psutil.Error, AttributeError, TypeError):
-            return  # it died already: nbclient reports the dead kernel
+    def watch(self, pid: int) -> None:
+        """Watch ``pid``'s process tree, and start the clock for the timeout."""
+        self.monitor = _Monitor(pid, self.box.working_dir, self.working_limit, self._on_disk_full, self.box.memory_bytes,
+                                self._on_memory_full)
         self.monitor.start()
         if self.timeout:
             self.watchdog = threading.Timer(self.timeout, self._on_timeout)
             self.watchdog.daemon = True
             self.watchdog.start()
+
+    def stop_watching(self) -> None:
+        """Stop the clock; kill everything the run started (on Kaggle the container ends with the run)."""
+        if self.watchdog:
+            self.watchdog.cancel()
+        if self.monitor:
+            self.monitor.stop()
+            self.monitor.sample(memory_now=True)
+            self.monitor.sample_disk()
+            self.monitor.kill_all()
+            self.monitor.memory.close()
+            self.memory_exceeded = self.memory_exceeded or self.monitor.memory.exceeded
+
+    def _on_timeout(self) -> None:
+        self.timed_out = True
+        if self.monitor:
+            self.monitor.kill_all()
+
+    def _on_disk_full(self) -> None:
+        self.disk_exceeded = True
+        if self.monitor:
+            self.monitor.kill_all()
+
+    def _on_memory_full(self) -> None:
+        """The run's memory passed the limit: end all of it, as Kaggle's OOM killer ends the container."""
+        self.memory_exceeded = True
+        self.memory_step = self.run_log.current_step
+        if self.monitor:
+            self.monitor.kill_all()
+
+    def limit_reason(self) -> str | None:
+        """Why a limit ended the run (the timeout, the memory), in words; None when none did."""
+        if self.timed_out:
+            return f"the run exceeded its timeout of {self.timeout:g} s and was killed with its child processes"
+        if self.memory_exceeded and self.monitor:
+            watch = self.monitor.memory
+            return (f"the run's memory ({watch.kind}) reached {watch.exceeded_at or watch.peak} bytes, past the limit of "
+                    f"{watch.limit} bytes: the whole run was killed, as Kaggle's OOM killer ends the container")
+        return None
+
+    def measured(self, executed: Path, ok: bool, failed_cell: int | None, ename: str | None, evalue: str | None,
+                 traceback_tail: str | None, wall_seconds: float) -> ExecutionResult:
+        """The run's result: how it ended, the steps the runtime recorded, memory as it was counted."""
+        box, monitor = self.box, self.monitor
+        steps = read_steps(box.working_dir)
+        sampled = monitor.peak_rss if monitor else 0
+        accounting = monitor.memory.kind if monitor else MemoryAccounting.NONE
+        # ru_maxrss counts shared pages in full: only where nothing better was sampled does it raise the peak.
+        step_peaks = [int(step.get("peak_rss_bytes") or 0) for step in steps] if accounting == MemoryAccounting.NONE else []
+        gpu = [int(step["peak_gpu_bytes"]) for step in steps if step.get("peak_gpu_bytes")]
+        if monitor and monitor.peak_gpu is not None:
+            gpu.append(monitor.peak_gpu)
+        return ExecutionResult(
+            root=box.root, working_dir=box.working_dir, executed_notebook=executed, ok=ok, timed_out=self.timed_out,
+            failed_cell=failed_cell, ename=ename, evalue=evalue, traceback_tail=traceback_tail,
+            wall_seconds=round(wall_seconds, 3), peak_rss_bytes=max([sampled, *step_peaks]),
+            peak_gpu_bytes=max(gpu) if gpu else None, log=self.run_log.entries, steps=steps, isolation=box.isolation,
+            isolation_note=f"{box.isolation_note}; root: {box.root_filesystem}", memory_limit_bytes=box.memory_bytes,
+            working_bytes=monitor.working_bytes if monitor else 0, working_limit_bytes=self.working_limit,
+            disk_exceeded=self.disk_exceeded, mounts=box.mounts, memory_accounting=accounting,
+            memory_exceeded=self.memory_exceeded,
+            memory_step=self.memory_step or (self.run_log.current_step if self.memory_exceeded else None),
+            root_filesystem=box.root_filesystem,
+            version_skew=version_skews(recorded_imports(box.private_dir), versions=interpreter_versions(box.python)),
+        )
+
+
+class _Run(Watched):
+    def __init__(self, nb: nbformat.NotebookNode, box: Sandbox, km: AsyncKernelManager, timeout: float | None,
+                 working_limit: int | None = None) -> None:
+        self.nb, self.km = nb, km
+        self.started = time.monotonic()
+        self.wall = 0.0
+        self.error: BaseException | None = None
+        self.client = _Client(nb, self.started, km=km, timeout=int(timeout) + 1 if timeout else None,
+                              startup_timeout=STARTUP_SECONDS, allow_errors=False, record_timing=True,
+                              resources={"metadata": {"path": str(box.working_dir)}})
+        super().__init__(box, timeout, working_limit, self.client)
+        self.client.on_notebook_start = self._kernel_ready
+
+    def _kernel_ready(self, notebook: Any = None) -> None:
+        """nbclient started the kernel: watch its process tree, and start the clock for the timeout."""
+        try:
+            self.watch(self.km.provisioner.pid)  # type: ignore[union-attr]
+        except (psutil.Error, AttributeError, TypeError):
+            return  # it died already: nbclient reports the dead kernel
 
     def execute(self) -> None:
         inputs = input_snapshot(self.box) if self.box.isolation == "python" else None
@@ -386,15 +461,7 @@ class _Run:
         """Stop the clock; kill the kernel and everything it started (on Kaggle the container ends with the run)."""
         if not self.wall:
             self.wall = time.monotonic() - self.started
-        if self.watchdog:
-            self.watchdog.cancel()
-        if self.monitor:
-            self.monitor.stop()
-            self.monitor.sample(memory_now=True)
-            self.monitor.sample_disk()
-            self.monitor.kill_all()
-            self.monitor.memory.close()
-            self.memory_exceeded = self.memory_exceeded or self.monitor.memory.exceeded
+        self.stop_watching()
         _stop_kernel(self.km, self.client.kc)
         self.client.kc = None
 
@@ -405,23 +472,6 @@ class _Run:
             shown = ", ".join(written[:5]) + (", ..." if len(written) > 5 else "")
             self.client._log("stderr", f"[kkb sandbox] the kernel wrote into /kaggle/input ({shown}): on Kaggle that fails "
                                        "with 'Read-only file system'; this sandbox could not stop it (no namespaces, running as root)\n")
-
-    def _on_disk_full(self) -> None:
-        self.disk_exceeded = True
-        if self.monitor:
-            self.monitor.kill_all()
-
-    def _on_memory_full(self) -> None:
-        """The run's memory passed the limit: end all of it, as Kaggle's OOM killer ends the container."""
-        self.memory_exceeded = True
-        self.memory_step = self.client.current_step
-        if self.monitor:
-            self.monitor.kill_all()
-
-    def _on_timeout(self) -> None:
-        self.timed_out = True
-        if self.monitor:
-            self.monitor.kill_all()
 
     @property
     def failed_cell(self) -> int | None:
@@ -450,12 +500,9 @@ class _Run:
         return type(self.error).__name__ if self.error is not None else None
 
     def _evalue(self) -> str | None:
-        if self.timed_out:
-            return f"the run exceeded its timeout of {self.timeout:g} s and was killed with its child processes"
-        if self.memory_exceeded and self.monitor:
-            watch = self.monitor.memory
-            return (f"the run's memory ({watch.kind}) reached {watch.exceeded_at or watch.peak} bytes, past the limit of "
-                    f"{watch.limit} bytes: the whole run was killed, as Kaggle's OOM killer ends the container")
+        limit = self.limit_reason()
+        if limit is not None:
+            return limit
         if isinstance(self.error, CellExecutionError):
             return self.error.evalue
         return str(self.error) if self.error is not None else None
@@ -469,58 +516,8 @@ class _Run:
         return None
 
     def result(self) -> ExecutionResult:
-        return measured_result(self.box, self.monitor, RunOutcome(
-            executed=self.box.root / EXECUTED_NOTEBOOK, ok=self.error is None, timed_out=self.timed_out,
-            failed_cell=self.failed_cell, ename=self._ename(), evalue=self._evalue(), traceback_tail=self._traceback(),
-            wall_seconds=self.wall, log=self.client.entries, working_limit_bytes=self.working_limit,
-            disk_exceeded=self.disk_exceeded, memory_exceeded=self.memory_exceeded,
-            memory_step=self.memory_step or (self.client.current_step if self.memory_exceeded else None)))
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """How one run ended, whatever ran it (a notebook's cells, a script): the measurements come from the monitor."""
-
-    executed: Path  # the executed notebook, or the script as it ran
-    ok: bool
-    timed_out: bool
-    failed_cell: int | None
-    ename: str | None
-    evalue: str | None
-    traceback_tail: str | None
-    wall_seconds: float
-    log: list[dict[str, Any]]
-    working_limit_bytes: int | None
-    disk_exceeded: bool
-    memory_exceeded: bool
-    memory_step: str | None
-
-
-def measured_result(box: Sandbox, monitor: _Monitor | None, outcome: RunOutcome) -> ExecutionResult:
-    """The run's :class:`ExecutionResult`: its outcome, the steps the runtime recorded, memory as it was counted."""
-    steps = read_steps(box.working_dir)
-    sampled = monitor.peak_rss if monitor else 0
-    accounting = monitor.memory.kind if monitor else MemoryAccounting.NONE
-    # ru_maxrss counts shared pages in full: only where nothing better was sampled does it raise the peak.
-    step_peaks = [int(step.get("peak_rss_bytes") or 0) for step in steps] if accounting == MemoryAccounting.NONE else []
-    peak_rss = max([sampled, *step_peaks])
-    gpu = [int(step["peak_gpu_bytes"]) for step in steps if step.get("peak_gpu_bytes")]
-    if monitor and monitor.peak_gpu is not None:
-        gpu.append(monitor.peak_gpu)
-    return ExecutionResult(
-        root=box.root, working_dir=box.working_dir, executed_notebook=outcome.executed,
-        ok=outcome.ok, timed_out=outcome.timed_out, failed_cell=outcome.failed_cell,
-        ename=outcome.ename, evalue=outcome.evalue, traceback_tail=outcome.traceback_tail,
-        wall_seconds=round(outcome.wall_seconds, 3), peak_rss_bytes=peak_rss,
-        peak_gpu_bytes=max(gpu) if gpu else None,
-        log=outcome.log, steps=steps, isolation=box.isolation,
-        isolation_note=f"{box.isolation_note}; root: {box.root_filesystem}",
-        memory_limit_bytes=box.memory_bytes, working_bytes=monitor.working_bytes if monitor else 0,
-        working_limit_bytes=outcome.working_limit_bytes, disk_exceeded=outcome.disk_exceeded,
-        mounts=box.mounts, memory_accounting=accounting, memory_exceeded=outcome.memory_exceeded,
-        memory_step=outcome.memory_step, root_filesystem=box.root_filesystem, version_skew=version_skews(
-            recorded_imports(box.private_dir), versions=interpreter_versions(box.python)),
-    )
+        return self.measured(self.box.root / EXECUTED_NOTEBOOK, self.error is None, self.failed_cell, self._ename(),
+                             self._evalue(), self._traceback(), self.wall)
 
 
 def _startup_error(box: Sandbox, what: str) -> DryRunError:

@@ -24,15 +24,7 @@ from typing import IO
 import psutil
 
 from builder.errors import DryRunError
-from builder.rehearse.execute import (
-    TRACEBACK_LINES,
-    ExecutionResult,
-    RunLog,
-    RunOutcome,
-    _Monitor,
-    measured_result,
-    tail,
-)
+from builder.rehearse.execute import TRACEBACK_LINES, ExecutionResult, RunLog, Watched, tail
 from builder.rehearse.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
 
 SOURCE_DIR = "src"  # /kaggle/src: where Kaggle keeps a script kernel's code
@@ -60,14 +52,11 @@ def execute_script(script: Path, sandbox: SandboxSpec, root: Path,
     return run.result(path)
 
 
-class _ScriptRun:
+class _ScriptRun(Watched):
     def __init__(self, box: Sandbox, timeout: float | None, working_limit: int | None) -> None:
-        self.box, self.timeout, self.working_limit = box, timeout, working_limit
         self.log = RunLog(time.monotonic())
-        self.monitor: _Monitor | None = None
+        super().__init__(box, timeout, working_limit, self.log)
         self.returncode: int | None = None
-        self.timed_out = self.disk_exceeded = self.memory_exceeded = False
-        self.memory_step: str | None = None
         self.wall = 0.0
 
     def execute(self, argv: list[str]) -> None:
@@ -82,34 +71,20 @@ class _ScriptRun:
                    for stream, name in ((process.stdout, "stdout"), (process.stderr, "stderr"))]
         for reader in readers:
             reader.start()
-        watchdog = self._watch(process.pid)
+        try:
+            self.watch(process.pid)  # the same monitor and limits as a notebook's kernel
+        except psutil.Error:
+            pass  # it ended already: its exit code says how
         self.returncode = process.wait()
         self.wall = time.monotonic() - self.log.started
-        if watchdog is not None:
-            watchdog.cancel()
         for reader in readers:
             reader.join(timeout=5)
-        self._finish()
+        self.stop_watching()
         if inputs is not None:
             written = input_writes(self.box, inputs)
             if written:
                 self.log._log("stderr", f"[kkb sandbox] the script wrote into /kaggle/input ({', '.join(written[:5])}): "
                                         "on Kaggle that fails with 'Read-only file system'\n")
-
-    def _watch(self, pid: int) -> threading.Timer | None:
-        """The same monitor as a notebook's kernel: memory, /kaggle/working's size; and the timeout's watchdog."""
-        try:
-            self.monitor = _Monitor(pid, self.box.working_dir, self.working_limit, self._on_disk_full,
-                                    self.box.memory_bytes, self._on_memory_full)
-        except psutil.Error:
-            return None  # it ended already: its exit code says how
-        self.monitor.start()
-        if not self.timeout:
-            return None
-        watchdog = threading.Timer(self.timeout, self._on_timeout)
-        watchdog.daemon = True
-        watchdog.start()
-        return watchdog
 
     def _read(self, stream: IO[bytes] | None, name: str) -> None:
         if stream is None:
@@ -118,53 +93,17 @@ class _ScriptRun:
             self.log._log(name, line.decode("utf-8", errors="replace"))
         stream.close()
 
-    def _finish(self) -> None:
-        if self.monitor is None:
-            return
-        self.monitor.stop()
-        self.monitor.sample(memory_now=True)
-        self.monitor.sample_disk()
-        self.monitor.kill_all()  # on Kaggle the container ends with the run: nothing it started survives it
-        self.monitor.memory.close()
-        self.memory_exceeded = self.memory_exceeded or self.monitor.memory.exceeded
-
-    def _on_timeout(self) -> None:
-        self.timed_out = True
-        if self.monitor:
-            self.monitor.kill_all()
-
-    def _on_disk_full(self) -> None:
-        self.disk_exceeded = True
-        if self.monitor:
-            self.monitor.kill_all()
-
-    def _on_memory_full(self) -> None:
-        self.memory_exceeded = True
-        self.memory_step = self.log.current_step
-        if self.monitor:
-            self.monitor.kill_all()
-
     def result(self, script: str) -> ExecutionResult:
         ok = self.returncode == 0 and not (self.timed_out or self.disk_exceeded or self.memory_exceeded)
         ename, evalue, traceback = (None, None, None) if ok else self._error(script)
-        return measured_result(self.box, self.monitor, RunOutcome(
-            executed=self.box.root / EXECUTED_SCRIPT, ok=ok, timed_out=self.timed_out, failed_cell=None, ename=ename,
-            evalue=evalue, traceback_tail=traceback, wall_seconds=self.wall, log=self.log.entries,
-            working_limit_bytes=self.working_limit, disk_exceeded=self.disk_exceeded,
-            memory_exceeded=self.memory_exceeded,
-            memory_step=self.memory_step or (self.log.current_step if self.memory_exceeded else None)))
+        return self.measured(self.box.root / EXECUTED_SCRIPT, ok, None, ename, evalue, traceback, self.wall)
 
     def _error(self, script: str) -> tuple[str, str, str | None]:
-        """(exception name, message, traceback tail): the last traceback on stderr, else the exit code."""
+        """(exception name, message, traceback tail): a limit that ended it, the script's traceback, else its exit."""
         stderr = "".join(entry["data"] for entry in self.log.entries if entry["stream_name"] == "stderr")
-        if self.timed_out:
-            return "Timeout", (f"the run exceeded its timeout of {self.timeout:g} s and was killed with its child "
-                               "processes"), tail(stderr, TRACEBACK_LINES) or None
-        if self.memory_exceeded and self.monitor:
-            watch = self.monitor.memory
-            return "MemoryLimit", (f"the run's memory ({watch.kind}) reached {watch.exceeded_at or watch.peak} bytes, past "
-                                   f"the limit of {watch.limit} bytes: the whole run was killed, as Kaggle's OOM killer "
-                                   "ends the container"), None
+        limit = self.limit_reason()
+        if limit is not None:
+            return ("Timeout" if self.timed_out else "MemoryLimit"), limit, tail(stderr, TRACEBACK_LINES) or None
         raised = script_exception(stderr, script)
         if raised is not None:
             return raised

@@ -109,10 +109,8 @@ def dataset_drift(folder: Path, record: Mapping[str, Any], ref: str, now: ImageF
     """What of the wheelhouse dataset in ``folder`` no longer fits ``now``; None when nothing does."""
     target = dict(record.get("target") or {})
     built_for = recorded_facts(record, target.get("python_version"))
-    if built_for is None:
-        return None
-    changes = built_for.changes(now)
-    if not changes:
+    changes = built_for.changes(now) if built_for is not None else []
+    if built_for is None or not changes:
         return None
     if built_for.python != now.python:
         refused = [name for name, _ in incompatible_wheels(folder, WheelTarget(now.python, str(target.get("platform") or
@@ -129,10 +127,8 @@ def helper_drift(record: Mapping[str, Any], spec: KernelSpec, ref: str, now: Ima
     """What the helper kernel built that no longer fits ``now``: everything on a Python change, the source packages it
     compiled against torch (``cpp_ext``/``cuda_ext``) on a torch or CUDA change."""
     built_for = recorded_facts(record, None)
-    if built_for is None:
-        return None
-    changes = built_for.changes(now)
-    if not changes:
+    changes = built_for.changes(now) if built_for is not None else []
+    if built_for is None or not changes:
         return None
     if built_for.python != now.python:
         stale: Sequence[str] = [f"every wheel it built, for {built_for.abi}"]
