@@ -4,10 +4,12 @@ run recorded, the Python the kernel ran on)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from datetime import date
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from builder import cli
@@ -38,7 +40,7 @@ def test_diff_shows_two_images_side_by_side(tmp_path: Path, monkeypatch: pytest.
     assert rows["torchvision"] == ["0.25.0", "0.26.0+cu128"] and rows["packages"] == ["873", "5"]
     assert rows["numpy"] == ["2.4.6", "2.0.2"] and rows["timm"] == ["1.0.26", "1.0.24"]
     assert diff["only_right"] == [] and len(diff["only_left"]) == 868 and diff["same"] == 1  # pandas
-    assert cli.main(["image", "--diff", "described", "kkb_image.json"]) == EXIT_OK
+    assert cli.main(["image", "--diff", "kkb_image.json"]) == EXIT_OK  # one name: beside the description kkb uses
     out = capsys.readouterr().out
     assert "python" in out and "2.11.0" in out and "only left: " in out and "and 856 more" in out
 
@@ -53,7 +55,7 @@ def test_diff_defaults_to_the_description_and_the_newest_image_a_run_recorded(ca
 
 
 @pytest.mark.parametrize(("args", "code", "message"), [
-    (["image", "--diff", "a", "b", "c"], EXIT_USAGE, "--diff compares two images"),
+    (["image", "--diff", "a", "b", "c"], EXIT_USAGE, "Got unexpected extra argument(s) (c)"),
     (["image", "described"], EXIT_USAGE, "image names go with --diff (kkb image --diff [A [B]])"),
     (["image", "--diff", "--refresh", "x"], EXIT_USAGE, "--on-kaggle, --diff and --refresh are separate actions"),
     (["image", "--diff", "no-such.json"], EXIT_USER, "no-such.json: no such file, and not one of described, shipped, "
@@ -77,3 +79,31 @@ def test_the_dry_run_says_how_old_the_description_is_and_what_a_newer_run_record
                      "torch 2.10.0 → 2.11.0): the dry run checks packages against the description"]
     (python,) = [note for note in image_notes(spec, "kkb-demo", today=date(2026, 8, 1)) if "ran on Python" in note]
     assert "Kaggle's image has Python 3.13: the wheelhouse is checked for cp313" in python
+
+
+def test_a_run_records_its_image_outside_kkb_s_sandbox_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import machinery
+
+    from builder.kkb_runtime import image_capture
+
+    torch = tmp_path / "fake" / "torch"
+    torch.mkdir(parents=True)
+    (torch / "version.py").write_text("__version__ = '2.11.0+cu128'\ncuda: Optional[str] = '12.8'\n")
+    spec = machinery.ModuleSpec("torch", None, is_package=True)
+    spec.submodule_search_locations = [str(torch)]
+    monkeypatch.setattr(image_capture.util, "find_spec", lambda name: spec if name == "torch" else None)
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\nprintf 'Tesla T4, 15360\\nTesla T4, 15360\\n'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
+    monkeypatch.delenv("KKB_SANDBOX_NETLOG", raising=False)
+
+    written = image_capture.write_capture(tmp_path, KERNEL_ID)
+    assert written == tmp_path / "kkb_image.json"
+    data = json.loads(written.read_text())
+    assert (data["cuda"], data["kernel"], data["format"]) == ("12.8", KERNEL_ID, 1)
+    assert data["gpu"] == {"name": "Tesla T4", "memory_bytes": 15360 * 2**20, "count": 2}
+    assert data["packages"]["pandas"] == pd.__version__ and data["captured"].endswith("+00:00")
+    monkeypatch.setenv("KKB_SANDBOX_NETLOG", str(tmp_path / "net.log"))  # kkb's sandbox: this machine, not Kaggle's image
+    assert image_capture.write_capture(tmp_path / "other", KERNEL_ID) is None

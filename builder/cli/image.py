@@ -21,9 +21,10 @@ LISTED = 12  # packages only one side has, named before "and N more"
 
 
 def image(
-    images: list[str] = typer.Argument(None, help="--diff: the two images (default: the description kkb uses, and the "
-                                      "newest image a run recorded): described, shipped, captured, newest, OWNER/SLUG "
-                                      "(that kernel's last recorded run) or a file."),
+    left: Path | None = typer.Argument(None, help="--diff: an image: described (the description kkb uses, the default), "
+                                       "shipped, captured, newest, OWNER/SLUG (that kernel's last recorded run) or a file."),
+    right: Path | None = typer.Argument(None, help="--diff: the other (default: newest, the newest image a run recorded; "
+                                        "shipped if none did)."),
     on_kaggle: bool = typer.Option(False, "--on-kaggle", help="Capture Kaggle's image with a tiny private script kernel "
                                    "(internet off) and store its description."),
     accelerator: str = typer.Option("gpu", "--accelerator", help="--on-kaggle: gpu (T4 x2), none, or a machine shape."),
@@ -41,12 +42,13 @@ def image(
 ) -> None:
     """The Kaggle image description kkb uses (Python, packages, CUDA); --on-kaggle captures it on Kaggle, --refresh
     rebuilds it from docker-python's freeze, --diff compares two images."""
+    images = [str(name) for name in (left, right) if name is not None]  # a name, or a file
     if images and not diff:
         raise typer.BadParameter("image names go with --diff (kkb image --diff [A [B]])")
     if sum((on_kaggle, diff, refresh is not None)) > 1:
         raise typer.BadParameter("--on-kaggle, --diff and --refresh are separate actions: pick one")
     if diff:
-        _show_diff(list(images or ()), as_json)
+        _show_diff(images, as_json)
     elif refresh is not None:
         result = refresh_image(refresh, ref, out)
         _print_json("image", {"path": str(result.path), **result.data}) if as_json else \
@@ -82,9 +84,8 @@ def _capture(accelerator: str, owner: str | None, as_json: bool) -> None:
 
 
 def _show_diff(names: list[str], as_json: bool) -> None:
-    if len(names) > 2:
-        raise typer.BadParameter("--diff compares two images")
-    left_name, right_name = (names + list(default_pair())[len(names):])[:2] if names else default_pair()
+    # none: the description and the newest recorded image; one: the description and that one
+    left_name, right_name = default_pair() if not names else ("described", names[0]) if len(names) == 1 else names
     result = diff_images(load_view(left_name), load_view(right_name))
     if as_json:
         _print_json("image-diff", result.to_json())
