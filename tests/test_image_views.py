@@ -107,3 +107,28 @@ def test_a_run_records_its_image_outside_kkb_s_sandbox_only(tmp_path: Path, monk
     assert data["packages"]["pandas"] == pd.__version__ and data["captured"].endswith("+00:00")
     monkeypatch.setenv("KKB_SANDBOX_NETLOG", str(tmp_path / "net.log"))  # kkb's sandbox: this machine, not Kaggle's image
     assert image_capture.write_capture(tmp_path / "other", KERNEL_ID) is None
+
+
+def test_a_push_keeps_the_image_the_version_it_pushed_before_ran_on_and_asks_once(tmp_path: Path) -> None:
+    from builder.remote.history import History
+    from builder.remote.push import push
+    from builder.remote.run_image import IMAGE
+    from builder.remote.session import PushSettings
+    from tests.support.fake_kaggle import FAKE_WAITS, FakeKaggle
+
+    kernel = Path(shutil.copytree(KERNELS / "minimal", tmp_path / "minimal", ignore=shutil.ignore_patterns(".kkb")))
+    fake = FakeKaggle(run_output={"kkb_image.json": (IMAGES / "py313-torch211.json").read_text(), "big.bin": "x" * 100})
+
+    def pushed() -> None:
+        push(PushSettings(kernel_dir=kernel, out_dir=tmp_path / "build", adapter=fake, waits=FAKE_WAITS))  # type: ignore[arg-type]
+
+    pushed()  # v1: nothing ran before it
+    assert History.for_kernel(kernel).last(IMAGE) is None
+    pushed()  # v1's run completed: its image is kept (that one file, not the whole output)
+    record = History.for_kernel(kernel).last(IMAGE)
+    assert record is not None and (record["kernel_version"], record["python"], record["torch"]) == (1, "3.13", "2.11.0")
+    images = sorted((Path(os.environ["HOME"]) / ".config" / "kkb" / "captures" / "kaggle.com").glob("*.json"))
+    assert [json.loads(path.read_text())["version"] for path in images] == [1]
+    fake.run_output = {}
+    pushed()  # asked once per version: nothing new
+    assert len([r for r in History.for_kernel(kernel).records() if r.get("event") == IMAGE]) == 1

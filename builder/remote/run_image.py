@@ -59,7 +59,10 @@ def record_last_push_image(ctx: Session, kernel_id: str) -> ImageFacts | None:
             return None
         with tempfile.TemporaryDirectory(prefix="kkb-image-") as scratch:
             ctx.adapter.kernel_output(kernel_id, version, Path(scratch), file_pattern=rf"(^|/){CAPTURE_FILE}$")
-            return record_run_image(ctx, kernel_id, version, Path(scratch))
+            facts = record_run_image(ctx, kernel_id, version, Path(scratch))
+        if facts is None:  # a run of an older kkb, or one that failed to start: not asked again
+            ctx.history.append(IMAGE, kernel=kernel_id, kernel_version=version, python=None)
+        return facts
     except RemoteError as exc:  # the push goes on: the image is evidence, not a step of the push
         ctx.emit("image", f"the image of {kernel_id} v{version} was not read ({exc.message})")
         return None
