@@ -201,11 +201,12 @@ def test_push_refuses_a_wheelhouse_kaggle_s_image_moved_away_from_and_kkb_wheels
 
     shutil.copyfile(IMAGES / "py313-torch211.json", declared)  # a torch-only bump
     (kernel / "predict.py").write_text((kernel / "predict.py").read_text() + "\n# a new version\n")
-    assert main(["submit", ".", "--wait-run", "120", "--wait-score", "120"]) == EXIT_OK  # its run records torch 2.11
+    assert main(["push", "."]) == EXIT_OK  # its run records torch 2.11 ...
+    server.wait_idle(60)
     capsys.readouterr()
-    (kernel / "predict.py").write_text((kernel / "predict.py").read_text() + "\n# another\n")
-    assert main(["push", "."]) == EXIT_USER
+    assert main(["push", "."]) == EXIT_USER  # ... which the next push reads first (that one file), and refuses
     err = capsys.readouterr().err
+    assert "ran on Python 3.13, CUDA 12.8, torch 2.11.0" in err
     assert f"(torch 2.10.0 → 2.11.0): the wheelhouse dataset {WHEELHOUSE} is stale: {APEX}\n" in err  # apex alone
     record = _wheels(kernel, index)  # rebuilt for torch 2.11: the same key, a new image
     assert record["built_for"]["torch"] == "2.11.0"  # type: ignore[index]

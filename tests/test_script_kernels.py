@@ -92,26 +92,28 @@ def test_dry_run_runs_the_script_as_kaggle_does_and_both_scenarios_pass(script_k
 
 
 SLEEPS = '\n[[steps]]\nname = "slow"\nrun = "python -c \\"import time; time.sleep(60)\\""\n'
-# (case, fixture, what to change, the notebook's verdict, the script's verdict, what both reasons say)
+# (case, fixture, what to change, the notebook's verdict, the script's verdict, what both reasons say, the forms run
+# here: the notebook's verdict of wrong-column is tests/test_dryrun.py's, a notebook killed at its timeout test_execute's)
 FAILING = [
     # Kaggle: "Notebook Threw Exception ... is currently only possible with scripts (not notebooks)": a notebook that
     # raised is judged by the file it left (none here).
     pytest.param("script-raises", "", CSV_NOT_FOUND, THREW, "StepFailed in {where} (step 'predict'): step 'predict' failed",
-                 id="exception"),
+                 ("notebook", "script"), id="exception"),
     # The step wrote submission.csv with the wrong columns, then kkb's check stopped the run: the notebook is judged by
     # that file, the script by its exception.
-    pytest.param("wrong-column", "", SCORING_ERROR, THREW, None, id="wrong-columns"),
-    pytest.param("slow-rerun", SLEEPS, TIMEOUT, TIMEOUT, "killed after ", id="timeout"),
+    pytest.param("wrong-column", "", SCORING_ERROR, THREW, None, ("script",), id="wrong-columns"),
+    pytest.param("slow-rerun", SLEEPS, TIMEOUT, TIMEOUT, "killed after ", ("script",), id="timeout"),
 ]
 
 
 @pytest.mark.slow
 @pytest.mark.loopback
-@pytest.mark.parametrize(("fixture", "extra", "notebook_verdict", "script_verdict", "reason"), FAILING)
+@pytest.mark.parametrize(("fixture", "extra", "notebook_verdict", "script_verdict", "reason", "forms"), FAILING)
 def test_failing_kernels_get_kaggle_s_verdict_for_each_form(tmp_path: Path, fixture: str, extra: str, notebook_verdict: str,
-                                                            script_verdict: str, reason: str | None) -> None:
+                                                            script_verdict: str, reason: str | None,
+                                                            forms: tuple[str, ...]) -> None:
     verdicts = {}
-    for form in ("notebook", "script"):
+    for form in forms:
         kernel = Path(shutil.copytree(FIXTURES / fixture, tmp_path / form))
         (kernel / "kernel.toml").write_text((kernel / "kernel.toml").read_text().replace('type = "script"\n', "") + extra)
         if form == "script":
@@ -123,7 +125,8 @@ def test_failing_kernels_get_kaggle_s_verdict_for_each_form(tmp_path: Path, fixt
         if reason is not None:
             where = "the script" if form == "script" else "cell 5"
             assert reason.format(where=where) in result.verdict.reason, result.verdict
-    assert (verdicts["notebook"].name, verdicts["script"].name) == (notebook_verdict, script_verdict), verdicts
+    expected = {"notebook": notebook_verdict, "script": script_verdict}
+    assert {form: verdict.name for form, verdict in verdicts.items()} == {form: expected[form] for form in forms}
 
 
 @pytest.fixture
