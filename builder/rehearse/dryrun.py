@@ -172,7 +172,7 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
                           reference=compare_reference(settings.reference, build.spec, reports, rerun_data),
                           inputs=card_inputs(build, data, settings.show_inputs,
                                              [step for scenario in reports for step in scenario.steps]),
-                          image=image_notes(build.spec, build.owner, build_image_env(kernel_dir).python if settings.image_env else None))
+                          image=image_notes(build.spec, build.owner))  # kkb env's venv is over this same Python
     report.report_path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
     write_html_report(report)
     return report

@@ -3,16 +3,14 @@ Python the kernel ran on here against the image's (the offline install check is 
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from datetime import date
-from pathlib import Path
 
 from builder.project.image_facts import STALE_AFTER_DAYS, described_image, kernel_image
 from builder.project.spec import KernelSpec
 
 
-def image_notes(spec: KernelSpec, owner: str, python: Path | None = None, today: date | None = None) -> tuple[str, ...]:
+def image_notes(spec: KernelSpec, owner: str, today: date | None = None) -> tuple[str, ...]:
     """One line per thing worth knowing about the image the kernel's push gets (none when all is current)."""
     described = described_image()
     image = kernel_image(spec, owner)
@@ -26,22 +24,11 @@ def image_notes(spec: KernelSpec, owner: str, python: Path | None = None, today:
     if image.kernel is not None and changes:
         notes.append(f"{image.source} recorded {image.describe()} on {image.captured[:10]}, newer than kkb's description "
                      f"({described.describe()}: {'; '.join(changes)}): the dry run checks packages against the description")
-    here = _python_of(python)
-    if here is not None and here != image.python:
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"  # the kernel's Python here (kkb env's venv is over this one)
+    if here != image.python:
         notes.append(f"the kernel ran on Python {here} here; Kaggle's image has Python {image.python}: the wheelhouse is "
                      f"checked for {image.abi}, code or packages only one of them accepts is not rehearsed")
     return tuple(notes)
-
-
-def _python_of(python: Path | None) -> str | None:
-    if python is None:
-        return f"{sys.version_info[0]}.{sys.version_info[1]}"
-    try:
-        out = subprocess.run([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
-                             text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
 
 
 __all__ = ["image_notes"]
