@@ -50,11 +50,14 @@ from builder.bundle.wheels import (
     source_package_files,
     wheelhouse_source,
 )
+from builder.bundle.wheels.dependency_manager import DependencyManager, dependency_manager
 from builder.errors import BundleError
-from builder.notebook.render import cells_for, notebook_text, render_notebook, script_text
+from builder.notebook.render import FORMS, cells_for, render_code
 from builder.project.cards import ImageCard, ModelCard
 from builder.project.credentials import Secret, resolve_owner, secret_values
 from builder.project.ids import dataset_slug, dataset_title
+from builder.project.image import load_image
+from builder.project.image_facts import kernel_image
 from builder.project.jsonfile import read_object
 from builder.project.layout import (
     BUILD_ENTRIES,
@@ -267,10 +270,13 @@ def _check_step_scripts(spec: KernelSpec, kernel_dir: Path, code: dict[str, Path
 def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, kernel_dir: Path,
                 code_files: dict[str, Path], weights_files: dict[str, Path]) -> BuildResult:
     cache = HashCache(out_dir / HASH_CACHE)
+    # Kaggle's Dependency Manager input: what it installs before the kernel, each offline (named at build if not).
+    manager = dependency_manager(spec, kernel_dir, kernel_image(spec, names.owner), load_image()) \
+        if spec.install.dependency_manager else None
     weights_manifest, cards = _stage_weights(stage / WEIGHTS_DIR, out_dir / WEIGHTS_DIR, spec, names, kernel_dir,
                                              weights_files, cache, code_files)
     code_manifest = _stage_code(stage / CODE_DIR, out_dir / CODE_DIR, spec, names, code_files, cards,
-                                weights_manifest is not None, cache)
+                                weights_manifest is not None, cache, manager)
     notebook = _write_kernel(stage / KERNEL_DIR, spec, names, kernel_dir, code_manifest, weights_manifest)
     cache.path = stage / HASH_CACHE
     cache.save()
@@ -284,7 +290,8 @@ def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, ker
         code_hash=code_manifest.content_hash,
         weights_hash=weights_manifest.content_hash if weights_manifest else None,
         code_bytes=code_manifest.total_bytes, weights_bytes=weights_manifest.total_bytes if weights_manifest else 0,
-        model_notes=model_notes(cards) + mapping_notes(spec, kernel_dir),  # every reorder/mapping of a model's input or output
+        # every reorder/mapping of a model's input or output; what the Dependency Manager installs
+        model_notes=model_notes(cards) + mapping_notes(spec, kernel_dir) + (manager.notes if manager else ()),
         card_settings=resolved_settings(cards, spec.models),
     )
 
@@ -399,10 +406,12 @@ def _cached_sha256(path: Path, cache: HashCache) -> str:
 
 
 def _stage_code(stage: Path, previous: Path, spec: KernelSpec, names: _Names, files: dict[str, Path],
-                cards: list[dict[str, Any]], has_weights: bool, cache: HashCache) -> Manifest:
+                cards: list[dict[str, Any]], has_weights: bool, cache: HashCache, manager: DependencyManager | None) -> Manifest:
     stage_files(files, stage, cache, previous=previous)
     copy_tree(RUNTIME_SOURCE, stage / RUNTIME_PACKAGE)
     config = _kernel_config(spec, names, cards, has_weights)
+    if manager is not None:  # the dry run's pre-run step installs these (kkb_runtime.prerun); Kaggle needs nothing
+        config["dependency_manager"] = manager.to_config()
     (stage / KERNEL_CONFIG).write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
     manifest = manifest_for(stage, names.code_dataset, cache, files)
     write_metadata(stage, names.code_dataset, dataset_title(spec.code.title, spec.kernel.title, "code"), manifest)
@@ -418,7 +427,7 @@ def _stand_in(spec: KernelSpec) -> dict[str, Any]:
 def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]], has_weights: bool) -> dict[str, Any]:
     return {
         "kkb_version": __version__,
-        "kernel": {"id": names.kernel_id, "type": spec.kernel.kernel_type, "machine_shape": spec.kernel.machine_shape},
+        "kernel": {"id": names.kernel_id, "type": spec.kernel.type.value, "machine_shape": spec.kernel.machine_shape},
         "competition": {"slug": spec.competition.slug, "sample_submission": spec.competition.sample_submission,
                         "test": spec.competition.test, "metric": spec.competition.metric,
                         **_stand_in(spec)},
@@ -447,10 +456,9 @@ def _write_kernel(stage: Path, spec: KernelSpec, names: _Names, kernel_dir: Path
         "weights_hash": weights.content_hash if weights else None,
     }
     context = _template_context(spec, names, kernel_dir, provenance)
-    notebook = render_notebook(cells_for(spec.submission.kind), context, provenance, kernel_dir / "templates")
-    script = spec.kernel.kernel_type == "script"
-    code_file = stage / f"{names.slug}.{'py' if script else 'ipynb'}"
-    code_file.write_text(script_text(notebook) if script else notebook_text(notebook))
+    code_file = stage / f"{names.slug}{FORMS[spec.kernel.type].suffix}"
+    code_file.write_text(render_code(spec.kernel.type, cells_for(spec.submission.kind), context, provenance,
+                                     kernel_dir / "templates"))
     (stage / KERNEL_METADATA).write_text(json.dumps(_kernel_metadata(spec, names, code_file.name, weights is not None),
                                                     indent=1) + "\n")
     return code_file
@@ -498,7 +506,7 @@ def _kernel_metadata(spec: KernelSpec, names: _Names, code_file: str, has_weight
     wheel_kernels += [ref for ref in attached["notebook"] if ref not in wheel_kernels]
     metadata: dict[str, Any] = {
         "id": names.kernel_id, "title": spec.kernel.title, "code_file": code_file, "language": "python",
-        "kernel_type": spec.kernel.kernel_type, "is_private": spec.kernel.private,
+        "kernel_type": spec.kernel.type.value, "is_private": spec.kernel.private,
         "enable_gpu": spec.kernel.uses_gpu, "enable_tpu": spec.kernel.uses_tpu,
         # The client defaults a missing key to true, and an internet-on version cannot be submitted.
         "enable_internet": False,

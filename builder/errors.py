@@ -114,5 +114,9 @@ class WheelhouseError(KkbError):
     """An offline dependency cannot be resolved, built or installed."""
 
 
+class StaleWheelhouse(WheelhouseError):
+    """Kaggle's image moved (Python ABI, CUDA, torch) since the wheelhouse was built: what it holds no longer fits."""
+
+
 class LockedError(KkbError):
     """Another kkb command holds the kernel project's lock (exit 1: nothing was done)."""

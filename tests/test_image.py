@@ -16,7 +16,8 @@ def test_the_shipped_image_is_dated_and_says_where_its_versions_come_from(monkey
     monkeypatch.delenv("KKB_KAGGLE_IMAGE", raising=False)
     image = load_image()
     assert image.python == "3.12" and image.captured == "2026-06-17" and image.verified
-    assert image.sources[0].startswith("Kaggle/docker-python list_packages 1ebea3c (2026-06-17): installed_cpu_packages.txt")
+    assert image.sources[0].startswith("Kaggle/docker-python list_packages 1ebea3c (2026-06-17, dated by its commit): "
+                                      "installed_cpu_packages.txt")
     assert len(image.packages) > 800 and image.packages["pandas"] == "2.3.3" and image.has("ipywidgets")
     assert image.has("scikit-learn") and image.has("nvidia-cudnn-cu12") and image.has("nvidia-anything") and not image.has("kkb")
     assert {"torch", "timm", "albumentations", "numpy", "nvidia-*"} <= set(preinstalled_patterns(image))

@@ -106,4 +106,4 @@ def test_a_script_kernel_keeps_its_lines(tmp_path: Path) -> None:
     (source / "run.py").write_text("print('hi')\n")
     init_from_folder(tmp_path / "new", source)
     assert "print('hi')" in (tmp_path / "new" / "notebook.py").read_text()
-    assert load_spec(tmp_path / "new").kernel.kernel_type == "script"
+    assert load_spec(tmp_path / "new").kernel.type == "script"

@@ -11,6 +11,7 @@ import pytest
 from builder.bundle.wheels import HELPER_RECORD, wheelhouse_source, wheelhouse_to_push
 from builder.errors import RemoteError, WheelhouseError
 from builder.local_kaggle import InstantRunner, LocalKaggle
+from builder.project.image_facts import described_image
 from builder.project.layout import HELPER_DIR
 from builder.project.spec import load_spec
 from builder.remote.push import push
@@ -64,14 +65,14 @@ def test_push_refuses_an_on_kaggle_wheelhouse_whose_helper_has_not_run(tmp_path:
     spec, out = load_spec(kernel), tmp_path / "build"
     ref = wheelhouse_source(spec, "kkb-demo").ref
     with pytest.raises(WheelhouseError, match=f"attaches the output of {ref}, but it has not been pushed from here"):
-        wheelhouse_to_push(spec, kernel, "kkb-demo", out)
+        wheelhouse_to_push(spec, kernel, "kkb-demo", out, described_image())
     record = out / HELPER_DIR / HELPER_RECORD
     record.parent.mkdir(parents=True)
     record.write_text(json.dumps({"kernel": ref, "key": "sha256:k", "version": 3, "status": "error"}))
     with pytest.raises(WheelhouseError, match=r"but its last run is error"):
-        wheelhouse_to_push(spec, kernel, "kkb-demo", out)
+        wheelhouse_to_push(spec, kernel, "kkb-demo", out, described_image())
     record.write_text(json.dumps({"kernel": ref, "key": "sha256:k", "version": 3, "status": "complete"}))
-    assert wheelhouse_to_push(spec, kernel, "kkb-demo", out) == (ref, out / HELPER_DIR, "sha256:k@v3")
+    assert wheelhouse_to_push(spec, kernel, "kkb-demo", out, described_image()) == (ref, out / HELPER_DIR, "sha256:k@v3")
 
 
 @pytest.mark.slow
@@ -86,9 +87,9 @@ def test_a_damaged_wheelhouse_is_refused_naming_the_damage_and_rebuilt(tmp_path:
     build_wheels(settings)
     spec = load_spec(kernel)
     out_dir = tmp_path / "build"
-    assert wheelhouse_to_push(spec, kernel, "kkb-demo", out_dir) is not None
+    assert wheelhouse_to_push(spec, kernel, "kkb-demo", out_dir, described_image()) is not None
     damage(out_dir / "wheels")
     with pytest.raises(WheelhouseError, match=f"which {state} in "):
-        wheelhouse_to_push(spec, kernel, "kkb-demo", out_dir)
+        wheelhouse_to_push(spec, kernel, "kkb-demo", out_dir, described_image())
     build_wheels(settings)  # the damaged wheelhouse is not reused: downloaded again
-    assert wheelhouse_to_push(spec, kernel, "kkb-demo", out_dir) is not None
+    assert wheelhouse_to_push(spec, kernel, "kkb-demo", out_dir, described_image()) is not None

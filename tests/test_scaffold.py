@@ -34,7 +34,7 @@ SCAFFOLDS = {
     "competition": Scaffold(title="new inference", owner="me", competition="kkb-minimal", data="data",
                             targets=[Column("target", "float64")]),
     "from": Scaffold(
-        title="My Inference", owner="me", competition="kkb-clip", kernel_type="script", docker_image_pinning="latest",
+        title="My Inference", owner="me", competition="kkb-clip", kernel_form="script", docker_image_pinning="latest",
         docker_image="gcr.io/kaggle-images/python@sha256:0", targets=[Column("a", "int64"), Column("b", "int64")],
         float_columns=["a", "b"], code_include=["notebook.py"], step_run="python notebook.py --out {out}",
         inputs=[InputEntry("dataset", "bob/timm-pkg", "dataset_sources", "inputs/timm-pkg", "kaggle ..."),

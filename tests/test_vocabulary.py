@@ -25,6 +25,7 @@ from builder.kkb_runtime.vocabulary import (
     CardKind,
     CombineKind,
     Isolation,
+    KernelForm,
     MemoryAccounting,
     Metric,
     PostprocessKind,
@@ -33,10 +34,11 @@ from builder.kkb_runtime.vocabulary import (
     Verdict,
 )
 from builder.local_kaggle import fault_schema
+from builder.local_kaggle import kernels as local_kernels
 from builder.notebook import render
 from builder.project import cards, spec, spec_errors
 from builder.project.spec_values import SpecErrorType
-from builder.rehearse import card_inputs, dryrun, isolation, memory, overlay, verdict
+from builder.rehearse import card_inputs, dryrun, forms, isolation, memory, overlay, verdict
 from builder.remote import hints, rehearsal
 
 # (the stage, as a maintainer would look for it; its registry; the enum it must cover)
@@ -64,6 +66,11 @@ REGISTRIES: list[tuple[str, Mapping[Any, Any], type[enum.Enum]]] = [
     ("rehearse/memory.py DESCRIPTIONS (the report's line)", memory.DESCRIPTIONS, MemoryAccounting),
     ("rehearse/overlay.py AVAILABLE (whether a writable root can be made here)", overlay.AVAILABLE, RootFilesystem),
     ("rehearse/overlay.py DESCRIPTIONS (the report's line)", overlay.DESCRIPTIONS, RootFilesystem),
+    ("notebook/render.py FORMS (the kernel's code file: a notebook, or a script of the same cells)", render.FORMS, KernelForm),
+    ("rehearse/forms.py EXECUTORS (how the sandbox runs each form)", forms.EXECUTORS, KernelForm),
+    ("rehearse/verdict.py FORM_JUDGING (where a failure happened, whether an exception fails the run)",
+     verdict.FORM_JUDGING, KernelForm),
+    ("local_kaggle/kernels.py CODE_CHECKS (what a push of each form must hold)", local_kernels.CODE_CHECKS, KernelForm),
 ]
 
 
@@ -86,6 +93,7 @@ def test_spec_fields_are_typed_with_the_vocabulary() -> None:
     assert spec.SubmissionSection.model_fields["kind"].annotation is SubmissionKind
     assert spec.SubmissionSection.model_fields["combine"].annotation is CombineKind
     assert spec.PostprocessStage.model_fields["kind"].annotation is PostprocessKind
+    assert spec.KernelSection.model_fields["type"].annotation is KernelForm
     parsed = spec.SubmissionSection.model_validate({"kind": "evaluation-api", "combine": "rank_mean"})
     assert parsed.kind is SubmissionKind.EVALUATION_API and parsed.combine is CombineKind.RANK_MEAN
 

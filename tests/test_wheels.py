@@ -22,6 +22,7 @@ from builder.bundle.wheels import WheelTarget, check_offline_install, incompatib
 from builder.errors import BundleError, DryRunError, KernelFailed, SpecError, WheelhouseError
 from builder.kkb_runtime import inputs
 from builder.project.image import preinstalled_patterns
+from builder.project.image_facts import described_image
 from builder.project.layout import HELPER_DIR, WHEELS_DIR
 from builder.project.spec import load_spec
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
@@ -213,13 +214,13 @@ def test_dry_run_check_reports_a_stale_or_missing_wheelhouse_as_a_kernel_failure
     kernel = kernel_with(tmp_path, f'[install]\nrequirements = ["beta"]\npython_version = "{PYTHON_HERE}"\n')
     out = tmp_path / "build"
     with pytest.raises(KernelFailed, match="no wheelhouse was built") as caught:
-        dry_run_check(load_spec(kernel), kernel, out)
+        dry_run_check(load_spec(kernel), kernel, out, OWNER)
     assert caught.value.exit_code == 2 and "kkb wheels" in (caught.value.hint or "")
     build_wheels(WheelsSettings(kernel_dir=kernel, out_dir=out, index_args=index_args(index), check=False))
-    assert dry_run_check(load_spec(kernel), kernel, out) is not None
+    assert dry_run_check(load_spec(kernel), kernel, out, OWNER) is not None
     (kernel / "kernel.toml").write_text((kernel / "kernel.toml").read_text().replace('["beta"]', '["beta", "gamma"]'))
     with pytest.raises(KernelFailed, match="built for other requirements"):
-        dry_run_check(load_spec(kernel), kernel, out)
+        dry_run_check(load_spec(kernel), kernel, out, OWNER)
     spec = load_spec(kernel)
     assert dry_run_mounts(spec, OWNER, out) == [(out / WHEELS_DIR, f"datasets/{WHEELHOUSE_ID}")]
 
@@ -314,7 +315,7 @@ def test_helper_kernel_metadata_and_script(tmp_path: Path) -> None:
     kernel = kernel_with(tmp_path, ON_KAGGLE.replace("[install]", '[install]\nexclude = ["gamma"]'))
     (kernel / "kernel.toml").write_text((kernel / "kernel.toml").read_text().replace('accelerator = "none"', 'accelerator = "NvidiaL4"'))
     write_tinyext(kernel / "tinyext")
-    helper = helper_kernel(load_spec(kernel), kernel, OWNER, code_hash="sha256:abc")
+    helper = helper_kernel(load_spec(kernel), kernel, OWNER, described_image(), code_hash="sha256:abc")
     meta = helper.metadata
     assert meta["id"] == HELPER_ID and helper.code_dataset == "kkb-demo/kkb-minimal-inference-code"
     assert meta["enable_internet"] is True and meta["kernel_type"] == "script" and meta["is_private"] is True
@@ -324,8 +325,8 @@ def test_helper_kernel_metadata_and_script(tmp_path: Path) -> None:
     compile(helper.script, meta["code_file"], "exec")
     assert "'cuda_arch_list': '8.9'" in helper.script and "'exclude': ['gamma']" in helper.script
     # Another source tree or requirement is another key (the helper runs again); the same inputs are not.
-    assert helper_kernel(load_spec(kernel), kernel, OWNER, code_hash="sha256:abc").key == helper.key
-    assert helper_kernel(load_spec(kernel), kernel, OWNER, code_hash="sha256:def").key != helper.key
+    assert helper_kernel(load_spec(kernel), kernel, OWNER, described_image(), code_hash="sha256:abc").key == helper.key
+    assert helper_kernel(load_spec(kernel), kernel, OWNER, described_image(), code_hash="sha256:def").key != helper.key
 
 
 def test_inference_kernel_attaches_the_helper_output_and_installs_prebuilt_wheels(tmp_path: Path) -> None:

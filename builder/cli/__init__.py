@@ -19,6 +19,7 @@ import typer
 
 from builder import __version__, api
 from builder.build import BuildSettings
+from builder.cli.image import image as image_command
 from builder.cli.remote_views import show_history, show_status, show_stop
 from builder.cli.views import (
     _DryRunProgress,
@@ -43,8 +44,6 @@ from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, Ker
 from builder.kkb_runtime.vocabulary import Layout, Scenario
 from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.ci import CiProvider
-from builder.project.image import image_summary, load_image, package_lines
-from builder.project.image_store import stored_image_path
 from builder.project.init import InitSettings
 from builder.project.spec import MAX_WAIT_SECONDS
 from builder.project.spec_renames import SpecDeprecation
@@ -56,7 +55,6 @@ from builder.rehearse.on_kaggle import report_from_kaggle
 from builder.rehearse.reference import ReferenceSettings, parse_step_reference, reference_failure
 from builder.rehearse.report import SCENARIOS, ScenarioChoice
 from builder.remote.competition_files import fetch_competition_data
-from builder.remote.image import ImageSettings, capture_image
 from builder.remote.outputs import CompareSettings, compare_submissions
 from builder.remote.queries import QuerySettings
 from builder.remote.queries import history as kernel_history
@@ -457,33 +455,8 @@ def env(
         console.print(_escape(line), highlight=False, soft_wrap=True)
 
 
-@app.command()
-def image(
-    on_kaggle: bool = typer.Option(False, "--on-kaggle", help="Capture Kaggle's image with a tiny private script kernel "
-                                   "(internet off) and store its description."),
-    accelerator: str = typer.Option("gpu", "--accelerator", help="--on-kaggle: gpu (T4 x2), none, or a machine shape."),
-    owner: str | None = typer.Option(None, "--owner", help="Kaggle username (default: the credentials')."),
-    packages: bool = typer.Option(False, "--packages", help="List every package of the image with its version."),
-    as_json: bool = typer.Option(False, "--json", help="Print the image description kkb uses as JSON on stdout."),
-) -> None:
-    """The Kaggle image description kkb uses (Python, packages, CUDA); --on-kaggle captures it on Kaggle."""
-    if as_json and not on_kaggle:
-        _print_json("image", dataclasses.asdict(load_image()))
-        return
-    if not on_kaggle:
-        if stored_image_path() is None:
-            console.print("no captured image: kkb uses the description shipped with it; kkb image --on-kaggle captures one")
-        for line in package_lines() if packages else image_summary():
-            console.print(_escape(line), highlight=False, soft_wrap=True)
-        return
-    with _ProgressView() as view:
-        result = capture_image(ImageSettings(owner=owner, accelerator=accelerator, progress=view))
-    if as_json:
-        _print_json("image", dataclasses.asdict(result))
-        return
-    console.print(f"[green]captured[/green] {_escape(result.summary)}", highlight=False)
-    console.print(f"  stored {_escape(str(result.path))} (the dry run and kkb wheels read it; $KKB_KAGGLE_IMAGE overrides)",
-                  highlight=False)
+# `kkb image`: its own module (builder/cli/image.py).
+app.command("image")(image_command)
 
 
 @app.command()

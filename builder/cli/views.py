@@ -184,6 +184,8 @@ def _show_heading(report: DryRunReport, heading: str | None) -> None:
         console.print(f"[bold]{_escape(heading)}[/bold]", highlight=False)
     if report.environment:  # --image-env: the kernel ran with the image's versions
         console.print(f"environment: {_escape(report.environment)}", highlight=False)
+    for note in report.image:  # Kaggle's image: its description's age, a newer image a run recorded, Python here
+        console.print(f"[yellow]image:[/yellow] {_escape(note)}", highlight=False)
 
 
 def _show_dry_run(report: DryRunReport, heading: str | None = None, show_inputs: bool = False) -> None:

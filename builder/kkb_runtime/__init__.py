@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import commit, features, install, metrics, postprocess, rehearsal, rounding, submission  # noqa: F401  (install: the notebook calls kkb.install)
+from . import commit, features, install, metrics, postprocess, prerun, rehearsal, rounding, submission  # noqa: F401  (install: the notebook calls kkb.install)
 from .config import KernelConfig, load_config
 from .inputs import InputNotFound, Inputs, find_input, resolve_inputs
 from .postprocess import Context as PostprocessContext
@@ -228,6 +228,7 @@ def start(code_dir: Path | str | None = None) -> KernelRun:
     config = load_config(code_dir)
     inputs = resolve_inputs(config)
     inputs.working.mkdir(parents=True, exist_ok=True)
+    prerun.before_the_kernel(config, inputs.working)  # the image recorded; in kkb's sandbox, Kaggle's pre-run installs
     found = rehearsal.find_rehearsal(config)
     if found is not None:
         inputs = rehearsal.begin(found, config, inputs)

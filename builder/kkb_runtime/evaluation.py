@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import commit, submission
+from . import commit, prerun, submission
 from .config import KernelConfig, load_config
 from .inputs import Inputs, find_competition, find_dataset, working_dir
 
@@ -245,6 +245,7 @@ def start(code_dir: Path | str | None = None) -> EvaluationRun:
     competition = find_competition(config.competition_slug, COMPETITION_SENTINEL)
     inputs = Inputs(code=config.code_dir, weights=weights, competition=competition, working=working_dir())
     inputs.working.mkdir(parents=True, exist_ok=True)
+    prerun.before_the_kernel(config, inputs.working)  # the image recorded; in kkb's sandbox, Kaggle's pre-run installs
     # Kaggle does not promise the competition folder is importable; in the current layout it is
     # input/competitions/<slug>, so put it first on the path before `import kaggle_evaluation...`.
     if str(competition) not in sys.path:

@@ -49,6 +49,14 @@ class SubmissionKind(StrEnum):
     EVALUATION_API = "evaluation-api"  # kaggle_evaluation's inference server, driven by the competition's gateway
 
 
+class KernelForm(StrEnum):
+    """How Kaggle runs the kernel's code: ``[kernel] type``, ``kernel_type`` in kernel-metadata.json (fixed once the
+    kernel exists on Kaggle)."""
+
+    NOTEBOOK = "notebook"  # an .ipynb, its cells run in order; an exception is judged by the file the run left
+    SCRIPT = "script"  # /kaggle/src/script.py run by python from /kaggle/working; an exception fails the run
+
+
 class PostprocessKind(StrEnum):
     """A ``[[postprocess]]`` stage, run after combine."""
 
@@ -145,6 +153,6 @@ class MemoryAccounting(StrEnum):
 
 
 __all__ = [
-    "CardKind", "CombineKind", "Isolation", "Layout", "MemoryAccounting", "Metric", "PostprocessKind",
+    "CardKind", "CombineKind", "Isolation", "KernelForm", "Layout", "MemoryAccounting", "Metric", "PostprocessKind",
     "RootFilesystem", "Scenario", "StrEnum", "SubmissionKind", "Verdict",
 ]

@@ -286,7 +286,7 @@ class Competitions:
         if config.evaluation_api is not None:
             self._gateway_rerun(ref, config, version, mounts, root, timeout)
             return
-        request = RunRequest(notebook=self._kernels.notebook(version.folder, version.meta, root),
+        request = RunRequest(notebook=self._kernels.code_file(version.folder, version.meta),
                              mounts=mounts, rerun=True, timeout_seconds=timeout, root=root / "sandbox",
                              kernel_type=version.meta["kernelType"])
         result = self._runner.run(request)
@@ -318,7 +318,7 @@ class Competitions:
         it from another process over the hidden data; the gateway's submission.parquet is what is scored."""
         api = dict(config.evaluation_api or {})  # set: only an evaluation-API competition comes here
         gateway = Gateway(**{**api, "gateway_paths": tuple(api["gateway_paths"])})
-        result = rehearse_gateway_rerun(self._kernels.notebook(version.folder, version.meta, root), gateway, config.slug,
+        result = rehearse_gateway_rerun(self._kernels.code_file(version.folder, version.meta), gateway, config.slug,
                                         tuple(mounts), root / "sandbox",
                                         timeout_seconds=timeout)
         log = [{"stream_name": stream, "time": 0.0, "data": text}

@@ -25,11 +25,12 @@ from typing import Any
 
 import nbformat
 
-from builder.kkb_runtime.vocabulary import Scenario
+from builder.kkb_runtime.vocabulary import KernelForm, Scenario
 from builder.local_kaggle.accounts import Accounts, accelerator_of
 from builder.local_kaggle.datasets import Datasets
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import remove_tree, storage_url, tree
+from builder.local_kaggle.image import declare_image
 from builder.local_kaggle.listing import KernelRow, list_kernels
 from builder.local_kaggle.models import MountedModel
 from builder.local_kaggle.runner import KernelRunner, RunRequest, RunResult
@@ -375,7 +376,7 @@ class Kernels:
             return
         root = self._store.path("runs", f"commit-{owner}-{slug}-{number}-{uuid.uuid4().hex[:8]}")
         try:
-            request = RunRequest(notebook=self.notebook(folder, meta, root), mounts=self.mounts(meta),
+            request = RunRequest(notebook=self.code_file(folder, meta), mounts=self.mounts(meta),
                                  rerun=False, timeout_seconds=meta.get("timeoutSeconds") or self._settings.commit_timeout_seconds,
                                  root=root / "sandbox", kernel_type=meta["kernelType"],
                                  visible=self._settings.internet_folders if meta.get("enableInternet") else ())
@@ -385,6 +386,7 @@ class Kernels:
             if not self._still_ours(folder, session.get("sessionId")):
                 return  # its kernel was deleted meanwhile (and maybe pushed again): nothing of this run is kept
             self._keep_output(result, folder / "output")
+            declare_image(self._settings.image, folder / "output")  # the image this local Kaggle plays, if any
             self._finish(folder, ok=result.ok, failure=result.failure, log=result.log)
         except Exception as exc:  # a broken executor is "Kaggle Error", not a crashed worker
             if self._jobs.closed:
@@ -413,18 +415,9 @@ class Kernels:
             mounts.append(Mount(self._store.path(pinned["files"]), pinned["target"]))
         return tuple(mounts)
 
-    def notebook(self, folder: Path, meta: Json, scratch: Path) -> Path:
-        """The version's code as a notebook file; a script becomes a one-cell notebook."""
-        source = folder / meta["sourceFile"]
-        if meta["kernelType"] == "notebook":
-            return source
-        scratch.mkdir(parents=True, exist_ok=True)
-        notebook = nbformat.v4.new_notebook()
-        notebook.cells.append(nbformat.v4.new_code_cell(source.read_text(encoding="utf-8")))
-        notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        path = scratch / "script.ipynb"
-        nbformat.write(notebook, str(path))
-        return path
+    def code_file(self, folder: Path, meta: Json) -> Path:
+        """The version's code as pushed: a notebook, or a script (``kernelType``), each run as Kaggle runs that form."""
+        return folder / meta["sourceFile"]
 
     def _keep_output(self, result: RunResult, output: Path) -> None:
         shutil.rmtree(output, ignore_errors=True)
@@ -496,19 +489,31 @@ _KERNEL_FIELDS = ("title", "language", "kernelType", "isPrivate", "enableGpu", "
                   "modelSources")
 
 
+def _check_notebook(text: str) -> None:
+    try:
+        nbformat.reads(text, as_version=4)
+    except Exception as exc:  # nbformat raises several unrelated types for bad JSON
+        raise _PushRefused(f"The notebook is not valid: {exc}") from None
+
+
+# What Kaggle checks of each kernel form's code at push: a notebook must be one; a script is taken as text.
+CODE_CHECKS: dict[KernelForm, Callable[[str], None] | None] = {
+    KernelForm.NOTEBOOK: _check_notebook,
+    KernelForm.SCRIPT: None,
+}
+
+
 def _check_code(call: Call) -> None:
     if not call.text("text"):
         raise _PushRefused("The kernel has no code (text is empty)")
     kernel_type = call.text("kernelType", "notebook").lower()
-    if kernel_type not in ("notebook", "script"):
+    if kernel_type not in KernelForm.values():
         raise _PushRefused(f"Invalid kernel type {kernel_type!r}")
     if call.text("language", "python").lower() not in ("python", "r", "rmarkdown"):
         raise _PushRefused(f"Invalid language {call.text('language')!r}")
-    if kernel_type == "notebook":
-        try:
-            nbformat.reads(call.text("text"), as_version=4)
-        except Exception as exc:  # nbformat raises several unrelated types for bad JSON
-            raise _PushRefused(f"The notebook is not valid: {exc}") from None
+    check = CODE_CHECKS[KernelForm(kernel_type)]
+    if check is not None:
+        check(call.text("text"))
 
 
 def injected_failure_log(message: str) -> list[dict[str, Any]]:

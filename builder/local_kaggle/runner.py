@@ -1,8 +1,8 @@
 """The seam between the local Kaggle and whatever executes a kernel.
 
-:class:`SandboxRunner` is the real thing: the dry run's Kaggle-like sandbox
-(``builder.rehearse.execute.execute_notebook``) and its verdicts (``builder.rehearse.verdict.judge``), imported lazily
-so that the server starts without them. Tests pass a fake :class:`KernelRunner` instead.
+:class:`SandboxRunner` is the real thing: the dry run's Kaggle-like sandbox, a notebook or a script each run as
+Kaggle runs that form (``builder.rehearse.forms.execute_kernel``), and its verdicts (``builder.rehearse.verdict.judge``).
+Tests pass a fake :class:`KernelRunner` instead.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from builder.kkb_runtime.vocabulary import Verdict
-from builder.rehearse.execute import ExecutionResult, execute_notebook
+from builder.rehearse.execute import ExecutionResult
+from builder.rehearse.forms import execute_kernel
 from builder.rehearse.sandbox import Mount, SandboxSpec
 from builder.rehearse.verdict import Judgement, Limits, judge
 from builder.rehearse.verdict import machine_shape as shape_of
@@ -21,7 +22,7 @@ from builder.rehearse.verdict import machine_shape as shape_of
 
 @dataclass(frozen=True)
 class RunRequest:
-    notebook: Path                        # an .ipynb (script kernels are wrapped into a one-cell notebook)
+    notebook: Path                        # the kernel's code as pushed: an .ipynb, or a script (kernel_type "script")
     mounts: tuple[Mount, ...]
     rerun: bool                           # the scoring rerun: KAGGLE_IS_COMPETITION_RERUN is set
     timeout_seconds: float | None
@@ -69,7 +70,7 @@ class InstantRunner:
 
 
 class SandboxRunner:
-    """Runs kernels with the dry run's sandbox (``execute_notebook`` and ``judge``)."""
+    """Runs kernels with the dry run's sandbox (``execute_kernel`` per kernel form, and ``judge``)."""
 
     def run(self, request: RunRequest) -> RunResult:
         spec = SandboxSpec(
@@ -78,7 +79,7 @@ class SandboxRunner:
             timeout_seconds=request.timeout_seconds,
             visible=request.visible,
         )
-        result = execute_notebook(request.notebook, spec, request.root)
+        result = execute_kernel(request.notebook, request.kernel_type, spec, request.root)
         return RunResult(
             ok=bool(result.ok), timed_out=bool(result.timed_out), working_dir=Path(result.working_dir),
             log=list(result.log), failure=None if result.ok else _failure_line(result), execution=result,

@@ -31,6 +31,10 @@ class ServerSettings:
         honour_pins: mount the version a dataset or notebook source pins (``owner/slug/N``). Kaggle was seen
             to drop ``kernel_sources`` pins and mount the latest complete version (dataset pins: unverified),
             so by default the pin is dropped the same way; True rehearses a Kaggle that honours pins.
+        image: the image this Kaggle says its runs have: a description file (``kkb image --json``'s shape, or a
+            capture), read when each run ends and put in its output as ``kkb_image.json``, as a kkb kernel's run on
+            Kaggle records its image (``builder.local_kaggle.image``). Rewrite the file and the image "moves". No
+            file: runs record nothing (the sandbox is this machine, not Kaggle's image).
     """
 
     dataset_ready_seconds: float = 1.0
@@ -44,3 +48,4 @@ class ServerSettings:
     machine_shapes: tuple[str, ...] | None = None
     internet_folders: tuple[Path, ...] = ()
     honour_pins: bool = False
+    image: Path | None = None

@@ -1,14 +1,18 @@
-"""The notebook: cell sources rendered with one strict Jinja environment, assembled with nbformat.
+"""The kernel's code: cell sources rendered with one strict Jinja environment, assembled per kernel form.
 
 Templates live in ``templates/notebook/``, one per cell. A kernel project overrides any of them by
 putting a file of the same name in its own ``templates/`` folder; to change only part of a cell it
 can ``{% extends "kkb/<name>" %}`` and override ``{% block body %}``.
+
+Both kernel forms take the same rendered cells (``FORMS``, one entry per :class:`KernelForm`): a notebook
+assembles them with nbformat, a script kernel renders them in order through ``script.py.j2`` (a markdown
+cell as comments), so the fast commit, the steps, combine, rounding and the checks are the same code.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -19,10 +23,11 @@ import nbformat
 from nbformat import v4
 
 from builder.errors import TemplateError
-from builder.kkb_runtime.vocabulary import SubmissionKind
+from builder.kkb_runtime.vocabulary import KernelForm, SubmissionKind
 from builder.project.templating import TEMPLATES, strict_environment
 
 NOTEBOOK_TEMPLATES = TEMPLATES / "notebook"
+SCRIPT_TEMPLATE = "script.py.j2"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 LANGUAGE_INFO = {"name": "python", "pygments_lexer": "ipython3", "file_extension": ".py", "mimetype": "text/x-python"}
 
@@ -94,15 +99,41 @@ def render_cell(env: jinja2.Environment, template: str, context: Mapping[str, An
         raise TemplateError(f"template {exc.name} not found", hint="an override may only extend kkb/<name> of an existing cell") from None
 
 
+@dataclass(frozen=True)
+class RenderedCell:
+    name: str  # kkb-<name> is the cell id and its tag
+    kind: str  # "code" or "markdown"
+    source: str
+
+    @property
+    def id(self) -> str:
+        return f"kkb-{self.name}"
+
+    @property
+    def script_lines(self) -> str:
+        """The cell as a script holds it: code as written, markdown as comment lines."""
+        if self.kind != "markdown":
+            return self.source
+        return "\n".join(f"# {line}".rstrip() for line in self.source.splitlines())
+
+
+def render_cells(cells: tuple[CellTemplate, ...], context: Mapping[str, Any], override_dir: Path | None = None) -> list[RenderedCell]:
+    env = make_environment(override_dir)
+    return [RenderedCell(cell.name, cell.kind, render_cell(env, cell.template, context).rstrip("\n")) for cell in cells]
+
+
 def render_notebook(cells: tuple[CellTemplate, ...], context: Mapping[str, Any], provenance: Mapping[str, Any],
                     override_dir: Path | None = None) -> nbformat.NotebookNode:
-    env = make_environment(override_dir)
+    return assemble_notebook(render_cells(cells, context, override_dir), provenance)
+
+
+def assemble_notebook(cells: Sequence[RenderedCell], provenance: Mapping[str, Any]) -> nbformat.NotebookNode:
     notebook: nbformat.NotebookNode = v4.new_notebook()
     for cell in cells:
-        source = render_cell(env, cell.template, context).rstrip("\n")
-        metadata = {"tags": [f"kkb-{cell.name}"]}
-        node = v4.new_markdown_cell(source, metadata=metadata) if cell.kind == "markdown" else v4.new_code_cell(source, metadata=metadata)
-        node["id"] = f"kkb-{cell.name}"
+        metadata = {"tags": [cell.id]}
+        node = v4.new_markdown_cell(cell.source, metadata=metadata) if cell.kind == "markdown" else \
+            v4.new_code_cell(cell.source, metadata=metadata)
+        node["id"] = cell.id
         notebook.cells.append(node)
     notebook.metadata["kernelspec"] = dict(KERNELSPEC)
     notebook.metadata["language_info"] = dict(LANGUAGE_INFO)
@@ -116,12 +147,31 @@ def notebook_text(notebook: nbformat.NotebookNode) -> str:
     return text + "\n"
 
 
-def script_text(notebook: nbformat.NotebookNode) -> str:
-    """The same cells as a Kaggle *script* kernel (``kernel_type = "script"``)."""
-    parts = [f"# kkb provenance: {json.dumps(notebook.metadata['kkb'], sort_keys=True)}"]
-    for cell in notebook.cells:
-        if cell.cell_type == "markdown":
-            parts.append("# %% [markdown]\n" + "\n".join(f"# {line}".rstrip() for line in cell.source.splitlines()))
-        else:
-            parts.append(f"# %% {cell.id}\n{cell.source}")
-    return "\n\n".join(parts) + "\n"
+def _notebook_code(cells: Sequence[RenderedCell], provenance: Mapping[str, Any], override_dir: Path | None) -> str:
+    return notebook_text(assemble_notebook(cells, provenance))
+
+
+def _script_code(cells: Sequence[RenderedCell], provenance: Mapping[str, Any], override_dir: Path | None) -> str:
+    """The cells as one script (Kaggle's ``kernel_type = "script"``), through ``script.py.j2``."""
+    context = {"cells": list(cells), "provenance_json": json.dumps(dict(provenance), sort_keys=True)}
+    return render_cell(make_environment(override_dir), SCRIPT_TEMPLATE, context)
+
+
+@dataclass(frozen=True)
+class KernelCode:
+    """How one kernel form writes its code file."""
+
+    suffix: str  # the code file's, e.g. ".ipynb"
+    text: Callable[[Sequence[RenderedCell], Mapping[str, Any], Path | None], str]
+
+
+FORMS: dict[KernelForm, KernelCode] = {
+    KernelForm.NOTEBOOK: KernelCode(".ipynb", _notebook_code),
+    KernelForm.SCRIPT: KernelCode(".py", _script_code),
+}
+
+
+def render_code(form: KernelForm, cells: tuple[CellTemplate, ...], context: Mapping[str, Any],
+                provenance: Mapping[str, Any], override_dir: Path | None = None) -> str:
+    """The kernel's code file for ``form``: the same cells, as a notebook or as a script."""
+    return FORMS[form].text(render_cells(cells, context, override_dir), provenance, override_dir)

@@ -44,6 +44,11 @@ class KaggleImage:
     sources: tuple[str, ...] = ()
     verified: bool = False
     path: str = ""
+    cuda: str | None = None  # the CUDA torch is built for on the GPU image
+
+    @property
+    def torch(self) -> str | None:
+        return self.packages.get("torch")
 
     def has(self, name: str) -> bool:
         key = canonicalize_name(name)
@@ -80,6 +85,7 @@ def _load(path: str) -> KaggleImage:
         patterns=tuple(str(p) for p in data.get("preinstalled_patterns", ())),
         import_names={str(k): canonicalize_name(str(v)) for k, v in dict(data.get("import_names") or {}).items()},
         sources=tuple(str(s) for s in data.get("sources", ())), verified=bool(data.get("verified", False)), path=where,
+        cuda=str(data["cuda"]) if data.get("cuda") else None,
     )
 
 

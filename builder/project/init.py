@@ -260,13 +260,31 @@ def init_from_folder(kernel_dir: Path, source_dir: Path, *, competition: str | N
     if cards:
         project.cards = cards
     project.trailer = _reads_comment(code_path.name, reads)
+    manager = pulled.dependency_manager_input(inputs)
+    manager_files = pulled.dependency_manager_files(source_dir, manager) if manager is not None else None
+    if manager is not None:  # Kaggle's Dependency Manager: its input_requirements.txt installs before the kernel
+        project.dependency_manager = manager.name or manager.ref.split("/")[1]
+        notes.append(_dependency_manager_note(manager, manager_files, kernel_dir))  # its lines read before any write
     files = {SPEC_FILE: kernel_toml(project, str(meta_path)), NOTEBOOK_SCRIPT: notebook_script(code, code_path.name)}
     written = written_files(kernel_dir, files)
+    if manager is not None and manager_files is not None:
+        shutil.copytree(manager_files, kernel_dir / manager.path, dirs_exist_ok=True)
     if data_dir is None:
         notes.append(f"no --data: [competition] data names {project.data}, where kkb dry-run looks for the competition's "
                      "public data; target_columns default to the sample submission's columns after the id")
     return InitResult(kernel_dir, written, project.id_column, tuple(project.targets or ()), reads, tuple(unmapped),
                       tuple(notes), tuple(project.float_columns), _folder_next_steps(kernel_dir, project, data_dir, own))
+
+
+def _dependency_manager_note(entry: InputEntry, found: Path | None, kernel_dir: Path) -> str:
+    """What init does with Kaggle's Dependency Manager input: its files copied to its stand-in, or where to get them."""
+    head = f"{entry.ref} is Kaggle's Dependency Manager input: [install] dependency_manager names it"
+    if found is None:
+        return (f"{head}; its files are not beside the pulled kernel: {entry.download} (kkb build reads its "
+                f"input_requirements.txt and checks each package installs offline)")
+    requirements = pulled.read_requirements(found)
+    return (f"{head}; its files are copied from {found} to {kernel_dir / entry.path}: {', '.join(requirements) or 'no package'} "
+            "(Kaggle installs them before the kernel runs; kkb dry-run rehearses that, offline)")
 
 
 def _chosen_competition(meta: dict[str, object], meta_path: Path, competition: str | None, unmapped: list[str],
@@ -302,7 +320,7 @@ def _folder_scaffold(meta: dict[str, object], title: str, owner: str, competitio
     project = Scaffold(
         title=title, owner=owner, competition=competition, accelerator=pulled.accelerator(meta, unmapped),
         private=pulled.flag(meta.get("is_private"), True),
-        kernel_type="script" if str(meta.get("kernel_type", "notebook")) == "script" else "notebook",
+        kernel_form=pulled.kernel_form(meta),
         docker_image_pinning=str(meta["docker_image_pinning_type"]) if meta.get("docker_image_pinning_type") in (
             "original", "latest") else None,
         docker_image=str(meta["docker_image"]) if meta.get("docker_image") else None, code_include=[NOTEBOOK_SCRIPT],

@@ -14,6 +14,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder.errors import SpecError
+from builder.kkb_runtime.vocabulary import KernelForm
+from builder.project.pm_requirements import REQUIREMENTS_FILE, is_dependency_manager, pip_lines
 from builder.project.scaffold import CardSuggestion, InputEntry, OwnDataset
 from builder.project.spec import MACHINE_SHAPES, FileSelection, parse_input_ref
 
@@ -75,6 +77,12 @@ def code_file(source_dir: Path, meta: dict[str, Any]) -> Path:
                     hint="pull the kernel again with `kaggle kernels pull OWNER/SLUG -p DIR -m`")
 
 
+def kernel_form(meta: dict[str, Any]) -> str:
+    """``[kernel] type`` from the metadata's ``kernel_type`` (Kaggle's default: a notebook)."""
+    value = str(meta.get("kernel_type") or KernelForm.NOTEBOOK).lower()
+    return value if value in KernelForm.values() else KernelForm.NOTEBOOK.value
+
+
 def flag(value: object, default: bool) -> bool:
     if value is None:
         return default
@@ -133,6 +141,27 @@ def split_sources(meta: dict[str, Any], path: Path, owner: str | None, unmapped:
             inputs.append(InputEntry(kind, ref, key, f"inputs/{name}", _download(kind, ref, f"inputs/{name}"),
                                      name=None if name == parts[1] else name))
     return inputs, own
+
+
+def dependency_manager_input(inputs: list[InputEntry]) -> InputEntry | None:
+    """The input Kaggle's Dependency Manager attached (``pm-<digits>-at-<date>``), if the kernel has one."""
+    return next((entry for entry in inputs if is_dependency_manager(entry.ref.split("/")[1])), None)
+
+
+def dependency_manager_files(source_dir: Path, entry: InputEntry) -> Path | None:
+    """The Dependency Manager input's files beside the pulled kernel (``DIR/<slug>/``, what ``kaggle kernels output
+    OWNER/SLUG -p DIR/<slug>`` writes), when they are there: a folder holding its ``input_requirements.txt``."""
+    slug = entry.ref.split("/")[1]
+    for folder in (source_dir / slug, source_dir / "inputs" / slug, source_dir / Path(entry.path).name):
+        if (folder / REQUIREMENTS_FILE).is_file():
+            return folder
+    return None
+
+
+def read_requirements(folder: Path) -> list[str]:
+    """The requirements of a Dependency Manager input's ``input_requirements.txt``."""
+    path = folder / REQUIREMENTS_FILE
+    return pip_lines(path.read_text(encoding="utf-8"), str(path))
 
 
 def _own_dataset(role: str, ref: str) -> OwnDataset:

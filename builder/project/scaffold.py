@@ -89,7 +89,7 @@ class Scaffold:
     metric_note: str = ""
     accelerator: str = "none"
     private: bool = True
-    kernel_type: str = "notebook"
+    kernel_form: str = "notebook"  # [kernel] type
     docker_image_pinning: str | None = None
     docker_image: str | None = None
     code_include: list[str] = field(default_factory=lambda: [STEP_SCRIPT])
@@ -102,6 +102,7 @@ class Scaffold:
     own: dict[str, OwnDataset] = field(default_factory=dict)  # role -> the user's own dataset
     cards: tuple[CardSuggestion, ...] = EXAMPLE_CARDS
     trailer: list[str] = field(default_factory=list)  # comment lines at the end (the notebook's reads)
+    dependency_manager: str | None = None  # the [[inputs]] name of Kaggle's Dependency Manager input (pm-...)
 
 
 def kernel_toml(project: Scaffold, origin: str) -> str:
@@ -123,7 +124,7 @@ def _toml_context(p: Scaffold) -> dict[str, object]:
     types = ", ".join(f"{c.name}: {'float (column_types)' if c.name in p.float_columns else c.dtype}" for c in targets)
     return {
         "title": p.title, "owner": p.owner, "accelerator": p.accelerator, "private": p.private,
-        "kernel_type": p.kernel_type, "docker_image_pinning": p.docker_image_pinning, "docker_image": p.docker_image,
+        "kernel_form": p.kernel_form, "docker_image_pinning": p.docker_image_pinning, "docker_image": p.docker_image,
         "competition": p.competition, "data": p.data, "data_note": p.data_note, "sample_submission": p.sample_submission,
         "test": p.test, "metric": p.metric, "metric_note": p.metric_note, "code_include": p.code_include, "code_dataset": code.ref if code else None,
         "code_todo": code.todo if code else (), "weights_include": p.weights_include,
@@ -131,7 +132,7 @@ def _toml_context(p: Scaffold) -> dict[str, object]:
         "cards": p.cards, "inputs": p.inputs, "input_kinds": INPUT_KINDS, "step_run": p.step_run,
         "id_column": p.id_column, "targets": [c.name for c in targets], "target_types": types,
         "column_types": p.float_columns, "column_types_reason": float_reason(p.float_columns),
-        "trailer": p.trailer,
+        "trailer": p.trailer, "dependency_manager": p.dependency_manager,
     }
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from builder.kkb_runtime.postprocess import STAGES as POSTPROCESS_STAGES
-from builder.kkb_runtime.vocabulary import CombineKind, PostprocessKind, SubmissionKind
+from builder.kkb_runtime.vocabulary import CombineKind, KernelForm, PostprocessKind, SubmissionKind
 from builder.project.cards import ImageCard, ModelCard, RandomTta, expand_models
 from builder.project.ids import kernel_slug
 from builder.project.metric_setting import MetricArgument, check_metric
@@ -67,10 +67,16 @@ class KernelSection(_Strict):
     private: bool = True
     accelerator: str = "gpu"
     internet: bool = False
-    kernel_type: Literal["notebook", "script"] = "notebook"
+    # How Kaggle runs it: a notebook, or a script (docs/script-kernels.md says when to choose which).
+    type: KernelForm = KernelForm.NOTEBOOK
     docker_image_pinning: Literal["original", "latest"] | None = "original"
     docker_image: str | None = None
     timeout_seconds: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spellings(cls, raw: Any) -> Any:
+        return renamed("kernel", raw)  # kernel_type: read, with a warning naming type
 
     @field_validator("title")
     @classmethod
@@ -99,6 +105,11 @@ class KernelSection(_Strict):
     @property
     def machine_shape(self) -> str | None:
         return ACCELERATOR_SHAPES[self.accelerator] if self.accelerator in ACCELERATOR_SHAPES else self.accelerator
+
+    @property
+    def pinned_image(self) -> bool:
+        """Kaggle keeps the kernel on one image: its first version's (pinning "original"), or a named docker_image."""
+        return self.docker_image_pinning == "original" or self.docker_image is not None
 
     @property
     def uses_gpu(self) -> bool:
@@ -378,6 +389,10 @@ class InputSection(_Strict):
         """kernel-metadata's entry: a dataset or notebook pinned to a version keeps it there too."""
         return self.ref
 
+    def stand_in(self, kernel_dir: Path) -> Path | None:
+        """``path`` resolved: ``~`` expanded, a relative path taken from the kernel folder (None: not set)."""
+        return None if self.path is None else Path(kernel_dir) / Path(self.path).expanduser()
+
     @property
     def mount_target(self) -> str:
         """Where Kaggle mounts it under ``/kaggle/input`` (current layout)."""
@@ -446,6 +461,11 @@ class KernelSpec(_Strict):
         check_unique([step.name for step in self.steps], "[[steps]] names")
         check_unique([item.input_name for item in self.inputs], "[[inputs]] names", SpecErrorType.INPUTS_NOT_UNIQUE)
         check_unique([item.mount_target for item in self.inputs], "[[inputs]] mount paths", SpecErrorType.INPUTS_NOT_UNIQUE)
+        manager = self.install.dependency_manager
+        inputs = [item.input_name for item in self.inputs]
+        if manager is not None and manager not in inputs:
+            raise ValueError(f"[install] dependency_manager = '{manager}' names no [[inputs]]{did_you_mean(manager, inputs)}; "
+                             f"the inputs are: {', '.join(inputs) or 'none'} (attach the pm-... input as [[inputs]] first)")
         missing = SUBMISSION_KIND_NEEDS[self.submission.kind](self)
         if missing:
             raise ValueError(missing)

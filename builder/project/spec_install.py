@@ -25,9 +25,10 @@ class InstallSection(StrictModel):
 
     * ``requirements`` / ``requirements_file``: what the install cell installs, as pip requirements.
       ``kkb wheels`` resolves them with every transitive dependency into a wheelhouse, for the image's
-      ``python_version`` and ``platform`` (the newest manylinux the image satisfies; older manylinux tags
-      are accepted too), leaving out what the Kaggle image already has (kkb's list plus ``exclude``,
-      shell-style patterns such as ``nvidia-*``). A package named in ``requirements`` is shipped even if
+      Python (``python_version``, default: the newest image kkb knows, so cp313 once Kaggle moves to Python 3.13)
+      and ``platform`` (the newest manylinux the image satisfies; older manylinux tags are accepted too),
+      leaving out what the Kaggle image already has (kkb's list plus ``exclude``, shell-style patterns such as
+      ``nvidia-*``). A package named in ``requirements`` is shipped even if
       the image has it (you asked for that version); one in ``exclude`` never is.
     * ``wheelhouse``: *where* the wheels come from, as ``owner/slug``. By default kkb builds it:
       ``<owner>/<kernel-slug>-wheels``, which is a dataset (``kkb wheels``, in ``build/NAME/wheels/``)
@@ -47,10 +48,12 @@ class InstallSection(StrictModel):
     on_kaggle: bool = False
     source_packages: list[SourcePackage] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
-    python_version: str = Field(default="3.12", pattern=r"^3\.\d{1,2}$")
+    # The wheels' Python: default the image's (the newest known image of the kernel's server, builder.project.image_facts).
+    python_version: str | None = Field(default=None, pattern=r"^3\.\d{1,2}$")
     # Kaggle's image is built on Colab's Ubuntu 22.04 base (glibc 2.35).
     platform: str = "manylinux_2_35_x86_64"
     pip_version: str | None = None
+    dependency_manager: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
 
     @field_validator("requirements_file")
     @classmethod

@@ -15,7 +15,10 @@ from typing import Any
 RENAMED: dict[str, dict[str, str]] = {
     "push": {"dataset_timeout_s": "dataset_timeout_seconds", "run_timeout_s": "run_timeout_seconds",
              "score_timeout_s": "score_timeout_seconds"},
+    "kernel": {"kernel_type": "type"},
 }
+# What stays the same under the new name, said in the warning.
+SAME_VALUE = {"push": "the same value, in seconds", "kernel": "the same value"}
 
 
 class SpecDeprecation(FutureWarning):
@@ -32,8 +35,8 @@ def renamed(table: str, raw: Any) -> Any:
             continue
         if new in out:
             raise ValueError(f"[{table}] sets both {old} and {new}: keep {new} ({old} is its old spelling)")
-        warnings.warn(f"kernel.toml: [{table}] {old} is deprecated: write {new} = {out[old]!r} (the same value, in "
-                      f"seconds)", SpecDeprecation, stacklevel=2)
+        warnings.warn(f"kernel.toml: [{table}] {old} is deprecated: write {new} = {out[old]!r} ({SAME_VALUE[table]})",
+                      SpecDeprecation, stacklevel=2)
         out[new] = out.pop(old)
     return out
 

@@ -57,9 +57,11 @@ from builder.rehearse.evalapi import (
     verdict_name,
     verdict_reason,
 )
-from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
+from builder.rehearse.execute import ExecutionResult, tail
+from builder.rehearse.forms import execute_kernel
 from builder.rehearse.html_report import write_html_report
 from builder.rehearse.image_env import build_image_env, image_env_note
+from builder.rehearse.image_notes import image_notes
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport
 from builder.rehearse.metric_run import check_before_rerun, float_targets, rerun_metric_report
@@ -77,6 +79,7 @@ from builder.rehearse.projection import (
 from builder.rehearse.reference import ReferenceSettings, check_reference, compare_reference
 from builder.rehearse.report import SCENARIOS, DryRunReport, Scenario, ScenarioChoice, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox
+from builder.rehearse.script_run import EXECUTED_SCRIPT
 from builder.rehearse.skew import skew_records, skew_warnings
 from builder.rehearse.stand_ins import input_mounts, replicated_test
 from builder.rehearse.verdict import (
@@ -155,7 +158,7 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     data = competition_data(settings, build.spec)
     input_mounts(build.spec, kernel_dir)  # a missing stand-in is refused before anything runs
     rerun_data = competition_data(replace(settings, data_dir=settings.rerun_data_dir), build.spec) if settings.rerun_data_dir else data
-    dry_run_check(build.spec, kernel_dir, build.out_dir)  # [install] requirements: the wheelhouse installs offline
+    dry_run_check(build.spec, kernel_dir, build.out_dir, build.owner)  # [install] requirements: the wheelhouse installs offline
     if "rerun" in SCENARIOS[settings.scenario]:  # public_ids and the answers against the rerun's test, before it runs
         check_before_rerun(build.spec, kernel_dir, rerun_data, answers_for(settings, rerun_data))
     check_reference(settings.reference, build.spec, settings.rerun_scale)
@@ -164,11 +167,12 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     out.mkdir(parents=True)
     reports = tuple(_run_scenario(scenario, settings, build, rerun_data if scenario == "rerun" else data, out)
                     for scenario in SCENARIOS[settings.scenario])
-    report = DryRunReport(kernel_name=build.kernel_name, kernel_id=build.kernel_id, kernel_type=build.spec.kernel.kernel_type,
+    report = DryRunReport(kernel_name=build.kernel_name, kernel_id=build.kernel_id, kernel_type=build.spec.kernel.type,
                           out_dir=out, report_path=out / REPORT_FILE, scenarios=reports, environment=image_env_note(settings.image_env),
                           reference=compare_reference(settings.reference, build.spec, reports, rerun_data),
                           inputs=card_inputs(build, data, settings.show_inputs,
-                                             [step for scenario in reports for step in scenario.steps]))
+                                             [step for scenario in reports for step in scenario.steps]),
+                          image=image_notes(build.spec, build.owner))  # kkb env's venv is over this same Python
     report.report_path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
     write_html_report(report)
     return report
@@ -218,9 +222,9 @@ def _csv_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
                   work: Path) -> ScenarioReport:
     """One dry-run scenario of a kernel that writes a submission file: the notebook runs as Kaggle runs it.
     ``source`` is the data before ``--rerun-scale``: the time projection may run a second size from it."""
-    _progress(settings, f"{scenario}: running the notebook")
-    result = execute_notebook(scenario_notebook(build, work), _with_script(scenario_sandbox(scenario, settings, build, data), work),
-                              work / "kaggle", progress=lambda line: _progress(settings, f"{scenario}: {line}"))
+    _progress(settings, f"{scenario}: running the {build.spec.kernel.type}")
+    result = execute_kernel(build.notebook_path, build.spec.kernel.type, scenario_sandbox(scenario, settings, build, data),
+                            work / "kaggle", progress=lambda line: _progress(settings, f"{scenario}: {line}"))
     _progress(settings, f"{scenario}: finished in {result.wall_seconds:.1f} s ({result.isolation} sandbox)")
     fit_runs = _fit_runs(scenario, settings, build, source, _rows(data, build.spec), result, work)
     return scenario_report(scenario, settings, build, data, result, out, work if settings.keep_sandbox else None,
@@ -253,8 +257,8 @@ def _fit_runs(scenario: Scenario, settings: DryRunSettings, build: BuildResult, 
     _progress(settings, f"rerun: a second run on {scaled.rows} rows ({factor}x) to separate fixed from per-row time")
     if scaled.rows <= rows:
         return tuple(runs)
-    second = execute_notebook(scenario_notebook(build, work / "fit"),
-                              _with_script(scenario_sandbox(scenario, settings, build, scaled.path), work / "fit"), work / "kaggle-fit")
+    second = execute_kernel(build.notebook_path, build.spec.kernel.type, scenario_sandbox(scenario, settings, build, scaled.path),
+                            work / "kaggle-fit")
     if second.ok:
         runs.append(RunTimes(scaled.rows, second.wall_seconds, tuple(second.steps)))
     else:
@@ -262,29 +266,8 @@ def _fit_runs(scenario: Scenario, settings: DryRunSettings, build: BuildResult, 
     return tuple(runs)
 
 
-def _with_script(sandbox: SandboxSpec, work: Path) -> SandboxSpec:
-    """A script kernel runs from ``work/script`` (see :func:`scenario_notebook`): the kernel must see it there."""
-    script = work / "script"
-    return replace(sandbox, visible=(*sandbox.visible, script)) if script.is_dir() else sandbox
-
-
 def _rows(data: Path, spec: KernelSpec) -> int:
     return len(pd.read_csv(data / spec.competition.sample_submission, dtype={spec.submission.id_column: str}))
-
-
-def scenario_notebook(build: BuildResult, work: Path) -> Path:
-    """The notebook to run; a script kernel becomes one cell that runs the script as ``__main__``."""
-    if build.notebook_path.suffix != ".py":
-        return build.notebook_path
-
-    script = work / "script" / build.notebook_path.name
-    script.parent.mkdir(parents=True)
-    shutil.copyfile(build.notebook_path, script)
-    cell = nbformat.v4.new_code_cell(f"import runpy\nrunpy.run_path({str(script)!r}, run_name='__main__')")
-    notebook = work / "script" / "script.ipynb"
-    nb = nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
-    nbformat.write(nb, notebook)
-    return notebook
 
 
 def scenario_sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path) -> SandboxSpec:
@@ -334,7 +317,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
     projection = _projection(limits, fit_runs or (RunTimes(rows, result.wall_seconds, tuple(result.steps)),),
                              spec.kernel.machine_shape, build.out_dir)
     expected = REHEARSALS[spec.submission.kind].scored_file(spec)
-    verdict = judge(result, kernel_type=spec.kernel.kernel_type, submission_file=expected,
+    verdict = judge(result, kernel_type=spec.kernel.type, submission_file=expected,
                     sample_submission=sample, id_column=spec.submission.id_column,
                     target_columns=spec.submission.target_columns, limits=limits,
                     column_types=spec.submission.column_types, kernel_file=spec.submission.file,
@@ -470,7 +453,7 @@ def _stderr_tail(result: ExecutionResult) -> str | None:
 
 
 def _save_outputs(scenario: Scenario, result: ExecutionResult, submission_file: str, out: Path) -> tuple[Path, Path, Path | None]:
-    notebook = out / f"{scenario}.ipynb"
+    notebook = out / f"{scenario}{result.executed_notebook.suffix}"  # the executed notebook, or the script as it ran
     if result.executed_notebook.is_file():
         shutil.copyfile(result.executed_notebook, notebook)
     log = out / f"{scenario}.log.json"
@@ -492,11 +475,10 @@ def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build
     section = evaluation_section(build.spec)
     sandbox = scenario_sandbox(scenario, settings, build, data)
     sandbox = replace(sandbox, extra_env={**sandbox.extra_env, **sandbox_env(section)})
-    notebook = scenario_notebook(build, work)
-    sandbox = replace(sandbox, visible=(*sandbox.visible, notebook.parent))  # a script kernel's wrapper, under /tmp
+    notebook = build.notebook_path  # the kernel's code: a notebook, or a script (the rerun runs either as a script)
     keep = work if settings.keep_sandbox else None
     if scenario == "commit":
-        result = execute_notebook(notebook, sandbox, work / "kaggle")
+        result = execute_kernel(notebook, build.spec.kernel.type, sandbox, work / "kaggle")
         report = commit_report(result.working_dir, build.spec)
     else:
         rerun = rehearse_rerun(notebook, build.spec, sandbox.mounts, work / "kaggle",
@@ -542,7 +524,7 @@ def _as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:
     """The rerun in the executor's terms, so the dry run judges and saves it like any other run."""
     if rerun.submission is not None:  # the gateway's file, by its own name, where the dry run looks for the output
         shutil.copyfile(rerun.submission, rerun.working_dir / rerun.submission.name)
-    executed = rerun.root / "__notebook__.ipynb"
+    executed = rerun.root / ("__notebook__.ipynb" if notebook.suffix == ".ipynb" else EXECUTED_SCRIPT)
     _write_rerun_notebook(notebook, executed)
     exit_code = rerun.report.notebook_exit
     failed = exit_code not in (None, 0)
@@ -565,7 +547,8 @@ def _as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:
 
 
 def _write_rerun_notebook(notebook: Path, target: Path) -> None:
-    if notebook.suffix != ".ipynb":
+    if notebook.suffix != ".ipynb":  # a script kernel: the script as it ran
+        shutil.copyfile(notebook, target)
         return
     nb = nbformat.read(notebook, as_version=4)
     nb.cells.insert(0, nbformat.v4.new_markdown_cell(

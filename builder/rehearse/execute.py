@@ -286,16 +286,39 @@ def _gpu_bytes(csv_text: str, pids: set[int]) -> int | None:
 # --- one run ------------------------------------------------------------------------------------
 
 
-class _Client(NotebookClient):
-    """nbclient, plus Kaggle's log: every stream output with its time since the run started."""
+class RunLog:
+    """Kaggle's log of a run: every stream output with its time since the run started; the kkb step running;
+    a progress line per step started or done (a notebook's cells and a script's output alike)."""
 
-    def __init__(self, nb: nbformat.NotebookNode, started: float, **kwargs: Any) -> None:
-        super().__init__(nb, **kwargs)
+    def __init__(self, started: float) -> None:
         self.started = started
         self.entries: list[dict[str, Any]] = []
         self.current_cell: int | None = None
         self.current_step: str | None = None  # the kkb step last started (named when the memory limit ends the run)
         self.progress: Callable[[str], None] | None = None
+
+    def _log(self, stream: str, text: str) -> None:
+        self.entries.append({"stream_name": stream, "time": round(time.monotonic() - self.started, 3), "data": text})
+        for line in text.splitlines():
+            if line.startswith("[kkb] step ") and not line.startswith("[kkb] step '"):  # not "step 'x' peak memory"
+                self.current_step = line[len("[kkb] step "):].partition(": ")[0]
+        if self.progress is not None:
+            where = f"cell {self.current_cell}" if self.current_cell is not None else "script"
+            for line in text.splitlines():
+                if line.startswith("[kkb] step ") and " peak memory: " in line:  # a failed step's last line
+                    self.progress(f"{where}: {line[6:].partition(' peak memory: ')[0]} failed")
+                elif line.startswith("[kkb] step "):  # "step NAME: argv" when it starts, "step NAME: 1.2 s" when done
+                    name, _, what = line[6:].partition(": ")
+                    done = what.endswith(" s") and what[:-2].replace(".", "", 1).isdigit()
+                    self.progress(f"{where}: {name} {'done in ' + what if done else 'started'}")
+
+
+class _Client(RunLog, NotebookClient):
+    """nbclient, plus Kaggle's log: every stream output with its time since the run started."""
+
+    def __init__(self, nb: nbformat.NotebookNode, started: float, **kwargs: Any) -> None:
+        NotebookClient.__init__(self, nb, **kwargs)
+        RunLog.__init__(self, started)
         self.on_cell_start = self._cell_started
 
     def _cell_started(self, cell: Any, cell_index: int) -> None:
@@ -309,52 +332,113 @@ class _Client(NotebookClient):
             self._log("stderr", strip_ansi("\n".join(content.get("traceback", []))) + "\n")
         return super().output(outs, msg, display_id, cell_index)
 
-    def _log(self, stream: str, text: str) -> None:
-        self.entries.append({"stream_name": stream, "time": round(time.monotonic() - self.started, 3), "data": text})
-        for line in text.splitlines():
-            if line.startswith("[kkb] step ") and not line.startswith("[kkb] step '"):  # not "step 'x' peak memory"
-                self.current_step = line[len("[kkb] step "):].partition(": ")[0]
-        if self.progress is not None:
-            for line in text.splitlines():
-                if line.startswith("[kkb] step ") and " peak memory: " in line:  # a failed step's last line
-                    self.progress(f"cell {self.current_cell}: {line[6:].partition(' peak memory: ')[0]} failed")
-                elif line.startswith("[kkb] step "):  # "step NAME: argv" when it starts, "step NAME: 1.2 s" when done
-                    name, _, what = line[6:].partition(": ")
-                    done = what.endswith(" s") and what[:-2].replace(".", "", 1).isdigit()
-                    self.progress(f"cell {self.current_cell}: {name} {'done in ' + what if done else 'started'}")
 
+class Watched:
+    """What every run has, whatever runs (a notebook's kernel, a script): the monitor of its process tree, the limits
+    that end it (the timeout, the memory, /kaggle/working's size), why it ended, and its :class:`ExecutionResult`."""
 
-class _Run:
-    def __init__(self, nb: nbformat.NotebookNode, box: Sandbox, km: AsyncKernelManager, timeout: float | None,
-                 working_limit: int | None = None) -> None:
-        self.nb, self.box, self.km, self.timeout = nb, box, km, timeout
-        self.working_limit = working_limit
-        self.started = time.monotonic()
-        self.wall = 0.0
-        self.timed_out = False
-        self.disk_exceeded = False
-        self.memory_exceeded = False
+    def __init__(self, box: Sandbox, timeout: float | None, working_limit: int | None, run_log: RunLog) -> None:
+        self.box, self.timeout, self.working_limit, self.run_log = box, timeout, working_limit, run_log
+        self.timed_out = self.disk_exceeded = self.memory_exceeded = False
         self.memory_step: str | None = None
-        self.error: BaseException | None = None
         self.monitor: _Monitor | None = None
         self.watchdog: threading.Timer | None = None
-        self.client = _Client(nb, self.started, km=km, timeout=int(timeout) + 1 if timeout else None,
-                              startup_timeout=STARTUP_SECONDS, allow_errors=False, record_timing=True,
-                              resources={"metadata": {"path": str(box.working_dir)}})
-        self.client.on_notebook_start = self._kernel_ready
 
-    def _kernel_ready(self, notebook: Any = None) -> None:
-        """nbclient started the kernel: watch its process tree, and start the clock for the timeout."""
-        try:
-            self.monitor = _Monitor(self.km.provisioner.pid, self.box.working_dir, self.working_limit,  # type: ignore[union-attr]
-                                    self._on_disk_full, self.box.memory_bytes, self._on_memory_full)
-        except (psutil.Error, AttributeError, TypeError):
-            return  # it died already: nbclient reports the dead kernel
+    def watch(self, pid: int) -> None:
+        """Watch ``pid``'s process tree, and start the clock for the timeout."""
+        self.monitor = _Monitor(pid, self.box.working_dir, self.working_limit, self._on_disk_full, self.box.memory_bytes,
+                                self._on_memory_full)
         self.monitor.start()
         if self.timeout:
             self.watchdog = threading.Timer(self.timeout, self._on_timeout)
             self.watchdog.daemon = True
             self.watchdog.start()
+
+    def stop_watching(self) -> None:
+        """Stop the clock; kill everything the run started (on Kaggle the container ends with the run)."""
+        if self.watchdog:
+            self.watchdog.cancel()
+        if self.monitor:
+            self.monitor.stop()
+            self.monitor.sample(memory_now=True)
+            self.monitor.sample_disk()
+            self.monitor.kill_all()
+            self.monitor.memory.close()
+            self.memory_exceeded = self.memory_exceeded or self.monitor.memory.exceeded
+
+    def _on_timeout(self) -> None:
+        self.timed_out = True
+        if self.monitor:
+            self.monitor.kill_all()
+
+    def _on_disk_full(self) -> None:
+        self.disk_exceeded = True
+        if self.monitor:
+            self.monitor.kill_all()
+
+    def _on_memory_full(self) -> None:
+        """The run's memory passed the limit: end all of it, as Kaggle's OOM killer ends the container."""
+        self.memory_exceeded = True
+        self.memory_step = self.run_log.current_step
+        if self.monitor:
+            self.monitor.kill_all()
+
+    def limit_reason(self) -> str | None:
+        """Why a limit ended the run (the timeout, the memory), in words; None when none did."""
+        if self.timed_out:
+            return f"the run exceeded its timeout of {self.timeout:g} s and was killed with its child processes"
+        if self.memory_exceeded and self.monitor:
+            watch = self.monitor.memory
+            return (f"the run's memory ({watch.kind}) reached {watch.exceeded_at or watch.peak} bytes, past the limit of "
+                    f"{watch.limit} bytes: the whole run was killed, as Kaggle's OOM killer ends the container")
+        return None
+
+    def measured(self, executed: Path, ok: bool, failed_cell: int | None, ename: str | None, evalue: str | None,
+                 traceback_tail: str | None, wall_seconds: float) -> ExecutionResult:
+        """The run's result: how it ended, the steps the runtime recorded, memory as it was counted."""
+        box, monitor = self.box, self.monitor
+        steps = read_steps(box.working_dir)
+        sampled = monitor.peak_rss if monitor else 0
+        accounting = monitor.memory.kind if monitor else MemoryAccounting.NONE
+        # ru_maxrss counts shared pages in full: only where nothing better was sampled does it raise the peak.
+        step_peaks = [int(step.get("peak_rss_bytes") or 0) for step in steps] if accounting == MemoryAccounting.NONE else []
+        gpu = [int(step["peak_gpu_bytes"]) for step in steps if step.get("peak_gpu_bytes")]
+        if monitor and monitor.peak_gpu is not None:
+            gpu.append(monitor.peak_gpu)
+        return ExecutionResult(
+            root=box.root, working_dir=box.working_dir, executed_notebook=executed, ok=ok, timed_out=self.timed_out,
+            failed_cell=failed_cell, ename=ename, evalue=evalue, traceback_tail=traceback_tail,
+            wall_seconds=round(wall_seconds, 3), peak_rss_bytes=max([sampled, *step_peaks]),
+            peak_gpu_bytes=max(gpu) if gpu else None, log=self.run_log.entries, steps=steps, isolation=box.isolation,
+            isolation_note=f"{box.isolation_note}; root: {box.root_filesystem}", memory_limit_bytes=box.memory_bytes,
+            working_bytes=monitor.working_bytes if monitor else 0, working_limit_bytes=self.working_limit,
+            disk_exceeded=self.disk_exceeded, mounts=box.mounts, memory_accounting=accounting,
+            memory_exceeded=self.memory_exceeded,
+            memory_step=self.memory_step or (self.run_log.current_step if self.memory_exceeded else None),
+            root_filesystem=box.root_filesystem,
+            version_skew=version_skews(recorded_imports(box.private_dir), versions=interpreter_versions(box.python)),
+        )
+
+
+class _Run(Watched):
+    def __init__(self, nb: nbformat.NotebookNode, box: Sandbox, km: AsyncKernelManager, timeout: float | None,
+                 working_limit: int | None = None) -> None:
+        self.nb, self.km = nb, km
+        self.started = time.monotonic()
+        self.wall = 0.0
+        self.error: BaseException | None = None
+        self.client = _Client(nb, self.started, km=km, timeout=int(timeout) + 1 if timeout else None,
+                              startup_timeout=STARTUP_SECONDS, allow_errors=False, record_timing=True,
+                              resources={"metadata": {"path": str(box.working_dir)}})
+        super().__init__(box, timeout, working_limit, self.client)
+        self.client.on_notebook_start = self._kernel_ready
+
+    def _kernel_ready(self, notebook: Any = None) -> None:
+        """nbclient started the kernel: watch its process tree, and start the clock for the timeout."""
+        try:
+            self.watch(self.km.provisioner.pid)  # type: ignore[union-attr]
+        except (psutil.Error, AttributeError, TypeError):
+            return  # it died already: nbclient reports the dead kernel
 
     def execute(self) -> None:
         inputs = input_snapshot(self.box) if self.box.isolation == "python" else None
@@ -377,15 +461,7 @@ class _Run:
         """Stop the clock; kill the kernel and everything it started (on Kaggle the container ends with the run)."""
         if not self.wall:
             self.wall = time.monotonic() - self.started
-        if self.watchdog:
-            self.watchdog.cancel()
-        if self.monitor:
-            self.monitor.stop()
-            self.monitor.sample(memory_now=True)
-            self.monitor.sample_disk()
-            self.monitor.kill_all()
-            self.monitor.memory.close()
-            self.memory_exceeded = self.memory_exceeded or self.monitor.memory.exceeded
+        self.stop_watching()
         _stop_kernel(self.km, self.client.kc)
         self.client.kc = None
 
@@ -396,23 +472,6 @@ class _Run:
             shown = ", ".join(written[:5]) + (", ..." if len(written) > 5 else "")
             self.client._log("stderr", f"[kkb sandbox] the kernel wrote into /kaggle/input ({shown}): on Kaggle that fails "
                                        "with 'Read-only file system'; this sandbox could not stop it (no namespaces, running as root)\n")
-
-    def _on_disk_full(self) -> None:
-        self.disk_exceeded = True
-        if self.monitor:
-            self.monitor.kill_all()
-
-    def _on_memory_full(self) -> None:
-        """The run's memory passed the limit: end all of it, as Kaggle's OOM killer ends the container."""
-        self.memory_exceeded = True
-        self.memory_step = self.client.current_step
-        if self.monitor:
-            self.monitor.kill_all()
-
-    def _on_timeout(self) -> None:
-        self.timed_out = True
-        if self.monitor:
-            self.monitor.kill_all()
 
     @property
     def failed_cell(self) -> int | None:
@@ -441,12 +500,9 @@ class _Run:
         return type(self.error).__name__ if self.error is not None else None
 
     def _evalue(self) -> str | None:
-        if self.timed_out:
-            return f"the run exceeded its timeout of {self.timeout:g} s and was killed with its child processes"
-        if self.memory_exceeded and self.monitor:
-            watch = self.monitor.memory
-            return (f"the run's memory ({watch.kind}) reached {watch.exceeded_at or watch.peak} bytes, past the limit of "
-                    f"{watch.limit} bytes: the whole run was killed, as Kaggle's OOM killer ends the container")
+        limit = self.limit_reason()
+        if limit is not None:
+            return limit
         if isinstance(self.error, CellExecutionError):
             return self.error.evalue
         return str(self.error) if self.error is not None else None
@@ -460,30 +516,8 @@ class _Run:
         return None
 
     def result(self) -> ExecutionResult:
-        steps = read_steps(self.box.working_dir)
-        sampled = self.monitor.peak_rss if self.monitor else 0
-        accounting = self.monitor.memory.kind if self.monitor else MemoryAccounting.NONE
-        # ru_maxrss counts shared pages in full: only where nothing better was sampled does it raise the peak.
-        step_peaks = [int(step.get("peak_rss_bytes") or 0) for step in steps] if accounting == MemoryAccounting.NONE else []
-        peak_rss = max([sampled, *step_peaks])
-        gpu = [int(step["peak_gpu_bytes"]) for step in steps if step.get("peak_gpu_bytes")]
-        if self.monitor and self.monitor.peak_gpu is not None:
-            gpu.append(self.monitor.peak_gpu)
-        return ExecutionResult(
-            root=self.box.root, working_dir=self.box.working_dir, executed_notebook=self.box.root / EXECUTED_NOTEBOOK,
-            ok=self.error is None, timed_out=self.timed_out, failed_cell=self.failed_cell,
-            ename=self._ename(), evalue=self._evalue(), traceback_tail=self._traceback(),
-            wall_seconds=round(self.wall, 3), peak_rss_bytes=peak_rss,
-            peak_gpu_bytes=max(gpu) if gpu else None,
-            log=self.client.entries, steps=steps, isolation=self.box.isolation,
-            isolation_note=f"{self.box.isolation_note}; root: {self.box.root_filesystem}",
-            memory_limit_bytes=self.box.memory_bytes, working_bytes=self.monitor.working_bytes if self.monitor else 0,
-            working_limit_bytes=self.working_limit, disk_exceeded=self.disk_exceeded,
-            mounts=self.box.mounts, memory_accounting=accounting, memory_exceeded=self.memory_exceeded,
-            memory_step=self.memory_step or (self.client.current_step if self.memory_exceeded else None),
-            root_filesystem=self.box.root_filesystem, version_skew=version_skews(
-                recorded_imports(self.box.private_dir), versions=interpreter_versions(self.box.python)),
-        )
+        return self.measured(self.box.root / EXECUTED_NOTEBOOK, self.error is None, self.failed_cell, self._ename(),
+                             self._evalue(), self._traceback(), self.wall)
 
 
 def _startup_error(box: Sandbox, what: str) -> DryRunError:

@@ -212,7 +212,7 @@ def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, P
     for source, target in mounts:
         argv += ["--ro-bind", str(source), str(target)]
     argv += ["--bind", str(root / "working"), "/kaggle/working", "--bind", str(root / "temp"), "/kaggle/temp",
-             "--ro-bind", str(root / "input"), "/kaggle/input"]
+             "--ro-bind", str(root / "input"), "/kaggle/input", "--bind-try", str(root / "src"), "/kaggle/src"]
     for source, target in mounts:
         argv += ["--ro-bind", str(source), "/kaggle/input/" + target.relative_to(root / "input").as_posix()]
     if root_fs != RootFilesystem.BWRAP_OVERLAY:

@@ -34,7 +34,7 @@ def report_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, *, kernel_na
     data = spec.competition.data_dir(kernel_dir) if kernel_dir is not None else None
     public_sample = data / spec.competition.sample_submission if data is not None else None
     scenario = scenario_from_kaggle(report, spec, out_dir, hidden_rows, public_sample)
-    return DryRunReport(kernel_name=kernel_name, kernel_id=kernel_id, kernel_type=spec.kernel.kernel_type,
+    return DryRunReport(kernel_name=kernel_name, kernel_id=kernel_id, kernel_type=spec.kernel.type,
                         out_dir=out_dir, report_path=out_dir / "report.json", scenarios=(scenario,))
 
 

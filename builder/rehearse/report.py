@@ -100,6 +100,7 @@ class DryRunReport:
     environment: str = ""
     reference: dict[str, Any] | None = None  # builder.rehearse.reference.compare_reference (--reference)
     inputs: list[dict[str, Any]] = field(default_factory=list)  # what each card fed its model (the first test rows)
+    image: tuple[str, ...] = ()  # about Kaggle's image: its description's age, a newer one a run recorded, Python here
 
     @property
     def ok(self) -> bool:
@@ -113,4 +114,4 @@ class DryRunReport:
         return {"schema": REPORT_SCHEMA, "kernel": self.kernel_name, "kernel_id": self.kernel_id, "kernel_type": self.kernel_type,
                 "ok": self.ok, "environment": self.environment or None,
                 "scenarios": [scenario.to_json() for scenario in self.scenarios],
-                "reference": self.reference, "inputs": self.inputs}
+                "reference": self.reference, "inputs": self.inputs, "image": list(self.image)}

@@ -20,7 +20,7 @@ from builder.rehearse.sandbox import Mount, scale_competition_data
 
 def stand_in_dir(item: InputSection, kernel_dir: Path) -> Path | None:
     """``path`` resolved: ``~`` expanded, a relative path taken from the kernel folder."""
-    return None if item.path is None else Path(kernel_dir) / Path(item.path).expanduser()
+    return item.stand_in(kernel_dir)
 
 
 def input_mounts(spec: KernelSpec, kernel_dir: Path) -> list[Mount]:

@@ -5,7 +5,7 @@ Kaggle's submission statuses (code-competition debugging doc, see docs/ and the 
 - ``Notebook Timeout``: the run passed the competition's run-time limit; here also *projected*: the
   measured run scaled to the hidden test's row count passes it.
 - ``Notebook Exceeded Allowed Compute``: more RAM (or GPU memory) than the machine shape has.
-- ``Notebook Threw Exception``: only for *script* kernels.
+- ``Notebook Threw Exception``: only for *script* kernels (``FORM_JUDGING``, one entry per kernel form).
 - ``Submission CSV Not Found``: no submission file after the run. A notebook's exception ends
   here: Kaggle does not report exceptions for notebooks, it looks for the file.
 - ``Submission Scoring Error``: the file does not match the sample submission.
@@ -24,13 +24,12 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import pandas as pd
 
 from builder.kkb_runtime import vocabulary
 from builder.kkb_runtime.submission import check_submission
-from builder.kkb_runtime.vocabulary import Layout, MemoryAccounting
+from builder.kkb_runtime.vocabulary import KernelForm, Layout, MemoryAccounting
 from builder.rehearse.diagnose import disk_overflow, layout_mismatch, not_rehearsed, out_of_memory, skew_beside
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.limits import duration_text, size_text
@@ -128,7 +127,24 @@ def projected_seconds(result: ExecutionResult, limits: Limits) -> float:
     return (result.wall_seconds - step_seconds) + step_seconds * limits.scale
 
 
-def judge(result: ExecutionResult, *, kernel_type: Literal["notebook", "script"] | str, submission_file: str | Path,
+@dataclass(frozen=True)
+class FormJudging:
+    """How Kaggle judges a failure of one kernel form."""
+
+    where: Callable[[ExecutionResult], str]  # where the failure happened, in words
+    # Kaggle's doc: "Notebook Threw Exception ... is currently only possible with scripts (not notebooks)": a script's
+    # exception fails the run whatever file it left; a notebook's is judged by the file it left.
+    exception_fails_run: bool
+
+
+FORM_JUDGING: dict[KernelForm, FormJudging] = {
+    KernelForm.NOTEBOOK: FormJudging(lambda result: f"cell {result.failed_cell}" if result.failed_cell is not None
+                                     else "the notebook", exception_fails_run=False),
+    KernelForm.SCRIPT: FormJudging(lambda result: "the script", exception_fails_run=True),
+}
+
+
+def judge(result: ExecutionResult, *, kernel_type: KernelForm | str, submission_file: str | Path,
           sample_submission: Path, id_column: str, target_columns: Sequence[str],
           limits: Limits | None = None, column_types: Mapping[str, str] | None = None, kernel_file: str | None = None,
           projected: float | None = None, float_targets: bool | None = None) -> Judgement:
@@ -142,12 +158,13 @@ def judge(result: ExecutionResult, *, kernel_type: Literal["notebook", "script"]
     column the sample holds as integers (:func:`builder.kkb_runtime.metrics.scores_floats`).
     """
     limits = limits or Limits()
-    failure = _failure(result, kernel_type)
+    form = KernelForm(kernel_type)  # kernel-metadata's kernel_type: "notebook" or "script"
+    failure = _failure(result, form)
     checks: tuple[Callable[[], Judgement | None], ...] = (
         lambda: _timed_out(result),
         lambda: _compute(result, limits),
         lambda: _not_rehearsed(result, limits),
-        lambda: _script_exception(result, kernel_type, failure),
+        lambda: _exception(result, form, failure),
         lambda: _projected_timeout(result, limits, projected),
         lambda: _submission(result, submission_file, sample_submission, id_column, target_columns, failure, column_types,
                             kernel_file, limits.layout, float_targets),
@@ -195,8 +212,8 @@ def _not_rehearsed(result: ExecutionResult, limits: Limits) -> Judgement | None:
     return Judgement(NOT_REHEARSED, why, _failure_detail(result)) if why else None
 
 
-def _script_exception(result: ExecutionResult, kernel_type: str, failure: str | None) -> Judgement | None:
-    if kernel_type != "script" or not failure:
+def _exception(result: ExecutionResult, form: KernelForm, failure: str | None) -> Judgement | None:
+    if not FORM_JUDGING[form].exception_fails_run or not failure:
         return None
     beside = skew_beside(result)
     return Judgement(THREW, failure + (f"; {beside}" if beside else ""), _failure_detail(result))
@@ -279,13 +296,10 @@ def failing_step(result: ExecutionResult) -> str | None:
     return None
 
 
-def _failure(result: ExecutionResult, kernel_type: str = "notebook") -> str | None:
+def _failure(result: ExecutionResult, form: KernelForm = KernelForm.NOTEBOOK) -> str | None:
     if result.ok:
         return None
-    if kernel_type == "script":
-        where = "the script"  # the dry run runs a script as one cell: its number means nothing
-    else:
-        where = f"cell {result.failed_cell}" if result.failed_cell is not None else "the notebook"
+    where = FORM_JUDGING[form].where(result)
     step = failing_step(result)
     where += f" (step '{step}')" if step else ""
     lines = (result.evalue or "").strip().splitlines()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from builder.bundle.wheels import OfflineCheck, check_kernel_wheels, wheelhouse_source
 from builder.errors import DryRunError, KernelFailed, WheelhouseError
+from builder.project.image_facts import kernel_image
 from builder.project.layout import WHEELS_DIR
 from builder.project.spec import KernelSpec
 
@@ -25,9 +26,10 @@ def dry_run_mounts(spec: KernelSpec, owner: str, out_dir: Path) -> list[tuple[Pa
     return [(Path(out_dir) / WHEELS_DIR, f"datasets/{source.ref}")]
 
 
-def dry_run_check(spec: KernelSpec, kernel_dir: Path, out_dir: Path) -> OfflineCheck | None:
-    """:func:`check_kernel_wheels`, with a failure reported as the kernel failing (what Kaggle would do)."""
+def dry_run_check(spec: KernelSpec, kernel_dir: Path, out_dir: Path, owner: str) -> OfflineCheck | None:
+    """:func:`check_kernel_wheels` for the image the kernel's push gets, with a failure reported as the kernel failing
+    (what Kaggle would do)."""
     try:
-        return check_kernel_wheels(spec, kernel_dir, out_dir)
+        return check_kernel_wheels(spec, kernel_dir, kernel_image(spec, owner), out_dir)
     except WheelhouseError as exc:
         raise KernelFailed(f"the install cell would fail on Kaggle: {exc.message}", hint=exc.hint) from exc

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.errors import KernelFailed, KkbError
+from builder.kkb_runtime import image_capture
 from builder.kkb_runtime.timing import reference_forward_seconds
 from builder.project.credentials import kaggle_username
 from builder.project.ids import kernel_slug
@@ -38,35 +39,20 @@ OUTPUT = "kaggle-image.json"
 WORK_DIR = "image-kernel"
 RUN_TIMEOUT_S = 3600.0
 
-# Runs inside Kaggle's image: standard library only, torch only if the image has it.
-CAPTURE_SCRIPT = '''"""kkb image --on-kaggle: describe this image (Python, packages, CUDA, cuDNN, GPU) as JSON."""
-import datetime
-import json
-import os
-import platform
-import re
-from importlib import metadata
-from pathlib import Path
+# Runs inside Kaggle's image: standard library only, torch only if the image has it. The base is what every kkb
+# kernel records of its own run (kkb_runtime.image_capture); this kernel adds what needs torch imported.
+CAPTURE_SCRIPT = inspect.getsource(image_capture) + '''
 
-
-def canonical(name):
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-packages = {}
-for dist in metadata.distributions():
-    name = dist.metadata["Name"]
-    if name:
-        packages[canonical(name)] = dist.version
+# kkb image --on-kaggle: describe this image (Python, packages, CUDA, cuDNN, GPU) as JSON.
+image = describe()
+image["captured"] = image["captured"][:10]
 import_names = {}
 for module, dists in sorted(metadata.packages_distributions().items()):
     dist = canonical(dists[0])
-    if not module.startswith("_") and canonical(module) != dist and dist in packages:
+    if not module.startswith("_") and canonical(module) != dist and dist in image["packages"]:
         import_names[module] = dist
-image = {"python": ".".join(platform.python_version_tuple()[:2]), "python_full": platform.python_version(),
-         "packages": dict(sorted(packages.items())), "import_names": import_names, "cuda": None, "cudnn": None,
-         "gpu": None, "platform": platform.platform(), "docker_image": os.environ.get("KAGGLE_DOCKER_IMAGE"),
-         "captured": datetime.datetime.now(datetime.timezone.utc).date().isoformat()}
+image["import_names"] = import_names
+image["cudnn"] = None
 try:
     import torch
 except ImportError:
@@ -80,7 +66,7 @@ if torch is not None:
         image["gpu"] = {"name": props.name, "memory_bytes": int(props.total_memory), "count": torch.cuda.device_count()}
 out = Path(os.environ.get("KKB_KAGGLE_ROOT", "/kaggle")) / "working" / "kaggle-image.json"
 out.write_text(json.dumps(image, indent=1, sort_keys=True))
-print(f"python {image['python_full']}, {len(packages)} packages, cuda {image['cuda']}, gpu {image['gpu']}")
+print(f"python {image['python_full']}, {len(image['packages'])} packages, cuda {image['cuda']}, gpu {image['gpu']}")
 '''
 # The reference forward pass (kkb_runtime.timing), timed on Kaggle's GPU and CPU: the dry run times it on the
 # local CPU too, and the ratio is the device factor it projects GPU time with (builder.rehearse.device_factor).

@@ -18,6 +18,7 @@ from builder.errors import KkbError, RemoteError
 from builder.project.compare import Comparison, compare_files
 from builder.project.spec import KernelSpec, load_spec
 from builder.remote.history import SCORE, STATE_DIR, SUBMISSION, History
+from builder.remote.run_image import record_run_image
 from builder.remote.session import Session
 
 OUTPUT = "output"  # history event: a run's submission file, kept
@@ -39,6 +40,7 @@ def fetch_run_output(ctx: Session, kernel_id: str, version: int, scratch: Path) 
     except RemoteError as exc:  # an auth error too: the submission goes on, the output is only a convenience
         ctx.emit("output", f"the output of {kernel_id} v{version} was not kept ({exc.message})")
         return False
+    record_run_image(ctx, kernel_id, version, Path(scratch))  # the image the run had: the drift guard's evidence
     return True
 
 

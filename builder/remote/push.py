@@ -24,6 +24,7 @@ from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.bundle.wheels import wheelhouse_source, wheelhouse_to_push
 from builder.errors import KkbError, RemoteError, SessionCapReached
 from builder.project.credentials import kaggle_username
+from builder.project.image_facts import kernel_image
 from builder.project.layout import KERNEL_METADATA, MANIFEST_FILE
 from builder.project.spec import KernelSpec, spec_of
 from builder.remote.backoff import Retrying
@@ -34,9 +35,11 @@ from builder.remote.kernel_stamp import stamp, stamped_hash, unstamped_bytes
 from builder.remote.lock import kernel_lock
 from builder.remote.model_weights import attach_model_weights, sync_model_weights
 from builder.remote.preflight import check_before_run, session_cap
+from builder.remote.run_image import record_last_push_image
 from builder.remote.session import ProgressEvent, PushSettings, Session, open_session, private_tmpdir
 
 DATASET_BAD = {"failed", "deleted"}
+WheelsFound = tuple[str, Path, str]  # the wheelhouse to attach: ref, folder, content hash (or key@version)
 S = TypeVar("S", bound=PushSettings)
 
 
@@ -115,14 +118,15 @@ def push_built(ctx: Session, build: BuildResult, *, submitting: bool = False) ->
     start_bytes = ctx.adapter.uploaded_bytes
     _check_kernel_metadata(Path(build.kernel_dir), build)  # before any upload: a bad kernel is not worth one
     _check_competition(ctx, build)  # the first question to Kaggle: a typo in the slug is said as such
+    found_wheels = wheelhouse_to_ship(ctx, build)  # built, intact, and for the image this push gets
     # A new dataset version reaches the kernel only through a new kernel version: every hash counts. They are all
     # known before uploading (the build's, the wheelhouse's), so is whether this push will start a run.
     kernel_hash = _kernel_hash(Path(build.kernel_dir), build.code_hash,
-                               (build.weights_hash or "") + (_wheelhouse_hash(ctx, build) or ""))
+                               (build.weights_hash or "") + (found_wheels[2] if found_wheels else ""))
     current = ctx.adapter.kernel_version(build.kernel_id)
     if _will_run(ctx, build, kernel_hash, current):
         check_before_run(ctx, build, current=current, submitting=submitting)
-    code, weights, wheels = sync_bundles(ctx, build, notes, competition_checked=True)
+    code, weights, wheels = sync_bundles(ctx, build, notes, competition_checked=True, wheels=found_wheels)
     pins = pin_sources(Path(build.kernel_dir), [item for item in (code, weights, wheels) if item is not None])
     version, url, action = _sync_kernel(ctx, build, kernel_hash)
     uploaded = ctx.adapter.uploaded_bytes - start_bytes
@@ -184,8 +188,9 @@ def pin_sources(kernel_dir: Path, synced: list[DatasetResult]) -> list[str]:
 
 
 def sync_bundles(ctx: Session, build: BuildResult, notes: str, *, competition_checked: bool = False,
-                 ) -> tuple[DatasetResult, DatasetResult | None, DatasetResult | None]:
-    """Check the competition and the inputs, then bring the weights, code and wheelhouse datasets up to date.
+                 wheels: WheelsFound | None = None) -> tuple[DatasetResult, DatasetResult | None, DatasetResult | None]:
+    """Check the competition, the inputs and the wheelhouse, then bring the weights, code and wheelhouse datasets up
+    to date. ``wheels``: the wheelhouse :func:`wheelhouse_to_ship` found already (else it is looked for here).
 
     Returns (code, weights, the wheelhouse: its dataset, or the helper kernel attached with its key as the hash).
     The rehearsal on Kaggle (``builder.remote.rehearsal``) syncs the very same datasets, so a rehearsal and the real
@@ -193,6 +198,8 @@ def sync_bundles(ctx: Session, build: BuildResult, notes: str, *, competition_ch
     if not competition_checked:
         _check_competition(ctx, build)
     check_inputs(ctx, build)  # every [[inputs]] exists and is readable, before any upload
+    if wheels is None:
+        wheels = wheelhouse_to_ship(ctx, build)  # built, intact, and for the image this push gets: before any upload
     with private_tmpdir(Path(ctx.settings.kernel_dir), ctx.adapter.endpoint):
         weights = None
         if build.weights_dataset:
@@ -204,8 +211,8 @@ def sync_bundles(ctx: Session, build: BuildResult, notes: str, *, competition_ch
             weights = DatasetResult(synced.instance, str(build.weights_hash), synced.version, synced.action,
                                     synced.uploaded_bytes)
         code = sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash, notes)
-        wheels = _sync_wheelhouse(ctx, build, notes)
-    return code, weights, wheels
+        shipped = _sync_wheelhouse(ctx, build, wheels, notes)
+    return code, weights, shipped
 
 
 def _check_competition(ctx: Session, build: BuildResult) -> None:
@@ -220,15 +227,19 @@ def _check_competition(ctx: Session, build: BuildResult) -> None:
                              "competition and accept its rules first") from exc
 
 
-def _wheelhouse_hash(ctx: Session, build: BuildResult) -> str | None:
-    """The wheelhouse's content hash (or the helper kernel's key@version): local, known before any upload."""
-    found = wheelhouse_to_push(build.spec, Path(ctx.settings.kernel_dir), build.owner, Path(build.out_dir))
-    return found[2] if found is not None else None
+def wheelhouse_to_ship(ctx: Session, build: BuildResult) -> WheelsFound | None:
+    """The wheelhouse to attach (ref, folder, content hash or the helper kernel's key@version), refused when
+    missing, damaged, or built for another image than the one this push gets (the drift guard: the image the
+    kernel's last run recorded, else the newest known). Known before any upload."""
+    record_last_push_image(ctx, build.kernel_id)  # the image the last pushed version ran on, once it completed
+    if wheelhouse_source(build.spec, build.owner) is None:
+        return None
+    image = kernel_image(build.spec, build.owner, ctx.adapter.endpoint)
+    return wheelhouse_to_push(build.spec, Path(ctx.settings.kernel_dir), build.owner, Path(build.out_dir), image)
 
 
-def _sync_wheelhouse(ctx: Session, build: BuildResult, notes: str) -> DatasetResult | None:
+def _sync_wheelhouse(ctx: Session, build: BuildResult, found: WheelsFound | None, notes: str) -> DatasetResult | None:
     """Upload the wheelhouse dataset when it changed; a helper kernel's output is attached as it is."""
-    found = wheelhouse_to_push(build.spec, Path(ctx.settings.kernel_dir), build.owner, Path(build.out_dir))
     if found is None:
         return None
     ref, folder, content_hash = found

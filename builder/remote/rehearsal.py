@@ -55,6 +55,7 @@ from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.lock import LOCK_WAIT_S, kernel_lock
 from builder.remote.mounted import expected_from, raise_if_differs, read_other_inputs, verify_mounted
 from builder.remote.push import DatasetResult, LazySession, build_for_push, sync_bundles, sync_dataset
+from builder.remote.run_image import record_run_image
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits
 
 REHEARSAL_FILE = "kkb_rehearsal.json"  # kkb_runtime.rehearsal.REHEARSAL_FILE (the runtime imports nothing of builder)
@@ -305,6 +306,7 @@ def _rehearse(ctx: Session, build: BuildResult, plan: RehearsalPlan, folder: Pat
     target = out_dir / ON_KAGGLE_DIR
     shutil.rmtree(target, ignore_errors=True)
     files = ctx.adapter.kernel_output(plan.rehearsal_id, version, target)
+    record_run_image(ctx, plan.rehearsal_id, version, target)  # the image the rehearsal ran on: the drift guard's evidence
     report = _read_report(target, files, plan, version, status, ctx)
     mounted = verify_mounted(ctx, plan.rehearsal_id, version or 0, target, expected_from(code, weights, wheels))
     record = ctx.history.append(

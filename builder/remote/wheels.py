@@ -31,6 +31,7 @@ from builder.bundle.wheels import (
 from builder.errors import WheelhouseError
 from builder.project.credentials import resolve_owner
 from builder.project.ids import dataset_slug, kernel_slug
+from builder.project.image_facts import ImageFacts, kernel_image
 from builder.project.jsonfile import read_object
 from builder.project.layout import HELPER_DIR, KERNEL_METADATA, out_dir_of
 from builder.project.spec import CUDA_ARCH, SPEC_FILE, KernelSpec, spec_of
@@ -79,7 +80,7 @@ def build_wheels(settings: WheelsSettings) -> WheelsResult:
     if source.kind == "kernel":
         return _build_on_kaggle(settings, spec, kernel_dir, owner, out_dir)
     options = WheelhouseOptions(force=settings.force, check=settings.check, index_args=settings.index_args)
-    return build_wheelhouse(spec, kernel_dir, out_dir, source.ref, options)
+    return build_wheelhouse(spec, kernel_dir, out_dir, source.ref, options, kernel_image(spec, owner, settings.base_url))
 
 
 
@@ -100,7 +101,7 @@ class HelperKernel:
     code_dataset: str | None  # attached when source packages need compiling
 
 
-def helper_kernel(spec: KernelSpec, kernel_dir: Path, owner: str, *, code_hash: str | None = None,
+def helper_kernel(spec: KernelSpec, kernel_dir: Path, owner: str, image: ImageFacts, *, code_hash: str | None = None,
                   pip_args: Sequence[str] = ()) -> HelperKernel:
     """The helper kernel's metadata and script (internet on, a script kernel, output kept)."""
     title = helper_title(spec)
@@ -131,7 +132,11 @@ def helper_kernel(spec: KernelSpec, kernel_dir: Path, owner: str, *, code_hash: 
         metadata["docker_image_pinning_type"] = spec.kernel.docker_image_pinning
     if spec.kernel.docker_image:
         metadata["docker_image"] = spec.kernel.docker_image
-    key_payload = {"format": FORMAT, "config": config, "metadata": metadata, "code_hash": code_hash, "kkb": __version__}
+    # The image it builds for: a new Python rebuilds everything, a new torch or CUDA what compiles against them.
+    compiled = any(package.cpp_ext or package.cuda_ext for package in spec.install.source_packages)
+    built_for = {"python": image.python, **({"cuda": image.cuda, "torch": image.torch} if compiled else {})}
+    key_payload = {"format": FORMAT, "config": config, "metadata": metadata, "code_hash": code_hash, "kkb": __version__,
+                   "image": built_for}
     key = "sha256:" + hashlib.sha256(json.dumps(key_payload, sort_keys=True).encode()).hexdigest()
     config["key"] = key
     return HelperKernel(kernel_id, title, metadata["code_file"], metadata, render_helper_script(config), key, code_dataset)
@@ -181,7 +186,8 @@ def _build_on_kaggle(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Pat
 def _push_helper(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: Path) -> WheelsResult:
     build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner, spec=spec)) \
         if spec.install.source_packages else None
-    helper = helper_kernel(spec, kernel_dir, owner, code_hash=build.code_hash if build else None,
+    image = kernel_image(spec, owner, settings.base_url)
+    helper = helper_kernel(spec, kernel_dir, owner, image, code_hash=build.code_hash if build else None,
                            pip_args=settings.helper_pip_args)
     folder = out_dir / HELPER_DIR
     write_helper_kernel(helper, folder)
@@ -204,9 +210,10 @@ def _push_helper(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, o
     ctx.emit("wheels", f"pushing the helper kernel {helper.kernel_id}")
     pushed = ctx.adapter.push_kernel(folder)
     version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(helper.kernel_id)
-    _write_json(folder / HELPER_RECORD, {"key": helper.key, "kernel": helper.kernel_id, "version": version, "status": "pushed"})
+    record = {"key": helper.key, "kernel": helper.kernel_id, "version": version, "built_for": image.to_json()}
+    _write_json(folder / HELPER_RECORD, {**record, "status": "pushed"})
     status = _await_helper(ctx, helper.kernel_id, version, settings.run_timeout_s) if settings.wait else "pushed"
-    _write_json(folder / HELPER_RECORD, {"key": helper.key, "kernel": helper.kernel_id, "version": version, "status": status})
+    _write_json(folder / HELPER_RECORD, {**record, "status": status})
     return WheelsResult(name, "kernel", helper.kernel_id, "pushed", helper.key, folder, kernel_version=version,
                         kernel_url=pushed.url or None)
 

@@ -9,6 +9,7 @@ between Kaggle acting and kkb recording it. The wire itself is covered in ``test
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,10 +114,12 @@ class FakeKaggle:
     def kernel_log(self, kernel: str, version: int | None = None) -> list[dict[str, Any]]:
         return self.run_log
 
-    def kernel_output(self, kernel: str, version: int | None, dest: Path) -> list[Path]:
+    def kernel_output(self, kernel: str, version: int | None, dest: Path, file_pattern: str | None = None) -> list[Path]:
         """The run's output files written into ``dest`` (``self.run_output``: name -> text; none by default)."""
         written = []
         for name, text in self.run_output.items():
+            if file_pattern is not None and not re.search(file_pattern, name):
+                continue
             (dest / name).write_text(text)
             written.append(dest / name)
         return written

@@ -47,7 +47,7 @@ INSTANT_DATASETS = ServerSettings(dataset_ready_seconds=0.0, dataset_ready_polls
 
 @dataclass
 class FakeRunner:
-    """Runs a notebook's code cells as one plain ``python`` process and records every request it got."""
+    """Runs a notebook's code cells (a script as it is) as one plain ``python`` process and records every request it got."""
 
     calls: list[RunRequest] = field(default_factory=list)
     crash: bool = False   # raise a BaseException: the worker dies mid-run, as in a server crash
@@ -63,9 +63,12 @@ class FakeRunner:
             target = root / "input" / mount.target
             target.parent.mkdir(parents=True, exist_ok=True)
             target.symlink_to(mount.source, target_is_directory=True)
-        nb = nbformat.read(str(request.notebook), as_version=4)
         script = root / "kernel.py"
-        script.write_text("\n".join(c.source for c in nb.cells if c.cell_type == "code"), encoding="utf-8")
+        if request.kernel_type == "script":
+            shutil.copyfile(request.notebook, script)
+        else:
+            nb = nbformat.read(str(request.notebook), as_version=4)
+            script.write_text("\n".join(c.source for c in nb.cells if c.cell_type == "code"), encoding="utf-8")
         env = {"PATH": os.environ.get("PATH", ""), "KKB_KAGGLE_ROOT": str(root), "HOME": str(root)}
         if request.rerun:
             env["KAGGLE_IS_COMPETITION_RERUN"] = "1"

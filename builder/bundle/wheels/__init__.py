@@ -24,16 +24,18 @@ stand-ins for the packages the image provides. A wheel the target cannot install
 Its modules, in the order a build uses them: ``target`` (the image's Python and platform), ``sources`` (what
 a kernel asks for), ``key`` (the resolution key, and whether the built wheelhouse is current), ``resolve``
 (pip's resolution, what the image provides left out), ``download`` (the wheelhouse built here), ``check``
-(the offline install), and ``commands`` (pip, wheels and stand-ins, under all of them). The rest of kkb
-imports from here.
+(the offline install), ``drift`` (Kaggle's image moved since: what is stale), ``attach`` (what ``kkb push``
+attaches), and ``commands`` (pip, wheels and stand-ins, under all of them). The rest of kkb imports from here.
 """
 
 from __future__ import annotations
 
+from builder.bundle.wheels.attach import wheelhouse_to_push
 from builder.bundle.wheels.check import OfflineCheck, check_kernel_wheels, check_offline_install, incompatible_wheels, refuse_incompatible_wheels
 from builder.bundle.wheels.commands import distribution_name, find_python, stand_in
 from builder.bundle.wheels.download import WheelhouseOptions, WheelsResult, build_wheelhouse
-from builder.bundle.wheels.key import FORMAT, HELPER_RECORD, WHEELHOUSE_FILE, read_record, resolution_key, wheelhouse_to_push
+from builder.bundle.wheels.drift import WheelDrift, dataset_drift, helper_drift
+from builder.bundle.wheels.key import FORMAT, HELPER_RECORD, WHEELHOUSE_FILE, read_record, resolution_key
 from builder.bundle.wheels.resolve import MAX_SDIST_FALLBACKS
 from builder.bundle.wheels.sources import (
     WheelSource,
@@ -48,8 +50,9 @@ from builder.bundle.wheels.sources import (
 from builder.bundle.wheels.target import WheelTarget
 
 __all__ = [
-    "FORMAT", "HELPER_RECORD", "MAX_SDIST_FALLBACKS", "WHEELHOUSE_FILE", "OfflineCheck", "WheelSource", "WheelTarget",
-    "WheelhouseOptions", "WheelsResult", "build_wheelhouse", "check_kernel_wheels", "check_offline_install",
+    "FORMAT", "HELPER_RECORD", "MAX_SDIST_FALLBACKS", "WHEELHOUSE_FILE", "OfflineCheck", "WheelDrift", "WheelSource", "WheelTarget",
+    "WheelhouseOptions", "WheelsResult", "build_wheelhouse", "check_kernel_wheels", "check_offline_install", "dataset_drift",
+    "helper_drift",
     "distribution_name", "find_python", "helper_title", "incompatible_wheels", "install_context", "keep_wheel_folders",
     "kernel_requirements", "kernel_sources", "read_record", "refuse_incompatible_wheels", "resolution_key",
     "source_package_files", "stand_in", "wheelhouse_source", "wheelhouse_to_push",

@@ -24,6 +24,7 @@ from builder.bundle.wheels.key import read_record, resolution_key
 from builder.bundle.wheels.sources import kernel_requirements
 from builder.bundle.wheels.target import WheelTarget
 from builder.errors import WheelhouseError
+from builder.project.image_facts import ImageFacts
 from builder.project.layout import MANIFEST_FILE, WHEELS_DIR, out_dir_of
 from builder.project.spec import KernelSpec
 
@@ -144,8 +145,8 @@ def _python_version(python: Path) -> str:
     return result.stdout.strip() or "?"
 
 
-def check_kernel_wheels(spec: KernelSpec, kernel_dir: Path, out_dir: Path | None = None) -> OfflineCheck | None:
-    """The dry run's check: the kernel's local wheelhouse is current and installs offline.
+def check_kernel_wheels(spec: KernelSpec, kernel_dir: Path, image: ImageFacts, out_dir: Path | None = None) -> OfflineCheck | None:
+    """The dry run's check: the kernel's local wheelhouse is current and installs offline on ``image``'s Python.
 
     None when the kernel installs nothing from a local wheelhouse (no requirements, or the wheels are
     built on Kaggle by the helper kernel, which checks them there).
@@ -154,7 +155,7 @@ def check_kernel_wheels(spec: KernelSpec, kernel_dir: Path, out_dir: Path | None
     if not (spec.install.requirements or spec.install.requirements_file) or spec.install.on_kaggle:
         return None
     requirements = kernel_requirements(spec, kernel_dir)
-    target = WheelTarget.of(spec)
+    target = WheelTarget.of(spec, image)
     folder = out_dir_of(kernel_dir, out_dir) / WHEELS_DIR
     try:
         built_for = json.loads((folder / MANIFEST_FILE).read_text()).get("resolution_key")

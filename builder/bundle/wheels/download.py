@@ -17,12 +17,14 @@ from packaging.utils import (
 from builder.bundle.files import HashCache, Manifest, manifest_for, swap_into_place, write_metadata
 from builder.bundle.wheels.check import OfflineCheck, check_offline_install, refuse_incompatible_wheels
 from builder.bundle.wheels.commands import distribution_name, run_pip
+from builder.bundle.wheels.drift import dataset_drift, torch_bound_wheels
 from builder.bundle.wheels.key import FORMAT, WHEELHOUSE_FILE, add_resolution_key, read_record, resolution_key, unchanged_wheelhouse
-from builder.bundle.wheels.resolve import pin, resolve, select_packages
+from builder.bundle.wheels.resolve import pin, resolve_for_target
 from builder.bundle.wheels.sources import kernel_requirements, matches, parse_requirement
 from builder.bundle.wheels.target import WheelTarget
 from builder.errors import WheelhouseError
 from builder.project.image import pin_conflicts, preinstalled_patterns
+from builder.project.image_facts import ImageFacts
 from builder.project.layout import MANIFEST_FILE, WHEEL_HASH_CACHE, WHEELS_DIR
 from builder.project.spec import KernelSpec
 
@@ -58,16 +60,18 @@ class WheelhouseOptions:
 
 
 def build_wheelhouse(spec: KernelSpec, kernel_dir: Path, out_dir: Path, ref: str,
-                     settings: WheelhouseOptions) -> WheelsResult:
-    """Resolve, download and check the wheelhouse dataset ``ref`` into ``out_dir/wheels`` (or keep it: same key)."""
+                     settings: WheelhouseOptions, image: ImageFacts) -> WheelsResult:
+    """Resolve, download and check the wheelhouse dataset ``ref`` into ``out_dir/wheels`` for ``image`` (the image
+    the kernel's push gets), or keep it: the same key, built for an image it still fits."""
     requirements = kernel_requirements(spec, kernel_dir)
-    target = WheelTarget.of(spec)
+    target = WheelTarget.of(spec, image)
     key = resolution_key(requirements, target, spec.install.exclude)
     folder = out_dir / WHEELS_DIR
     cache = HashCache(out_dir / WHEEL_HASH_CACHE)
     name = kernel_dir.resolve().name
     previous = None if settings.force else unchanged_wheelhouse(folder, ref, key, cache)
-    if previous is not None:
+    drift = dataset_drift(folder, read_record(folder), ref, image) if previous is not None else None
+    if previous is not None and drift is None:
         cache.save()
         check = check_offline_install(folder, requirements, target=target) if settings.check else None
         return _image_notes(_result(name, ref, "unchanged", key, folder, previous, check), requirements)
@@ -76,7 +80,8 @@ def build_wheelhouse(spec: KernelSpec, kernel_dir: Path, out_dir: Path, ref: str
     try:
         with tempfile.TemporaryDirectory(prefix="kkb-wheels-") as work:
             record = _populate(stage, Path(work), requirements, target, spec, settings.index_args)
-        record.update({"id": ref, "key": key})
+        # The image it is built for, and what links against its torch: the drift guard compares them with the next image.
+        record.update({"id": ref, "key": key, "built_for": image.to_json(), "torch_bound": torch_bound_wheels(stage)})
         (stage / WHEELHOUSE_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         refuse_incompatible_wheels(stage, target)
         manifest = manifest_for(stage, ref)
@@ -90,7 +95,17 @@ def build_wheelhouse(spec: KernelSpec, kernel_dir: Path, out_dir: Path, ref: str
     for entry in manifest.files:  # hashed once now; the next unchanged run reads stat data only
         cache.store(folder / entry.path, entry.sha256)
     cache.save()
-    return _image_notes(_result(name, ref, "built", key, folder, manifest, check), requirements)
+    result = _image_notes(_result(name, ref, "built", key, folder, manifest, check), requirements)
+    rebuilt = f"rebuilt for {image.describe()}: the image moved ({'; '.join(drift.changes)})" if drift is not None else None
+    return replace(result, notes=(*result.notes, *([rebuilt] if rebuilt else []), *_pinned_python(spec, image)))
+
+
+def _pinned_python(spec: KernelSpec, image: ImageFacts) -> list[str]:
+    pinned = spec.install.python_version
+    if pinned is None or pinned == image.python:
+        return []
+    return [f"warning: [install] python_version = '{pinned}' pins the wheels' Python, but the image kkb knows has Python "
+            f"{image.python} ({image.source}): {pinned} wheels of compiled packages do not install there"]
 
 
 def _image_notes(result: WheelsResult, requirements: list[str]) -> WheelsResult:
@@ -107,8 +122,7 @@ def _populate(stage: Path, work: Path, requirements: list[str], target: WheelTar
         raise WheelhouseError(f"{', '.join(contradictions)}: both required and excluded in [install]",
                               hint="remove it from [install] exclude, or from the requirements")
     excluded = [*preinstalled_patterns(), *spec.install.exclude]
-    report, local = resolve(requirements, target, index_args, work, lambda key: key not in explicit and matches(key, excluded))
-    selection = select_packages(report, requirements, target, excluded, explicit)
+    selection, local = resolve_for_target(requirements, target, index_args, work, excluded, explicit)
     pins = [pin(item) for key, item in selection.keep.items() if key not in local]
     if pins:
         run_pip(["download", "--no-deps", "--only-binary=:all:", "--quiet", *target.pip_args(), *index_args,

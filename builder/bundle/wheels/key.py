@@ -16,12 +16,9 @@ from typing import Any
 from packaging.requirements import Requirement
 
 from builder.bundle.files import HashCache, Manifest, hash_file
-from builder.bundle.wheels.sources import kernel_requirements, wheelhouse_source
 from builder.bundle.wheels.target import WheelTarget
-from builder.errors import WheelhouseError
 from builder.project.jsonfile import read_object
-from builder.project.layout import DATASET_METADATA, HELPER_DIR, MANIFEST_FILE, WHEEL_HASH_CACHE, WHEELS_DIR
-from builder.project.spec import SPEC_FILE, KernelSpec
+from builder.project.layout import DATASET_METADATA, MANIFEST_FILE
 
 HELPER_RECORD = "kkb_wheels.json"   # in HELPER_DIR: the helper version that built the current key
 WHEELHOUSE_FILE = "kkb_wheelhouse.json"  # in every wheelhouse; the runtime finds it by its "id"
@@ -86,41 +83,3 @@ def add_resolution_key(manifest_path: Path, key: str) -> None:
 
 def read_record(folder: Path) -> dict[str, Any]:
     return read_object(Path(folder) / WHEELHOUSE_FILE)
-
-
-def wheelhouse_to_push(spec: KernelSpec, kernel_dir: Path, owner: str, out_dir: Path) -> tuple[str, Path, str] | None:
-    """What ``kkb push`` attaches: the local wheelhouse dataset (ref, folder, content hash), or the
-    helper kernel (ref, folder, key@version) with ``[install] on_kaggle``; None without requirements.
-
-    Push never resolves, downloads or runs the helper (that needs the index options ``kkb wheels``
-    was given); it refuses a missing or stale wheelhouse instead of pushing a kernel whose install
-    cell would fail.
-    """
-    source = wheelhouse_source(spec, owner)
-    if source is None:
-        return None
-    if source.kind == "kernel":
-        return _helper_to_attach(kernel_dir, Path(out_dir), source.ref)
-    key = resolution_key(kernel_requirements(spec, kernel_dir), WheelTarget.of(spec), spec.install.exclude)
-    folder = Path(out_dir) / WHEELS_DIR
-    cache = HashCache(Path(out_dir) / WHEEL_HASH_CACHE)
-    manifest = unchanged_wheelhouse(folder, source.ref, key, cache)
-    if manifest is None:
-        state = "is out of date" if (folder / MANIFEST_FILE).is_file() else "has not been built"
-        recorded = Manifest.read(folder / MANIFEST_FILE)
-        damage = wheelhouse_damage(folder, recorded, cache) if recorded is not None else None
-        state = f"is damaged ({damage})" if damage else state
-        raise WheelhouseError(f"{Path(kernel_dir) / SPEC_FILE}: [install] needs the wheelhouse dataset {source.ref}, "
-                              f"which {state} in {folder}",
-                              hint=f"run `kkb wheels {kernel_dir}` first; push then uploads it with the kernel")
-    return source.ref, folder, manifest.content_hash
-
-
-def _helper_to_attach(kernel_dir: Path, out_dir: Path, ref: str) -> tuple[str, Path, str]:
-    """The helper kernel whose output the inference kernel attaches: it must have run to completion."""
-    record = read_object(out_dir / HELPER_DIR / HELPER_RECORD)
-    if record.get("kernel") != ref or record.get("status") != "complete":
-        state = f"its last run is {record['status']}" if record.get("status") else "it has not been pushed from here"
-        raise WheelhouseError(f"{Path(kernel_dir) / SPEC_FILE}: [install] on_kaggle attaches the output of {ref}, but {state}",
-                              hint=f"run `kkb wheels {kernel_dir} --on-kaggle` (it waits for the helper's run) before kkb push")
-    return ref, out_dir / HELPER_DIR, f"{record['key']}@v{record['version']}"

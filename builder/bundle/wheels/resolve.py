@@ -42,11 +42,45 @@ class LocalBuild:
     requires_python: str | None
 
 
+MARKER_ROUNDS = 5  # resolutions again with what pip's markers (this Python's) left out and the target needs
+
+
 @dataclass
 class _Selection:
     keep: dict[str, dict[str, Any]] = field(default_factory=dict)     # canonical name -> report item
     image: dict[str, str] = field(default_factory=dict)              # canonical name -> version
     replaces: list[str] = field(default_factory=list)
+    missing: list[Requirement] = field(default_factory=list)         # needed on the target, not in pip's report
+
+
+def resolve_for_target(requirements: Sequence[str], target: WheelTarget, index_args: Sequence[str], work: Path,
+                       excluded: Sequence[str], explicit: AbstractSet[str]) -> tuple[_Selection, dict[str, LocalBuild]]:
+    """pip's resolution, and what of it the target needs (:func:`select_packages`).
+
+    pip evaluates environment markers for the Python running it, not for ``--python-version``: a dependency only the
+    target's Python needs (``eta; python_version >= "3.13"`` resolved from 3.12) is not in its report. Such a
+    dependency is added to the requirements, without its marker, and resolved again: the wheelhouse for cp313 needs
+    no Python 3.13 on this machine."""
+    asked = list(requirements)
+    for _ in range(MARKER_ROUNDS):
+        report, local = resolve(asked, target, index_args, work, lambda key: key not in explicit and matches(key, excluded))
+        selection = select_packages(report, requirements, target, excluded, explicit)
+        added = [text for text in dict.fromkeys(_unmarked(r) for r in selection.missing) if text not in asked]
+        if not selection.missing:
+            return selection, local
+        if not added:
+            break
+        asked += added
+    names = ", ".join(sorted({r.name for r in selection.missing}))
+    raise WheelhouseError(f"{names}: needed on Python {target.python_version}, but pip's resolution (made with the Python "
+                          "running kkb) leaves it out", hint=f"run kkb wheels with Python {target.python_version} installed "
+                                                             "(kkb uses it when found)")
+
+
+def _unmarked(requirement: Requirement) -> str:
+    copy = Requirement(str(requirement))
+    copy.marker = None
+    return str(copy)
 
 
 def resolve(requirements: Sequence[str], target: WheelTarget, index_args: Sequence[str], work: Path,
@@ -158,9 +192,8 @@ def select_packages(report: Mapping[str, Any], requirements: Sequence[str], targ
             selection.image[key] = item["metadata"]["version"] if item else "*"
             continue
         if item is None:
-            raise WheelhouseError(f"{requirement.name} is needed on Python {target.python_version}, but pip's resolution "
-                                  "(made with the Python running kkb) left it out",
-                                  hint=f"run kkb wheels with Python {target.python_version} installed (kkb uses it when found)")
+            selection.missing.append(requirement)
+            continue
         if key in explicit and matches(key, preinstalled_patterns()) and key not in selection.replaces:
             selection.replaces.append(key)
         selection.keep[key] = item

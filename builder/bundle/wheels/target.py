@@ -1,4 +1,4 @@
-"""The target: which Python and platform the wheels must install on (the Kaggle image's, from kernel.toml)."""
+"""The target: which Python and platform the wheels must install on (the Kaggle image's, or kernel.toml's pin)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
 
+from builder.project.image_facts import ImageFacts
 from builder.project.spec import KernelSpec
 
 _MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_(\w+)$")
@@ -20,8 +21,9 @@ class WheelTarget:
     implementation: str = "cp"
 
     @classmethod
-    def of(cls, spec: KernelSpec) -> WheelTarget:
-        return cls(spec.install.python_version, spec.install.platform)
+    def of(cls, spec: KernelSpec, image: ImageFacts) -> WheelTarget:
+        """``[install] python_version`` when set, else the Python of ``image`` (the image the kernel's push gets)."""
+        return cls(spec.install.python_version or image.python, spec.install.platform)
 
     @property
     def version_tuple(self) -> tuple[int, int]:

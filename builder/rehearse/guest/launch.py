@@ -237,12 +237,12 @@ def gpu_nodes() -> list[str]:
 
 
 def _bind_kaggle(staging: str, root: str, writable: bool) -> None:
-    """/kaggle/input, working and temp: the sandbox root's folders, the input read-only all the way down."""
+    """/kaggle/input, working and temp (src: a script kernel's): the sandbox root's folders, the input read-only all the way down."""
     kaggle = os.path.join(staging, "kaggle")
     if writable:  # /kaggle itself writable (mkdir /kaggle/tmp), on disk in the sandbox root, as on Kaggle
         os.makedirs(os.path.join(root, ".sandbox", "kaggle"), exist_ok=True)
         _bind_writable(os.path.join(root, ".sandbox", "kaggle"), kaggle)
-    for name in ("input", "working", "temp"):
+    for name in ("input", "working", "temp", *(["src"] if os.path.isdir(os.path.join(root, "src")) else [])):
         os.makedirs(os.path.join(kaggle, name))
         _check(_libc.mount((staging + os.path.join(root, name)).encode(), os.path.join(kaggle, name).encode(), None,
                            MS_BIND | MS_REC, None), f"bind /kaggle/{name}")

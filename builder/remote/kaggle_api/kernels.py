@@ -140,14 +140,15 @@ class KernelCalls(KaggleCalls):
 
         return parse_log(self.call("fetching the kernel log", get, subject=_versioned(kernel, version)))
 
-    def kernel_output(self, kernel: str, version: int | None, dest: Path) -> list[Path]:
-        """Download a run's output files (every page) and its log (``<slug>.log``) into ``dest``."""
+    def kernel_output(self, kernel: str, version: int | None, dest: Path, file_pattern: str | None = None) -> list[Path]:
+        """Download a run's output files (every page; ``file_pattern``: only names it matches, a regex) and its log
+        (``<slug>.log``) into ``dest``."""
         split_ref(kernel)
         dest.mkdir(parents=True, exist_ok=True)
 
         def download() -> list[str]:
             files, _ = self.api.kernels_output(f"{kernel}/{version}" if version else kernel, str(dest), force=True,
-                                               quiet=True)
+                                               quiet=True, file_pattern=file_pattern)
             return list(files)
 
         return [Path(path) for path in self.call("downloading the kernel output", download,
