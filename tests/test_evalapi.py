@@ -68,7 +68,8 @@ def sandboxes(tmp_path: Path) -> Iterator[list[Path]]:
 def _rerun(build: BuildResult, tmp_path: Path, sandboxes: list[Path], timeout: float = 60) -> RerunResult:
     root = tmp_path / f"rerun-{len(sandboxes)}"
     sandboxes.append(root)
-    return rehearse_rerun(build.notebook_path, build.spec, _mounts(build, COMPETITION / "hidden"), root, timeout_seconds=timeout)
+    sandbox = SandboxSpec(mounts=_mounts(build, COMPETITION / "hidden"), rerun=True)
+    return rehearse_rerun(build.notebook_path, build.spec, sandbox, root, timeout_seconds=timeout)
 
 
 def _commit(build: BuildResult, tmp_path: Path, sandboxes: list[Path], layout: str = "current") -> tuple[object, EvalApiReport]:

@@ -11,7 +11,11 @@ published) and the NVIDIA libraries named by pattern. Run from the repository ro
 
 It keeps the import names of the current file (module -> distribution, where they differ), adds those
 of the packages installed here, writes the sources with the commit and its date, and prints a summary
-of what changed. Standard library only, so it runs anywhere.
+of what changed. The kernel's environment (``environment``: what the dry run gives a kernel instead of this
+machine's variables, :mod:`builder.project.kaggle_env`) is the ``ENV`` lines of ``Dockerfile.tmpl`` (the GPU
+image's own under its ``{{ if eq .Accelerator "gpu" }}`` blocks) and the runtime's ``KAGGLE_*`` variables
+(:data:`RUNTIME_VARIABLES`, read by docker-python's ``patches/``), per-session secrets as inert stand-ins.
+Standard library only, so it runs anywhere.
 """
 
 from __future__ import annotations
@@ -34,6 +38,40 @@ DEFAULT_REF = "list_packages"
 _LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)")
 _PYTHON = re.compile(r"python(3\.\d+)/(?:dist|site)-packages")
 _BASE = re.compile(r"^FROM (\S+/runtime:\S+)", re.MULTILINE)
+_ASSIGNMENT = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)=("(?:[^"\\]|\\.)*"|\S*)')
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+# The base image's value of a variable the Dockerfile extends ($PYTHONPATH): Colab's runtime image publishes no ENV,
+# so it is taken as empty, and the list separator next to it goes with it.
+_UNKNOWN = "\x00"
+# Set by Kaggle's runtime for each kernel session, not by the image (names from docker-python's patches/ and
+# Kaggle's docs); a per-session or secret value is an inert stand-in (the dry run is offline: nothing can use it).
+RUNTIME_VARIABLES: tuple[dict[str, object], ...] = (
+    {"name": "KAGGLE_KERNEL_RUN_TYPE", "value": "Batch",
+     "source": "Kaggle's runtime: Batch for a committed run (Save & Run All, kernels push) and its scoring rerun; "
+               "patches/kaggle_module_resolver.py tells Kaggle by it"},
+    {"name": "KAGGLE_URL_BASE", "value": "https://www.kaggle.com",
+     "source": "Kaggle's runtime; patches/kaggle_web_client.py (its default, _KAGGLE_DEFAULT_URL_BASE)"},
+    {"name": "KAGGLE_USER_SECRETS_TOKEN", "stand_in": True,
+     "source": "Kaggle's runtime, per session (a JWT): patches/kaggle_web_client.py, sitecustomize.py"},
+    {"name": "KAGGLE_DATA_PROXY_TOKEN", "stand_in": True,
+     "source": "Kaggle's runtime, per session: patches/kaggle_gcp.py, sitecustomize.py"},
+    {"name": "KAGGLE_DATA_PROXY_URL", "value": "http://127.0.0.1:9", "stand_in": True,
+     "source": "Kaggle's runtime: patches/kaggle_gcp.py, sitecustomize.py (the BigQuery and GenAI proxy; a closed "
+               "loopback port here)"},
+    {"name": "KAGGLE_GRPC_DATA_PROXY_URL", "value": "127.0.0.1:9", "stand_in": True,
+     "source": "Kaggle's runtime: patches/sitecustomize.py (a closed loopback port here)"},
+    {"name": "KAGGLE_DATA_PROXY_PROJECT", "stand_in": True, "source": "Kaggle's runtime: patches/kaggle_gcp.py"},
+    {"name": "KAGGLE_KERNEL_INTEGRATIONS", "value": "",
+     "source": "Kaggle's runtime: patches/kaggle_gcp.py (none: an offline competition kernel attaches no GCP service)"},
+    {"name": "KAGGLE_DOCKER_IMAGE", "value": "gcr.io/kaggle-images/python", "accelerator": "cpu",
+     "source": "Kaggle's runtime: the image the session runs (docker-python's push: gcr.io/kaggle-images/python); "
+               "kkb image --on-kaggle captures its tag"},
+    {"name": "KAGGLE_DOCKER_IMAGE", "value": "gcr.io/kaggle-gpu-images/python", "accelerator": "gpu",
+     "source": "Kaggle's runtime: the image the session runs (the GPU image); kkb image --on-kaggle captures its tag"},
+    {"name": "KAGGLE_CONTAINER_NAME", "value": "kaggle_kkb-stand-in", "stand_in": True,
+     "source": "Kaggle's runtime, per session (kaggle_<session>); code tells Kaggle by its presence"},
+    {"name": "KAGGLE_GCP_ZONE", "stand_in": True, "source": "Kaggle's runtime, per session: the session's zone"},
+)
 # The torch family is built per accelerator: the CPU image's local label (+cpu) is not the GPU image's.
 PER_ACCELERATOR = ("torch", "torchvision", "torchaudio")
 # What only the GPU image has, by pattern (versions follow its torch build).
@@ -78,6 +116,63 @@ def import_names(packages: dict[str, str], current: dict[str, str]) -> dict[str,
             if key in packages and canonical(module) != key and not module.startswith("_"):
                 names.setdefault(module, key)
     return {module: dist for module, dist in sorted(names.items()) if dist in packages}
+
+
+def dockerfile_environment(dockerfile: str, where: str) -> list[dict[str, object]]:
+    """The ``ENV`` variables of ``Dockerfile.tmpl``: ``ARG`` defaults and earlier values expanded, the GPU image's own
+    (inside ``{{ if eq .Accelerator "gpu" }}``) marked ``"accelerator": "gpu"`` (``{{ else }}``: ``"cpu"``)."""
+    values: dict[str, str] = {}
+    found: dict[tuple[str, str | None], dict[str, object]] = {}
+    for accelerator, keyword, text in _instructions(dockerfile):
+        for name, raw in _ASSIGNMENT.findall(text):
+            value = _expand(raw.strip('"'), values)
+            values[name] = value
+            if keyword == "ENV":
+                entry: dict[str, object] = {"name": name, "value": value, "source": f"{where}: ENV"}
+                if accelerator:
+                    entry["accelerator"] = accelerator
+                found[(name, accelerator)] = entry
+    return list(found.values())
+
+
+def _instructions(dockerfile: str) -> list[tuple[str | None, str, str]]:
+    """(accelerator block or None, ARG|ENV, the instruction's text with its continuation lines, comments dropped)."""
+    out: list[tuple[str | None, str, str]] = []
+    accelerator: str | None = None
+    lines = iter(dockerfile.splitlines())
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("{{"):  # the template's accelerator blocks: if ... "gpu", else, end
+            words = stripped.strip("{} ").split()
+            accelerator = {"if": "gpu" if '"gpu"' in words else None, "else": "cpu" if accelerator == "gpu" else None
+                           }.get(words[0] if words else "", None)
+            continue
+        keyword = stripped.split(" ", 1)[0]
+        if keyword not in ("ENV", "ARG"):
+            continue
+        text = stripped[len(keyword):]
+        while text.endswith("\\"):  # a continuation; Docker drops comment lines inside one
+            following = next(lines, "").strip()
+            if not following.startswith("#"):
+                text = text[:-1] + " " + following
+        out.append((accelerator, keyword, text))
+    return out
+
+
+def _expand(value: str, values: dict[str, str]) -> str:
+    expanded = _REFERENCE.sub(lambda match: values.get(match.group(1) or match.group(2), _UNKNOWN), value)
+    for separator in (":" + _UNKNOWN, _UNKNOWN + ":", _UNKNOWN):
+        expanded = expanded.replace(separator, "", 1) if separator != _UNKNOWN else expanded.replace(separator, "")
+    return expanded
+
+
+def environment_section(dockerfile: str, where: str) -> dict[str, object]:
+    """The image description's ``environment``: the Dockerfile's variables, then the runtime's."""
+    return {"sources": [f"{where}: the ENV lines (the GPU image's own under its accelerator blocks; the Colab base "
+                        "image publishes none, so a value it extends is taken as empty)",
+                        "Kaggle's runtime: the KAGGLE_* variables docker-python's patches/ read, per-session ones as "
+                        "inert stand-ins (builder/data/refresh_image.py RUNTIME_VARIABLES)"],
+            "variables": [*dockerfile_environment(dockerfile, where), *(dict(entry) for entry in RUNTIME_VARIABLES)]}
 
 
 def read_source(args: argparse.Namespace, name: str) -> str:
@@ -125,6 +220,7 @@ def build(args: argparse.Namespace) -> dict[str, object]:
         "cpu_builds": {name: cpu[name] for name in PER_ACCELERATOR if name in cpu},
         "preinstalled_patterns": sorted({*current.get("preinstalled_patterns", []), *GPU_ONLY}),
         "import_names": import_names(packages, dict(current.get("import_names") or {})),
+        "environment": environment_section(dockerfile, f"Kaggle/docker-python {args.ref} {commit}: {DOCKERFILE}"),
     }
 
 

@@ -28,8 +28,8 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import nbformat
@@ -39,7 +39,6 @@ from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.bundle.model_weights import DRY_RUN_VERSION, model_source
 from builder.errors import DryRunError, SpecError
 from builder.kkb_runtime.cards.views import ROWS_VARIABLE
-from builder.kkb_runtime.submission import align_to_sample, read_sample
 from builder.kkb_runtime.timing import PROBE_VARIABLE
 from builder.kkb_runtime.vocabulary import Layout, SubmissionKind, Verdict
 from builder.project.credentials import kaggle_username
@@ -47,17 +46,9 @@ from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import SPEC_FILE, KernelSpec, spec_of
 from builder.rehearse.card_inputs import DEFAULT_ROWS, card_inputs
 from builder.rehearse.collapse import rerun_collapse
-from builder.rehearse.evalapi import (
-    EvalApiReport,
-    RerunResult,
-    commit_report,
-    evaluation_section,
-    missing_gateway_package,
-    rehearse_rerun,
-    sandbox_env,
-    verdict_name,
-    verdict_reason,
-)
+from builder.rehearse.evalapi import evaluation_section, missing_gateway_package, sandbox_env
+from builder.rehearse.evalapi_scenario import gateway_verdict
+from builder.rehearse.evalapi_scenario import run_scenario as run_evaluation_api
 from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
 from builder.rehearse.html_report import write_html_report
 from builder.rehearse.image_env import build_image_env, image_env_note
@@ -80,7 +71,6 @@ from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove
 from builder.rehearse.skew import skew_records, skew_warnings
 from builder.rehearse.stand_ins import input_mounts, replicated_test
 from builder.rehearse.verdict import (
-    COMPUTE,
     NOT_REHEARSED,
     OK,
     SCORING_ERROR,
@@ -120,6 +110,7 @@ class DryRunSettings:
     spec: KernelSpec | None = None  # the command's loaded kernel.toml (read once per command); None: load kernel_dir's
     reference: ReferenceSettings = ReferenceSettings()  # --reference: the original notebook's output on the same data
     show_inputs: int = DEFAULT_ROWS  # the first test rows each card's input is shown for (report.json inputs)
+    env: Mapping[str, str] = field(default_factory=dict)  # --env NAME=VALUE: added to the kernel's environment
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -303,7 +294,7 @@ def scenario_sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildR
                        extra_env=probe | shown,
                        layout=settings.layout, memory_bytes=_memory(settings, build.spec),
                        working_limit_bytes=WORKING_LIMIT_BYTES, python=python, visible=(python.parent.parent,) if python else (),
-                       gpu=machine_shape(build.spec.kernel.machine_shape).gpu_bytes is not None)
+                       gpu=machine_shape(build.spec.kernel.machine_shape).gpu_bytes is not None, user_env=dict(settings.env))
 
 
 def _memory(settings: DryRunSettings, spec: KernelSpec) -> int:
@@ -326,7 +317,9 @@ def _limits(scenario: Scenario, settings: DryRunSettings, spec: KernelSpec, rows
 
 
 def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, result: ExecutionResult,
-            out: Path, sandbox: Path | None, fit_runs: tuple[RunTimes, ...] = ()) -> ScenarioReport:
+                    out: Path, sandbox: Path | None, fit_runs: tuple[RunTimes, ...] = (),
+                    judged: Path | None = None) -> ScenarioReport:
+    """``judged``: the file the format check reads, when not the run's own (an evaluation-API gateway's, aligned)."""
     spec = build.spec
     sample = data / spec.competition.sample_submission
     rows = _rows(data, spec)
@@ -334,7 +327,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
     projection = _projection(limits, fit_runs or (RunTimes(rows, result.wall_seconds, tuple(result.steps)),),
                              spec.kernel.machine_shape, build.out_dir)
     expected = REHEARSALS[spec.submission.kind].scored_file(spec)
-    verdict = judge(result, kernel_type=spec.kernel.kernel_type, submission_file=expected,
+    verdict = judge(result, kernel_type=spec.kernel.kernel_type, submission_file=judged or expected,
                     sample_submission=sample, id_column=spec.submission.id_column,
                     target_columns=spec.submission.target_columns, limits=limits,
                     column_types=spec.submission.column_types, kernel_file=spec.submission.file,
@@ -376,6 +369,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         projection=projection.to_json() if projection else None, warnings=tuple(warnings),
         member_outputs=members,
         metric=metric.to_json() if metric is not None else None, version_skew=skew_records(result.version_skew, own),
+        variables=result.environment.listing(), variables_summary=result.environment.summary() if result.environment.given else "",
     )
 
 
@@ -486,92 +480,23 @@ def _save_outputs(scenario: Scenario, result: ExecutionResult, submission_file: 
 
 def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, source: Path,
                              out: Path, work: Path) -> ScenarioReport:
-    """One dry-run scenario of an evaluation-API kernel. The gateway drives the rerun: no second
-    size is run for the time fit (``source`` is unused)."""
+    """One dry-run scenario of an evaluation-API kernel (:mod:`builder.rehearse.evalapi_scenario`), judged as a CSV
+    kernel's run is, with the gateway's view beside it."""
     section = evaluation_section(build.spec)
     sandbox = scenario_sandbox(scenario, settings, build, data)
     sandbox = replace(sandbox, extra_env={**sandbox.extra_env, **sandbox_env(section)})
     notebook = scenario_notebook(build, work)
     sandbox = replace(sandbox, visible=(*sandbox.visible, notebook.parent))  # a script kernel's wrapper, under /tmp
-    keep = work if settings.keep_sandbox else None
-    if scenario == "commit":
-        result = execute_notebook(notebook, sandbox, work / "kaggle")
-        report = commit_report(result.working_dir, build.spec)
-    else:
-        rerun = rehearse_rerun(notebook, build.spec, sandbox.mounts, work / "kaggle",
-                               timeout_seconds=float(sandbox.timeout_seconds or 0) or 9 * 3600, layout=sandbox.layout,
-                               isolation=sandbox.isolation, memory_bytes=sandbox.memory_bytes)
-        result, report = _as_execution(rerun, notebook), rerun.report
-        (out / "rerun.gateway.log").write_text(rerun.gateway_log)
-    _in_sample_order(result.working_dir / build.spec.submission.file, data / build.spec.competition.sample_submission,
-                     build.spec.submission.id_column)
-    base = scenario_report(scenario, settings, build, data, result, out, keep)
-    verdict = _verdict(report, base.verdict)
+    run = run_evaluation_api(scenario, sandbox, notebook, build.spec, data, work)
+    if run.rerun is not None:
+        (out / "rerun.gateway.log").write_text(run.gateway_log)
+    base = scenario_report(scenario, settings, build, data, run.result, out, work if settings.keep_sandbox else None,
+                           judged=run.judged)
+    verdict = gateway_verdict(run.report, base.verdict)
     missing = missing_gateway_package(build.spec, data)
     if missing is not None and not verdict.ok:  # not Kaggle's verdict: Kaggle's data has the package
         verdict = Judgement(NOT_REHEARSED, missing, verdict.detail)
-    return replace(base, verdict=verdict, evaluation_api={**report.to_json(), "lines": report.lines()})
-
-
-def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
-    """The gateway decides the row order (batch by batch) and Kaggle matches rows by id, so the sample's
-    order is no requirement here: reorder before the dry run's check, which would flag it."""
-    if not path.is_file() or not sample_path.is_file():
-        return
-    try:
-        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, dtype={id_column: str})
-    except Exception:
-        return
-    if id_column in frame.columns:
-        frame[id_column] = frame[id_column].astype(str)
-    aligned = align_to_sample(frame, read_sample(sample_path, id_column), id_column)
-    if aligned is not frame:
-        aligned.to_parquet(path, index=False) if path.suffix == ".parquet" else aligned.to_csv(path, index=False)
-
-
-def _verdict(report: EvalApiReport, judged: Judgement) -> Judgement:
-    """The gateway's error decides when there is one; otherwise the dry run's own judgement stands
-    (it checks submission.parquet against the sample, the projected time and the memory)."""
-    if report.succeeded or report.error_type is None or judged.name == COMPUTE:  # the memory limit ended the run first
-        return judged
-    return Judgement(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
-
-
-def _as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:
-    """The rerun in the executor's terms, so the dry run judges and saves it like any other run."""
-    if rerun.submission is not None:  # the gateway's file, by its own name, where the dry run looks for the output
-        shutil.copyfile(rerun.submission, rerun.working_dir / rerun.submission.name)
-    executed = rerun.root / "__notebook__.ipynb"
-    _write_rerun_notebook(notebook, executed)
-    exit_code = rerun.report.notebook_exit
-    failed = exit_code not in (None, 0)
-    last = tail(rerun.notebook_stderr, 1).strip()
-    ename, _, evalue = last.partition(": ")
-    return ExecutionResult(
-        root=rerun.root, working_dir=rerun.working_dir, executed_notebook=executed, ok=not failed and not rerun.timed_out,
-        timed_out=rerun.timed_out, failed_cell=None, ename=(ename or "NotebookExited") if failed else None,
-        evalue=(evalue or f"exit code {exit_code}") if failed else None,
-        traceback_tail=(tail(rerun.notebook_stderr, LOG_TAIL_LINES) or None) if failed else None,
-        wall_seconds=rerun.wall_seconds, peak_rss_bytes=rerun.peak_rss_bytes, peak_gpu_bytes=None,
-        log=[{"stream_name": name, "time": rerun.wall_seconds, "data": text}
-             for name, text in (("stdout", rerun.notebook_stdout), ("stderr", rerun.notebook_stderr)) if text],
-        # predict is the part that grows with the hidden test: the dry run projects it like a step.
-        steps=[{"name": "predict", "seconds": rerun.report.predict_seconds_total, "peak_rss_bytes": rerun.peak_rss_bytes}],
-        isolation=rerun.isolation, isolation_note=rerun.isolation_note, memory_limit_bytes=rerun.memory_limit_bytes,
-        memory_accounting=rerun.memory_accounting, memory_exceeded=rerun.memory_exceeded,
-        memory_step="predict" if rerun.memory_exceeded else None,
-    )
-
-
-def _write_rerun_notebook(notebook: Path, target: Path) -> None:
-    if notebook.suffix != ".ipynb":
-        return
-    nb = nbformat.read(notebook, as_version=4)
-    nb.cells.insert(0, nbformat.v4.new_markdown_cell(
-        "**kkb: the scoring rerun ran these cells as one script, blocked in `serve()` and driven by the "
-        "competition's gateway from another process.** Its output is in `rerun.log.json`, the gateway's in "
-        "`rerun.gateway.log`."))
-    nbformat.write(nb, target)
+    return replace(base, verdict=verdict, evaluation_api={**run.report.to_json(), "lines": run.report.lines()})
 
 
 ScenarioRunner = Callable[[Scenario, DryRunSettings, BuildResult, Path, Path, Path, Path], ScenarioReport]

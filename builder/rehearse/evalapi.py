@@ -31,7 +31,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -43,6 +42,7 @@ import psutil
 from builder.errors import DryRunError
 from builder.kkb_runtime.vocabulary import Layout, MemoryAccounting, Scenario, SubmissionKind
 from builder.project.jsonfile import read_object
+from builder.project.kaggle_env import KernelEnvironment
 from builder.project.spec import EvaluationApiSection, KernelSpec
 from builder.rehearse.isolation import IsolationRequest
 from builder.rehearse.memory import MemoryWatch
@@ -220,6 +220,8 @@ class RerunResult:
     memory_limit_bytes: int | None = None
     memory_accounting: MemoryAccounting = MemoryAccounting.NONE
     memory_exceeded: bool = False
+    environment: KernelEnvironment = KernelEnvironment(())
+    steps: list[dict[str, Any]] = field(default_factory=list)  # predict as the projection fits it (evalapi_fit)
 
 
 @dataclass(frozen=True)
@@ -234,28 +236,30 @@ class Gateway:
     module: str = ""
 
 
-def rehearse_rerun(notebook: Path, spec: KernelSpec, mounts: tuple[Mount, ...], root: Path, *,
-                   timeout_seconds: float, layout: Layout = Layout.CURRENT,
-                   isolation: IsolationRequest = "auto", memory_bytes: int | None = None) -> RerunResult:
-    """Run the scoring rerun in a new sandbox at ``root``: the notebook blocks in ``serve()`` while the
-    competition's gateway drives it from another process over the mounted competition data."""
-    return rehearse_gateway_rerun(notebook, evaluation_section(spec), spec.competition.slug, mounts, root,
-                                  timeout_seconds=timeout_seconds, layout=layout, isolation=isolation,
-                                  memory_bytes=memory_bytes)
+def rehearse_rerun(notebook: Path, spec: KernelSpec, sandbox: SandboxSpec, root: Path, *,
+                   timeout_seconds: float) -> RerunResult:
+    """Run the scoring rerun in a new sandbox at ``root``, made as ``sandbox`` says (the dry run's scenario sandbox:
+    its interpreter, variables, memory limit and mounts): the notebook blocks in ``serve()`` while the competition's
+    gateway drives it from another process over the mounted competition data."""
+    return rehearse_gateway_rerun(notebook, evaluation_section(spec), spec.competition.slug, sandbox.mounts, root,
+                                  timeout_seconds=timeout_seconds, base=sandbox)
 
 
 def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gateway, slug: str, mounts: tuple[Mount, ...],
                            root: Path, *, timeout_seconds: float, layout: Layout = Layout.CURRENT,
-                           isolation: IsolationRequest = "auto", memory_bytes: int | None = None) -> RerunResult:
-    """:func:`rehearse_rerun` from the gateway's settings and the competition slug alone."""
-    box = prepare_sandbox(SandboxSpec(mounts=tuple(mounts), rerun=True, layout=layout, isolation=isolation,
-                                      extra_env=sandbox_env(section, free_port()), memory_bytes=memory_bytes), root)
+                           isolation: IsolationRequest = "auto", memory_bytes: int | None = None,
+                           base: SandboxSpec | None = None) -> RerunResult:
+    """:func:`rehearse_rerun` from the gateway's settings and the competition slug alone (``base``: the sandbox to
+    make, else one with ``mounts``, ``layout``, ``isolation`` and ``memory_bytes``)."""
+    spec = base or SandboxSpec(mounts=tuple(mounts), rerun=True, layout=layout, isolation=isolation, memory_bytes=memory_bytes)
+    box = prepare_sandbox(replace(spec, rerun=True, extra_env={**spec.extra_env, **sandbox_env(section, free_port())}), root)
     competition = _competition_mount(box, slug)
     guest = _stage_guest(box.private_dir / GUEST_DIR, notebook)
     gateway_dir = box.root / GATEWAY_DIR
     gateway_dir.mkdir()
     paths = [str(competition / path) for path in section.gateway_paths]
-    argv = box.launcher() + [sys.executable, str(guest / GUEST.name), "supervise", "--notebook", str(guest / "notebook.py"),
+    # The supervisor, the notebook and the gateway run on the kernel's interpreter (kkb env's with --image-env)
+    argv = box.launcher() + [str(box.python), str(guest / GUEST.name), "supervise", "--notebook", str(guest / "notebook.py"),
                              "--working", str(box.working_dir), "--gateway-dir", str(gateway_dir),
                              "--competition", str(competition), "--gateway-module", gateway_module(section),
                              "--paths", json.dumps(paths), "--record", str(guest / "supervisor.json"),
@@ -265,7 +269,8 @@ def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gatew
     wall = time.monotonic() - started
     result = _rerun_result(box.root, box.working_dir, gateway_dir, guest, section, wall, timed_out, memory.peak, timeout_seconds)
     return replace(result, isolation=box.isolation, isolation_note=f"{box.isolation_note}; root: {box.root_filesystem}",
-                   memory_limit_bytes=box.memory_bytes, memory_accounting=memory.kind, memory_exceeded=memory.exceeded)
+                   memory_limit_bytes=box.memory_bytes, memory_accounting=memory.kind, memory_exceeded=memory.exceeded,
+                   environment=box.environment)
 
 
 def _competition_mount(box: Sandbox, slug: str) -> Path:
@@ -299,7 +304,8 @@ def notebook_script(notebook: Path) -> str:
 
 @dataclass
 class _NotebookMemory:
-    """The notebook's memory as the CSV path counts it (:class:`builder.rehearse.memory.MemoryWatch`), once its pid is known."""
+    """The inference server's memory as the CSV path counts it (:class:`builder.rehearse.memory.MemoryWatch` on the
+    notebook's process tree, the gateway left out: it is Kaggle's other container), once its pid is known."""
 
     limit: int | None
     watch: MemoryWatch | None = None
@@ -307,22 +313,43 @@ class _NotebookMemory:
     kind: MemoryAccounting = MemoryAccounting.NONE
     exceeded: bool = False
 
-    def sample(self, record: Path, kill: Callable[[], None]) -> None:
+    def sample(self, record: Path, supervisor: int, kill: Callable[[], None]) -> None:
         if self.watch is None:
             pid = (read_object(record).get("pids") or {}).get("notebook")
-            if not pid:
+            host = host_pid(supervisor, int(pid)) if pid else None
+            if host is None:
                 return
             try:
-                self.watch = MemoryWatch(int(pid), self.limit, kill)
+                self.watch = MemoryWatch(host, self.limit, kill)
             except psutil.Error:
                 return
-        self.watch.sample()
+        self.watch.tick()
         self.peak, self.kind, self.exceeded = self.watch.peak, self.watch.kind, self.watch.exceeded
 
     def close(self) -> None:
         if self.watch is not None:
+            self.watch.tick(now=True)
             self.watch.close()
-            self.exceeded = self.watch.exceeded
+            self.peak, self.exceeded = self.watch.peak, self.watch.exceeded
+
+
+def host_pid(ancestor: int, pid: int) -> int | None:
+    """The host's pid of the process a sandbox knows as ``pid``: in its own PID namespace (bwrap, kkb's launcher) the
+    supervisor records the namespace's numbers, so find the descendant of ``ancestor`` whose innermost ``NSpid`` is
+    ``pid`` (without a PID namespace the two are the same)."""
+    try:
+        descendants = psutil.Process(ancestor).children(recursive=True)
+    except psutil.Error:
+        return None
+    for process in descendants:
+        try:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+        except OSError:
+            continue
+        ids = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [str(process.pid)])
+        if ids and ids[-1] == str(pid):
+            return process.pid
+    return None
 
 
 def _run_supervisor(argv: list[str], env: dict[str, str], guest: Path, timeout: float,
@@ -338,7 +365,7 @@ def _run_supervisor(argv: list[str], env: dict[str, str], guest: Path, timeout: 
             if time.monotonic() > deadline:
                 _kill_session(process)
                 return True, memory
-            memory.sample(guest / "supervisor.json", lambda: _kill_session(process))
+            memory.sample(guest / "supervisor.json", process.pid, lambda: _kill_session(process))
             time.sleep(0.1)
     finally:
         if process.poll() is None:  # interrupted: leave nothing behind
@@ -370,7 +397,14 @@ def _rerun_result(root: Path, working: Path, gateway_dir: Path, guest: Path, sec
     return RerunResult(report=report, root=root, working_dir=working, gateway_dir=gateway_dir,
                        submission=submission if submission.is_file() else None, wall_seconds=round(wall, 3),
                        timed_out=timed_out, peak_rss_bytes=peak, notebook_stdout=texts["notebook.stdout"],
-                       notebook_stderr=texts["notebook.stderr"], gateway_log=texts["gateway.log"])
+                       notebook_stderr=texts["notebook.stderr"], gateway_log=texts["gateway.log"],
+                       steps=predict_steps(state, gateway, peak))
+
+
+def predict_steps(state: dict[str, Any], gateway: dict[str, Any], peak: int) -> list[dict[str, Any]]:
+    """``predict`` as a step record the dry run projects (the part of the rerun that grows with the hidden test)."""
+    stats = state.get("predict") or {}
+    return [{"name": "predict", "seconds": float(stats.get("total_seconds") or 0.0), "peak_rss_bytes": peak}]
 
 
 def rerun_report(section: EvaluationApiSection | Gateway, supervisor: dict[str, Any], gateway: dict[str, Any],

@@ -33,6 +33,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 
 from builder.errors import DryRunError
 from builder.kkb_runtime.vocabulary import MemoryAccounting
+from builder.project.kaggle_env import KernelEnvironment
 from builder.rehearse.memory import MemoryWatch
 from builder.rehearse.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
 from builder.rehearse.skew import Skew, interpreter_versions, recorded_imports, version_skews
@@ -79,6 +80,7 @@ class ExecutionResult:
     memory_step: str | None = None  # the kkb step running when the limit ended the run
     root_filesystem: str = ""  # how the container's file system was made writable (builder.rehearse.overlay)
     version_skew: tuple[Skew, ...] = ()  # imported packages whose version differs from the image's (builder.rehearse.skew)
+    environment: KernelEnvironment = KernelEnvironment(())  # what the kernel's environment held (builder.project.kaggle_env)
 
 
 def execute_notebook(notebook: Path, sandbox: SandboxSpec, root: Path,
@@ -483,6 +485,7 @@ class _Run:
             memory_step=self.memory_step or (self.client.current_step if self.memory_exceeded else None),
             root_filesystem=self.box.root_filesystem, version_skew=version_skews(
                 recorded_imports(self.box.private_dir), versions=interpreter_versions(self.box.python)),
+            environment=self.box.environment,
         )
 
 
