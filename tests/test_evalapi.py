@@ -7,6 +7,7 @@ import filecmp
 import json
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -257,10 +258,14 @@ def test_rerun_is_served_to_the_gateway(kernel: Path, tmp_path: Path, sandboxes:
     assert 0 < report.serve_seconds < report.startup_limit_seconds == 900
     assert report.response_timeout_seconds == 300 and report.notebook_exit is None  # blocked in serve() until stopped
     assert "scoring rerun: serve() reached" in rerun.notebook_stdout
-    answers = pd.read_csv(COMPETITION / "answers.csv", dtype={"row_id": str})
+    answers = pd.read_csv(COMPETITION / "answers.csv")
     written = pd.read_parquet(rerun.submission)
-    assert written["row_id"].tolist() == answers["row_id"].tolist()
+    assert written["row_id"].tolist() == answers["row_id"].tolist() and written["row_id"].dtype == "int64"
+    # the model reads each symbol's x1 at the previous date: the state carried from call to call is right
     assert np.sqrt(((written["target"] - answers["target"]) ** 2).mean()) < 0.2
+    # the inference server's process tree, counted as a CSV kernel's run is (PSS where /proc allows it)
+    assert rerun.peak_rss_bytes > 20 * 2**20, rerun.peak_rss_bytes
+    assert rerun.environment.env["KAGGLE_URL_BASE"] == "https://www.kaggle.com"  # the same environment as every run
 
 
 @pytest.mark.loopback
@@ -338,3 +343,48 @@ def test_dry_run_reports_the_gateway(kernel: Path, tmp_path: Path) -> None:
     assert rerun.isolation == "python" or not [w for w in rerun.warnings if w.startswith("weaker sandbox")]
     saved = json.loads(report.report_path.read_text())
     assert saved["scenarios"][1]["evaluation_api"]["expected_rows"] == 4
+
+
+# --- --rerun-scale: more dates, never wider batches --------------------------------------------------
+
+def _expected_with_lags(public: pd.DataFrame, factor: int) -> pd.Series:
+    """What kernels/evalapi's model answers on the public test replicated along date_id, its state carried date to date."""
+    weights = json.loads((KERNELS / "evalapi" / "weights" / "linear.json").read_text())
+    scaled = pd.concat([public.assign(date_id=public["date_id"] + 3 * k) for k in range(factor)], ignore_index=True)
+    last: dict[int, float] = {}
+    lags = []
+    for _, batch in scaled.groupby("date_id", sort=False):
+        lags += [last.get(symbol, 0.0) for symbol in batch["symbol_id"]]
+        last.update(zip(batch["symbol_id"], batch["x1"], strict=True))
+    linear = weights["intercept"] + sum(weights["coefficients"][c] * scaled[c] for c in ("x1", "x2"))
+    return (linear + weights["coefficients"]["x1_lag"] * pd.Series(lags)).round(4)
+
+
+@pytest.mark.loopback
+def test_rerun_scale_serves_more_dates_with_the_state_carried(kernel: Path, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "builder", "dry-run", ".", "--scenario", "rerun", "--rerun-scale", "5",
+                           "--out", "../out"], cwd=kernel, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "predict: 15 calls" in done.stdout and "x 5 along date_id (the gateway's batches: 3 -> 15" in done.stdout
+    report = json.loads((tmp_path / "out" / "dryrun" / "report.json").read_text())["scenarios"][0]
+    assert report["evaluation_api"]["predict_calls"] == 15 and report["peak_rss_bytes"] > 0
+    kept = tmp_path / "out" / "dryrun" / "rerun.submission.parquet"
+    assert Path(report["submission"]).name == kept.name
+    written = pd.read_parquet(kept)  # the gateway's own file: its ids in their own type, in the gateway's order
+    assert written["row_id"].dtype == "int64" and written["row_id"].tolist() == list(range(60))
+    public = pd.read_csv(COMPETITION / "public" / "test.csv")
+    assert np.allclose(written["target"], _expected_with_lags(public, 5))  # one date per batch: each lag is right
+
+
+@pytest.mark.loopback
+def test_state_not_reset_between_dates_fails_with_the_gateways_message(kernel: Path, tmp_path: Path) -> None:
+    from builder.rehearse.dryrun import DryRunSettings, dry_run
+
+    # the rows of every date so far are kept for the lags, and predicted on, instead of the date's own
+    evalapi_variant(kernel, "import pandas as pd\nfrom evalapi_model.serve import predict as real\n\nseen = []\n\n\n"
+                     "def predict(test):\n    seen.append(test)\n    return real(pd.concat(seen, ignore_index=True))\n")
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", rerun_scale=5, out_dir=tmp_path / "build"))
+    (rerun,) = report.scenarios
+    assert rerun.verdict.name == "Submission Scoring Error"
+    assert rerun.verdict.reason == "INVALID_SUBMISSION: Invalid predictions: expected 4 rows but received 8"
+    assert rerun.evaluation_api["predict_calls"] == 2 and rerun.stand_in and "along date_id" in rerun.stand_in  # the 2nd date

@@ -327,8 +327,10 @@ def sample_answer(sample_path: Path, id_column: str, targets: list[str]) -> Call
         if batch is None:
             raise EvaluationSetupError(f"fast commit: no argument of predict has the id column '{id_column}', so the "
                                        "sample submission cannot answer it; set [evaluation_api] fast_predict")
-        ids = batch[id_column].astype(str)
-        return sample.loc[ids, columns].reset_index()
+        ids = batch[id_column]
+        answer = sample.loc[ids.astype(str), columns].reset_index(drop=True)
+        answer.insert(0, id_column, ids.to_numpy())  # the batch's ids, in their own type: gateways check them
+        return answer
 
     return answer
 

@@ -197,7 +197,8 @@ def _run_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
     work = Path(tempfile.mkdtemp(prefix=f"kkb-dryrun-{scenario}-"))
     source = data
     try:
-        scaled = replicated_test(spec, data, work / "scaled", settings.rerun_scale) if scenario == "rerun" and settings.rerun_scale > 1 else None
+        scaled = (replicated_test(spec, data, work / "scaled", settings.rerun_scale, Path(settings.kernel_dir))
+                  if scenario == "rerun" and settings.rerun_scale > 1 else None)
         report = REHEARSALS[spec.submission.kind].run(scenario, settings, build, scaled.path if scaled else data, source, out, work)
         return replace(report, stand_in=scaled.description) if scaled else report
     finally:
