@@ -47,6 +47,7 @@ from builder.project.spec import EvaluationApiSection, KernelSpec
 from builder.rehearse.isolation import IsolationRequest
 from builder.rehearse.memory import MemoryWatch
 from builder.rehearse.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox
+from builder.rehearse.skew import Skew, interpreter_versions, recorded_imports, version_skews
 from builder.rehearse.verdict import OK, SCORING_ERROR, THREW, TIMEOUT
 
 GUEST = Path(__file__).resolve().parent / "guest" / "evalapi_guest.py"
@@ -221,6 +222,7 @@ class RerunResult:
     memory_accounting: MemoryAccounting = MemoryAccounting.NONE
     memory_exceeded: bool = False
     environment: KernelEnvironment = KernelEnvironment(())
+    version_skew: tuple[Skew, ...] = ()  # what the notebook and gateway imported, against the image (builder.rehearse.skew)
     steps: list[dict[str, Any]] = field(default_factory=list)  # predict as the projection fits it (evalapi_fit)
 
 
@@ -270,7 +272,8 @@ def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gatew
     result = _rerun_result(box.root, box.working_dir, gateway_dir, guest, section, wall, timed_out, memory.peak, timeout_seconds)
     return replace(result, isolation=box.isolation, isolation_note=f"{box.isolation_note}; root: {box.root_filesystem}",
                    memory_limit_bytes=box.memory_bytes, memory_accounting=memory.kind, memory_exceeded=memory.exceeded,
-                   environment=box.environment)
+                   environment=box.environment,
+                   version_skew=version_skews(recorded_imports(box.private_dir), versions=interpreter_versions(box.python)))
 
 
 def _competition_mount(box: Sandbox, slug: str) -> Path:

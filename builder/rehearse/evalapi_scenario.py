@@ -30,7 +30,7 @@ from builder.project.spec import KernelSpec
 from builder.rehearse.evalapi import EvalApiReport, RerunResult, commit_report, rehearse_rerun, verdict_name, verdict_reason
 from builder.rehearse.execute import ExecutionResult, execute_notebook, tail
 from builder.rehearse.sandbox import SandboxSpec
-from builder.rehearse.verdict import COMPUTE, Judgement
+from builder.rehearse.verdict import COMPUTE, NOT_REHEARSED, Judgement
 
 LOG_TAIL_LINES = 20
 NINE_HOURS = 9 * 3600.0
@@ -88,8 +88,9 @@ def judged_copy(path: Path, sample_path: Path, id_column: str, folder: Path) -> 
 
 def gateway_verdict(report: EvalApiReport, judged: Judgement) -> Judgement:
     """The gateway's error decides when there is one; otherwise the dry run's own judgement stands
-    (it checks submission.parquet against the sample, the projected time and the memory)."""
-    if report.succeeded or report.error_type is None or judged.name == COMPUTE:  # the memory limit ended the run first
+    (it checks submission.parquet against the sample, the projected time and the memory). The memory limit ended the
+    run first, or the failure says nothing about Kaggle (a package the image has in another version): the judge's."""
+    if report.succeeded or report.error_type is None or judged.name in (COMPUTE, NOT_REHEARSED):
         return judged
     return Judgement(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
 
@@ -115,7 +116,7 @@ def as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:
         steps=rerun.steps, isolation=rerun.isolation, isolation_note=rerun.isolation_note,
         memory_limit_bytes=rerun.memory_limit_bytes, memory_accounting=rerun.memory_accounting,
         memory_exceeded=rerun.memory_exceeded, memory_step="predict" if rerun.memory_exceeded else None,
-        environment=rerun.environment,
+        environment=rerun.environment, version_skew=rerun.version_skew,
     )
 
 
