@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -31,8 +32,10 @@ from builder.rehearse.evalapi import (
     rehearse_rerun,
     verdict_name,
 )
+from builder.rehearse.evalapi_scenario import gateway_verdict
 from builder.rehearse.execute import execute_notebook
 from builder.rehearse.sandbox import Mount, SandboxSpec, remove_sandbox
+from builder.rehearse.verdict import Judgement
 from tests.support.files import KERNELS
 from tests.support.golden import normalize_provenance
 from tests.support.kernels import evalapi_variant
@@ -320,6 +323,56 @@ def test_rerun_slow_predict_misses_the_deadline(kernel: Path, tmp_path: Path, sa
     assert report.slowest_predict_seconds >= 1 and report.slowest_in_flight and report.slowest_call == 1
     assert any("past the 1 s deadline" in note for note in report.notes)
     assert verdict_name(report) == "Notebook Timeout"
+    # it slept past the deadline: no load made it slow, so the dry run says what Kaggle would say
+    assert report.tripped_by_load is None and gateway_verdict(report, Judgement("OK")).name == "Notebook Timeout"
+
+
+# --- deadlines on a busy machine: the wait for a CPU is not the kernel's -----------------------------------
+
+BURN = ("import os, time\n\nfrom evalapi_model.serve import predict as real\n\ncalls = []\n\n\ndef predict(test):\n"
+        "    calls.append(1)\n    if len(calls) == 2:  # half a second of CPU, on the CPU the test may keep busy\n"
+        "        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "        end = time.thread_time() + 0.5\n        while time.thread_time() < end:\n            pass\n"
+        "    return real(test)\n")
+
+
+@pytest.fixture
+def busy_cpu() -> Iterator[None]:
+    """Eight busy loops on the first CPU this process may use: a thread there gets a ninth of it. Each in a session
+    of its own, as other users' work is: Linux's autogroup shares a CPU between sessions first."""
+    cpu = min(os.sched_getaffinity(0))
+    loops = [subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"],
+                              start_new_session=True) for _ in range(8)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+@pytest.mark.loopback
+def test_a_deadline_met_when_quiet(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
+    evalapi_variant(kernel, BURN, response_timeout_seconds=3)
+    report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
+    assert report.succeeded, report.lines()
+    (deadline, _) = report.limits
+    assert deadline.what == "the response deadline of predict call 1" and deadline.cpu_seconds >= 0.5 and not deadline.passed
+
+
+@pytest.mark.loopback
+def test_a_deadline_tripped_by_a_busy_machine_is_not_rehearsed(kernel: Path, tmp_path: Path, sandboxes: list[Path],
+                                                              busy_cpu: None) -> None:
+    evalapi_variant(kernel, BURN, response_timeout_seconds=3)
+    report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
+    assert report.error_type == "GRPC_DEADLINE_EXCEEDED" and verdict_name(report) == "Notebook Timeout", report.limits
+    check = report.tripped_by_load
+    assert check is not None and not check.finished and check.own_seconds < 2.0 < check.waited_seconds, report.limits
+    verdict = gateway_verdict(report, Judgement("OK"))
+    assert verdict.name == "Not Rehearsed"
+    assert re.search(r"the response deadline of predict call 1 \(3\.0 s\): \S+ s by the wall clock, \S+ s of CPU time, "
+                     r"\S+ s waiting for a CPU \(load \d+\.\d on \d+ CPUs\): it ran \S+ s, and had not finished", verdict.reason)
+    assert any(line.startswith("  note: judged on a loaded machine: the response deadline") for line in report.lines())
 
 
 # --- kkb dry-run ----------------------------------------------------------------------------------

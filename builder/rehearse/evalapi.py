@@ -44,6 +44,7 @@ from builder.kkb_runtime.vocabulary import Layout, MemoryAccounting, Scenario, S
 from builder.project.jsonfile import read_object
 from builder.project.kaggle_env import KernelEnvironment
 from builder.project.spec import EvaluationApiSection, KernelSpec
+from builder.rehearse.deadlines import LimitCheck, WaitTracker, evaluation_checks, tripped_by_load
 from builder.rehearse.isolation import IsolationRequest
 from builder.rehearse.memory import MemoryWatch
 from builder.rehearse.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox
@@ -61,6 +62,8 @@ _ROWS = re.compile(r"expected (\d+) rows but received (\d+)")
 _CLASS_IN_TEXT = re.compile(r"\b(" + "|".join(ERROR_CLASSES) + r")\b")
 # How long a gateway may keep running after the notebook died (Kaggle's fails at once: no container).
 GRACE_SECONDS = 2.0
+# The gateway's errors a busy machine can cause by itself: a slow call, a late serve(), the run's timeout.
+LOAD_SENSITIVE = ("GRPC_DEADLINE_EXCEEDED", "SERVER_NEVER_STARTED", "Timeout")
 LOG_TAIL_LINES = 20
 
 
@@ -87,15 +90,25 @@ class EvalApiReport:
     submission_rows: int | None = None
     notebook_exit: int | None = None  # rerun: the notebook ended by itself (it should block in serve())
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # the limits with the CPU time and the wait for a CPU beside the wall clock (builder.rehearse.deadlines)
+    limits: tuple[LimitCheck, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.succeeded
 
+    @property
+    def tripped_by_load(self) -> LimitCheck | None:
+        """The limit behind the gateway's error, when only the machine's load passed it."""
+        if self.error_type not in LOAD_SENSITIVE:
+            return None
+        return tripped_by_load(self.limits)
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["notes"] = list(self.notes)
         data["ok"] = self.ok
+        data["limits"] = [check.to_json() for check in self.limits]
         return data
 
     def lines(self) -> list[str]:
@@ -113,6 +126,7 @@ class EvalApiReport:
         if self.submission_rows is not None:
             lines.append(f"  submission.parquet: {self.submission_rows} rows")
         lines += [f"  note: {note}" for note in self.notes]
+        lines += [f"  note: {check.note()}" for check in self.limits if check.loaded]
         return lines
 
 
@@ -223,6 +237,7 @@ class RerunResult:
     memory_exceeded: bool = False
     environment: KernelEnvironment = KernelEnvironment(())
     version_skew: tuple[Skew, ...] = ()  # what the notebook and gateway imported, against the image (builder.rehearse.skew)
+    time_limit_check: LimitCheck | None = None  # killed at its timeout: the notebook's CPU time and wait beside it
     steps: list[dict[str, Any]] = field(default_factory=list)  # predict as the projection fits it (evalapi_fit)
 
 
@@ -273,6 +288,8 @@ def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gatew
     return replace(result, isolation=box.isolation, isolation_note=f"{box.isolation_note}; root: {box.root_filesystem}",
                    memory_limit_bytes=box.memory_bytes, memory_accounting=memory.kind, memory_exceeded=memory.exceeded,
                    environment=box.environment,
+                   time_limit_check=memory.waits.check("the run's time limit", timeout_seconds, wall, finished=False)
+                   if timed_out else None,
                    version_skew=version_skews(recorded_imports(box.private_dir), versions=interpreter_versions(box.python)))
 
 
@@ -315,6 +332,7 @@ class _NotebookMemory:
     peak: int = 0
     kind: MemoryAccounting = MemoryAccounting.NONE
     exceeded: bool = False
+    waits: WaitTracker = field(default_factory=WaitTracker)  # its wait for a CPU: a timeout on a busy machine
 
     def sample(self, record: Path, supervisor: int, kill: Callable[[], None]) -> None:
         if self.watch is None:
@@ -326,7 +344,9 @@ class _NotebookMemory:
                 self.watch = MemoryWatch(host, self.limit, kill)
             except psutil.Error:
                 return
-        self.watch.tick()
+        processes = self.watch.tree()
+        self.watch.tick(processes)
+        self.waits.tick(processes)
         self.peak, self.kind, self.exceeded = self.watch.peak, self.watch.kind, self.watch.exceeded
 
     def close(self) -> None:
@@ -422,6 +442,7 @@ def rerun_report(section: EvaluationApiSection | Gateway, supervisor: dict[str, 
     deadline = gateway.get("response_timeout_seconds") or section.response_timeout_seconds
     serve = state.get("serve_seconds") if state.get("mode") == "serve" else None
     notes = _rerun_notes(state, supervisor, texts) + _limit_notes(slowest, deadline, serve, startup)
+    limits = evaluation_checks(state, slowest, in_flight, deadline, serve, startup)
     return EvalApiReport(
         scenario=Scenario.RERUN, succeeded=bool(result.get("Succeeded")) and not timed_out, error_type=error_type,
         error_details=details, expected_rows=expected, received_rows=received, serve_seconds=serve,
@@ -431,7 +452,7 @@ def rerun_report(section: EvaluationApiSection | Gateway, supervisor: dict[str, 
         slowest_in_flight=in_flight, response_timeout_seconds=deadline,
         predict_seconds_total=float(stats.get("total_seconds") or 0.0),
         submission_rows=_parquet_rows(submission) if submission else None,
-        notebook_exit=supervisor.get("notebook_exit"), notes=tuple(notes),
+        notebook_exit=supervisor.get("notebook_exit"), notes=tuple(notes), limits=limits,
     )
 
 

@@ -92,6 +92,9 @@ def gateway_verdict(report: EvalApiReport, judged: Judgement) -> Judgement:
     run first, or the failure says nothing about Kaggle (a package the image has in another version): the judge's."""
     if report.succeeded or report.error_type is None or judged.name in (COMPUTE, NOT_REHEARSED):
         return judged
+    loaded = report.tripped_by_load
+    if loaded is not None:  # a deadline passed only because this machine was busy: nothing Kaggle would say
+        return Judgement(NOT_REHEARSED, f"{verdict_reason(report)}; {loaded.reason()}", "\n".join(report.lines()))
     return Judgement(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
 
 
@@ -116,7 +119,7 @@ def as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:
         steps=rerun.steps, isolation=rerun.isolation, isolation_note=rerun.isolation_note,
         memory_limit_bytes=rerun.memory_limit_bytes, memory_accounting=rerun.memory_accounting,
         memory_exceeded=rerun.memory_exceeded, memory_step="predict" if rerun.memory_exceeded else None,
-        environment=rerun.environment, version_skew=rerun.version_skew,
+        environment=rerun.environment, version_skew=rerun.version_skew, time_limit_check=rerun.time_limit_check,
     )
 
 
