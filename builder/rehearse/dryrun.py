@@ -226,29 +226,36 @@ def _progress(settings: DryRunSettings, line: str) -> None:
 
 def _fit_runs(scenario: Scenario, settings: DryRunSettings, build: BuildResult, source: Path, rows: int,
               result: ExecutionResult, work: Path) -> tuple[RunTimes, ...]:
-    """The runs the time projection fits: this one (``rows``), plus one on ``source`` (the data before
-    ``--rerun-scale``) replicated further when the test is too small to tell fixed from per-row time."""
+    """The runs the time projection fits: this one (``rows``), plus a second size to tell fixed from per-row time:
+    the public test itself after ``--rerun-scale`` (``source``, the data before it: a smaller, cheaper run), else
+    ``source`` replicated when the test is too small to tell them apart."""
     spec = build.spec
     runs = [RunTimes(rows, result.wall_seconds, tuple(result.steps))]
     hidden = settings.hidden_rows or spec.competition.hidden_rows
     factor = fit_factor(rows)
-    if scenario != "rerun" or not settings.fit or not hidden or hidden <= rows or factor == 1 or not result.ok:
+    if scenario != "rerun" or not settings.fit or not hidden or hidden <= rows or not result.ok:
         return tuple(runs)
     if not REHEARSALS[spec.submission.kind].fits_second_size or (result.steps and all(s.get("infer_seconds") is not None for s in result.steps)):
         return tuple(runs)  # card steps time themselves; the gateway drives evaluation-API kernels
-    try:
-        scaled = replicated_test(spec, source, work / "fit-data", factor * settings.rerun_scale)
-    except DryRunError as error:
-        _progress(settings, f"rerun: no second size for the time fit ({error.message}); the projection's basis is the "
-                            "measured run only")
+    if settings.rerun_scale > 1:  # two sizes at hand: the public test and its replication
+        second_data, second_rows, how = source, _rows(source, spec), "the public test, before --rerun-scale"
+    elif factor > 1:
+        try:
+            scaled = replicated_test(spec, source, work / "fit-data", factor, Path(settings.kernel_dir))
+        except DryRunError as error:
+            _progress(settings, f"rerun: no second size for the time fit ({error.message}); the projection's basis is the "
+                                "measured run only")
+            return tuple(runs)
+        second_data, second_rows, how = scaled.path, scaled.rows, f"{factor}x"
+    else:
         return tuple(runs)
-    _progress(settings, f"rerun: a second run on {scaled.rows} rows ({factor}x) to separate fixed from per-row time")
-    if scaled.rows <= rows:
+    if second_rows == rows:
         return tuple(runs)
+    _progress(settings, f"rerun: a second run on {second_rows} rows ({how}) to separate fixed from per-row time")
     second = execute_notebook(scenario_notebook(build, work / "fit"),
-                              _with_script(scenario_sandbox(scenario, settings, build, scaled.path), work / "fit"), work / "kaggle-fit")
+                              _with_script(scenario_sandbox(scenario, settings, build, second_data), work / "fit"), work / "kaggle-fit")
     if second.ok:
-        runs.append(RunTimes(scaled.rows, second.wall_seconds, tuple(second.steps)))
+        runs.append(RunTimes(second_rows, second.wall_seconds, tuple(second.steps)))
     else:
         _progress(settings, f"rerun: the second run failed ({second.ename}); projecting proportionally")
     return tuple(runs)

@@ -47,6 +47,7 @@ from builder.project.spec import EvaluationApiSection, KernelSpec
 from builder.rehearse.deadlines import LimitCheck, WaitTracker, evaluation_checks, tripped_by_load
 from builder.rehearse.isolation import IsolationRequest
 from builder.rehearse.memory import MemoryWatch
+from builder.rehearse.projection import DECLARED_FIXED, FIT_KEY, RATE
 from builder.rehearse.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox
 from builder.rehearse.skew import Skew, interpreter_versions, recorded_imports, version_skews
 from builder.rehearse.verdict import OK, SCORING_ERROR, THREW, TIMEOUT
@@ -425,9 +426,31 @@ def _rerun_result(root: Path, working: Path, gateway_dir: Path, guest: Path, sec
 
 
 def predict_steps(state: dict[str, Any], gateway: dict[str, Any], peak: int) -> list[dict[str, Any]]:
-    """``predict`` as a step record the dry run projects (the part of the rerun that grows with the hidden test)."""
+    """The run's parts that the projection fits, as step records (:func:`builder.rehearse.projection.declared_fit`):
+    the first predict call fixed (the model load, no deadline), the later calls per row (with a sample of their
+    seconds per row, their wait for a CPU and the load: a busy machine is taken out as for a step), and the
+    gateway's own share of those calls (the relay, data per batch) per row. Kernel start to ``serve()`` and the
+    gateway's start are the rest of the run, fixed."""
     stats = state.get("predict") or {}
-    return [{"name": "predict", "seconds": float(stats.get("total_seconds") or 0.0), "peak_rss_bytes": peak}]
+    calls, first, total = int(stats.get("calls") or 0), stats.get("first_seconds"), float(stats.get("total_seconds") or 0.0)
+    if calls == 0 or first is None:
+        return [{"name": "predict", "seconds": total, "peak_rss_bytes": peak}]
+    steps: list[dict[str, Any]] = [{"name": "predict: first call", "seconds": float(first), FIT_KEY: DECLARED_FIXED,
+                                    "why": "the first predict call: the model load, no deadline", "peak_rss_bytes": peak}]
+    later_rows = int(stats.get("rows") or 0) - int(stats.get("first_rows") or 0)
+    if calls < 2 or later_rows <= 0:  # one call: nothing tells its per-row cost from its fixed cost
+        steps[0] = {"name": "predict", "seconds": total, "peak_rss_bytes": peak}
+        return steps
+    later = total - float(first)
+    steps.append({"name": "predict", "seconds": later, "rows": later_rows, FIT_KEY: RATE, "rates": stats.get("later_rates"),
+                  "peak_rss_bytes": peak,
+                  "why": f"{calls - 1} calls after the first", "cpu_seconds": stats.get("later_cpu_seconds"),
+                  "run_delay_seconds": stats.get("later_waited_seconds"), "load": stats.get("load"), "cpus": stats.get("cpus")})
+    relay = float(gateway.get("later_seconds") or 0.0) - later
+    if relay > 0:
+        steps.append({"name": "gateway: batches", "seconds": relay, "rows": later_rows, FIT_KEY: RATE, "host": True,
+                      "why": "the gateway's time per call beside predict: its data and the relay"})
+    return steps
 
 
 def rerun_report(section: EvaluationApiSection | Gateway, supervisor: dict[str, Any], gateway: dict[str, Any],

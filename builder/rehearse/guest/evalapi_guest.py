@@ -143,6 +143,7 @@ def _time_calls(gateway: Any, record: dict[str, Any], record_path: Path) -> None
             record["first_answer"] = time.time()
         else:
             record["slowest_seconds"] = max(record.get("slowest_seconds") or 0.0, time.time() - started)
+            record["later_seconds"] = (record.get("later_seconds") or 0.0) + time.time() - started  # predict + relay
         record["calls"] += 1
         _write(record_path, record)
         return answer
