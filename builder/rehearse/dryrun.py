@@ -54,7 +54,7 @@ from builder.rehearse.html_report import write_html_report
 from builder.rehearse.image_env import build_image_env, image_env_note
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport
-from builder.rehearse.metric_run import check_before_rerun, float_targets, rerun_metric_report
+from builder.rehearse.metric_run import check_before_rerun, float_targets, rerun_metric_report, step_rounding
 from builder.rehearse.own_imports import own_modules
 from builder.rehearse.projection import (
     PROBE_BATCHES,
@@ -356,6 +356,8 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
     warnings += skew_warnings(result.version_skew, own) + rerun_collapse(scenario, out, members, result.working_dir / expected,
                                                                          competition_data(settings, spec) / sample.name, spec.submission)
     metric = _metric_report(scenario, settings, spec, result.working_dir / expected, sample, result.working_dir, data)
+    if scenario == "rerun":  # a step that rounds its own output under a relative-error metric
+        warnings += step_rounding(spec, Path(settings.kernel_dir), result.steps, result.working_dir, sample)
     if metric is not None:
         verdict = _with_metric(verdict, metric)
         warnings += list(metric.warnings)
