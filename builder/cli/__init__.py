@@ -306,6 +306,9 @@ _REFERENCE_STEP_OPT = typer.Option([], "--reference-step", help="NAME=FILE: comp
 _SHOW_INPUTS_OPT = typer.Option(None, "--show-inputs", metavar="[N]", help=f"Print what each card feeds its model for the first N test rows (default "
                                 f"{DEFAULT_ROWS}; report.json always carries them).")
 
+_ENV_OPT = typer.Option([], "--env", metavar="NAME=VALUE", help="A variable for the kernel's environment (besides "
+                        "Kaggle's and kkb's; nothing else of this machine's); may be repeated.")
+
 
 @app.command("dry-run")
 def dry_run(
@@ -337,8 +340,7 @@ def dry_run(
     reference_tolerance: float | None = _REFERENCE_TOLERANCE_OPT,
     reference_step: list[str] = _REFERENCE_STEP_OPT,
     show_inputs: int | None = _SHOW_INPUTS_OPT,
-    env: list[str] = typer.Option([], "--env", metavar="NAME=VALUE", help="A variable for the kernel's environment "
-                                  "(besides Kaggle's and kkb's; nothing else of this machine's); may be repeated."),
+    env: list[str] = _ENV_OPT,
 ) -> None:
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
     if on_kaggle:
