@@ -47,6 +47,7 @@ PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "FTP_PROXY")
 MACHINE_KEPT = {"LD_LIBRARY_PATH": "the kernel's interpreter is this machine's and may load libraries from there"}
 MACHINE_KEPT_GPU = {"CUDA_VISIBLE_DEVICES": "which of this machine's GPUs the run may use"}
 REDACTED = "<redacted>"
+NAMED_FIRST = ("KAGGLE_URL_BASE", "KAGGLE_KERNEL_RUN_TYPE", "KAGGLE_IS_COMPETITION_RERUN", "KKB_KAGGLE_ROOT", "HOME")
 
 
 class Origin(StrEnum):
@@ -146,13 +147,21 @@ class KernelEnvironment:
         """One line for people: how many from each source, Kaggle's stand-ins and this machine's named."""
         parts = []
         for origin in Origin:
-            names = sorted(v.name for v in self.given if v.origin is origin)
+            # what code reads to tell Kaggle first (KAGGLE_URL_BASE, KAGGLE_KERNEL_RUN_TYPE), stand-ins last
+            names = [v.name for v in sorted((v for v in self.given if v.origin is origin), key=_shown_first)]
             if not names:
                 continue
             shown = ", ".join(names) if origin in (Origin.MACHINE, Origin.USER) else ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
             stand_ins = sum(1 for v in self.given if v.origin is origin and v.note.startswith("stand-in"))
             parts.append(f"{origin.value} {len(names)} ({shown}" + (f"; {stand_ins} inert stand-ins" if stand_ins else "") + ")")
         return "; ".join(parts) + "; nothing else of this machine's"
+
+
+def _shown_first(variable: GivenVariable) -> tuple[bool, bool, bool, str]:
+    if variable.origin in (Origin.MACHINE, Origin.USER):
+        return False, False, False, variable.name
+    return (variable.note.startswith("stand-in"), variable.name not in NAMED_FIRST, not variable.name.startswith("KAGGLE_"),
+            variable.name)
 
 
 def kernel_environment(request: EnvRequest) -> KernelEnvironment:
