@@ -6,15 +6,13 @@ the evaluation API's response deadline with a busy loop beside the rerun in ``te
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
 import psutil
 import pytest
 
 from builder.rehearse.deadlines import LimitCheck, WaitTracker, tripped_by_load
+from tests.support.busy import burner, busy_loops, first_cpu
 
 
 @pytest.mark.parametrize(
@@ -32,27 +30,15 @@ def test_a_limit_is_passed_by_load_only_when_what_ran_stayed_under_it(wall: floa
     assert check.by_load is by_load and (tripped_by_load([check]) is check) is by_load
 
 
-def _burner(cpu: int, seconds: float, new_session: bool = False) -> subprocess.Popen[bytes]:
-    code = (f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\nend = time.process_time() + {seconds}\n"
-            "while time.process_time() < end:\n    pass\n")
-    return subprocess.Popen([sys.executable, "-c", code], start_new_session=new_session)
-
-
 def test_the_tracker_measures_the_wait_for_a_cpu_that_other_work_took() -> None:
-    cpu = min(os.sched_getaffinity(0))
-    others = [_burner(cpu, 30, new_session=True) for _ in range(3)]  # other users' work on the same CPU
-    try:
-        run = _burner(cpu, 0.6)
+    with busy_loops(3):  # other users' work on the same CPU
+        run = burner(first_cpu(), seconds=0.6)
         tracker = WaitTracker()
         started = time.monotonic()
         while run.poll() is None:
             tracker.tick([psutil.Process(run.pid)], now=True)
             time.sleep(0.1)
         wall = time.monotonic() - started
-    finally:
-        for other in others:
-            other.kill()
-            other.wait()
     check = tracker.check("a step's time limit", 1.0, wall, finished=True)
     # a quarter of a CPU: 0.6 s of CPU took about 2.4 s, most of it waiting
     assert check.waited_seconds is not None and check.waited_seconds > 0.5 and check.loaded, check

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import filecmp
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -36,6 +35,7 @@ from builder.rehearse.evalapi_scenario import gateway_verdict
 from builder.rehearse.execute import execute_notebook
 from builder.rehearse.sandbox import Mount, SandboxSpec, remove_sandbox
 from builder.rehearse.verdict import Judgement
+from tests.support.busy import busy_loops
 from tests.support.files import KERNELS
 from tests.support.golden import normalize_provenance
 from tests.support.kernels import evalapi_variant
@@ -338,17 +338,9 @@ BURN = ("import os, time\n\nfrom evalapi_model.serve import predict as real\n\nc
 
 @pytest.fixture
 def busy_cpu() -> Iterator[None]:
-    """Eight busy loops on the first CPU this process may use: a thread there gets a ninth of it. Each in a session
-    of its own, as other users' work is: Linux's autogroup shares a CPU between sessions first."""
-    cpu = min(os.sched_getaffinity(0))
-    loops = [subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"],
-                              start_new_session=True) for _ in range(8)]
-    try:
+    """Eight busy loops on the first CPU this process may use: a thread there gets a ninth of it."""
+    with busy_loops(8):
         yield
-    finally:
-        for loop in loops:
-            loop.kill()
-            loop.wait()
 
 
 @pytest.mark.loopback

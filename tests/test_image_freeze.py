@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from builder import cli
 from builder.project.image import load_image, package_lines
-from tests.support.files import REPO
+from tests.support.files import refresh_image_script
 
 FREEZE = """Authlib==1.6.9
 Jinja2==3.1.6
@@ -29,16 +27,8 @@ ARG PACKAGE_PATH=/usr/local/lib/python3.12/dist-packages
 """
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("refresh_image", REPO / "builder" / "data" / "refresh_image.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_a_freeze_becomes_canonical_names_and_versions() -> None:
-    script = _script()
+    script = refresh_image_script()
     cpu = script.parse_freeze(FREEZE)
     assert cpu == {"authlib": "1.6.9", "jinja2": "3.1.6", "pyyaml": "6.0.3", "pandas": "2.3.3", "scikit-learn": "1.6.1",
                    "torch": "2.10.0+cpu", "torchvision": "0.25.0+cpu"}
@@ -58,7 +48,7 @@ def test_the_refresh_script_reads_a_docker_python_checkout(tmp_path: Path) -> No
                    env={"GIT_COMMITTER_DATE": "2026-06-17T12:00:00", "PATH": "/usr/bin:/bin"})
     out = tmp_path / "image.json"
 
-    assert _script().main(["--repo", str(repo), "--ref", "HEAD", "--out", str(out)]) == 0
+    assert refresh_image_script().main(["--repo", str(repo), "--ref", "HEAD", "--out", str(out)]) == 0
 
     data = json.loads(out.read_text())
     assert data["python"] == "3.12" and data["captured"] == "2026-06-17" and data["verified"] is True

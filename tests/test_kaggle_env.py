@@ -7,7 +7,6 @@ kernel folder, with a variable only this machine has, a credential and an ``--en
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -15,7 +14,6 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -29,16 +27,7 @@ from builder.project.kaggle_env import (
     kernel_environment,
     parse_env_options,
 )
-from tests.support.files import KERNELS, REPO
-
-
-def _refresh_script() -> ModuleType:
-    """``builder/data/refresh_image.py``: a script beside the data it writes, not a module of the package."""
-    spec = importlib.util.spec_from_file_location("refresh_image", REPO / "builder" / "data" / "refresh_image.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.support.files import KERNELS, refresh_image_script
 
 
 def _request(tmp_path: Path, **kwargs: object) -> EnvRequest:
@@ -115,7 +104,7 @@ def test_dockerfile_env_lines_with_continuations_comments_and_accelerator_blocks
                   '{{ else }}\nENV A=/cpu\n{{ end}}\nENV TESSERACT_PATH=/usr/bin/tesseract \\\n'
                   '    # For Facets, an empty path for $PWD.\n    PYTHONPATH=:$PYTHONPATH:/opt/facets/ \\\n    Q="a b"\n'
                   'ARG GIT_COMMIT=unknown\nENV GIT_COMMIT=${GIT_COMMIT}\n')
-    found = [(e["name"], e["value"], e.get("accelerator")) for e in _refresh_script().dockerfile_environment(dockerfile, "D")]
+    found = [(e["name"], e["value"], e.get("accelerator")) for e in refresh_image_script().dockerfile_environment(dockerfile, "D")]
     assert found == [("A", "/gpu", "gpu"), ("B", "/gpu/lib", "gpu"), ("A", "/cpu", "cpu"),
                      ("TESSERACT_PATH", "/usr/bin/tesseract", None), ("PYTHONPATH", ":/opt/facets/", None),
                      ("Q", "a b", None), ("GIT_COMMIT", "unknown", None)]

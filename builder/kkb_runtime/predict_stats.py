@@ -20,19 +20,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SAMPLE = 200  # later calls' seconds per row kept (a uniform sample of them all): the projection's spread
-_TASKS = Path("/proc/self/task")
+_PROC = Path("/proc")
 
 
-def thread_waits() -> dict[int, float]:
-    """Seconds each thread of this process has waited, runnable, for a CPU (``schedstat``'s second field); {} off Linux."""
+def thread_waits(pid: int | str = "self") -> dict[int, float]:
+    """Seconds each thread of a process (this one by default) has waited, runnable, for a CPU (``schedstat``'s second
+    field, ``/proc/PID/task/TID/schedstat``); {} off Linux or once the process is gone."""
     waits: dict[int, float] = {}
+    tasks = _PROC / str(pid) / "task"
     try:
-        tasks = os.listdir(_TASKS)
+        names = os.listdir(tasks)
     except OSError:
         return waits
-    for task in tasks:
+    for task in names:
         try:
-            with open(_TASKS / task / "schedstat", "rb") as handle:
+            with open(tasks / task / "schedstat", "rb") as handle:
                 waits[int(task)] = int(handle.read().split()[1]) / 1e9
         except (OSError, IndexError, ValueError):
             continue

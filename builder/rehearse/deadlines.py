@@ -15,17 +15,16 @@ supervisor); kkb's evaluation runtime measures each predict call from inside (``
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psutil
 
+from builder.kkb_runtime.predict_stats import load_now, thread_waits
 from builder.rehearse.limits import duration_text
 from builder.rehearse.load import LOST
 
-PROC = "/proc"
 WAIT_SAMPLE_SECONDS = 0.5  # waits are cumulative: sampling more often only sharpens which thread waited
 
 
@@ -110,7 +109,7 @@ class WaitTracker:
         self._due = time.monotonic() + WAIT_SAMPLE_SECONDS
         step = 0.0
         for process in processes:
-            for tid, seconds in _thread_waits(process.pid).items():
+            for tid, seconds in thread_waits(process.pid).items():
                 step = max(step, seconds - self._waits.get(tid, 0.0))
                 self._waits[tid] = seconds
             try:
@@ -125,32 +124,8 @@ class WaitTracker:
         return sum(self._cpu.values())
 
     def check(self, what: str, limit: float, wall: float, finished: bool) -> LimitCheck:
-        load, cpus = _load()
+        load, cpus = load_now()
         return LimitCheck(what, limit, wall, round(self.cpu_seconds, 3), round(self.waited, 3), load, cpus, finished)
-
-
-def _thread_waits(pid: int) -> dict[int, float]:
-    """Seconds each thread of ``pid`` has waited, runnable, for a CPU (``/proc/PID/task/TID/schedstat``)."""
-    waits: dict[int, float] = {}
-    try:
-        tasks = os.listdir(f"{PROC}/{pid}/task")
-    except OSError:
-        return waits
-    for task in tasks:
-        try:
-            with open(f"{PROC}/{pid}/task/{task}/schedstat", "rb") as handle:
-                waits[int(task)] = int(handle.read().split()[1]) / 1e9
-        except (OSError, IndexError, ValueError):
-            continue
-    return waits
-
-
-def _load() -> tuple[float | None, int | None]:
-    try:
-        load: float | None = round(os.getloadavg()[0], 2)
-    except OSError:
-        load = None
-    return load, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def evaluation_checks(state: dict[str, Any], slowest: float | None, in_flight: bool, deadline: float | None,

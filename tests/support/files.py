@@ -1,8 +1,10 @@
-"""Where the repository is, and tmp_path file trees written from a dict."""
+"""Where the repository is, tmp_path file trees written from a dict, and the repository's scripts as modules."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[2]
 KERNELS = REPO / "kernels"
@@ -18,3 +20,12 @@ def build_file_tree(root: Path, files: dict[str, str | bytes]) -> Path:
         else:
             path.write_text(content)
     return root
+
+
+def refresh_image_script() -> ModuleType:
+    """``builder/data/refresh_image.py``: a script beside the data it writes, not a module of the package."""
+    spec = importlib.util.spec_from_file_location("refresh_image", REPO / "builder" / "data" / "refresh_image.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
