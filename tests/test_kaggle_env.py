@@ -143,3 +143,5 @@ def test_a_step_sees_kaggles_environment_in_the_dry_run(tmp_path: Path) -> None:
     assert listed["MY_TOKEN"]["value"] == REDACTED and host_only not in listed
     assert "s3cret" not in (tmp_path / "out" / "dryrun" / "report.json").read_text() and "s3cret" not in done.stdout
     assert "kernel environment: Kaggle " in done.stdout and "nothing else of this machine's" in done.stdout
+    html = (tmp_path / "out" / "dryrun" / "report.html").read_text()
+    assert "<td>KAGGLE_URL_BASE</td><td>https://www.kaggle.com</td><td>Kaggle</td>" in html and "s3cret" not in html
