@@ -171,10 +171,9 @@ def test_a_partitioned_test_dry_runs_at_ten_times_with_real_data_in_every_replic
     assert predictions["target"].nunique() == 3
     assert rerun.stand_in == ("stand-in: test.csv rows x 10; book_test.parquet partitions by stock_id x 10; trade_test.parquet "
                               "partitions by stock_id x 10; id rebuilt as {stock_id}-{time_id}; new stock_id per copy")
-    # the projection's second size is the public test itself (3 rows beside the 30 replicated ones): fixed apart from
-    # per-row time, from two real runs
-    assert "rerun: a second run on 3 rows (the public test, before --rerun-scale) to separate fixed from per-row time" in lines
-    assert rerun.projection is not None and {tuple(p[0] for p in c["points"]) for c in rerun.projection["components"]} == {(3, 30)}
+    # the projection's second size (x20) is replicated the same way: real data again, no collapse
+    assert "rerun: a second run on 60 rows (2x) to separate fixed from per-row time" in lines
+    assert rerun.projection is not None and {c["points"][-1][0] for c in rerun.projection["components"]} == {60}
     assert not [w for w in rerun.warnings if "distinct" in w]
 
 

@@ -227,8 +227,8 @@ def _progress(settings: DryRunSettings, line: str) -> None:
 def _fit_runs(scenario: Scenario, settings: DryRunSettings, build: BuildResult, source: Path, rows: int,
               result: ExecutionResult, work: Path) -> tuple[RunTimes, ...]:
     """The runs the time projection fits: this one (``rows``), plus a second size to tell fixed from per-row time:
-    the public test itself after ``--rerun-scale`` (``source``, the data before it: a smaller, cheaper run), else
-    ``source`` replicated when the test is too small to tell them apart."""
+    ``source`` (the data before ``--rerun-scale``) replicated further when the test is too small to tell them apart,
+    else, after ``--rerun-scale``, the public test itself (a smaller, cheaper run)."""
     spec = build.spec
     runs = [RunTimes(rows, result.wall_seconds, tuple(result.steps))]
     hidden = settings.hidden_rows or spec.competition.hidden_rows
@@ -237,16 +237,16 @@ def _fit_runs(scenario: Scenario, settings: DryRunSettings, build: BuildResult, 
         return tuple(runs)
     if not REHEARSALS[spec.submission.kind].fits_second_size or (result.steps and all(s.get("infer_seconds") is not None for s in result.steps)):
         return tuple(runs)  # card steps time themselves; the gateway drives evaluation-API kernels
-    if settings.rerun_scale > 1:  # two sizes at hand: the public test and its replication
-        second_data, second_rows, how = source, _rows(source, spec), "the public test, before --rerun-scale"
-    elif factor > 1:
+    if factor > 1:  # too few rows to tell fixed from per-row time: the test replicated further
         try:
-            scaled = replicated_test(spec, source, work / "fit-data", factor, Path(settings.kernel_dir))
+            scaled = replicated_test(spec, source, work / "fit-data", factor * settings.rerun_scale, Path(settings.kernel_dir))
         except DryRunError as error:
             _progress(settings, f"rerun: no second size for the time fit ({error.message}); the projection's basis is the "
                                 "measured run only")
             return tuple(runs)
         second_data, second_rows, how = scaled.path, scaled.rows, f"{factor}x"
+    elif settings.rerun_scale > 1:  # two sizes at hand: the replicated test and the public one
+        second_data, second_rows, how = source, _rows(source, spec), "the public test, before --rerun-scale"
     else:
         return tuple(runs)
     if second_rows == rows:

@@ -43,7 +43,7 @@ from builder.kkb_runtime.vocabulary import Layout, MemoryAccounting, Scenario, S
 from builder.project.jsonfile import read_object
 from builder.project.kaggle_env import KernelEnvironment
 from builder.project.spec import EvaluationApiSection, KernelSpec
-from builder.rehearse.deadlines import LimitCheck, WaitTracker
+from builder.rehearse.deadlines import LimitCheck, WaitTracker, evaluation_checks
 from builder.rehearse.evalapi_report import (
     ERROR_CLASSES,
     STATE_FILE,
@@ -138,6 +138,7 @@ def commit_report(working_dir: Path, spec: KernelSpec) -> EvalApiReport:
         slowest_call=stats.get("slowest_call"), response_timeout_seconds=section.response_timeout_seconds,
         predict_seconds_total=float(stats.get("total_seconds") or 0.0), submission_rows=state.get("submission_rows"),
         notes=tuple(notes + limit_notes(stats.get("slowest_seconds"), section.response_timeout_seconds, None, None)),
+        limits=evaluation_checks(state, stats.get("slowest_seconds"), False, section.response_timeout_seconds, None, None),
     )
 
 
