@@ -300,14 +300,22 @@ def test_rerun_notebook_fails_before_serve(kernel: Path, tmp_path: Path, sandbox
 @pytest.mark.slow
 def test_rerun_server_starts_too_late(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
     # A model loaded at import time (before serve()) instead of in the first predict call.
-    evalapi_variant(kernel, "import time\n\ntime.sleep(5)\n\nfrom evalapi_model.serve import predict\n", startup_limit_seconds=2)
+    evalapi_variant(kernel, "import time\n\ntime.sleep(4)\n\nfrom evalapi_model.serve import predict\n", startup_limit_seconds=2)
     rerun = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes)
     report = rerun.report
     assert (report.error_type, report.error_details) == ("SERVER_NEVER_STARTED", "Failed to connect to server after waiting 2 seconds")
-    assert report.startup_limit_seconds == 2 and report.serve_seconds is None and report.predict_calls == 0
-    assert "the notebook never reached serve()" in report.notes
+    assert report.startup_limit_seconds == 2 and report.predict_calls == 0
     assert verdict_name(report) == "Notebook Timeout"
-    assert "serve() reached: - after the kernel started (limit 2.00 s)" in "\n".join(report.lines())
+    # Kaggle's gateway gives up at 2 s; the dry run lets the notebook run on (at most the limit again) to see whether
+    # its own time, or this machine's load, passed the limit: it slept, so its own time did, whatever the load
+    (check,) = report.limits
+    assert check.what.startswith("the startup limit (serve() ") and report.tripped_by_load is None
+    if report.serve_seconds is not None:  # reached once the gateway had gone: how late it was, said
+        assert report.serve_seconds > 4 and check.finished and check.own_seconds > 2
+        assert any("past the startup limit of 2 s: load models in the first predict call" in note for note in report.notes)
+    else:
+        assert "the notebook never reached serve()" in report.notes
+        assert "serve() reached: - after the kernel started (limit 2.00 s)" in "\n".join(report.lines())
 
 
 @pytest.mark.loopback
@@ -359,11 +367,13 @@ def test_a_deadline_tripped_by_a_busy_machine_is_not_rehearsed(kernel: Path, tmp
     report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
     assert report.error_type == "GRPC_DEADLINE_EXCEEDED" and verdict_name(report) == "Notebook Timeout", report.limits
     check = report.tripped_by_load
-    assert check is not None and not check.finished and check.own_seconds < 2.0 < check.waited_seconds, report.limits
+    # the dry run let the call run on past the deadline: it finished, having run far less than the deadline
+    assert check is not None and check.own_seconds < 2.0 < check.waited_seconds, report.limits
     verdict = gateway_verdict(report, Judgement("OK"))
     assert verdict.name == "Not Rehearsed"
     assert re.search(r"the response deadline of predict call 1 \(3\.0 s\): \S+ s by the wall clock, \S+ s of CPU time, "
-                     r"\S+ s waiting for a CPU \(load \d+\.\d on \d+ CPUs\): it ran \S+ s, and had not finished", verdict.reason)
+                     r"\S+ s waiting for a CPU \(load \d+\.\d on \d+ CPUs\): it ran \S+ s(, and had not finished)?; the rest went to "
+                     r"other work on this machine", verdict.reason)
     assert any(line.startswith("  note: judged on a loaded machine: the response deadline") for line in report.lines())
 
 

@@ -219,7 +219,13 @@ def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gatew
     timed_out, memory = _run_supervisor(argv, box.env, guest, timeout_seconds, box.memory_bytes)
     wall = time.monotonic() - started
     result = _rerun_result(box.root, box.working_dir, gateway_dir, guest, section, wall, timed_out, memory.peak, timeout_seconds)
-    return replace(result, isolation=box.isolation, isolation_note=f"{box.isolation_note}; root: {box.root_filesystem}",
+    report = result.report
+    if report.error_type == "SERVER_NEVER_STARTED" and report.serve_seconds is None and report.startup_limit_seconds:
+        # serve() never reached: the notebook's whole run stands against the startup limit, its wait for a CPU beside it
+        limit = float(report.startup_limit_seconds)
+        report = replace(report, limits=(*report.limits, memory.waits.check(
+            "the startup limit (serve() not reached)", limit, max(limit, wall - GRACE_SECONDS), finished=False)))
+    return replace(result, report=report, isolation=box.isolation, isolation_note=f"{box.isolation_note}; root: {box.root_filesystem}",
                    memory_limit_bytes=box.memory_bytes, memory_accounting=memory.kind, memory_exceeded=memory.exceeded,
                    environment=box.environment,
                    time_limit_check=memory.waits.check("the run's time limit", timeout_seconds, wall, finished=False)
