@@ -124,8 +124,8 @@ def test_a_step_sees_kaggles_environment_in_the_dry_run(tmp_path: Path) -> None:
     kernel = _env_printing_kernel(tmp_path)
     host_only = f"KKB_TEST_HOST_ONLY_{uuid.uuid4().hex[:8].upper()}"
     env = {**os.environ, host_only: "leak", "KAGGLE_KEY": "k" * 32, "HF_HUB_OFFLINE": "1", "PIP_FIND_LINKS": "/wheels"}
-    done = subprocess.run([sys.executable, "-m", "builder", "dry-run", ".", "--scenario", "rerun", "--out", "../out",
-                           "--env", "MY_FLAG=on", "--env", "MY_TOKEN=s3cret"],
+    done = subprocess.run([sys.executable, "-m", "builder", "dry-run", ".", "--scenario", "rerun", "--hidden-rows", "5",
+                           "--out", "../out", "--env", "MY_FLAG=on", "--env", "MY_TOKEN=s3cret"],
                           cwd=kernel, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     log = json.loads((tmp_path / "out" / "dryrun" / "rerun.log.json").read_text())

@@ -139,7 +139,7 @@ def test_a_rmspe_kernel_whose_step_rounds_to_4_decimals_is_warned_naming_the_ste
     predict = kernel / "predict.py"  # volatility-sized targets (~1e-3), rounded by the step as notebooks do
     predict.write_text(predict.read_text().replace('"target": model.predict(test)})',
                                                    '"target": (0.002 + model.predict(test).abs() * 1e-4).round(4)})'))
-    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", out_dir=tmp_path / "build"))
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", out_dir=tmp_path / "build", fit=False))
     (rerun,) = report.scenarios
     assert rerun.verdict.name == "OK", rerun.verdict
     said = [w for w in rerun.warnings if "rounded by the step itself" in w]
