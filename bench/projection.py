@@ -1,13 +1,17 @@
 """Bench 6: the dry run's time projection against the real rerun, for the example kernels at three scales.
 
-Per kernel, a 1-row public test (the first row of its public sample and that row's files) is the
-projection's only measurement: ``kkb dry-run --scenario rerun --hidden-rows N`` projects N rows from it.
-Then the rerun really runs on that row replicated N times (``--rerun-scale N``, what the hidden test of
-N rows costs here) and its notebook time is the real one, less the card steps' timing probe (the probe
-runs only in dry runs: kkb_runtime.timing). Reported: projected (central) / real, and whether the real
-time is inside the projected range ``[low, high]`` (the target: always). Both sides run in one process,
-one after the other, on the same machine; the device is this machine's (a CPU shape is projected as
-measured, so the device factor is 1 here: the kernels are run with ``accelerator = "none"``).
+Per card kernel, a 1-row public test (the first row of its public sample and that row's files) is the
+projection's only measurement: ``kkb dry-run --scenario rerun --hidden-rows N`` projects N rows from it (the card
+steps' timing probe gives the per-row rate). Then the rerun really runs on that row replicated N times
+(``--rerun-scale N``, what the hidden test of N rows costs here) and its notebook time is the real one, less the card
+steps' timing probe (the probe runs only in dry runs: kkb_runtime.timing). Two more shapes, each projected from its
+public test to 10 times its rows and measured at ``--rerun-scale 10``: the evaluation-API example (``kernels/evalapi``:
+the first predict call fixed, the later calls per row) and the partitioned example (``tests/kernels/partitioned``,
+Optiver's shape: a user step whose second size is replicated along its partitions). Reported: projected (central) /
+real, and whether the real time is inside the projected range ``[low, high]`` with its high end at most 2x the real
+one (the targets). Both sides run in one process, one after the other, on the same machine; the device is this
+machine's (a CPU shape is projected as measured, so the device factor is 1 here: the kernels run with
+``accelerator = "none"``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ from builder.rehearse.dryrun import DryRunSettings, dry_run
 
 KERNELS = ("reference", "cassava-style")
 SCALES = (10, 30, 100)
-QUICK = {"kernels": ("cassava-style",), "scales": (10,)}
+SHAPES = ("evalapi", "partitioned")  # projected from their public test to SHAPE_SCALE times its rows
+SHAPE_SCALE = 10
+QUICK = {"kernels": ("cassava-style",), "scales": (10,), "shapes": SHAPES}
+PARTITIONED = REPO / "tests" / "kernels" / "partitioned"
 
 
 def _kernel_copy(name: str, root: Path) -> Path:
@@ -70,7 +77,7 @@ def _probe_seconds(scenario: object) -> float:
     return sum(float(fold.get("probe_seconds") or 0.0) for step in steps for fold in ((step.get("timing") or {}).get("folds") or ()))
 
 
-def run(kernels: tuple[str, ...] = KERNELS, scales: tuple[int, ...] = SCALES) -> list[Row]:
+def run(kernels: tuple[str, ...] = KERNELS, scales: tuple[int, ...] = SCALES, shapes: tuple[str, ...] = SHAPES) -> list[Row]:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="kkb-bench-projection-") as tmp:
         root = Path(tmp)
@@ -78,21 +85,64 @@ def run(kernels: tuple[str, ...] = KERNELS, scales: tuple[int, ...] = SCALES) ->
             kernel = _kernel_copy(name, root)
             data = one_row(kernel, root / f"{name}-one-row")
             for scale in scales:
-                projected = dry_run(DryRunSettings(kernel_dir=kernel, data_dir=data, scenario="rerun", hidden_rows=scale,
-                                                   out_dir=root / f"build-{name}-p{scale}"))
-                real = dry_run(DryRunSettings(kernel_dir=kernel, data_dir=data, scenario="rerun", rerun_scale=scale,
-                                              hidden_rows=scale, fit=False, out_dir=root / f"build-{name}-r{scale}"))
-                (p_scenario,), (r_scenario,) = projected.scenarios, real.scenarios
-                p = p_scenario.projection or {}
-                measured = r_scenario.wall_seconds - _probe_seconds(r_scenario)
-                inside = p.get("low", 0.0) <= measured <= p.get("high", 0.0)
-                rows.append(Row("projection", f"{name}: 1 row projected to {scale} rows", p.get("seconds"), "s",
-                                "real rerun", measured, (p.get("seconds") or 0.0) / measured if measured else None,
-                                "real inside [low, high]", {"low": p.get("low"), "high": p.get("high"), "inside": inside,
-                                                            "basis": p.get("basis"), "real_wall_s": r_scenario.wall_seconds,
-                                                            "probe_s": _probe_seconds(r_scenario)}))
-                high = p.get("high") or 0.0
-                rows.append(Row("projection", f"{name}: high end at {scale} rows / real rerun", high, "s", "real rerun",
-                                measured, high / measured if measured else None, "<= 3x, real inside",
-                                {"load": p.get("load"), "summary": p.get("summary")}))
+                rows += _compared(f"{name}: 1 row", kernel, data, scale, scale, root / f"{name}-{scale}")
+        for shape in shapes:
+            kernel, data = _shape(shape, root)
+            public = len(pd.read_csv(data / load_spec(kernel).competition.sample_submission))
+            rows += _compared(f"{shape}: public test ({public} rows)", kernel, data, public * SHAPE_SCALE, SHAPE_SCALE,
+                              root / f"{shape}-{SHAPE_SCALE}")
     return rows
+
+
+def _compared(label: str, kernel: Path, data: Path, hidden: int, scale: int, out: Path) -> list[Row]:
+    """The projection from ``data`` to ``hidden`` rows against the rerun measured on ``data`` x ``scale``."""
+    projected = dry_run(DryRunSettings(kernel_dir=kernel, data_dir=data, scenario="rerun", hidden_rows=hidden,
+                                       out_dir=out / "projected"))
+    real = dry_run(DryRunSettings(kernel_dir=kernel, data_dir=data, scenario="rerun", rerun_scale=scale,
+                                  hidden_rows=hidden, fit=False, out_dir=out / "real"))
+    (p_scenario,), (r_scenario,) = projected.scenarios, real.scenarios
+    if not (p_scenario.ok and r_scenario.ok):
+        raise RuntimeError(f"{label}: {p_scenario.verdict.name} / {r_scenario.verdict.name}: {r_scenario.verdict.reason}")
+    p = p_scenario.projection or {}
+    measured = r_scenario.wall_seconds - _probe_seconds(r_scenario)
+    high = p.get("high") or 0.0
+    inside = p.get("low", 0.0) <= measured <= high
+    return [
+        Row("projection", f"{label} projected to {hidden} rows", p.get("seconds"), "s", "real rerun", measured,
+            (p.get("seconds") or 0.0) / measured if measured else None, "real inside [low, high]",
+            {"low": p.get("low"), "high": high, "inside": inside, "basis": p.get("basis"),
+             "real_wall_s": r_scenario.wall_seconds, "probe_s": _probe_seconds(r_scenario)}),
+        Row("projection", f"{label}: high end at {hidden} rows / real rerun", high, "s", "real rerun", measured,
+            high / measured if measured else None, "<= 2x, real inside", {"load": p.get("load"), "summary": p.get("summary")}),
+    ]
+
+
+def _shape(name: str, root: Path) -> tuple[Path, Path]:
+    """(a private copy of the kernel, its public test) for the evaluation-API and partitioned examples."""
+    if name == "evalapi":
+        source = REPO / "kernels" / "evalapi"
+        subprocess.run([sys.executable, str(source / "make_assets.py")], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+        kernel = Path(shutil.copytree(source, root / name, ignore=shutil.ignore_patterns(".kkb", "__pycache__", "build")))
+        data = load_spec(kernel).competition.data_dir(kernel)
+        assert data is not None
+        return kernel, data
+    kernel = Path(shutil.copytree(PARTITIONED, root / name, ignore=shutil.ignore_patterns(".kkb", "__pycache__", "build")))
+    return kernel, optiver_like(root / f"{name}-public")
+
+
+def optiver_like(folder: Path, stocks: tuple[int, ...] = (0,), times: tuple[int, ...] = (4, 32, 34)) -> Path:
+    """Optiver's public test as the competition ships it (3 rows of stock 0): test.csv rows (stock_id, time_id,
+    row_id = "{stock_id}-{time_id}") pointing at book_test.parquet/stock_id=N/ and trade_test.parquet/stock_id=N/
+    partitions (100 book rows per time id)."""
+    rows = [(s, t) for s in stocks for t in times]
+    folder.mkdir(parents=True)
+    (folder / "test.csv").write_text("stock_id,time_id,row_id\n" + "".join(f"{s},{t},{s}-{t}\n" for s, t in rows))
+    (folder / "sample_submission.csv").write_text("row_id,target\n" + "".join(f"{s}-{t},0.003\n" for s, t in rows))
+    for stock in stocks:
+        for side in ("book_test.parquet", "trade_test.parquet"):
+            part = folder / side / f"stock_id={stock}"
+            part.mkdir(parents=True)
+            pd.DataFrame({"time_id": [t for t in times for _ in range(100)],
+                          "price": [1.0 + stock * 0.1 + t * 0.001 + i * 1e-5 for t in times for i in range(100)]},
+                         ).to_parquet(part / "part-0.parquet", index=False)
+    return folder

@@ -7,6 +7,7 @@ import filecmp
 import json
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,8 +31,11 @@ from builder.rehearse.evalapi import (
     rehearse_rerun,
     verdict_name,
 )
+from builder.rehearse.evalapi_scenario import gateway_verdict
 from builder.rehearse.execute import execute_notebook
 from builder.rehearse.sandbox import Mount, SandboxSpec, remove_sandbox
+from builder.rehearse.verdict import Judgement
+from tests.support.busy import busy_loops
 from tests.support.files import KERNELS
 from tests.support.golden import normalize_provenance
 from tests.support.kernels import evalapi_variant
@@ -68,7 +72,8 @@ def sandboxes(tmp_path: Path) -> Iterator[list[Path]]:
 def _rerun(build: BuildResult, tmp_path: Path, sandboxes: list[Path], timeout: float = 60) -> RerunResult:
     root = tmp_path / f"rerun-{len(sandboxes)}"
     sandboxes.append(root)
-    return rehearse_rerun(build.notebook_path, build.spec, _mounts(build, COMPETITION / "hidden"), root, timeout_seconds=timeout)
+    sandbox = SandboxSpec(mounts=_mounts(build, COMPETITION / "hidden"), rerun=True)
+    return rehearse_rerun(build.notebook_path, build.spec, sandbox, root, timeout_seconds=timeout)
 
 
 def _commit(build: BuildResult, tmp_path: Path, sandboxes: list[Path], layout: str = "current") -> tuple[object, EvalApiReport]:
@@ -256,10 +261,14 @@ def test_rerun_is_served_to_the_gateway(kernel: Path, tmp_path: Path, sandboxes:
     assert 0 < report.serve_seconds < report.startup_limit_seconds == 900
     assert report.response_timeout_seconds == 300 and report.notebook_exit is None  # blocked in serve() until stopped
     assert "scoring rerun: serve() reached" in rerun.notebook_stdout
-    answers = pd.read_csv(COMPETITION / "answers.csv", dtype={"row_id": str})
+    answers = pd.read_csv(COMPETITION / "answers.csv")
     written = pd.read_parquet(rerun.submission)
-    assert written["row_id"].tolist() == answers["row_id"].tolist()
+    assert written["row_id"].tolist() == answers["row_id"].tolist() and written["row_id"].dtype == "int64"
+    # the model reads each symbol's x1 at the previous date: the state carried from call to call is right
     assert np.sqrt(((written["target"] - answers["target"]) ** 2).mean()) < 0.2
+    # the inference server's process tree, counted as a CSV kernel's run is (PSS where /proc allows it)
+    assert rerun.peak_rss_bytes > 20 * 2**20, rerun.peak_rss_bytes
+    assert rerun.environment.env["KAGGLE_URL_BASE"] == "https://www.kaggle.com"  # the same environment as every run
 
 
 @pytest.mark.loopback
@@ -291,14 +300,22 @@ def test_rerun_notebook_fails_before_serve(kernel: Path, tmp_path: Path, sandbox
 @pytest.mark.slow
 def test_rerun_server_starts_too_late(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
     # A model loaded at import time (before serve()) instead of in the first predict call.
-    evalapi_variant(kernel, "import time\n\ntime.sleep(5)\n\nfrom evalapi_model.serve import predict\n", startup_limit_seconds=2)
+    evalapi_variant(kernel, "import time\n\ntime.sleep(4)\n\nfrom evalapi_model.serve import predict\n", startup_limit_seconds=2)
     rerun = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes)
     report = rerun.report
     assert (report.error_type, report.error_details) == ("SERVER_NEVER_STARTED", "Failed to connect to server after waiting 2 seconds")
-    assert report.startup_limit_seconds == 2 and report.serve_seconds is None and report.predict_calls == 0
-    assert "the notebook never reached serve()" in report.notes
+    assert report.startup_limit_seconds == 2 and report.predict_calls == 0
     assert verdict_name(report) == "Notebook Timeout"
-    assert "serve() reached: - after the kernel started (limit 2.00 s)" in "\n".join(report.lines())
+    # Kaggle's gateway gives up at 2 s; the dry run lets the notebook run on (at most the limit again) to see whether
+    # its own time, or this machine's load, passed the limit: it slept, so its own time did, whatever the load
+    (check,) = report.limits
+    assert check.what.startswith("the startup limit (serve() ") and report.tripped_by_load is None
+    if report.serve_seconds is not None:  # reached once the gateway had gone: how late it was, said
+        assert report.serve_seconds > 4 and check.finished and check.own_seconds > 2
+        assert any("past the startup limit of 2 s: load models in the first predict call" in note for note in report.notes)
+    else:
+        assert "the notebook never reached serve()" in report.notes
+        assert "serve() reached: - after the kernel started (limit 2.00 s)" in "\n".join(report.lines())
 
 
 @pytest.mark.loopback
@@ -314,6 +331,50 @@ def test_rerun_slow_predict_misses_the_deadline(kernel: Path, tmp_path: Path, sa
     assert report.slowest_predict_seconds >= 1 and report.slowest_in_flight and report.slowest_call == 1
     assert any("past the 1 s deadline" in note for note in report.notes)
     assert verdict_name(report) == "Notebook Timeout"
+    # it slept past the deadline: no load made it slow, so the dry run says what Kaggle would say
+    assert report.tripped_by_load is None and gateway_verdict(report, Judgement("OK")).name == "Notebook Timeout"
+
+
+# --- deadlines on a busy machine: the wait for a CPU is not the kernel's -----------------------------------
+
+BURN = ("import os, time\n\nfrom evalapi_model.serve import predict as real\n\ncalls = []\n\n\ndef predict(test):\n"
+        "    calls.append(1)\n    if len(calls) == 2:  # half a second of CPU, on the CPU the test may keep busy\n"
+        "        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "        end = time.thread_time() + 0.5\n        while time.thread_time() < end:\n            pass\n"
+        "    return real(test)\n")
+
+
+@pytest.fixture
+def busy_cpu() -> Iterator[None]:
+    """Eight busy loops on the first CPU this process may use: a thread there gets a ninth of it."""
+    with busy_loops(8):
+        yield
+
+
+@pytest.mark.loopback
+def test_a_deadline_met_when_quiet(kernel: Path, tmp_path: Path, sandboxes: list[Path]) -> None:
+    evalapi_variant(kernel, BURN, response_timeout_seconds=3)
+    report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
+    assert report.succeeded, report.lines()
+    (deadline, _) = report.limits
+    assert deadline.what == "the response deadline of predict call 1" and deadline.cpu_seconds >= 0.5 and not deadline.passed
+
+
+@pytest.mark.loopback
+def test_a_deadline_tripped_by_a_busy_machine_is_not_rehearsed(kernel: Path, tmp_path: Path, sandboxes: list[Path],
+                                                              busy_cpu: None) -> None:
+    evalapi_variant(kernel, BURN, response_timeout_seconds=3)
+    report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
+    assert report.error_type == "GRPC_DEADLINE_EXCEEDED" and verdict_name(report) == "Notebook Timeout", report.limits
+    check = report.tripped_by_load
+    # the dry run let the call run on past the deadline: it finished, having run far less than the deadline
+    assert check is not None and check.own_seconds < 2.0 < check.waited_seconds, report.limits
+    verdict = gateway_verdict(report, Judgement("OK"))
+    assert verdict.name == "Not Rehearsed"
+    assert re.search(r"the response deadline of predict call 1 \(3\.0 s\): \S+ s by the wall clock, \S+ s of CPU time, "
+                     r"\S+ s waiting for a CPU \(load \d+\.\d on \d+ CPUs\): it ran \S+ s(, and had not finished)?; the rest went to "
+                     r"other work on this machine", verdict.reason)
+    assert any(line.startswith("  note: judged on a loaded machine: the response deadline") for line in report.lines())
 
 
 # --- kkb dry-run ----------------------------------------------------------------------------------
@@ -337,3 +398,48 @@ def test_dry_run_reports_the_gateway(kernel: Path, tmp_path: Path) -> None:
     assert rerun.isolation == "python" or not [w for w in rerun.warnings if w.startswith("weaker sandbox")]
     saved = json.loads(report.report_path.read_text())
     assert saved["scenarios"][1]["evaluation_api"]["expected_rows"] == 4
+
+
+# --- --rerun-scale: more dates, never wider batches --------------------------------------------------
+
+def _expected_with_lags(public: pd.DataFrame, factor: int) -> pd.Series:
+    """What kernels/evalapi's model answers on the public test replicated along date_id, its state carried date to date."""
+    weights = json.loads((KERNELS / "evalapi" / "weights" / "linear.json").read_text())
+    scaled = pd.concat([public.assign(date_id=public["date_id"] + 3 * k) for k in range(factor)], ignore_index=True)
+    last: dict[int, float] = {}
+    lags = []
+    for _, batch in scaled.groupby("date_id", sort=False):
+        lags += [last.get(symbol, 0.0) for symbol in batch["symbol_id"]]
+        last.update(zip(batch["symbol_id"], batch["x1"], strict=True))
+    linear = weights["intercept"] + sum(weights["coefficients"][c] * scaled[c] for c in ("x1", "x2"))
+    return (linear + weights["coefficients"]["x1_lag"] * pd.Series(lags)).round(4)
+
+
+@pytest.mark.loopback
+def test_rerun_scale_serves_more_dates_with_the_state_carried(kernel: Path, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "builder", "dry-run", ".", "--scenario", "rerun", "--rerun-scale", "5",
+                           "--out", "../out"], cwd=kernel, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "predict: 15 calls" in done.stdout and "x 5 along date_id (the gateway's batches: 3 -> 15" in done.stdout
+    report = json.loads((tmp_path / "out" / "dryrun" / "report.json").read_text())["scenarios"][0]
+    assert report["evaluation_api"]["predict_calls"] == 15 and report["peak_rss_bytes"] > 0
+    kept = tmp_path / "out" / "dryrun" / "rerun.submission.parquet"
+    assert Path(report["submission"]).name == kept.name
+    written = pd.read_parquet(kept)  # the gateway's own file: its ids in their own type, in the gateway's order
+    assert written["row_id"].dtype == "int64" and written["row_id"].tolist() == list(range(60))
+    public = pd.read_csv(COMPETITION / "public" / "test.csv")
+    assert np.allclose(written["target"], _expected_with_lags(public, 5))  # one date per batch: each lag is right
+
+
+@pytest.mark.loopback
+def test_state_not_reset_between_dates_fails_with_the_gateways_message(kernel: Path, tmp_path: Path) -> None:
+    from builder.rehearse.dryrun import DryRunSettings, dry_run
+
+    # the rows of every date so far are kept for the lags, and predicted on, instead of the date's own
+    evalapi_variant(kernel, "import pandas as pd\nfrom evalapi_model.serve import predict as real\n\nseen = []\n\n\n"
+                     "def predict(test):\n    seen.append(test)\n    return real(pd.concat(seen, ignore_index=True))\n")
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", rerun_scale=5, out_dir=tmp_path / "build"))
+    (rerun,) = report.scenarios
+    assert rerun.verdict.name == "Submission Scoring Error"
+    assert rerun.verdict.reason == "INVALID_SUBMISSION: Invalid predictions: expected 4 rows but received 8"
+    assert rerun.evaluation_api["predict_calls"] == 2 and rerun.stand_in and "along date_id" in rerun.stand_in  # the 2nd date

@@ -50,6 +50,12 @@ def test_image_on_kaggle_stores_a_description_the_dry_run_and_wheels_read(server
     assert data["packages"]["pandas"] == metadata.version("pandas")  # every installed distribution, by canonical name
     assert data["import_names"].get("yaml") == "pyyaml"
     assert data["gpu"] is None and "kkb-demo/kkb-image-capture v1 (CPU)" in data["name"]
+    # The kernel's environment as the run had it; a secret by name only (the dry run gives its kernels a stand-in)
+    variables = {entry["name"]: entry for entry in data["environment"]["variables"]}
+    assert variables["KAGGLE_URL_BASE"]["value"] == "https://www.kaggle.com"
+    assert variables["KAGGLE_USER_SECRETS_TOKEN"] == {"name": "KAGGLE_USER_SECRETS_TOKEN", "stand_in": True,
+                                                      "source": "captured on Kaggle"}
+    assert not any(name.startswith("KKB_") for name in variables)
     # The capture kernel: private, internet off, a script; never a competition kernel.
     meta = json.loads((server.store.root / "kernels" / "kkb-demo" / "kkb-image-capture" / "versions" / "1"
                        / "version.json").read_text())
@@ -60,6 +66,7 @@ def test_image_on_kaggle_stores_a_description_the_dry_run_and_wheels_read(server
     # The dry run and kkb wheels read it: load_image is what both call (exclusions, "not rehearsed").
     captured = load_image()
     assert captured.path == str(stored) and captured.verified and captured.has("pandas")
+    assert {variable.name for variable in captured.environment} == set(variables)
     assert "pandas" in preinstalled_patterns(captured)
     # A rehearsal's heading names the captured image by its date.
     assert image_label(load_spec(KERNELS / "minimal")) == f"as captured {data['captured']}"

@@ -115,3 +115,32 @@ def test_an_image_env_dry_run_says_so_in_its_summary_and_report(tmp_path: Path, 
     _show_dry_run(report)
     assert "environment: kkb env's environment: the image's versions" in capsys.readouterr().out
     assert image_env_note(False) == "" and DryRunReport("k", "me/k", "notebook", tmp_path, tmp_path).to_json()["environment"] is None
+
+
+@pytest.mark.loopback
+def test_the_evaluation_api_rerun_runs_in_the_image_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A predict that needs the image's version of a package: the rerun's gateway-driven notebook runs on kkb env's
+    interpreter with --image-env, OK; without it the rerun is Not Rehearsed naming both versions."""
+    import shutil
+
+    from builder.rehearse.dryrun import DryRunSettings, dry_run
+    from tests.support.files import KERNELS
+    from tests.support.kernels import evalapi_variant
+
+    kernel = Path(shutil.copytree(KERNELS / "evalapi", tmp_path / "evalapi", ignore=shutil.ignore_patterns("__pycache__")))
+    evalapi_variant(kernel, "from tqdm import VERSION  # the image's tqdm has it, this machine's does not\n"
+                            "from evalapi_model.serve import predict as real\n\n\ndef predict(test):\n    return real(test)\n")
+    monkeypatch.setenv(image_env.CACHE_ENV, str(tmp_path / "cache"))
+    description = tmp_path / "image.json"
+    description.write_text(json.dumps({"python": "3.12", "captured": "2026-06-17", "packages": {"tqdm": IMAGE_TQDM}}))
+    monkeypatch.setenv("KKB_KAGGLE_IMAGE", str(description))
+    write_pure_wheel(tmp_path / "wheels", "tqdm", IMAGE_TQDM)
+    assert build_image_env(kernel, find_links=tmp_path / "wheels").built  # the dry run finds it in the cache
+
+    with_env = dry_run(DryRunSettings(kernel_dir=kernel, image_env=True, scenario="rerun", out_dir=tmp_path / "with"))
+    (rerun,) = with_env.scenarios
+    assert rerun.verdict.name == "OK" and rerun.evaluation_api["predict_calls"] == 3, rerun.verdict
+    without = dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", out_dir=tmp_path / "without"))
+    (rerun,) = without.scenarios  # the gateway's SERVER_CONNECTION_FAILED is no Kaggle verdict here: the versions differ
+    assert rerun.verdict.name == "Not Rehearsed", rerun.verdict
+    assert f"which is {TQDM} here and {IMAGE_TQDM} on Kaggle's image" in rerun.verdict.reason

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -18,6 +16,7 @@ from builder.kkb_runtime.inputs import Inputs
 from builder.kkb_runtime.steps import run_step
 from builder.kkb_runtime.timing import BatchTiming, FoldTiming, StepTiming
 from builder.rehearse.projection import RunTimes, project_rerun
+from tests.support.busy import busy_loops
 
 
 def _card(per_row: float, slow: float, rows: int = 64) -> StepTiming:
@@ -53,7 +52,6 @@ def test_a_step_that_waits_for_io_keeps_its_time() -> None:
     assert project_rerun(runs, 10_000, None, None).seconds > 2.5 * project_rerun(_runs(1.0, 0.0), 10_000, None, None).seconds
 
 
-BUSY = "while True: pass"
 WORK = "import sys\nx = 0\nfor i in range(6_000_000):\n    x += i % 7\nopen(sys.argv[1], 'w').write('id,target\\na,1\\n')\n"
 
 
@@ -63,13 +61,10 @@ def _on_one_cpu(busy: int) -> Iterator[None]:
     before = os.sched_getaffinity(0)
     cpu = min(before)
     os.sched_setaffinity(0, {cpu})
-    loops = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(busy)]
     try:
-        yield
+        with busy_loops(busy, cpu, own_sessions=False):
+            yield
     finally:
-        for loop in loops:
-            loop.kill()
-            loop.wait()
         os.sched_setaffinity(0, before)
 
 

@@ -49,3 +49,19 @@ def test_cassava_from_one_image_is_ok_against_9_hours_on_a_t4(tmp_path: Path) ->
     assert "on T4 x2" in projection["summary"] and "no measurement on Kaggle's T4 x2" in projection["summary"]
     steps = {step["name"]: step for step in rerun.steps}
     assert all(steps[name]["timing"]["folds"][0]["probe"] for name in ("resnet", "effnet"))
+
+
+@pytest.mark.loopback
+@pytest.mark.slow
+def test_after_rerun_scale_the_public_test_is_the_second_size(tmp_path: Path) -> None:
+    """A replicated test large enough on its own (50 rows) and the public one (5): two sizes, fixed apart from per-row
+    time, where one point would have counted everything per row."""
+    lines: list[str] = []
+    report = dry_run(DryRunSettings(kernel_dir=KERNELS / "minimal", scenario="rerun", rerun_scale=10,
+                                    out_dir=tmp_path / "build", progress=lines.append))
+    (rerun,) = report.scenarios
+    assert rerun.ok and rerun.rows == 50, rerun.verdict
+    assert "rerun: a second run on 5 rows (the public test, before --rerun-scale) to separate fixed from per-row time" in lines
+    projection = rerun.projection or {}
+    assert projection["exact"] and {tuple(p[0] for p in c["points"]) for c in projection["components"]} == {(5, 50)}
+    assert {c["method"] for c in projection["components"]} == {"two sizes"}

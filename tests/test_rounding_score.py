@@ -96,3 +96,51 @@ def test_without_a_metric_the_report_says_so_in_one_quiet_line(tmp_path: Path) -
     assert report.lines == ("metric: no [competition] metric: no metric-specific check, rounding as requested, "
                             "no expected score",)
     assert report.expected is None
+
+
+# --- a step that rounds its own output -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("values", "decimals"), [([0.0012, 0.0031, 0.0007], 4), ([1.5, 2.25, 3.0], 2),
+                                                   ([0.00123456789, 0.002], None), ([3.0, 4.0], 0)])
+def test_the_decimals_a_step_rounded_to(values: list[float], decimals: int | None) -> None:
+    from builder.rehearse.step_rounding import own_decimals
+
+    assert own_decimals(pd.Series(values)) == decimals
+
+
+def test_a_steps_rounding_is_judged_by_what_it_costs_a_relative_metric(tmp_path: Path) -> None:
+    from builder.rehearse.step_rounding import rounding_cost, step_rounding_warnings
+
+    answers_scale = pd.Series(np.linspace(0.0005, 0.003, 40))
+    rmspe = parse_metric("rmspe")
+    assert rounding_cost(rmspe, answers_scale.round(4), 4) > 0.01  # 1-2 digits left: a real cost
+    # 4 decimals of values between 0.5 and 3 keep 4-5 digits: less than kkb's own 4 significant digits would cost
+    assert rounding_cost(rmspe, (answers_scale * 1000).round(4), 4) < rounding_cost(rmspe, answers_scale * 1000, 4, SIGNIFICANT)
+    step = tmp_path / "working" / "gbm.csv"
+    step.parent.mkdir()
+    pd.DataFrame({"row_id": range(40), "target": answers_scale.round(4)}).to_csv(step, index=False)
+    steps = [{"name": "gbm", "output": "/kaggle/working/gbm.csv"}]
+    (warning,) = step_rounding_warnings(parse_metric("rmspe"), steps, tmp_path / "working", ["target"])
+    assert warning.startswith("step 'gbm': column 'target' is rounded by the step itself to 4 decimals (every value a "
+                              "multiple of 1e-4); rmspe scores relative errors and its values reach down to 0.0005, where "
+                              "4 decimals keep 1 significant digit: the rounding alone costs about")
+    assert warning.endswith("more than kkb's own rounding (6 significant digits) would; write the step's output unrounded "
+                            "and let [submission] decimals round it (to significant digits under rmspe)")
+    assert step_rounding_warnings(parse_metric("rmse"), steps, tmp_path / "working", ["target"]) == []  # absolute errors
+    pd.DataFrame({"row_id": range(40), "target": (answers_scale * 1000).round(4)}).to_csv(step, index=False)
+    assert step_rounding_warnings(rmspe, steps, tmp_path / "working", ["target"], 4) == []
+
+
+@pytest.mark.slow
+def test_a_rmspe_kernel_whose_step_rounds_to_4_decimals_is_warned_naming_the_step(tmp_path: Path) -> None:
+    kernel = Path(shutil.copytree(KERNELS / "minimal", tmp_path / "minimal", ignore=shutil.ignore_patterns(".kkb")))
+    spec = (kernel / "kernel.toml").read_text().replace("hidden_rows = 200", 'hidden_rows = 200\nmetric = "rmspe"')
+    (kernel / "kernel.toml").write_text(spec)
+    predict = kernel / "predict.py"  # volatility-sized targets (~1e-3), rounded by the step as notebooks do
+    predict.write_text(predict.read_text().replace('"target": model.predict(test)})',
+                                                   '"target": (0.002 + model.predict(test).abs() * 1e-4).round(4)})'))
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", out_dir=tmp_path / "build", fit=False))
+    (rerun,) = report.scenarios
+    assert rerun.verdict.name == "OK", rerun.verdict
+    said = [w for w in rerun.warnings if "rounded by the step itself" in w]
+    assert [w.split(" is rounded")[0] for w in said] == ["step 'linear': column 'target'", "step 'ridge': column 'target'"]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from builder.errors import DryRunError
+from builder.project.kaggle_env import DEAD_PROXY
 from builder.rehearse.sandbox import (
-    DEAD_PROXY,
     GUEST_DIR,
     Mount,
     SandboxSpec,
@@ -43,7 +43,7 @@ def _spec(sources: dict[str, Path], **kwargs: object) -> SandboxSpec:
 
 
 def _python(box_env: dict[str, str], code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], env=box_env, cwd=cwd, capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-u", "-c", code], env=box_env, cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
 def test_current_layout_puts_competitions_and_datasets_where_kaggle_does(tmp_path: Path, sources: dict[str, Path]) -> None:
@@ -89,6 +89,7 @@ def test_environment_is_a_kaggle_batch_run_without_credentials(tmp_path: Path, m
     for name, value in {"KAGGLE_USERNAME": "me", "KAGGLE_KEY": "k" * 32, "KAGGLE_API_TOKEN": "t", "HF_TOKEN": "hf",
                         "GITHUB_TOKEN": "gh", "AWS_SECRET_ACCESS_KEY": "a", "OPENAI_API_KEY": "o", "KKB_OTHER": "x",
                         "PYTHONPATH": "/somewhere/else", "HTTPS_PROXY": "http://corp:3128", "LANG": "C.UTF-8",
+                        "PIP_FIND_LINKS": "/host/wheels", "PYENV_ROOT": "/host/pyenv",
                         "HF_HUB_OFFLINE": "1"}.items():  # a host shell's (or kkb's own build's) offline switch
         monkeypatch.setenv(name, value)
     root = tmp_path / "root"
@@ -98,14 +99,16 @@ def test_environment_is_a_kaggle_batch_run_without_credentials(tmp_path: Path, m
     assert "KAGGLE_IS_COMPETITION_RERUN" not in commit and rerun["KAGGLE_IS_COMPETITION_RERUN"] == "1"
     for env in (commit, rerun):
         assert env["KKB_KAGGLE_ROOT"] == str(root) and env["KAGGLE_KERNEL_RUN_TYPE"] == "Batch"
+        assert env["KAGGLE_URL_BASE"] == "https://www.kaggle.com"  # "am I on Kaggle?" checks take Kaggle's branch
         assert "HF_HUB_OFFLINE" not in env and "TRANSFORMERS_OFFLINE" not in env  # Kaggle sets neither
         for name in ("KAGGLE_USERNAME", "KAGGLE_KEY", "KAGGLE_API_TOKEN", "HF_TOKEN", "GITHUB_TOKEN",
-                     "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY", "KKB_OTHER", "HTTPS_PROXY"):
+                     "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY", "KKB_OTHER", "HTTPS_PROXY", "LANG", "PIP_FIND_LINKS",
+                     "PYENV_ROOT"):
             assert name not in env, name
-        for name in ("HOME", "KAGGLE_CONFIG_DIR", "TMPDIR", "XDG_CACHE_HOME"):
-            assert Path(env[name]).is_relative_to(root), name
-        assert env["PYTHONPATH"] == str(root / ".sandbox" / "site")  # the guard, not the caller's path
-        assert env["LANG"] == "C.UTF-8"
+        for name in ("HOME", "KAGGLE_CONFIG_DIR", "TMPDIR", "XDG_CACHE_HOME", "PYTHONUSERBASE"):
+            assert Path(env[name]).is_relative_to(root), name  # Kaggle's /root/.local is the sandbox's home
+        # the guard, then Kaggle's entries (an empty one: the working folder), never the caller's path
+        assert env["PYTHONPATH"] == f"{root / '.sandbox' / 'site'}::/opt/facets/facets_overview/python/"
         # kkb's pip shim first, then this interpreter, as on Kaggle the image's
         assert env["PATH"].split(os.pathsep)[:2] == [str(root / ".sandbox" / "bin"), str(Path(sys.executable).parent)]
 

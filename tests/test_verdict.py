@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from builder.rehearse.deadlines import LimitCheck
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.verdict import (
     COMPUTE,
@@ -309,3 +310,26 @@ def test_an_absolute_kaggle_path_in_the_portable_sandbox_is_not_rehearsed(tmp_pa
                                               "bubblewrap or allow user namespaces to rehearse it")
     missing = {**failed, "evalue": "[Errno 2] No such file or directory: '/kaggle/input/competitions/c/other.csv'"}
     assert _judge(_result(tmp_path / "m", submission=None, **missing)).name == CSV_NOT_FOUND  # missing on Kaggle too
+
+
+@pytest.mark.parametrize(
+    ("check", "verdict", "reason"),
+    [
+        # killed at a 60 s timeout having run 12 s of it: the machine's load, not the kernel
+        (LimitCheck("the run's time limit", 60, 61, 11.5, 49, 5.2, 2, finished=False), "Not Rehearsed",
+         "not rehearsed: the run's time limit (60.0 s): 61.0 s by the wall clock, 11.5 s of CPU time, 49.0 s waiting "
+         "for a CPU (load 5.2 on 2 CPUs): it ran 12.0 s, and had not finished when the limit ended it; the rest went to "
+         "other work on this machine"),
+        # it ran 58 s of the 60 s on a loaded machine: the limit is the kernel's, and the reason names the load
+        (LimitCheck("the run's time limit", 60, 61, 57, 3.5, 3.0, 2, finished=False), "Notebook Timeout",
+         "killed after 61.0 s: timeout; judged on a loaded machine: the run's time limit (60.0 s): 61.0 s by the wall "
+         "clock, 57.0 s of CPU time, 3.5 s waiting for a CPU (load 3.0 on 2 CPUs): passed, ran 57.5 s"),
+        (LimitCheck("the run's time limit", 60, 61, 60, 0.1, 0.5, 2, finished=False), "Notebook Timeout", "killed after 61.0 s: timeout"),
+    ],
+    ids=["by-load", "own-time-loaded", "quiet"],
+)
+def test_a_timeout_on_a_busy_machine(tmp_path: Path, check: LimitCheck, verdict: str, reason: str) -> None:
+    result = _result(tmp_path, submission=None, ok=False, timed_out=True, evalue="timeout", wall_seconds=61.0,
+                     time_limit_check=check)
+    judged = _judge(result)
+    assert judged.name == verdict and judged.reason.startswith(reason), judged.reason

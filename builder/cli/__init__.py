@@ -45,6 +45,7 @@ from builder.kkb_runtime.vocabulary import Layout, Scenario
 from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.ci import CiProvider
 from builder.project.init import InitSettings
+from builder.project.kaggle_env import parse_env_options
 from builder.project.spec import MAX_WAIT_SECONDS
 from builder.project.spec_renames import SpecDeprecation
 from builder.rehearse.card_inputs import DEFAULT_ROWS
@@ -300,6 +301,9 @@ _REFERENCE_STEP_OPT = typer.Option([], "--reference-step", help="NAME=FILE: comp
 _SHOW_INPUTS_OPT = typer.Option(None, "--show-inputs", metavar="[N]", help=f"Print what each card feeds its model for the first N test rows (default "
                                 f"{DEFAULT_ROWS}; report.json always carries them).")
 
+_ENV_OPT = typer.Option([], "--env", metavar="NAME=VALUE", help="A variable for the kernel's environment (besides "
+                        "Kaggle's and kkb's; nothing else of this machine's); may be repeated.")
+
 
 @app.command("dry-run")
 def dry_run(
@@ -331,16 +335,17 @@ def dry_run(
     reference_tolerance: float | None = _REFERENCE_TOLERANCE_OPT,
     reference_step: list[str] = _REFERENCE_STEP_OPT,
     show_inputs: int | None = _SHOW_INPUTS_OPT,
+    env: list[str] = _ENV_OPT,
 ) -> None:
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
     if on_kaggle:
         local_only = (scenario not in ("both", "rerun") or data is not None or legacy_layout or keep_sandbox
                       or timeout is not None or rerun_data is not None or memory is not None or as_json
-                      or answers is not None or reference is not None or bool(reference_step))
+                      or answers is not None or reference is not None or bool(reference_step) or bool(env))
         if local_only:
             raise typer.BadParameter("--on-kaggle rehearses the scoring rerun with Kaggle's own inputs and limits: --scenario, "
                                      "--data, --rerun-data, --answers, --memory, --timeout, --legacy-layout, --keep-sandbox, "
-                                     "--reference and --json do not apply")
+                                     "--reference, --env and --json do not apply")
         _dry_run_on_kaggle(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale,
                                              again=again, yes=yes), hidden_rows)
         return
@@ -354,7 +359,8 @@ def dry_run(
                                             layout=Layout.LEGACY if legacy_layout else Layout.CURRENT, out_dir=out, owner=owner,
                                             keep_sandbox=keep_sandbox, rerun_data_dir=rerun_data, memory_bytes=memory_bytes,
                                             image_env=image_env, progress=progress, answers=answers, reference=references,
-                                            show_inputs=DEFAULT_ROWS if show_inputs is None else show_inputs))
+                                            show_inputs=DEFAULT_ROWS if show_inputs is None else show_inputs,
+                                            env=parse_env_options(env)))
     if as_json:
         _print_json("dry-run", report.to_json())
     else:

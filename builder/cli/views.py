@@ -220,6 +220,8 @@ def _show_dry_run(report: DryRunReport, heading: str | None = None, show_inputs:
         last = report.scenarios[-1]
         console.print(f"[dim]sandbox: {_escape(last.isolation_note.split(';')[0])}; memory: "
                       f"{_escape(last.memory_limit.split(',')[0])}[/dim]", highlight=False)
+        if last.variables_summary:  # every variable with its value and origin: report.json
+            console.print(f"[dim]kernel environment: {_escape(last.variables_summary)}[/dim]", highlight=False)
     _show_reference(report.reference)
     _show_inputs(report.inputs if show_inputs else [])
     console.print(f"notebooks and report: {report.out_dir} (report.html)", highlight=False)

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -30,8 +31,11 @@ import pandas as pd
 from . import commit, prerun, submission
 from .config import KernelConfig, load_config
 from .inputs import Inputs, find_competition, find_dataset, working_dir
+from .install import SANDBOX_MARKER
+from .predict_stats import CallClock, PredictStats, load_now, rows_of, thread_waits
 
 STATE_FILE = "kkb_evaluation.json"
+WATCH_SECONDS = 0.5  # how often the sandbox's watcher records what the call in flight has cost so far
 # The competition folder is the one that ships the package (Kaggle's data may have no sample submission).
 COMPETITION_SENTINEL = "kaggle_evaluation"
 _IMPORTED = time.time()
@@ -39,33 +43,6 @@ _IMPORTED = time.time()
 
 class EvaluationSetupError(RuntimeError):
     """The kernel cannot be wired to the competition's inference server (config, predict, fast answers)."""
-
-
-@dataclass
-class PredictStats:
-    """Constant-size timings: a rerun can call predict tens of thousands of times."""
-
-    calls: int = 0
-    fast_calls: int = 0
-    first_seconds: float | None = None
-    slowest_seconds: float | None = None  # calls after the first: the ones the response deadline applies to
-    slowest_call: int | None = None
-    total_seconds: float = 0.0
-    in_flight_since: float | None = None  # epoch seconds; set while a call runs
-    in_flight_call: int | None = None
-
-    def started(self, index: int) -> None:
-        self.in_flight_since, self.in_flight_call = time.time(), index
-
-    def finished(self, index: int, seconds: float, fast: bool) -> None:
-        self.calls += 1
-        self.fast_calls += int(fast)
-        self.total_seconds += seconds
-        self.in_flight_since = self.in_flight_call = None
-        if index == 0:
-            self.first_seconds = seconds
-        elif self.slowest_seconds is None or seconds > self.slowest_seconds:
-            self.slowest_seconds, self.slowest_call = seconds, index
 
 
 @dataclass
@@ -82,7 +59,9 @@ class EvaluationRun:
     serve_seconds: float | None = None
     error: dict[str, Any] | None = None
     submission_rows: int | None = None
+    serve_spent: dict[str, Any] | None = None  # the process's CPU time and its wait for a CPU when serve() was reached
     _warned: set[str] = field(default_factory=set)
+    _clock: CallClock | None = None
 
     @property
     def state_path(self) -> Path:
@@ -116,6 +95,7 @@ class EvaluationRun:
         user = load_function(self.settings["predict"])
         fast = self._fast_answer()
         decimals = self.config.submission.get("decimals")
+        sandboxed = bool(os.environ.get(SANDBOX_MARKER))  # the wait for a CPU: read in kkb's sandbox only
 
         def predict(*args: Any, **kwargs: Any) -> Any:
             index = self.stats.calls
@@ -123,20 +103,36 @@ class EvaluationRun:
                                              or index >= self.decision.row_limit)
             self.stats.started(index)
             self._write_state()
-            started = time.perf_counter()
+            self._clock = CallClock.start(sandboxed)
+            rows = None
             try:
                 answer = round_answer((fast if use_fast and fast is not None else user)(*args, **kwargs), decimals, self.targets)
                 self._check_finite(answer)
+                rows = rows_of(answer)
                 return answer
             except BaseException as exc:
                 self.error = {"where": f"predict call {index}", "type": type(exc).__name__, "details": str(exc)[:2000]}
                 raise
             finally:
-                self.stats.finished(index, time.perf_counter() - started, use_fast)
+                self.stats.finished(index, self._clock.now(), use_fast, rows)
+                self._clock = None
                 self._after_call(index)
+
+        if sandboxed:
+            threading.Thread(target=self._watch, name="kkb-predict-watch", daemon=True).start()
 
         predict.__name__ = predict.__qualname__ = "predict"
         return predict
+
+    def _watch(self) -> None:
+        """While a call runs, record what it has cost so far: one past its deadline is abandoned by the gateway, and
+        the dry run judges it by these numbers (builder.rehearse.deadlines)."""
+        while True:
+            time.sleep(WATCH_SECONDS)
+            clock = self._clock
+            if clock is not None and self.stats.in_flight_since is not None:
+                self.stats.running(clock.now())
+                self._write_state()
 
     def _fast_answer(self) -> Callable[..., Any] | None:
         """What answers the commit run's batches when the fast commit applies: ``fast_predict``, else the sample."""
@@ -184,6 +180,10 @@ class EvaluationRun:
     def _serve(self, server: Any) -> None:
         self.mode = "serve"
         self.serve_seconds = time.time() - self.process_started
+        load, cpus = load_now()
+        self.serve_spent = {"cpu_seconds": round(time.process_time(), 3),
+                            "waited_seconds": round(max(thread_waits().values(), default=0.0), 3)
+                            if os.environ.get(SANDBOX_MARKER) else None, "load": load, "cpus": cpus}
         limit = self.settings.get("startup_limit_seconds")
         print(f"[kkb] scoring rerun: serve() reached {self.serve_seconds:.1f} s after the kernel started "
               f"(the gateway waits {limit} s for it)", flush=True)
@@ -217,7 +217,7 @@ class EvaluationRun:
 
     def summary(self) -> dict[str, Any]:
         return {"mode": self.mode, "fast_commit": self.decision.fast if self.decision else None,
-                "serve_seconds": self.serve_seconds, "predict": vars(self.stats).copy(),
+                "serve_seconds": self.serve_seconds, "serve_spent": self.serve_spent, "predict": vars(self.stats).copy(),
                 "submission_rows": self.submission_rows, "error": self.error}
 
     def _write_state(self) -> None:
@@ -328,8 +328,10 @@ def sample_answer(sample_path: Path, id_column: str, targets: list[str]) -> Call
         if batch is None:
             raise EvaluationSetupError(f"fast commit: no argument of predict has the id column '{id_column}', so the "
                                        "sample submission cannot answer it; set [evaluation_api] fast_predict")
-        ids = batch[id_column].astype(str)
-        return sample.loc[ids, columns].reset_index()
+        ids = batch[id_column]
+        answer = sample.loc[ids.astype(str), columns].reset_index(drop=True)
+        answer.insert(0, id_column, ids.to_numpy())  # the batch's ids, in their own type: gateways check them
+        return answer
 
     return answer
 

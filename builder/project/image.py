@@ -34,6 +34,20 @@ IMAGE_RESOURCE = "kaggle-image.json"
 
 
 @dataclass(frozen=True)
+class ImageVariable:
+    """One environment variable a Kaggle kernel's process has: set by the image (a Dockerfile ``ENV``) or its runtime.
+
+    ``stand_in``: the real value differs per session or is a secret (a proxy token); a run here gets ``value``, an
+    inert stand-in, never a real one. ``accelerator``: only that image has it (``gpu``: CUDA's paths)."""
+
+    name: str
+    value: str
+    source: str = ""
+    stand_in: bool = False
+    accelerator: str | None = None
+
+
+@dataclass(frozen=True)
 class KaggleImage:
     name: str
     captured: str
@@ -45,6 +59,8 @@ class KaggleImage:
     verified: bool = False
     path: str = ""
     cuda: str | None = None  # the CUDA torch is built for on the GPU image
+    environment: tuple[ImageVariable, ...] = ()  # the kernel's variables (builder.project.kaggle_env gives them)
+    environment_sources: tuple[str, ...] = ()
 
     @property
     def torch(self) -> str | None:
@@ -86,7 +102,28 @@ def _load(path: str) -> KaggleImage:
         import_names={str(k): canonicalize_name(str(v)) for k, v in dict(data.get("import_names") or {}).items()},
         sources=tuple(str(s) for s in data.get("sources", ())), verified=bool(data.get("verified", False)), path=where,
         cuda=str(data["cuda"]) if data.get("cuda") else None,
+        environment=_variables(data.get("environment"), where),
+        environment_sources=tuple(str(s) for s in dict(data.get("environment") or {}).get("sources", ())),
     )
+
+
+# A stand-in's value when the description gives none: inert (a secret's real value is never known here).
+STAND_IN_VALUE = "kkb-stand-in"
+
+
+def _variables(section: object, where: str) -> tuple[ImageVariable, ...]:
+    """``environment.variables``: ``[{"name", "value", "source", "stand_in", "accelerator"}, ...]`` (a capture's too)."""
+    if section is None:
+        return ()
+    entries = section.get("variables") if isinstance(section, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(entry, dict) and entry.get("name") for entry in entries):
+        raise SpecError(f"{where}: 'environment' needs a list 'variables' of {{\"name\": ..., \"value\": ...}}",
+                        hint=f"fix the file or unset {IMAGE_ENV} to use the one shipped with kkb")
+    return tuple(ImageVariable(name=str(entry["name"]), source=str(entry.get("source") or ""),
+                               stand_in=bool(entry.get("stand_in", False)),
+                               value=str(entry["value"]) if entry.get("value") is not None else STAND_IN_VALUE,
+                               accelerator=str(entry["accelerator"]) if entry.get("accelerator") else None)
+                 for entry in entries)
 
 
 def preinstalled_patterns(image: KaggleImage | None = None) -> tuple[str, ...]:

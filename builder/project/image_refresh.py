@@ -11,7 +11,8 @@ Where it reads from (:func:`read_published`): a git repository of docker-python 
 mirror keeps) at ``ref``; a folder holding the two files (dated by their modification time); or a raw-file base URL
 (``https://raw.githubusercontent.com/Kaggle/docker-python/list_packages``, dated today). It keeps the import names
 of the current description (module -> distribution, where they differ), adds those of the packages installed here,
-and writes the sources with the commit and its date. The result goes where kkb reads a description before the one it
+writes the sources with the commit and its date, and the kernel's environment
+(:mod:`builder.project.image_environment`). The result goes where kkb reads a description before the one it
 ships (``builder.project.image_store``), or to ``--out`` (``builder/data/kaggle-image.json`` refreshes the packaged
 one in a checkout).
 """
@@ -31,6 +32,7 @@ from typing import Any
 
 from builder.errors import KkbError
 from builder.project.image import load_image
+from builder.project.image_environment import environment_section
 from builder.project.image_store import captured_image_path, write_json
 
 FREEZE = "installed_cpu_packages.txt"
@@ -195,6 +197,7 @@ def description(published: Published, current: dict[str, Any]) -> dict[str, Any]
         "cpu_builds": {name: cpu[name] for name in PER_ACCELERATOR if name in cpu},
         "preinstalled_patterns": sorted({*current.get("preinstalled_patterns", []), *GPU_ONLY}),
         "import_names": import_names(packages, dict(current.get("import_names") or {})),
+        "environment": environment_section(published.dockerfile, f"{published.where}: {DOCKERFILE}"),
     }
 
 

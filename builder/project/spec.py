@@ -130,6 +130,9 @@ class StandInSection(_Strict):
     tables: list[str] = Field(default_factory=list)  # tables or partitioned datasets joined on those keys
     files: list[str] = Field(default_factory=list)  # files named by a key: "test_audio/{clip_id}.ogg"
     id: str | None = None  # the id composed of keys: "{stock_id}-{time_id}"
+    # an evaluation-API competition: the column its gateway serves the test by, one value per batch ("date_id"); new
+    # values are appended after the last, so a stateful predict sees a longer series (found from the data otherwise)
+    batch_key: str | None = None
 
 
 class CompetitionSection(_Strict):

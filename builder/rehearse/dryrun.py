@@ -27,18 +27,16 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import nbformat
 import pandas as pd
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.bundle.model_weights import DRY_RUN_VERSION, model_source
 from builder.errors import DryRunError, SpecError
 from builder.kkb_runtime.cards.views import ROWS_VARIABLE
-from builder.kkb_runtime.submission import align_to_sample, read_sample
 from builder.kkb_runtime.timing import PROBE_VARIABLE
 from builder.kkb_runtime.vocabulary import Layout, SubmissionKind, Verdict
 from builder.project.credentials import kaggle_username
@@ -46,17 +44,9 @@ from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import SPEC_FILE, KernelSpec, spec_of
 from builder.rehearse.card_inputs import DEFAULT_ROWS, card_inputs
 from builder.rehearse.collapse import rerun_collapse
-from builder.rehearse.evalapi import (
-    EvalApiReport,
-    RerunResult,
-    commit_report,
-    evaluation_section,
-    missing_gateway_package,
-    rehearse_rerun,
-    sandbox_env,
-    verdict_name,
-    verdict_reason,
-)
+from builder.rehearse.evalapi import evaluation_section, missing_gateway_package, sandbox_env
+from builder.rehearse.evalapi_scenario import gateway_verdict
+from builder.rehearse.evalapi_scenario import run_scenario as run_evaluation_api
 from builder.rehearse.execute import ExecutionResult, tail
 from builder.rehearse.forms import execute_kernel
 from builder.rehearse.html_report import write_html_report
@@ -64,7 +54,7 @@ from builder.rehearse.image_env import build_image_env, image_env_note
 from builder.rehearse.image_notes import image_notes
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport
-from builder.rehearse.metric_run import check_before_rerun, float_targets, rerun_metric_report
+from builder.rehearse.metric_run import check_before_rerun, float_targets, rerun_metric_report, step_rounding
 from builder.rehearse.mounted import mounted_warnings
 from builder.rehearse.own_imports import own_modules
 from builder.rehearse.projection import (
@@ -79,11 +69,9 @@ from builder.rehearse.projection import (
 from builder.rehearse.reference import ReferenceSettings, check_reference, compare_reference
 from builder.rehearse.report import SCENARIOS, DryRunReport, Scenario, ScenarioChoice, ScenarioReport
 from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox
-from builder.rehearse.script_run import EXECUTED_SCRIPT
 from builder.rehearse.skew import skew_records, skew_warnings
 from builder.rehearse.stand_ins import input_mounts, replicated_test
 from builder.rehearse.verdict import (
-    COMPUTE,
     NOT_REHEARSED,
     OK,
     SCORING_ERROR,
@@ -123,6 +111,7 @@ class DryRunSettings:
     spec: KernelSpec | None = None  # the command's loaded kernel.toml (read once per command); None: load kernel_dir's
     reference: ReferenceSettings = ReferenceSettings()  # --reference: the original notebook's output on the same data
     show_inputs: int = DEFAULT_ROWS  # the first test rows each card's input is shown for (report.json inputs)
+    env: Mapping[str, str] = field(default_factory=dict)  # --env NAME=VALUE: added to the kernel's environment
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -210,7 +199,8 @@ def _run_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
     work = Path(tempfile.mkdtemp(prefix=f"kkb-dryrun-{scenario}-"))
     source = data
     try:
-        scaled = replicated_test(spec, data, work / "scaled", settings.rerun_scale) if scenario == "rerun" and settings.rerun_scale > 1 else None
+        scaled = (replicated_test(spec, data, work / "scaled", settings.rerun_scale, Path(settings.kernel_dir))
+                  if scenario == "rerun" and settings.rerun_scale > 1 else None)
         report = REHEARSALS[spec.submission.kind].run(scenario, settings, build, scaled.path if scaled else data, source, out, work)
         return replace(report, stand_in=scaled.description) if scaled else report
     finally:
@@ -238,29 +228,36 @@ def _progress(settings: DryRunSettings, line: str) -> None:
 
 def _fit_runs(scenario: Scenario, settings: DryRunSettings, build: BuildResult, source: Path, rows: int,
               result: ExecutionResult, work: Path) -> tuple[RunTimes, ...]:
-    """The runs the time projection fits: this one (``rows``), plus one on ``source`` (the data before
-    ``--rerun-scale``) replicated further when the test is too small to tell fixed from per-row time."""
+    """The runs the time projection fits: this one (``rows``), plus a second size to tell fixed from per-row time:
+    ``source`` (the data before ``--rerun-scale``) replicated further when the test is too small to tell them apart,
+    else, after ``--rerun-scale``, the public test itself (a smaller, cheaper run)."""
     spec = build.spec
     runs = [RunTimes(rows, result.wall_seconds, tuple(result.steps))]
     hidden = settings.hidden_rows or spec.competition.hidden_rows
     factor = fit_factor(rows)
-    if scenario != "rerun" or not settings.fit or not hidden or hidden <= rows or factor == 1 or not result.ok:
+    if scenario != "rerun" or not settings.fit or not hidden or hidden <= rows or not result.ok:
         return tuple(runs)
     if not REHEARSALS[spec.submission.kind].fits_second_size or (result.steps and all(s.get("infer_seconds") is not None for s in result.steps)):
         return tuple(runs)  # card steps time themselves; the gateway drives evaluation-API kernels
-    try:
-        scaled = replicated_test(spec, source, work / "fit-data", factor * settings.rerun_scale)
-    except DryRunError as error:
-        _progress(settings, f"rerun: no second size for the time fit ({error.message}); the projection's basis is the "
-                            "measured run only")
+    if factor > 1:  # too few rows to tell fixed from per-row time: the test replicated further
+        try:
+            scaled = replicated_test(spec, source, work / "fit-data", factor * settings.rerun_scale, Path(settings.kernel_dir))
+        except DryRunError as error:
+            _progress(settings, f"rerun: no second size for the time fit ({error.message}); the projection's basis is the "
+                                "measured run only")
+            return tuple(runs)
+        second_data, second_rows, how = scaled.path, scaled.rows, f"{factor}x"
+    elif settings.rerun_scale > 1:  # two sizes at hand: the replicated test and the public one
+        second_data, second_rows, how = source, _rows(source, spec), "the public test, before --rerun-scale"
+    else:
         return tuple(runs)
-    _progress(settings, f"rerun: a second run on {scaled.rows} rows ({factor}x) to separate fixed from per-row time")
-    if scaled.rows <= rows:
+    if second_rows == rows:
         return tuple(runs)
-    second = execute_kernel(build.notebook_path, build.spec.kernel.type, scenario_sandbox(scenario, settings, build, scaled.path),
+    _progress(settings, f"rerun: a second run on {second_rows} rows ({how}) to separate fixed from per-row time")
+    second = execute_kernel(build.notebook_path, build.spec.kernel.type, scenario_sandbox(scenario, settings, build, second_data),
                             work / "kaggle-fit")
     if second.ok:
-        runs.append(RunTimes(scaled.rows, second.wall_seconds, tuple(second.steps)))
+        runs.append(RunTimes(second_rows, second.wall_seconds, tuple(second.steps)))
     else:
         _progress(settings, f"rerun: the second run failed ({second.ename}); projecting proportionally")
     return tuple(runs)
@@ -286,7 +283,7 @@ def scenario_sandbox(scenario: Scenario, settings: DryRunSettings, build: BuildR
                        extra_env=probe | shown,
                        layout=settings.layout, memory_bytes=_memory(settings, build.spec),
                        working_limit_bytes=WORKING_LIMIT_BYTES, python=python, visible=(python.parent.parent,) if python else (),
-                       gpu=machine_shape(build.spec.kernel.machine_shape).gpu_bytes is not None)
+                       gpu=machine_shape(build.spec.kernel.machine_shape).gpu_bytes is not None, user_env=dict(settings.env))
 
 
 def _memory(settings: DryRunSettings, spec: KernelSpec) -> int:
@@ -309,7 +306,9 @@ def _limits(scenario: Scenario, settings: DryRunSettings, spec: KernelSpec, rows
 
 
 def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, result: ExecutionResult,
-            out: Path, sandbox: Path | None, fit_runs: tuple[RunTimes, ...] = ()) -> ScenarioReport:
+                    out: Path, sandbox: Path | None, fit_runs: tuple[RunTimes, ...] = (),
+                    judged: Path | None = None) -> ScenarioReport:
+    """``judged``: the file the format check reads, when not the run's own (an evaluation-API gateway's, aligned)."""
     spec = build.spec
     sample = data / spec.competition.sample_submission
     rows = _rows(data, spec)
@@ -317,7 +316,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
     projection = _projection(limits, fit_runs or (RunTimes(rows, result.wall_seconds, tuple(result.steps)),),
                              spec.kernel.machine_shape, build.out_dir)
     expected = REHEARSALS[spec.submission.kind].scored_file(spec)
-    verdict = judge(result, kernel_type=spec.kernel.type, submission_file=expected,
+    verdict = judge(result, kernel_type=spec.kernel.type, submission_file=judged or expected,
                     sample_submission=sample, id_column=spec.submission.id_column,
                     target_columns=spec.submission.target_columns, limits=limits,
                     column_types=spec.submission.column_types, kernel_file=spec.submission.file,
@@ -339,6 +338,8 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
                                                                          competition_data(settings, spec) / sample.name, spec.submission)
     warnings += mounted_warnings(result.working_dir, build)
     metric = _metric_report(scenario, settings, spec, result.working_dir / expected, sample, result.working_dir, data)
+    if scenario == "rerun":  # a step that rounds its own output under a relative-error metric
+        warnings += step_rounding(spec, Path(settings.kernel_dir), result.steps, result.working_dir, sample)
     if metric is not None:
         verdict = _with_metric(verdict, metric)
         warnings += list(metric.warnings)
@@ -360,6 +361,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         projection=projection.to_json() if projection else None, warnings=tuple(warnings),
         member_outputs=members,
         metric=metric.to_json() if metric is not None else None, version_skew=skew_records(result.version_skew, own),
+        variables=result.environment.listing(), variables_summary=result.environment.summary() if result.environment.given else "",
     )
 
 
@@ -470,92 +472,21 @@ def _save_outputs(scenario: Scenario, result: ExecutionResult, submission_file: 
 
 def _evaluation_api_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResult, data: Path, source: Path,
                              out: Path, work: Path) -> ScenarioReport:
-    """One dry-run scenario of an evaluation-API kernel. The gateway drives the rerun: no second
-    size is run for the time fit (``source`` is unused)."""
+    """One dry-run scenario of an evaluation-API kernel (:mod:`builder.rehearse.evalapi_scenario`), judged as a CSV
+    kernel's run is, with the gateway's view beside it."""
     section = evaluation_section(build.spec)
     sandbox = scenario_sandbox(scenario, settings, build, data)
     sandbox = replace(sandbox, extra_env={**sandbox.extra_env, **sandbox_env(section)})
-    notebook = build.notebook_path  # the kernel's code: a notebook, or a script (the rerun runs either as a script)
-    keep = work if settings.keep_sandbox else None
-    if scenario == "commit":
-        result = execute_kernel(notebook, build.spec.kernel.type, sandbox, work / "kaggle")
-        report = commit_report(result.working_dir, build.spec)
-    else:
-        rerun = rehearse_rerun(notebook, build.spec, sandbox.mounts, work / "kaggle",
-                               timeout_seconds=float(sandbox.timeout_seconds or 0) or 9 * 3600, layout=sandbox.layout,
-                               isolation=sandbox.isolation, memory_bytes=sandbox.memory_bytes)
-        result, report = _as_execution(rerun, notebook), rerun.report
-        (out / "rerun.gateway.log").write_text(rerun.gateway_log)
-    _in_sample_order(result.working_dir / build.spec.submission.file, data / build.spec.competition.sample_submission,
-                     build.spec.submission.id_column)
-    base = scenario_report(scenario, settings, build, data, result, out, keep)
-    verdict = _verdict(report, base.verdict)
+    run = run_evaluation_api(scenario, sandbox, build.notebook_path, build.spec, data, work)
+    if run.rerun is not None:
+        (out / "rerun.gateway.log").write_text(run.gateway_log)
+    base = scenario_report(scenario, settings, build, data, run.result, out, work if settings.keep_sandbox else None,
+                           judged=run.judged)
+    verdict = gateway_verdict(run.report, base.verdict)
     missing = missing_gateway_package(build.spec, data)
     if missing is not None and not verdict.ok:  # not Kaggle's verdict: Kaggle's data has the package
         verdict = Judgement(NOT_REHEARSED, missing, verdict.detail)
-    return replace(base, verdict=verdict, evaluation_api={**report.to_json(), "lines": report.lines()})
-
-
-def _in_sample_order(path: Path, sample_path: Path, id_column: str) -> None:
-    """The gateway decides the row order (batch by batch) and Kaggle matches rows by id, so the sample's
-    order is no requirement here: reorder before the dry run's check, which would flag it."""
-    if not path.is_file() or not sample_path.is_file():
-        return
-    try:
-        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, dtype={id_column: str})
-    except Exception:
-        return
-    if id_column in frame.columns:
-        frame[id_column] = frame[id_column].astype(str)
-    aligned = align_to_sample(frame, read_sample(sample_path, id_column), id_column)
-    if aligned is not frame:
-        aligned.to_parquet(path, index=False) if path.suffix == ".parquet" else aligned.to_csv(path, index=False)
-
-
-def _verdict(report: EvalApiReport, judged: Judgement) -> Judgement:
-    """The gateway's error decides when there is one; otherwise the dry run's own judgement stands
-    (it checks submission.parquet against the sample, the projected time and the memory)."""
-    if report.succeeded or report.error_type is None or judged.name == COMPUTE:  # the memory limit ended the run first
-        return judged
-    return Judgement(verdict_name(report), verdict_reason(report), "\n".join(report.lines()))
-
-
-def _as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:
-    """The rerun in the executor's terms, so the dry run judges and saves it like any other run."""
-    if rerun.submission is not None:  # the gateway's file, by its own name, where the dry run looks for the output
-        shutil.copyfile(rerun.submission, rerun.working_dir / rerun.submission.name)
-    executed = rerun.root / ("__notebook__.ipynb" if notebook.suffix == ".ipynb" else EXECUTED_SCRIPT)
-    _write_rerun_notebook(notebook, executed)
-    exit_code = rerun.report.notebook_exit
-    failed = exit_code not in (None, 0)
-    last = tail(rerun.notebook_stderr, 1).strip()
-    ename, _, evalue = last.partition(": ")
-    return ExecutionResult(
-        root=rerun.root, working_dir=rerun.working_dir, executed_notebook=executed, ok=not failed and not rerun.timed_out,
-        timed_out=rerun.timed_out, failed_cell=None, ename=(ename or "NotebookExited") if failed else None,
-        evalue=(evalue or f"exit code {exit_code}") if failed else None,
-        traceback_tail=(tail(rerun.notebook_stderr, LOG_TAIL_LINES) or None) if failed else None,
-        wall_seconds=rerun.wall_seconds, peak_rss_bytes=rerun.peak_rss_bytes, peak_gpu_bytes=None,
-        log=[{"stream_name": name, "time": rerun.wall_seconds, "data": text}
-             for name, text in (("stdout", rerun.notebook_stdout), ("stderr", rerun.notebook_stderr)) if text],
-        # predict is the part that grows with the hidden test: the dry run projects it like a step.
-        steps=[{"name": "predict", "seconds": rerun.report.predict_seconds_total, "peak_rss_bytes": rerun.peak_rss_bytes}],
-        isolation=rerun.isolation, isolation_note=rerun.isolation_note, memory_limit_bytes=rerun.memory_limit_bytes,
-        memory_accounting=rerun.memory_accounting, memory_exceeded=rerun.memory_exceeded,
-        memory_step="predict" if rerun.memory_exceeded else None,
-    )
-
-
-def _write_rerun_notebook(notebook: Path, target: Path) -> None:
-    if notebook.suffix != ".ipynb":  # a script kernel: the script as it ran
-        shutil.copyfile(notebook, target)
-        return
-    nb = nbformat.read(notebook, as_version=4)
-    nb.cells.insert(0, nbformat.v4.new_markdown_cell(
-        "**kkb: the scoring rerun ran these cells as one script, blocked in `serve()` and driven by the "
-        "competition's gateway from another process.** Its output is in `rerun.log.json`, the gateway's in "
-        "`rerun.gateway.log`."))
-    nbformat.write(nb, target)
+    return replace(base, verdict=verdict, evaluation_api={**run.report.to_json(), "lines": run.report.lines()})
 
 
 ScenarioRunner = Callable[[Scenario, DryRunSettings, BuildResult, Path, Path, Path, Path], ScenarioReport]

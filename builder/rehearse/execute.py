@@ -33,6 +33,8 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 
 from builder.errors import DryRunError
 from builder.kkb_runtime.vocabulary import MemoryAccounting
+from builder.project.kaggle_env import KernelEnvironment
+from builder.rehearse.deadlines import LimitCheck, WaitTracker
 from builder.rehearse.memory import MemoryWatch
 from builder.rehearse.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
 from builder.rehearse.skew import Skew, interpreter_versions, recorded_imports, version_skews
@@ -79,6 +81,8 @@ class ExecutionResult:
     memory_step: str | None = None  # the kkb step running when the limit ended the run
     root_filesystem: str = ""  # how the container's file system was made writable (builder.rehearse.overlay)
     version_skew: tuple[Skew, ...] = ()  # imported packages whose version differs from the image's (builder.rehearse.skew)
+    environment: KernelEnvironment = KernelEnvironment(())  # what the kernel's environment held (builder.project.kaggle_env)
+    time_limit_check: LimitCheck | None = None  # killed at its timeout: the CPU time and the wait for a CPU beside it
 
 
 def execute_notebook(notebook: Path, sandbox: SandboxSpec, root: Path,
@@ -169,6 +173,7 @@ class _Monitor:
         self.root = self.memory.root
         self.seen = self.memory.seen
         self.peak_gpu: int | None = None
+        self.waits = WaitTracker()  # the tree's wait for a CPU: a timeout on a busy machine is judged by it
         self._gpu = _GpuSampler()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kkb-monitor", daemon=True)
@@ -193,6 +198,7 @@ class _Monitor:
         """The process tree every tick (cheap: it remembers every process, to kill it); the memory when due."""
         processes = self._tree()
         self.memory.tick(processes, now=memory_now)
+        self.waits.tick(processes, now=memory_now)
         gpu = self._gpu.sample({process.pid for process in processes})
         if gpu is not None:
             self.peak_gpu = max(self.peak_gpu or 0, gpu)
@@ -417,6 +423,9 @@ class Watched:
             memory_step=self.memory_step or (self.run_log.current_step if self.memory_exceeded else None),
             root_filesystem=box.root_filesystem,
             version_skew=version_skews(recorded_imports(box.private_dir), versions=interpreter_versions(box.python)),
+            environment=box.environment,
+            time_limit_check=monitor.waits.check("the run's time limit", float(self.timeout), wall_seconds, finished=False)
+            if self.timed_out and monitor and self.timeout else None,
         )
 
 

@@ -67,6 +67,7 @@ def _scenario(s: ScenarioReport) -> str:
     parts.append(_projection(s))
     parts.append(_metric(s))
     parts.append(_predictions(s))
+    parts.append(_environment(s))
     if s.verdict.detail:
         parts.append(f"<details><summary>detail</summary><pre>{_e(s.verdict.detail)}</pre></details>")
     return "\n".join(part for part in parts if part)
@@ -81,6 +82,16 @@ def _facts(s: ScenarioReport) -> str:
              ("blocked network", ", ".join(s.blocked_network) or "none"), ("fast commit", s.fast_commit or "-")]
     rows = "".join(f"<tr><th>{_e(name)}</th><td>{_e(value)}</td></tr>" for name, value in facts)
     return f"<table>{rows}</table>"
+
+
+def _environment(s: ScenarioReport) -> str:
+    """The kernel's environment: every variable with its value (a secret's redacted) and where it came from."""
+    if not s.variables:
+        return ""
+    rows = "".join(f"<tr><td>{_e(v['name'])}</td><td>{_e(v['value'])}</td><td>{_e(v['origin'])}</td><td>{_e(v.get('note', ''))}"
+                   "</td></tr>" for v in s.variables)
+    return (f"<details><summary>kernel environment: {_e(s.variables_summary)}</summary><table><tr><th>name</th>"
+            f"<th>value</th><th>from</th><th>what it is</th></tr>{rows}</table></details>")
 
 
 def _timeline(s: ScenarioReport) -> str:

@@ -9,7 +9,9 @@ metric of ``kernel.toml``, else the competition folder's ``competition.toml``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -20,6 +22,7 @@ from builder.project.metric_setting import resolve_metric
 from builder.project.public_ids import check_public_ids
 from builder.project.spec import SPEC_FILE, KernelSpec
 from builder.rehearse.metric_report import MetricReport, MetricSource, metric_report
+from builder.rehearse.step_rounding import step_rounding_warnings
 
 
 def check_before_rerun(spec: KernelSpec, kernel_dir: Path, rerun_data: Path, answers: Path | None) -> None:
@@ -79,4 +82,15 @@ def rerun_metric_report(spec: KernelSpec, kernel_dir: Path, submission: Path, sa
                          MetricSource(metric.base_dir, metric.arguments))
 
 
-__all__ = ["check_answers_file", "check_before_rerun", "float_targets", "rerun_metric_report"]
+def step_rounding(spec: KernelSpec, kernel_dir: Path, steps: Sequence[Mapping[str, Any]], working: Path,
+                  sample: Path) -> list[str]:
+    """A step's own rounding that costs a relative-error metric's score (:mod:`builder.rehearse.step_rounding`), on the
+    target columns the sample holds as floats."""
+    metric = resolve_metric(spec.competition.metric, spec.competition.metric_args, kernel_dir,
+                            spec.competition.data_dir(kernel_dir))
+    header = pd.read_csv(sample, nrows=50)
+    columns = [c for c in spec.submission.target_columns if c in header.columns and pd.api.types.is_float_dtype(header[c])]
+    return step_rounding_warnings(parse_metric(metric.text), steps, working, columns, spec.submission.decimals)
+
+
+__all__ = ["check_answers_file", "check_before_rerun", "float_targets", "rerun_metric_report", "step_rounding"]

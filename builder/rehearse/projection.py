@@ -49,6 +49,10 @@ CARD = "card timings"
 TWO_SIZES = "two sizes"
 ONE_SIZE = "one size (one point: from all fixed to all per row)"
 CARD_FIXED = "fixed (the card steps do the per-row work)"
+DECLARED_FIXED = "fixed"  # a step record's own word ("fit": "fixed"): the first predict call, a model load
+RATE = "measured rate"  # a step record's "fit": "rate": per-row seconds of many calls within the run
+# A step record may say how it is fitted (the evaluation API's predict: the first call apart from the rest).
+FIT_KEY = "fit"
 
 
 @dataclass(frozen=True)
@@ -187,7 +191,7 @@ def project(runs: Sequence[RunTimes], hidden_rows: int, limit_seconds: float | N
         raise ValueError("no run to project from")
     names = _component_names(runs)
     components = [_fit(name, runs) for name in names if name != OUTSIDE]
-    cards_only = bool(components) and all(component.method == CARD for component in components)
+    cards_only = bool(components) and all(component.method in (CARD, DECLARED_FIXED, RATE) for component in components)
     components.append(_fit(OUTSIDE, runs, cards_only))
     factor = device or measured_here("CPU", "cpu")
     low, central, high = (sum(c.at(hidden_rows, factor, end) for c in components) for end in ("low", "central", "high"))
@@ -293,7 +297,7 @@ def _timing(step: Mapping[str, Any]) -> StepTiming | None:
 
 
 def _fit(name: str, runs: Sequence[RunTimes], cards_only: bool = False) -> ComponentFit:
-    card = _card_fit(name, runs)
+    card = _card_fit(name, runs) or declared_fit(name, runs)
     if card is not None:
         return card
     points = sorted({(run.rows, seconds) for run in runs if (seconds := _component_seconds(run, name)) is not None})
@@ -304,7 +308,8 @@ def _fit(name: str, runs: Sequence[RunTimes], cards_only: bool = False) -> Compo
     rows, seconds = points[0]
     if cards_only:  # kernel start, installs, combining: the card steps carry the per-row work
         return ComponentFit(name, CARD_FIXED, tuple(points), _fixed_span(seconds), ZERO, ZERO,
-                            f"{seconds:.2f} s at {rows} rows, fixed (kernel start, installs, combining)")
+                            f"{seconds:.2f} s at {rows} rows, fixed (kernel start, installs, combining: the parts "
+                            "above do the per-row work)")
     # One point: anywhere from all fixed (low) to all per row (central and high, the safe over-estimate).
     per_row = seconds / max(rows, 1)
     host, device = (ZERO, Span(0.0, per_row, per_row)) if user else (Span(0.0, per_row, per_row), ZERO)
@@ -319,6 +324,34 @@ def _card_fit(name: str, runs: Sequence[RunTimes]) -> ComponentFit | None:
             timing = _timing(step) if str(step.get("name")) == name else None
             if timing is not None and timing.folds:
                 return card_fit(name, float(step.get("seconds") or 0.0), timing)
+    return None
+
+
+def declared_fit(name: str, runs: Sequence[RunTimes]) -> ComponentFit | None:
+    """A step whose record says how it grows (``"fit": "fixed"`` or ``"rate"``), from the largest run that has it.
+
+    ``rate``: ``seconds`` over ``rows`` is the central per-row cost; ``rates`` (a sample of per-call seconds per row)
+    give the spread, as a card's steady batches do; user code, so the accelerator may speed up all of it or none."""
+    for run in sorted(runs, key=lambda r: -r.rows):
+        for step in run.steps:
+            if str(step.get("name")) != name or step.get(FIT_KEY) not in (DECLARED_FIXED, RATE):
+                continue
+            seconds = float(step.get("seconds") or 0.0)
+            point = ((run.rows, round(seconds, 3)),)
+            if step[FIT_KEY] == DECLARED_FIXED:
+                return ComponentFit(name, DECLARED_FIXED, point, _fixed_span(seconds), ZERO, ZERO,
+                                    f"{seconds:.2f} s, fixed ({step.get('why') or 'once per run'})")
+            rows = int(step.get("rows") or 0)
+            if rows <= 0:
+                return None
+            central = seconds / rows
+            rates = sorted(float(rate) for rate in step.get("rates") or () if rate is not None) or [central]
+            low, high = rates[int(0.1 * (len(rates) - 1))], rates[-1 - int(0.1 * (len(rates) - 1))]
+            span = Span(min(low, central) / RATE_SPREAD, central, max(high, central) * RATE_SPREAD)
+            host, device = (span, ZERO) if step.get("host") else (ZERO, span)
+            return ComponentFit(name, RATE, point, ZERO, host, device,
+                                f"{central * 1000:.3g} ms per row over {rows} rows ({step.get('why') or 'measured'})",
+                                uses_device=not step.get("host"), share_known=bool(step.get("host")))
     return None
 
 

@@ -62,6 +62,9 @@ class ScenarioReport:
     # every package whose version differs from the image's (builder.rehearse.skew.skew_records); the summary's
     # warning names only those the kernel's own code imports
     version_skew: list[dict[str, Any]] = field(default_factory=list)
+    # the kernel's environment, every variable with its origin, secrets redacted (builder.project.kaggle_env)
+    variables: list[dict[str, str]] = field(default_factory=list)
+    variables_summary: str = ""
 
     @property
     def ok(self) -> bool:

@@ -33,8 +33,6 @@ blocked attempt in ``.sandbox/network.log``.
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 import stat
 import sys
@@ -48,6 +46,8 @@ from builder.kkb_runtime import scale as runtime_scale
 from builder.kkb_runtime.references import StandInConfig
 from builder.kkb_runtime.scale import ScaledData
 from builder.kkb_runtime.vocabulary import Layout
+from builder.project import kaggle_env
+from builder.project.kaggle_env import EnvRequest, KernelEnvironment, SandboxDirs
 from builder.rehearse.isolation import GUEST_DIR, Isolation, IsolationChoice, IsolationRequest, choose_isolation, launcher_argv
 from builder.rehearse.overlay import RootChoice, choose_root_filesystem, recorded
 from builder.rehearse.pip_shim import install_pip_shim
@@ -55,15 +55,6 @@ from builder.rehearse.pip_shim import install_pip_shim
 PRIVATE = ".sandbox"
 NETWORK_LOG = "network.log"
 KERNEL_LOG = "kernel.log"
-# Port 9 (discard) on loopback: nothing listens, so a proxied request fails at once instead of hanging.
-DEAD_PROXY = "http://127.0.0.1:9"
-# Never passed to the kernel: the user's Kaggle credentials and anything that looks like a secret.
-SECRET_NAME = re.compile(
-    r"^(KAGGLE_|KKB_|JPY_|JUPYTER_|AWS_|AZURE_|GOOGLE_APPLICATION_CREDENTIALS$|PYTHONPATH$|PYTHONSTARTUP$)"
-    r"|TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|_KEY$",
-    re.IGNORECASE,
-)
-CREDENTIAL_VARIABLES = ("KAGGLE_USERNAME", "KAGGLE_KEY", "KAGGLE_API_TOKEN")
 LEGACY_PREFIXES = {"competitions": 1, "datasets": 2, "models": 2, "notebooks": 2}
 
 
@@ -88,6 +79,7 @@ class SandboxSpec:
     visible: tuple[Path, ...] = ()  # host folders the kernel reads at their own paths (kkb's script wrapper)
     python: Path | None = None  # the kernel's interpreter (kkb env's, --image-env); default: this one
     gpu: bool = False  # the run uses the GPU: its device nodes exist in the namespaces' minimal /dev
+    user_env: Mapping[str, str] = field(default_factory=dict)  # --env NAME=VALUE (builder.project.kaggle_env)
 
 
 @dataclass(frozen=True)
@@ -108,6 +100,7 @@ class Sandbox:
     root_choice: RootChoice = RootChoice(None)  # how the container's file system is writable (builder.rehearse.overlay)
     python: Path = Path(sys.executable)  # the kernel's interpreter, first on its PATH
     gpu: bool = False  # the GPU's device nodes are visible to the kernel
+    environment: KernelEnvironment = KernelEnvironment(())  # env, each variable with its origin (the report lists it)
 
     @property
     def root_filesystem(self) -> str:
@@ -158,9 +151,10 @@ def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
             _readonly_copy(source, target)
         _remove_write_permission(root / "input")
     python = Path(spec.python) if spec.python else Path(sys.executable)
-    env = kernel_environment(root, rerun=spec.rerun, extra_env=spec.extra_env, proxies=isolation == "python", python=python)
+    environment = sandbox_environment(root, rerun=spec.rerun, extra_env=spec.extra_env, proxies=isolation == "python",
+                                      python=python, user_env=spec.user_env, gpu=spec.gpu)
     return Sandbox(root=root, input_dir=root / "input", working_dir=root / "working", temp_dir=root / "temp",
-                   private_dir=root / PRIVATE, env=env, isolation=isolation, mounts=mounts,
+                   private_dir=root / PRIVATE, env=environment.env, isolation=isolation, mounts=mounts, environment=environment,
                    memory_bytes=spec.memory_bytes, isolation_note=choice.describe(),
                    visible=tuple(Path(folder).resolve() for folder in spec.visible), root_choice=root_choice, python=python,
                    gpu=spec.gpu)
@@ -221,55 +215,19 @@ def remove_sandbox(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-# Offline switches a host shell (or kkb's own build) may have set and Kaggle never does.
-OFFLINE_SWITCHES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+def kernel_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str] = {}, proxies: bool = True,
+                       python: Path | None = None, user_env: Mapping[str, str] = {}, gpu: bool = False) -> dict[str, str]:
+    """The kernel's environment (:func:`builder.project.kaggle_env.kernel_environment`: Kaggle's variables, kkb's own,
+    ``--env``; nothing else of this machine's) for a sandbox at ``root``; ``extra_env`` is the run's own kkb settings."""
+    return sandbox_environment(root, rerun=rerun, extra_env=extra_env, proxies=proxies, python=python,
+                               user_env=user_env, gpu=gpu).env
 
 
-def kernel_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str] = {},
-                       proxies: bool = True, python: Path | None = None) -> dict[str, str]:
-    """The kernel's environment: ours minus secrets, plus what a Kaggle batch run with internet off has.
-
-    ``proxies``: point HTTP(S) proxies at a closed loopback port, for non-Python clients where no
-    network namespace stops them (the Python guard hides this proxy from Python's own clients).
-    """
-    refused = sorted(name for name in extra_env if name in CREDENTIAL_VARIABLES)
-    if refused:
-        raise DryRunError(f"refusing to pass {', '.join(refused)} into the sandbox",
-                          hint="kernels never see Kaggle credentials, on Kaggle or here")
-    private = root / PRIVATE
-    env = {name: value for name, value in os.environ.items() if not SECRET_NAME.search(name)}
-    env.update(
-        KKB_KAGGLE_ROOT=str(root),
-        KAGGLE_KERNEL_RUN_TYPE="Batch",
-        HOME=str(private / "home"),
-        KAGGLE_CONFIG_DIR=str(private / "home" / ".kaggle"),
-        TMPDIR=str(private / "tmp"), TMP=str(private / "tmp"), TEMP=str(private / "tmp"),
-        XDG_CACHE_HOME=str(private / "home" / ".cache"),
-        XDG_CONFIG_HOME=str(private / "home" / ".config"),
-        XDG_DATA_HOME=str(private / "home" / ".local" / "share"),
-        JUPYTER_RUNTIME_DIR=str(private / "home" / ".jupyter-runtime"),
-        PYTHONPATH=str(private / "site"),
-        KKB_SANDBOX_NETLOG=str(private / NETWORK_LOG),
-        # The kernel's `python` and `pip` are this interpreter's, as on Kaggle they are the image's; `pip` through
-        # kkb's shim, which knows what the image already has (builder.rehearse.pip_shim).
-        PATH=os.pathsep.join([str(private / "bin"), str(Path(python or sys.executable).parent), os.environ.get("PATH", os.defpath)]),
-        KKB_IMAGE_PACKAGES=str(private / "image-packages.json"),
-        KKB_SANDBOX_IMPORTS=str(private / "imports"),  # what each process imported (builder.rehearse.skew)
-    )
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "FTP_PROXY", "NO_PROXY"):
-        env.pop(name, None)
-        env.pop(name.lower(), None)
-    for name in OFFLINE_SWITCHES:  # Kaggle sets none: a download is attempted there, and blocked here, by host
-        env.pop(name, None)
-    if proxies:
-        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "FTP_PROXY"):
-            env[name] = env[name.lower()] = DEAD_PROXY
-        env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1"
-        env["KKB_SANDBOX_DEAD_PROXY"] = DEAD_PROXY
-    if rerun:
-        env["KAGGLE_IS_COMPETITION_RERUN"] = "1"  # Kaggle tests presence; the value is a guess
-    env.update(extra_env)
-    return env
+def sandbox_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str] = {}, proxies: bool = True,
+                        python: Path | None = None, user_env: Mapping[str, str] = {}, gpu: bool = False) -> KernelEnvironment:
+    return kaggle_env.kernel_environment(EnvRequest(
+        root=Path(root), dirs=SandboxDirs(Path(root) / PRIVATE), python=Path(python or sys.executable), rerun=rerun,
+        gpu=gpu, proxies=proxies, kkb=extra_env, user=user_env))
 
 
 def isolation_mode(requested: IsolationRequest = "auto") -> Isolation:

@@ -14,7 +14,9 @@ from pathlib import Path
 from builder.errors import DryRunError
 from builder.kkb_runtime.references import StandInConfig
 from builder.kkb_runtime.scale import ScaledData
+from builder.kkb_runtime.vocabulary import SubmissionKind
 from builder.project.spec import SPEC_FILE, InputSection, KernelSpec
+from builder.rehearse.batch_stand_in import replicate_batches
 from builder.rehearse.sandbox import Mount, scale_competition_data
 
 
@@ -49,9 +51,12 @@ def _download_command(item: InputSection) -> str:
     return f"datasets download {item.ref} --unzip"
 
 
-def replicated_test(spec: KernelSpec, source: Path, dest: Path, factor: int) -> ScaledData:
+def replicated_test(spec: KernelSpec, source: Path, dest: Path, factor: int, kernel_dir: Path | None = None) -> ScaledData:
     """The public test replicated ``factor`` times with the data its rows reference (``--rerun-scale``, the
-    projection's second size), as ``[competition]`` and ``[competition.stand_in]`` describe it."""
+    projection's second size), as ``[competition]`` and ``[competition.stand_in]`` describe it; an evaluation-API
+    test along the gateway's batches (:mod:`builder.rehearse.batch_stand_in`)."""
+    if spec.submission.kind is SubmissionKind.EVALUATION_API:
+        return replicate_batches(spec, source, dest, factor, kernel_dir)
     stated = spec.competition.stand_in
     return scale_competition_data(source, dest, factor, id_column=spec.submission.id_column,
                                   sample_submission=spec.competition.sample_submission, test=spec.competition.test,

@@ -81,6 +81,15 @@ if torch is not None and torch.cuda.is_available():
         image["benchmark"] = {"error": repr(exc)}
 '''
 CAPTURE_SCRIPT = CAPTURE_SCRIPT.replace('out = Path(os.environ', BENCHMARK + 'out = Path(os.environ', 1)
+# The kernel's environment, which the dry run gives its kernels (builder.project.kaggle_env): each variable with its
+# value, a secret's by its name only (its value never leaves Kaggle: the dry run gives it an inert stand-in).
+ENVIRONMENT = '''
+_secret = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|_KEY$", re.IGNORECASE)
+image["environment"] = {"sources": [f"captured by kkb image --on-kaggle on {image['captured']}"], "variables": [
+    {"name": name, **({"stand_in": True} if _secret.search(name) else {"value": value}), "source": "captured on Kaggle"}
+    for name, value in sorted(os.environ.items()) if not name.startswith(("KKB_", "JPY_"))]}
+'''
+CAPTURE_SCRIPT = CAPTURE_SCRIPT.replace('out = Path(os.environ', ENVIRONMENT + 'out = Path(os.environ', 1)
 
 
 @dataclass(frozen=True)
@@ -189,6 +198,7 @@ def _description(captured: dict[str, Any], kernel_id: str, version: int | None, 
         "preinstalled_patterns": [],
         "import_names": {str(k): str(v) for k, v in dict(captured.get("import_names") or {}).items()},
         **({"benchmark": dict(captured["benchmark"])} if isinstance(captured.get("benchmark"), dict) else {}),
+        **({"environment": dict(captured["environment"])} if isinstance(captured.get("environment"), dict) else {}),
     }
 
 

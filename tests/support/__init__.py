@@ -13,4 +13,5 @@ a test asks for a fixture by its parameter name, nothing imports a fixture.
 - ``demo_kaggle``: kkb's local Kaggle as the push/submit/wheels tests use it (user kkb-demo signed in).
 - ``local_kaggle``: the local Kaggle server's own tests: a fake kernel runner, tiny competitions, clients.
 - ``wheels``: a hermetic pip and a local package index of tiny projects built once per session.
+- ``busy``: other work on this machine (processes spinning on one CPU) for the tests of runs on a busy machine.
 """

@@ -1,6 +1,6 @@
-"""The kkb-evalapi competition's gateway: the test arrives batch by batch (one ``batch_id`` at a time),
+"""The kkb-evalapi competition's gateway: the test arrives one date at a time (``date_id``, in order),
 ``predict(test_batch)`` answers each with one ``target`` per row, and the answers become
-``submission.parquet`` (``row_id``, ``target``)."""
+``submission.parquet`` (``row_id``, ``target``). An answer that names its rows must name the batch's own."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ class KkbEvalapiGateway(templates.Gateway):
             (self.test_path,) = (Path(path) for path in self.data_paths)
 
     def generate_data_batches(self) -> Generator[tuple[tuple[Any, ...], Any], None, None]:
-        test = pd.read_csv(self.test_path, dtype={"row_id": str})
-        for _, batch in test.groupby("batch_id", sort=False):
+        test = pd.read_csv(self.test_path)
+        for _, batch in test.groupby("date_id", sort=False):
             batch = batch.reset_index(drop=True)
             yield (batch,), batch["row_id"]
 
@@ -44,6 +44,8 @@ class KkbEvalapiGateway(templates.Gateway):
             if "target" not in prediction_batch.columns:
                 raise GatewayRuntimeError(GatewayRuntimeErrorType.INVALID_SUBMISSION,
                                           f"Predictions must have a 'target' column, got {list(prediction_batch.columns)}")
+            if "row_id" in prediction_batch.columns and prediction_batch["row_id"].tolist() != row_ids.tolist():
+                raise GatewayRuntimeError(GatewayRuntimeErrorType.INVALID_SUBMISSION, "Invalid values for row_id")
             values = prediction_batch["target"].to_numpy()
         elif isinstance(prediction_batch, pd.Series):
             values = prediction_batch.to_numpy()
