@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from builder.rehearse.deadlines import LimitCheck, WaitTracker, tripped_by_load
+from builder.rehearse.deadlines import LimitCheck, WaitTracker, time_owed, tripped_by_load
 from tests.support.busy import burner, busy_loops, first_cpu
 
 
@@ -43,3 +43,19 @@ def test_the_tracker_measures_the_wait_for_a_cpu_that_other_work_took() -> None:
     # a quarter of a CPU: 0.6 s of CPU took about 2.4 s, most of it waiting
     assert check.waited_seconds is not None and check.waited_seconds > 0.5 and check.loaded, check
     assert check.cpu_seconds is not None and 0.4 < check.cpu_seconds < 1.0 and check.own_seconds < wall
+
+
+@pytest.mark.parametrize(
+    ("limit", "elapsed", "waited", "owed"),
+    [
+        (60.0, 60.0, 20.0, 20.0),  # at the limit by the wall clock, 20 s of it spent waiting: 20 s more
+        (60.0, 80.0, 25.0, 5.0),  # extended once, waited 5 s more meanwhile: 5 s more
+        (60.0, 60.0, 0.05, 0.0),  # hardly waited: the limit is the kernel's
+        (60.0, 100.0, 95.0, 20.0),  # owed 55 s, but the extension stops at the limit again (120 s)
+        (3600.0, 3600.0, 1000.0, 300.0),  # and at five minutes
+        (3.0, 3.0, 0.3, 0.3),  # a short test limit: the same rule
+    ],
+)
+def test_a_run_at_its_limit_is_owed_the_time_it_waited_for_a_cpu(limit: float, elapsed: float, waited: float,
+                                                                owed: float) -> None:
+    assert time_owed(limit, elapsed, waited) == pytest.approx(owed)

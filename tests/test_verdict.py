@@ -333,3 +333,12 @@ def test_a_timeout_on_a_busy_machine(tmp_path: Path, check: LimitCheck, verdict:
                      time_limit_check=check)
     judged = _judge(result)
     assert judged.name == verdict and judged.reason.startswith(reason), judged.reason
+
+
+def test_a_run_that_ended_in_the_time_the_load_took_is_not_rehearsed(tmp_path: Path) -> None:
+    """Past its 60 s limit by the wall clock, it ended in the extra time the load was owed: 40 s of its own."""
+    check = LimitCheck("the run's time limit", 60, 70, 39, 30, 5.0, 2, finished=True)
+    judged = _judge(_result(tmp_path, wall_seconds=70.0, time_limit_check=check))
+    assert judged.name == "Not Rehearsed" and judged.reason.startswith(
+        "not rehearsed: the run's time limit (60.0 s): 70.0 s by the wall clock, 39.0 s of CPU time, 30.0 s waiting for a "
+        "CPU (load 5.0 on 2 CPUs): it ran 40.0 s; the rest went to other work on this machine"), judged.reason

@@ -85,6 +85,23 @@ class LimitCheck:
         return {**asdict(self), "own_seconds": round(self.own_seconds, 3), "loaded": self.loaded, "by_load": self.by_load}
 
 
+EXTENSION_CAP_SECONDS = 300.0  # a run's time limit is extended by the load's share at most this much (and the limit)
+MIN_EXTENSION_SECONDS = 0.1
+
+
+def time_owed(limit: float, elapsed: float, waited: float) -> float:
+    """At a run's time limit by the wall clock: the seconds it is owed because it waited for a CPU that a Kaggle session
+    would have had (its own time, the wall less that wait, has not reached the limit yet), 0 when none.
+
+    The run goes on for them, so that one killed at last had the whole limit to itself (the failure, Kaggle's) and one
+    that ends meanwhile was over the limit only because of the load (``Not Rehearsed``); the extension is capped at
+    the limit again and :data:`EXTENSION_CAP_SECONDS`, past which the run is ended and judged as it stands."""
+    owed = limit - max(elapsed - waited, 0.0)
+    cap = min(limit, EXTENSION_CAP_SECONDS) - max(elapsed - limit, 0.0)
+    owed = min(owed, cap)
+    return owed if owed >= MIN_EXTENSION_SECONDS else 0.0
+
+
 def tripped_by_load(checks: tuple[LimitCheck, ...] | list[LimitCheck]) -> LimitCheck | None:
     """The first limit passed only because of the load, if one was."""
     return next((check for check in checks if check.by_load), None)

@@ -34,7 +34,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from builder.errors import DryRunError
 from builder.kkb_runtime.vocabulary import MemoryAccounting
 from builder.project.kaggle_env import KernelEnvironment
-from builder.rehearse.deadlines import LimitCheck, WaitTracker
+from builder.rehearse.deadlines import LimitCheck, WaitTracker, time_owed
 from builder.rehearse.memory import MemoryWatch
 from builder.rehearse.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
 from builder.rehearse.skew import Skew, interpreter_versions, recorded_imports, version_skews
@@ -349,16 +349,21 @@ class Watched:
         self.memory_step: str | None = None
         self.monitor: _Monitor | None = None
         self.watchdog: threading.Timer | None = None
+        self.watch_started = time.monotonic()
 
     def watch(self, pid: int) -> None:
         """Watch ``pid``'s process tree, and start the clock for the timeout."""
         self.monitor = _Monitor(pid, self.box.working_dir, self.working_limit, self._on_disk_full, self.box.memory_bytes,
                                 self._on_memory_full)
         self.monitor.start()
+        self.watch_started = time.monotonic()
         if self.timeout:
-            self.watchdog = threading.Timer(self.timeout, self._on_timeout)
-            self.watchdog.daemon = True
-            self.watchdog.start()
+            self._start_watchdog(self.timeout)
+
+    def _start_watchdog(self, seconds: float) -> None:
+        self.watchdog = threading.Timer(seconds, self._on_timeout)
+        self.watchdog.daemon = True
+        self.watchdog.start()
 
     def stop_watching(self) -> None:
         """Stop the clock; kill everything the run started (on Kaggle the container ends with the run)."""
@@ -373,6 +378,13 @@ class Watched:
             self.memory_exceeded = self.memory_exceeded or self.monitor.memory.exceeded
 
     def _on_timeout(self) -> None:
+        """The time limit by the wall clock; a run that waited for CPUs goes on for what it is owed
+        (:func:`builder.rehearse.deadlines.time_owed`), then is killed."""
+        if self.monitor and self.timeout:
+            owed = time_owed(self.timeout, time.monotonic() - self.watch_started, self.monitor.waits.waited)
+            if owed > 0:
+                self._start_watchdog(owed)
+                return
         self.timed_out = True
         if self.monitor:
             self.monitor.kill_all()
@@ -424,8 +436,9 @@ class Watched:
             root_filesystem=box.root_filesystem,
             version_skew=version_skews(recorded_imports(box.private_dir), versions=interpreter_versions(box.python)),
             environment=box.environment,
-            time_limit_check=monitor.waits.check("the run's time limit", float(self.timeout), wall_seconds, finished=False)
-            if self.timed_out and monitor and self.timeout else None,
+            time_limit_check=monitor.waits.check("the run's time limit", float(self.timeout), wall_seconds,
+                                                 finished=not self.timed_out)
+            if monitor and self.timeout and (self.timed_out or wall_seconds > self.timeout) else None,
         )
 
 

@@ -183,9 +183,9 @@ def judge(result: ExecutionResult, *, kernel_type: KernelForm | str, submission_
 def _timed_out(result: ExecutionResult) -> Judgement | None:
     """Killed at its timeout: Kaggle's ``Notebook Timeout``, unless only the machine's load made it that slow
     (:mod:`builder.rehearse.deadlines`: then ``Not Rehearsed``, with the CPU time and the wait for a CPU)."""
-    if not result.timed_out:
-        return None
     check = result.time_limit_check
+    if not result.timed_out:  # ended in the time the load took from it, past its limit by the wall clock only
+        return Judgement(NOT_REHEARSED, check.reason(), _failure_detail(result)) if check and check.by_load else None
     if check is not None and check.by_load:
         return Judgement(NOT_REHEARSED, check.reason(), _failure_detail(result))
     where = f" in cell {result.failed_cell}" if result.failed_cell is not None else ""
