@@ -13,8 +13,8 @@ import pytest
 from builder.cli import main
 from builder.errors import DryRunError, SpecError
 from builder.rehearse.dryrun import DryRunReport, DryRunSettings, dry_run
-from builder.rehearse.isolation import choose_isolation
 from builder.rehearse.verdict import COMPUTE, CSV_NOT_FOUND, NOT_REHEARSED, OK, SCORING_ERROR, THREW, TIMEOUT
+from builder.run.isolation import choose_isolation
 from tests.support.files import KERNELS, REPO
 
 KAGGLE_PATHS = choose_isolation("auto").mode != "python"

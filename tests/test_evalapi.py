@@ -31,7 +31,7 @@ from builder.rehearse.evalapi import (
     verdict_name,
 )
 from builder.rehearse.execute import execute_notebook
-from builder.rehearse.sandbox import Mount, SandboxSpec, remove_sandbox
+from builder.run.sandbox import Mount, SandboxSpec, remove_sandbox
 from tests.support.files import KERNELS
 from tests.support.golden import normalize_provenance
 from tests.support.kernels import evalapi_variant

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import DryRunError
-from builder.rehearse.sandbox import (
+from builder.run.sandbox import (
     DEAD_PROXY,
     GUEST_DIR,
     Mount,

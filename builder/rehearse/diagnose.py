@@ -36,8 +36,8 @@ from builder.project.image import image_package_for_module, load_image
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.limits import size_text
 from builder.rehearse.memory import near_limit
-from builder.rehearse.sandbox import blocked_network
 from builder.rehearse.skew import Skew, skew_in_failure
+from builder.run.sandbox import blocked_network
 
 _MEMORY = re.compile(r"\bMemoryError\b|Unable to allocate|Cannot allocate memory|std::bad_alloc|"
                      r"CUDA out of memory|OutOfMemoryError")

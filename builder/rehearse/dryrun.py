@@ -1,7 +1,7 @@
 """``kkb dry-run``: rehearse Kaggle's commit run and scoring rerun locally, and say what Kaggle would say.
 
 Each scenario builds nothing new: the kernel is built once (as ``kkb build``), then each scenario runs the rendered
-notebook in a fresh sandbox (``builder.rehearse.sandbox``), the code and weights bundles mounted as datasets:
+notebook in a fresh sandbox (``builder.run.sandbox``), the code and weights bundles mounted as datasets:
 
 ``commit``
     No ``KAGGLE_IS_COMPETITION_RERUN``, the public test as given. When ``[fast_commit]`` says the fast path
@@ -13,7 +13,7 @@ notebook in a fresh sandbox (``builder.rehearse.sandbox``), the code and weights
     :mod:`builder.rehearse.projection` (fixed + per-row cost; a second run on a replicated test when it is too small to
     separate them), its memory limited to and compared with the machine shape's RAM (``--memory`` overrides).
 
-Each scenario's sandbox says which isolation ran (:mod:`builder.rehearse.isolation`) and which limits were
+Each scenario's sandbox says which isolation ran (:mod:`builder.run.isolation`) and which limits were
 enforced (:mod:`builder.rehearse.limits`); both go into the report, with what each card fed its model
 (:mod:`builder.rehearse.card_inputs`) and the comparison with a reference (:mod:`builder.rehearse.reference`).
 Results go to ``build/NAME/dryrun/``: ``<scenario>.ipynb`` (the executed notebook), ``<scenario>.log.json`` (Kaggle's
@@ -76,7 +76,6 @@ from builder.rehearse.projection import (
 )
 from builder.rehearse.reference import ReferenceSettings, check_reference, compare_reference
 from builder.rehearse.report import SCENARIOS, DryRunReport, Scenario, ScenarioChoice, ScenarioReport
-from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox
 from builder.rehearse.skew import skew_records, skew_warnings
 from builder.rehearse.stand_ins import input_mounts, replicated_test
 from builder.rehearse.verdict import (
@@ -92,6 +91,7 @@ from builder.rehearse.verdict import (
     projected_seconds,
 )
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
+from builder.run.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox
 
 LOG_TAIL_LINES = 20
 # The runtime prints its fast-commit decision as "[kkb] <reason>" (kkb_runtime.commit.decide).

@@ -44,12 +44,13 @@ from builder.errors import DryRunError
 from builder.kkb_runtime.vocabulary import Layout, MemoryAccounting, Scenario, SubmissionKind
 from builder.project.jsonfile import read_object
 from builder.project.spec import EvaluationApiSection, KernelSpec
-from builder.rehearse.isolation import IsolationRequest
 from builder.rehearse.memory import MemoryWatch
-from builder.rehearse.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox
 from builder.rehearse.verdict import OK, SCORING_ERROR, THREW, TIMEOUT
+from builder.run.isolation import GUEST_DIR as RUN_GUESTS
+from builder.run.isolation import IsolationRequest
+from builder.run.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox
 
-GUEST = Path(__file__).resolve().parent / "guest" / "evalapi_guest.py"
+GUEST = RUN_GUESTS / "evalapi_guest.py"
 STATE_FILE = "kkb_evaluation.json"  # written by kkb_runtime.evaluation in the working dir
 GUEST_DIR = "evalapi"  # under the sandbox's private dir: scripts, records, logs
 GATEWAY_DIR = "gateway"  # under the sandbox root: the gateway container's working dir
