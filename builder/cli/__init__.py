@@ -46,6 +46,7 @@ from builder.project.ci import CiProvider
 from builder.project.image import image_summary, load_image, package_lines
 from builder.project.image_store import stored_image_path
 from builder.project.init import InitSettings
+from builder.project.paths import absolute, resolved
 from builder.project.spec import MAX_WAIT_SECONDS
 from builder.project.spec_renames import SpecDeprecation
 from builder.rehearse.card_inputs import DEFAULT_ROWS
@@ -232,7 +233,7 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ) -> None:
     """The last push, its kernel run, and the last submission's state on Kaggle."""
-    result = kernel_status(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))
+    result = kernel_status(resolved(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner)))
     if as_json:
         _print_json("status", dataclasses.asdict(result))
         return
@@ -254,7 +255,7 @@ def logs(
     owner: str | None = _OWNER_OPT,
 ) -> None:
     """Print the log of a kernel run on Kaggle."""
-    result = kernel_logs(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))
+    result = kernel_logs(resolved(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner)))
     err_console.print(f"[dim]log of {result.kernel_id} v{result.kernel_version}[/dim]", highlight=False)
     for entry in result.entries:
         style = "red" if entry.get("stream_name") == "stderr" else None
@@ -265,7 +266,7 @@ def logs(
 def history(kernel_dir: Path = _KERNEL_ARG,
             as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON on stdout.")) -> None:
     """A table of every push and submission of the project."""
-    rows = kernel_history(kernel_dir)
+    rows = kernel_history(absolute(kernel_dir))
     if as_json:
         _print_json("history", {"rows": [dataclasses.asdict(row) for row in rows]})
         return
@@ -346,8 +347,8 @@ def dry_run(
             raise typer.BadParameter("--on-kaggle rehearses the scoring rerun with Kaggle's own inputs and limits: --scenario, "
                                      "--data, --rerun-data, --answers, --memory, --timeout, --legacy-layout, --keep-sandbox, "
                                      "--reference and --json do not apply")
-        _dry_run_on_kaggle(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale,
-                                             again=again, yes=yes), hidden_rows)
+        _dry_run_on_kaggle(resolved(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale,
+                                                      again=again, yes=yes)), hidden_rows)
         return
     if again or yes:
         raise typer.BadParameter("--again and --yes go with --on-kaggle")
@@ -411,8 +412,8 @@ def compare(
     """Compare two submissions column by column (rows matched by id); exit 2 when they differ beyond the tolerance."""
     if right is None and kernel is None:
         raise typer.BadParameter("name two files, or --kernel DIR to compare with the last scored version's output")
-    comparison = compare_submissions(CompareSettings(left=left, right=right, kernel_dir=kernel, tolerance=tolerance,
-                                                     id_column=id_column))
+    comparison = compare_submissions(resolved(CompareSettings(left=left, right=right, kernel_dir=kernel, tolerance=tolerance,
+                                                              id_column=id_column)))
     if as_json:
         _print_json("compare", comparison.to_json())
     else:
@@ -443,9 +444,9 @@ def wheels(
     """Build the offline wheelhouse of [install] requirements (cached by content)."""
     index_args = (*(("--index-url", index_url) if index_url else ()), *(a for link in find_links for a in ("--find-links", link)))
     with _ProgressView() as view:
-        result = build_wheels(WheelsSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, on_kaggle=on_kaggle,
-                                             force=force, check=not no_check, index_args=tuple(index_args),
-                                             wait=not no_wait, progress=view))
+        result = build_wheels(resolved(WheelsSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, on_kaggle=on_kaggle,
+                                                      force=force, check=not no_check, index_args=tuple(index_args),
+                                                      wait=not no_wait, progress=view)))
     _show_wheels(result)
 
 
@@ -456,7 +457,7 @@ def env(
                                            "wheels, offline (default: PyPI)."),
 ) -> None:
     """Build (once, then cached) an environment with Kaggle's image's versions of what the kernel imports."""
-    for line in build_image_env(kernel_dir, find_links=find_links).lines():
+    for line in build_image_env(absolute(kernel_dir), find_links=absolute(find_links) if find_links else None).lines():
         console.print(_escape(line), highlight=False, soft_wrap=True)
 
 
