@@ -151,7 +151,8 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     kernel_dir = Path(settings.kernel_dir)
     spec = spec_of(settings.spec, kernel_dir)
     _progress(settings, f"building {kernel_dir}")
-    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=_owner(settings, spec), spec=spec))
+    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=_owner(settings, spec), spec=spec,
+                                       layout=settings.layout))  # the build's run of the user's code: the same layout
     data = competition_data(settings, build.spec)
     input_mounts(build.spec, kernel_dir)  # a missing stand-in is refused before anything runs
     rerun_data = competition_data(replace(settings, data_dir=settings.rerun_data_dir), build.spec) if settings.rerun_data_dir else data
