@@ -128,7 +128,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     require_card_extras(spec, kernel_dir)  # a card's libraries (kkb[vision], ...) before anything is read
     secrets = settings.secrets if settings.secrets is not None else secret_values()
     scans = CleanScans.load(out_dir / SCAN_RECORD, secrets)  # contents the last builds found clean: not read again
-    code_files, weights_files = _selections(spec, kernel_dir, secrets, scans, HashCache(out_dir / HASH_CACHE))
+    code_files, weights_files = _selections(spec, kernel_dir, secrets, scans, HashCache(out_dir / HASH_CACHE), out_dir)
     checks = check_against_public_data(spec, kernel_dir)  # widths, post-processing: before anything is staged
     check_competition(spec, kernel_dir)  # the metric file and its arguments, public_ids
     try:
@@ -218,10 +218,11 @@ def _names(spec: KernelSpec, owner: str | None, spec_path: Path) -> _Names:
 
 
 def _selections(spec: KernelSpec, kernel_dir: Path, secrets: tuple[Secret, ...], scans: CleanScans,
-                hashes: HashCache) -> tuple[dict[str, Path], dict[str, Path]]:
-    code = select_files(kernel_dir, spec.code.include, spec.code.exclude, "code")
+                hashes: HashCache, out_dir: Path) -> tuple[dict[str, Path], dict[str, Path]]:
+    code = _not_built(select_files(kernel_dir, spec.code.include, spec.code.exclude, "code"), kernel_dir, out_dir)
     code.update(source_package_files(spec, kernel_dir))  # the install cell compiles them from the code dataset
-    weights = select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights", allow_links=True)
+    weights = _not_built(select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights", allow_links=True),
+                         kernel_dir, out_dir)
     for card in spec.models:
         for checkpoint in checkpoint_sources(card, kernel_dir):  # one per fold; each must exist
             weights.setdefault(checkpoint, kernel_dir / checkpoint)
@@ -238,6 +239,17 @@ def _selections(spec: KernelSpec, kernel_dir: Path, secrets: tuple[Secret, ...],
     _check_step_scripts(spec, kernel_dir, code)
     check_postprocess(spec, kernel_dir, code)  # functions in the code dataset, no stage on the id column
     return code, dict(sorted(weights.items()))
+
+
+def _not_built(selected: dict[str, Path], kernel_dir: Path, out_dir: Path) -> dict[str, Path]:
+    """The selection without kkb's own output: ``kkb build .`` from inside the kernel folder builds into its
+    ``build/NAME`` (and stages beside it), which a pattern such as ``**/*.py`` would otherwise take in."""
+    kernel, out = kernel_dir.resolve(), out_dir.resolve()
+    built = out.parent if out.parent != kernel and out.parent.is_relative_to(kernel) else out
+    if not built.is_relative_to(kernel):
+        return selected
+    inside = built.relative_to(kernel).as_posix() + "/"
+    return {relative: path for relative, path in selected.items() if not relative.startswith(inside)}
 
 
 def _check_step_scripts(spec: KernelSpec, kernel_dir: Path, code: dict[str, Path]) -> None:

@@ -19,14 +19,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from builder.bundle.cards import BUILD_CARDS
+from builder.bundle.cards import BUILD_CARDS, prepare_models
 from builder.bundle.mapping_notes import mapping_notes
 from builder.bundle.user_code import from_user_code
 from builder.errors import KkbError
 from builder.kkb_runtime.cards.common.models import ModelLoadError
 from builder.kkb_runtime.cards.common.tables import TableError
 from builder.kkb_runtime.submission import read_sample
-from builder.project.cards import ModelCard
 from builder.project.spec import SPEC_FILE, KernelSpec
 from builder.run.calls import calling
 
@@ -45,23 +44,9 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
             card = cards[check["card"]]
             with calling("on the public test", card=card.name):
                 BUILD_CARDS[card.kind].check_public_data(spec, kernel_dir, data, card, list(check["columns"]), sample)
-    prepared = _prepare(spec, kernel_dir, Path(request["stage"])) if request.get("stage") else None
+    prepared = prepare_models(spec, kernel_dir, Path(request["stage"])) if request.get("stage") else None
     notes = list(mapping_notes(spec, kernel_dir, data)) if request.get("notes") else []
     return {"cards": prepared, "notes": notes}
-
-
-def _prepare(spec: KernelSpec, kernel_dir: Path, stage: Path) -> list[dict[str, Any]]:
-    written: dict[str, str] = {}  # output path -> sha256, so cards sharing a checkpoint do not clobber each other
-    prepared = []
-    for card in spec.models:
-        with calling("preparing the card", card=card.name, function=_factory(card)):
-            prepared.append(BUILD_CARDS[card.kind].prepare(card, kernel_dir, stage, written))
-    return prepared
-
-
-def _factory(card: ModelCard) -> str | None:
-    factory = getattr(card, "factory", None)
-    return str(factory) if factory else None
 
 
 def answer_of(request: dict[str, Any]) -> dict[str, Any]:

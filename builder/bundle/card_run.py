@@ -84,15 +84,17 @@ def run_cards(plan: CardRunPlan, stage: Path, previous: Path, cache: HashCache) 
         return CardRun([], (), reused=False)
     key = run_key(plan, cache)
     record = read_object(previous.parent / MODELS_RECORD)
-    if record.get("key") == key and _relink(record, stage, previous):
-        return CardRun(list(record["cards"]), tuple(record.get("notes") or ()), reused=True)
-    answer = _sandboxed(plan, stage)
-    cards, notes = list(answer["cards"]), tuple(answer["notes"])
+    reused = record.get("key") == key and _relink(record, stage, previous)
+    if reused:
+        cards, notes = list(record["cards"]), tuple(record.get("notes") or ())
+    else:
+        answer = _sandboxed(plan, stage)
+        cards, notes = list(answer["cards"]), tuple(answer["notes"])
     written = {entry["file"]: _stat(stage / entry["file"]) for card in cards  # every fold's file
                for entry in card.get("checkpoints") or [{"file": card["checkpoint"]}]}
-    (stage.parent / MODELS_RECORD).write_text(json.dumps({"key": key, "cards": cards, "files": written, "notes": notes},
+    (stage.parent / MODELS_RECORD).write_text(json.dumps({"key": key, "cards": cards, "files": written, "notes": list(notes)},
                                                          sort_keys=True))
-    return CardRun(cards, notes, reused=False)
+    return CardRun(cards, notes, reused=reused)
 
 
 # --- the key: everything the run reads ----------------------------------------------------------------------------
@@ -100,9 +102,8 @@ def run_cards(plan: CardRunPlan, stage: Path, previous: Path, cache: HashCache) 
 
 def run_key(plan: CardRunPlan, cache: HashCache) -> str:
     spec = plan.spec
-    sources = {**plan.code_files, **plan.weights_files}
-    sources.update({path: plan.kernel_dir / path for card in spec.models
-                    for path in (*checkpoint_sources(card, plan.kernel_dir), *_pipelines(card)) if path})
+    sources = _view_files(plan)
+    sources.update({path: plan.kernel_dir / path for card in spec.models for path in checkpoint_sources(card, plan.kernel_dir)})
     data = spec.competition.data_dir(plan.kernel_dir)
     inputs: dict[str, Any] = {
         "kkb": __version__,
@@ -212,8 +213,10 @@ class _Places:
 
 
 def _sandboxed(plan: CardRunPlan, stage: Path) -> dict[str, Any]:
-    """The guest's answer (cards, notes), or its error raised here."""
-    work = Path(tempfile.mkdtemp(prefix="kkb-build-run-"))
+    """The guest's answer (cards, notes), or its error raised here. The sandbox is laid out beside the weights stage (in
+    the build's staging folder, removed before it is swapped into place): whatever folder holds the stage then holds
+    the sandbox root too, which no launcher binds read-only (the host's import path under /tmp is bound so)."""
+    work = Path(tempfile.mkdtemp(prefix=".run-", dir=stage.parent))
     try:
         view = _kernel_view(work / "kernel", plan)
         data = plan.spec.competition.data_dir(plan.kernel_dir)
@@ -242,13 +245,20 @@ def _sandboxed(plan: CardRunPlan, stage: Path) -> dict[str, Any]:
 def _kernel_view(folder: Path, plan: CardRunPlan) -> Path:
     """The kernel folder's code and weights files at their relative paths, the runtime, and the inputs' names
     (``kkb_kernel.json``, what ``find_input`` reads): the code and weights datasets as the kernel sees them."""
-    for relative, source in {**plan.code_files, **plan.weights_files}.items():
+    for relative, source in _view_files(plan).items():
         _place(Path(source).resolve(), folder / relative)
     (folder / "kkb_runtime").symlink_to(RUNTIME_SOURCE, target_is_directory=True)
     inputs = [{"name": item.input_name, "kind": item.kind, "ref": item.ref, "mount": item.mount_target}
               for item in plan.spec.inputs]
     (folder / KERNEL_CONFIG).write_text(json.dumps({"inputs": inputs}), encoding="utf-8")
     return folder
+
+
+def _view_files(plan: CardRunPlan) -> dict[str, Path]:
+    """The code and weights datasets' files, and the pipeline files the build embeds in image cards."""
+    pipelines = {path: plan.kernel_dir / path for card in plan.spec.models for path in _pipelines(card)
+                 if path and ":" not in path and (plan.kernel_dir / path).is_file()}
+    return {**pipelines, **plan.code_files, **plan.weights_files}
 
 
 def _place(real: Path, link: Path) -> None:

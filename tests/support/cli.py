@@ -1,11 +1,19 @@
-"""kkb as people call it: the ``kkb`` command in a subprocess, from a folder of their choice, with relative paths."""
+"""kkb as people call it: the ``kkb`` command in a subprocess, from a folder of their choice, with relative paths.
+
+:func:`ways` lists the five ways people reach a kernel folder (from inside it, from its parent, by its absolute path,
+through a path with a space, through a symlink); :func:`build_every_way` builds a kernel each way into one build
+folder, each way's ``--out`` as typed from its own folder (none where the default is that folder), so all but the
+first build find nothing changed.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 # The console script pip installs next to the interpreter (what people type); `python -m builder` where there is none.
@@ -23,3 +31,45 @@ def kkb(*args: str | Path, cwd: Path, env: Mapping[str, str] | None = None,
 def said(run: subprocess.CompletedProcess[str]) -> str:
     """What a run printed, for an assertion's message."""
     return f"exit {run.returncode}\n--- stdout\n{run.stdout[-3000:]}\n--- stderr\n{run.stderr[-3000:]}"
+
+
+@dataclass(frozen=True)
+class Way:
+    """One way to name a kernel folder: the folder the command starts in and the argument as typed there."""
+
+    name: str
+    cwd: Path
+    kernel: str
+
+    def out(self, build: Path) -> list[str]:
+        """``--out`` naming ``build`` from this way's folder, as typed there; none where it is the default."""
+        default = self.cwd / "build" / Path(self.cwd / self.kernel).resolve().name
+        if os.path.abspath(build) == os.path.abspath(default):
+            return []
+        return ["--out", str(build) if self.name == "absolute" else os.path.relpath(build, self.cwd)]
+
+
+WAYS = ("inside", "parent", "absolute", "space", "symlink")
+
+
+def ways(kernel: Path, work: Path) -> dict[str, Way]:
+    """The five ways to ``kernel``: ``.`` from inside it, its name from its parent, its absolute path from ``work``'s
+    ``elsewhere/``, ``my kernels/NAME`` (a copy) and ``linked-NAME`` (a symlink to it) from ``work``."""
+    spaced = work / "my kernels" / kernel.name
+    if not spaced.exists():
+        shutil.copytree(kernel, spaced, symlinks=True, ignore=shutil.ignore_patterns("build", ".kkb"))
+    link = work / f"linked-{kernel.name}"
+    if not link.exists():
+        link.symlink_to(kernel, target_is_directory=True)
+    (work / "elsewhere").mkdir(exist_ok=True)
+    return {"inside": Way("inside", kernel, "."), "parent": Way("parent", kernel.parent, kernel.name),
+            "absolute": Way("absolute", work / "elsewhere", str(kernel.absolute())),
+            "space": Way("space", work, f"my kernels/{kernel.name}"), "symlink": Way("symlink", work, link.name)}
+
+
+def build_every_way(kernel: Path, work: Path, build: Path, env: Mapping[str, str] | None = None) -> None:
+    """``kkb build`` of ``kernel`` each way into ``build``: every one succeeds and names ``build``."""
+    for way in ways(kernel, work).values():
+        run = kkb("build", way.kernel, *way.out(build), cwd=way.cwd, env=env)
+        assert run.returncode == 0, f"{way.name}: {said(run)}"
+        assert f"→ {build}\n" in run.stdout, f"{way.name}: {said(run)}"
