@@ -155,22 +155,16 @@ def test_a_function_that_never_returns_fails_the_build_naming_it(tmp_path: Path)
 
 @pytest.mark.slow
 @pytest.mark.loopback
-def test_all_cores_and_the_current_layout_build_and_dry_run_from_the_kernel_folder(tmp_path: Path) -> None:
-    kernel = _kernel(tmp_path / "my kernel", "from_current_layout")
+@pytest.mark.parametrize(("function", "legacy"), [("from_current_layout", False), ("from_legacy_layout", True)])
+def test_the_build_and_the_dry_run_agree_on_the_layout(tmp_path: Path, function: str, legacy: bool) -> None:
+    """All cores and ../input/competitions/<slug>: built and rehearsed from the kernel folder. The legacy
+    ../input/<slug>: the build fails as Kaggle's current layout fails, and both pass in the legacy layout."""
+    kernel = _kernel(tmp_path / "my kernel", function)
     built = kkb("build", ".", cwd=kernel)
-    assert built.returncode == 0, said(built)
-    rehearsed = kkb("dry-run", ".", "--scenario", "rerun", cwd=kernel)
-    assert rehearsed.returncode == 0, said(rehearsed)
-
-
-@pytest.mark.slow
-@pytest.mark.loopback
-def test_the_legacy_path_fails_the_build_as_on_kaggle_and_builds_in_the_legacy_layout(tmp_path: Path) -> None:
-    kernel = _kernel(tmp_path / "k", "from_legacy_layout")
-    built = kkb("build", "k", cwd=tmp_path)
-    assert built.returncode == 1, said(built)
-    assert built.stderr.startswith(f"error: {kernel / 'kernel.toml'}: models.lin: on the public test: FileNotFoundError: "
-                                   f"[Errno 2] No such file or directory: '../input/{SLUG}/side_test.csv'"), said(built)
-    assert f"the legacy ../input/{SLUG} is rehearsed by kkb dry-run --legacy-layout" in built.stderr
-    rehearsed = kkb("dry-run", "k", "--scenario", "rerun", "--legacy-layout", cwd=tmp_path)
+    assert built.returncode == (1 if legacy else 0), said(built)
+    if legacy:
+        assert built.stderr.startswith(f"error: {kernel / 'kernel.toml'}: models.lin: on the public test: FileNotFoundError: "
+                                       f"[Errno 2] No such file or directory: '../input/{SLUG}/side_test.csv'"), said(built)
+        assert f"the legacy ../input/{SLUG} is rehearsed by kkb dry-run --legacy-layout" in built.stderr
+    rehearsed = kkb("dry-run", ".", "--scenario", "rerun", *(["--legacy-layout"] if legacy else []), cwd=kernel)
     assert rehearsed.returncode == 0, said(rehearsed)

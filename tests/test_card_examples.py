@@ -10,7 +10,6 @@ its parent (text-style); then ``kkb build`` every way (:func:`tests.support.cli.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -26,7 +25,7 @@ pytest.importorskip("torch")
 from builder.local_kaggle.competition import load_competition
 from builder.local_kaggle.scoring import score_submission
 from tests.support.assets import make_assets
-from tests.support.cli import build_every_way, kkb, said, ways
+from tests.support.cli import build_every_way, dry_run, ways
 from tests.support.files import KERNELS
 
 pytestmark = pytest.mark.slow
@@ -119,16 +118,11 @@ def test_both_scenarios_ok_scored_and_equal_to_a_direct_run(example: Path, tmp_p
     kernel = Path(shutil.copytree(example, tmp_path / example.name, ignore=shutil.ignore_patterns(".kkb", "build")))
     way = ways(kernel, tmp_path)[WAY[example.name]]
     out = way.cwd / "build" / example.name  # the default: build/NAME in the folder the command starts in
-    both = kkb("dry-run", way.kernel, cwd=way.cwd, env=OWNER)
-    assert both.returncode == 0, said(both)
-    report = json.loads((out / "dryrun" / "report.json").read_text())
+    report = dry_run(way, env=OWNER)
     assert [(s["scenario"], s["verdict"]["name"]) for s in report["scenarios"]] == [("commit", "OK"), ("rerun", "OK")]
 
     competition = kernel / "data" / "competition"
-    hidden = kkb("dry-run", way.kernel, "--scenario", "rerun", "--data", Path(way.kernel) / "data/competition/hidden",
-                 cwd=way.cwd, env=OWNER)
-    assert hidden.returncode == 0, said(hidden)
-    (rerun,) = json.loads((out / "dryrun" / "report.json").read_text())["scenarios"]
+    (rerun,) = dry_run(way, "--scenario", "rerun", "--data", Path(way.kernel) / "data/competition/hidden", env=OWNER)["scenarios"]
     assert rerun["verdict"]["name"] == "OK", rerun["verdict"]
     config = load_competition(competition)
     scores = score_submission(Path(rerun["submission"]), competition / "answers.csv", config.metric, config.id_column,

@@ -11,7 +11,6 @@ people call it: the command in a subprocess on a copy of the example in a fresh 
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -26,7 +25,7 @@ pytest.importorskip("timm")
 from builder.local_kaggle.competition import load_competition
 from builder.local_kaggle.scoring import ScoringError, score_submission
 from tests.support.assets import make_assets
-from tests.support.cli import build_every_way, kkb, said, ways
+from tests.support.cli import build_every_way, dry_run, ways
 from tests.support.files import KERNELS
 
 pytestmark = pytest.mark.slow
@@ -51,17 +50,12 @@ def test_both_scenarios_are_ok_and_the_hidden_rerun_scores(example: Path, tmp_pa
     kernel = Path(shutil.copytree(example, tmp_path / example.name, ignore=shutil.ignore_patterns(".kkb", "build")))
     way = ways(kernel, tmp_path)[WAY[example.name]]
     out = way.cwd / "build" / example.name  # the default: build/NAME in the folder the command starts in
-    both = kkb("dry-run", way.kernel, "--rerun-scale", "2", cwd=way.cwd, env=OWNER)
-    assert both.returncode == 0, said(both)
-    report = json.loads((out / "dryrun" / "report.json").read_text())
+    report = dry_run(way, "--rerun-scale", "2", env=OWNER)
     assert [(s["scenario"], s["verdict"]["name"]) for s in report["scenarios"]] == [("commit", "OK"), ("rerun", "OK")]
     assert report["scenarios"][0]["steps"] == []  # the commit run took the fast path
 
     competition = kernel / "data" / "competition"
-    hidden = kkb("dry-run", way.kernel, "--scenario", "rerun", "--data", Path(way.kernel) / "data/competition/hidden",
-                 cwd=way.cwd, env=OWNER)
-    assert hidden.returncode == 0, said(hidden)
-    (rerun,) = json.loads((out / "dryrun" / "report.json").read_text())["scenarios"]
+    (rerun,) = dry_run(way, "--scenario", "rerun", "--data", Path(way.kernel) / "data/competition/hidden", env=OWNER)["scenarios"]
     assert rerun["verdict"]["name"] == "OK", rerun["verdict"]
     submission = Path(rerun["submission"])
     config = load_competition(competition)

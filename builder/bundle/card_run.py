@@ -207,9 +207,13 @@ class _Places:
         return said
 
     def to_host(self, text: str) -> str:
-        """A message of the run with the code mount named as the kernel folder it stands for."""
-        return text.replace(f"{self.code}{os.sep}", f"{self.plan.kernel_dir}{os.sep}").replace(str(self.code),
-                                                                                            str(self.plan.kernel_dir))
+        """A message of the run with the code mount named as the kernel folder it stands for, and the public data's
+        mount as the data folder (the hint says where the check saw them)."""
+        data = self.plan.spec.competition.data_dir(self.plan.kernel_dir)
+        for inner, outer in ((self.code, self.plan.kernel_dir), (self.data, data)):
+            if inner is not None and outer is not None:
+                text = text.replace(f"{inner}{os.sep}", f"{outer}{os.sep}").replace(str(inner), str(outer))
+        return text
 
 
 def _sandboxed(plan: CardRunPlan, stage: Path) -> dict[str, Any]:

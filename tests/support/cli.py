@@ -8,6 +8,7 @@ first build find nothing changed.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # The console script pip installs next to the interpreter (what people type); `python -m builder` where there is none.
 _SCRIPT = Path(sys.executable).parent / "kkb"
@@ -65,6 +67,17 @@ def ways(kernel: Path, work: Path) -> dict[str, Way]:
     return {"inside": Way("inside", kernel, "."), "parent": Way("parent", kernel.parent, kernel.name),
             "absolute": Way("absolute", work / "elsewhere", str(kernel.absolute())),
             "space": Way("space", work, f"my kernels/{kernel.name}"), "symlink": Way("symlink", work, link.name)}
+
+
+def dry_run(way: Way, *args: str | Path, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``kkb dry-run`` as typed from ``way``'s folder; it must pass, and its report.json (in the default build folder
+    there, or the ``--out`` given) is returned."""
+    run = kkb("dry-run", way.kernel, *args, cwd=way.cwd, env=env)
+    assert run.returncode == 0, f"{way.name}: {said(run)}"
+    given = [str(args[index + 1]) for index, arg in enumerate(args[:-1]) if arg in ("--out", "-o")]
+    out = way.cwd / given[-1] if given else way.cwd / "build" / Path(way.cwd / way.kernel).resolve().name
+    report: dict[str, Any] = json.loads((out / "dryrun" / "report.json").read_text())
+    return report
 
 
 def build_every_way(kernel: Path, work: Path, build: Path, env: Mapping[str, str] | None = None) -> None:
