@@ -9,9 +9,10 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from builder.kkb_runtime import inputs, steps
+from builder.kkb_runtime import inputs, postprocess, steps
 from builder.kkb_runtime.cards.common.tables import test_rows as rows_of_the_test
 from builder.kkb_runtime.user_errors import user_error
 from tests.support.assets import make_assets
@@ -68,6 +69,18 @@ def test_a_failed_steps_error_names_the_users_file_and_line_first(tmp_path: Path
         steps.run_step({"name": "p", "run": "python predict.py"}, found, tmp_path / "kkb_kernel.json", tmp_path)
     assert str(caught.value).splitlines()[0] == ("step 'p' failed with exit code 1: KeyError: 'no_such_key' "
                                                  "(mine/features.py, line 2, in make: return {}['no_such_key'])")
+
+
+def test_a_post_processing_function_that_raises_is_named_with_its_file_and_line(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    code = build_file_tree(tmp_path / "code", {"fixes.py": "def fix(frame):\n    return frame['no_such_column']\n"})
+    monkeypatch.syspath_prepend(str(code))
+    context = postprocess.Context(weights=None, code=code, competition=tmp_path)
+    frame = pd.DataFrame({"id": ["a"], "p": [0.5]})
+    with pytest.raises(postprocess.PostprocessError) as caught:
+        postprocess.apply(frame, [{"kind": "function", "function": "fixes:fix"}], "id", ["p"], context)
+    assert str(caught.value) == ("postprocess[0] (function): fixes:fix raised KeyError: 'no_such_column' (fixes.py, line 2, "
+                                 "in fix: return frame['no_such_column'])")
 
 
 ENCODE = '''"""The notebook's own tokenization: ids looked up row by row, as the notebook did."""

@@ -4,12 +4,14 @@ A step that dies on an exception in the user's code (a feature or encode functio
 Python's traceback, mostly frames of kkb's runtime and the libraries. :func:`user_error` reads it back as one line:
 ``KeyError: 'x' (tabkernel/features.py, line 22, in make: return table["x"])``, the innermost frame in the code
 dataset (``kkb_runtime`` excluded), so the step's error, the notebook's log and the dry run's verdict name the
-user's file, line and code first.
+user's file, line and code first; :func:`raised` words an exception caught in the notebook's own process (a
+post-processing function's) the same way.
 """
 
 from __future__ import annotations
 
 import re
+import traceback
 from pathlib import Path
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$')
@@ -43,6 +45,19 @@ def user_error(output: str, code_dir: Path) -> str | None:
     return f"{exception} ({frame})" if frame else exception
 
 
+def raised(error: BaseException, code_dir: Path | None) -> str:
+    """An exception of the user's code caught in this process, the same way: ``Type: message (file, line N, in f: code)``,
+    the innermost frame in ``code_dir``."""
+    said = f"{type(error).__name__}: {error}"
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+              if code_dir is not None and _in_code(frame.filename, Path(code_dir)) is not None]
+    if not frames or code_dir is None:
+        return said
+    frame = frames[-1]
+    code = f": {frame.line.strip()}" if frame.line else ""
+    return f"{said} ({_in_code(frame.filename, Path(code_dir))}, line {frame.lineno}, in {frame.name}{code})"
+
+
 def _in_code(file: str, code_dir: Path) -> str | None:
     """``file`` relative to the code dataset, None when it is elsewhere or kkb's runtime."""
     try:
@@ -52,4 +67,4 @@ def _in_code(file: str, code_dir: Path) -> str | None:
     return None if relative.parts[:1] == (RUNTIME_PACKAGE,) else relative.as_posix()
 
 
-__all__ = ["user_error"]
+__all__ = ["raised", "user_error"]
