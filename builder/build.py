@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder import __version__
-from builder.bundle.card_run import CALL_SECONDS, CardRunPlan, run_cards
+from builder.bundle.card_run import CardRunPlan, call_seconds, run_cards
 from builder.bundle.cards import card_files, require_card_extras
 from builder.bundle.cards.settings import ResolvedSetting, resolved_settings, with_origins
 from builder.bundle.checkpoints import checkpoint_sources
@@ -81,8 +81,9 @@ class BuildSettings:
     spec: KernelSpec | None = None
     # Where the build's run of the user's code sees the inputs (the dry run's --legacy-layout asks for the old one).
     layout: Layout = Layout.CURRENT
-    # A call of the user's code (a feature function, a model file's load) that runs longer ends the build, named.
-    call_seconds: float = CALL_SECONDS
+    # A call of the user's code (a feature function, a model file's load) that runs longer ends the build, named;
+    # None: $KKB_BUILD_CALL_SECONDS, else 300 s.
+    call_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -277,7 +278,7 @@ def _plan(settings: BuildSettings, spec: KernelSpec, names: _Names, kernel_dir: 
                       else f"datasets/{names.weights_dataset}")
     return CardRunPlan(spec=spec, kernel_dir=kernel_dir, code_files=code_files, weights_files=weights_files, checks=checks,
                        code_target=f"datasets/{names.code_dataset}", weights_target=weights_target, layout=settings.layout,
-                       call_seconds=settings.call_seconds)
+                       call_seconds=call_seconds(settings.call_seconds))
 
 
 def _build_into(stage: Path, out_dir: Path, names: _Names, plan: CardRunPlan) -> BuildResult:

@@ -90,6 +90,13 @@ def as_the_kernel(table):
     return from_variable(table)
 
 
+def plants(table):
+    planted = Path(os.environ["KKB_KAGGLE_ROOT"], ".sandbox", "prepared", "weights", "planted.bin")
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.write_bytes(b"not a weight")
+    return from_variable(table)
+
+
 def broken(table):
     frame = table.copy()
     frame["x"] = pd.Series([1.0], index=[99])
@@ -142,6 +149,13 @@ def test_a_feature_function_that_raises_shows_its_file_and_line(tmp_path: Path) 
         f'\nin your code (most recent call last):\n  File "feats/make.py", line {line}, in broken\n'
         '    return frame.loc[:, ["x"]].astype(float).iloc[:, 5]')
     assert caught.value.hint is not None and "the check ran where the kernel runs, in the dry run's sandbox" in caught.value.hint
+
+
+def test_what_the_users_code_leaves_beside_the_prepared_weights_is_never_uploaded(tmp_path: Path) -> None:
+    built = build_kernel(BuildSettings(kernel_dir=_kernel(tmp_path / "k", "plants"), out_dir=tmp_path / "out"))
+    assert not (built.weights_dir / "weights" / "planted.bin").exists()
+    assert ("the build's run of your code left 1 file(s) beside the weights it prepared (weights/planted.bin): not taken, "
+            "never uploaded") in built.model_notes
 
 
 def test_a_function_that_never_returns_fails_the_build_naming_it(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ run asks for it), ``/kaggle/working`` as the working folder, the kernel's enviro
 kkb's variables as a step sees them. The kernel folder's code and weights files are mounted where Kaggle mounts the
 code and weights datasets (hard links to the files themselves: nothing is copied where the sandbox binds folders);
 the public data and each ``[[inputs]]`` stand-in where Kaggle mounts them. Nothing of the host but what is mounted
-there, the weights being staged (written at their own path) and kkb's interpreter is needed inside.
+there and kkb's interpreter is needed inside, and the run writes nothing outside its own folder: it prepares the
+cards' files there, and kkb moves the files the cards name into the weights being staged, nothing else.
 
 Each call of user code is bounded (``call_seconds``): one that does not return ends the run, named
 (``tabkernel.features:make did not return within 300 s``); a model file that crashes its loader (LightGBM aborts
@@ -47,6 +48,7 @@ from builder.run.process import ProgramRun, inside, run_in
 from builder.run.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox, remove_sandbox
 
 CALL_SECONDS = 300.0  # one call of user code (a feature function on the public test, a model file's load)
+CALL_SECONDS_VARIABLE = "KKB_BUILD_CALL_SECONDS"  # another bound for every build (a model that takes long to load)
 RUN_SECONDS = 3600.0  # the whole run, kkb's own work between the calls included
 RUNTIME_SOURCE = Path(__file__).resolve().parent.parent / "kkb_runtime"  # the kernel's runtime, as the code dataset has it
 TAIL_LINES = 3  # of a crashed loader's own log, in the message
@@ -77,6 +79,21 @@ class CardRun:
     reused: bool  # nothing changed since the last build: nothing ran
 
 
+def call_seconds(given: float | None = None) -> float:
+    """The bound of one call of user code: ``given`` (``BuildSettings.call_seconds``), else
+    ``$KKB_BUILD_CALL_SECONDS``, else :data:`CALL_SECONDS`; a positive number of seconds."""
+    where, text = ("call_seconds", str(given)) if given is not None else (CALL_SECONDS_VARIABLE,
+                                                                            os.environ.get(CALL_SECONDS_VARIABLE, ""))
+    hint = f"give the seconds one call of your code may take (default {CALL_SECONDS:g})"
+    try:
+        value = float(text) if text else CALL_SECONDS
+    except ValueError:
+        raise BundleError(f"{where}={text!r} is not a number of seconds", hint=hint) from None
+    if not 0 < value < float("inf"):
+        raise BundleError(f"{where}={text!r} is not a positive number of seconds", hint=hint)
+    return value
+
+
 def run_cards(plan: CardRunPlan, stage: Path, previous: Path, cache: HashCache) -> CardRun:
     """The cards prepared into ``stage`` (the weights being staged), checked and noted, in the sandbox; or the
     previous build's (``previous``: its weights folder) when the key is the same. Writes the record beside ``stage``."""
@@ -90,8 +107,7 @@ def run_cards(plan: CardRunPlan, stage: Path, previous: Path, cache: HashCache) 
     else:
         answer = _sandboxed(plan, stage)
         cards, notes = list(answer["cards"]), tuple(answer["notes"])
-    written = {entry["file"]: _stat(stage / entry["file"]) for card in cards  # every fold's file
-               for entry in card.get("checkpoints") or [{"file": card["checkpoint"]}]}
+    written = {entry["file"]: _stat(stage / entry["file"]) for card in cards for entry in _entries(card)}  # every fold's
     (stage.parent / MODELS_RECORD).write_text(json.dumps({"key": key, "cards": cards, "files": written, "notes": list(notes)},
                                                          sort_keys=True))
     return CardRun(cards, notes, reused=reused)
@@ -161,6 +177,31 @@ def _sha256(path: Path, cache: HashCache) -> str:
     return known
 
 
+def _entries(card: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every fold's prepared file of a card (``checkpoints``; an old record's single ``checkpoint``)."""
+    return list(card.get("checkpoints") or [{"file": card["checkpoint"]}])
+
+
+def _take_prepared(prepared: Path, stage: Path, cards: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The cards' prepared files moved from the run's folder into the weights stage (which the run never could write),
+    as regular files only; anything else the run of the user's code left there is not taken, and named in a note."""
+    wanted = {entry["file"] for card in cards for entry in _entries(card)}
+    for name in sorted(wanted):
+        source = prepared / name
+        if source.is_symlink() or not source.is_file():
+            raise BundleError(f"the build's run of your code did not leave {name} as a file in the weights it prepared",
+                              hint="a card's preparation writes each fold's file; nothing else may replace it")
+        (stage / name).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(source, stage / name)
+    strays = sorted(path.relative_to(prepared).as_posix() for path in prepared.rglob("*")
+                    if path.is_symlink() or path.is_file())
+    if not strays:
+        return ()
+    shown = ", ".join(strays[:5]) + (", ..." if len(strays) > 5 else "")
+    return (f"the build's run of your code left {len(strays)} file(s) beside the weights it prepared ({shown}): "
+            "not taken, never uploaded",)
+
+
 def _relink(record: dict[str, Any], stage: Path, previous: Path) -> bool:
     """The previous build's prepared files hard-linked into ``stage``; False when one was changed or removed."""
     files = record.get("files", {})
@@ -217,9 +258,10 @@ class _Places:
 
 
 def _sandboxed(plan: CardRunPlan, stage: Path) -> dict[str, Any]:
-    """The guest's answer (cards, notes), or its error raised here. The sandbox is laid out beside the weights stage (in
-    the build's staging folder, removed before it is swapped into place): whatever folder holds the stage then holds
-    the sandbox root too, which no launcher binds read-only (the host's import path under /tmp is bound so)."""
+    """The guest's answer (cards, notes), its prepared files moved into ``stage``, or its error raised here. The sandbox
+    is laid out in the build's staging folder (removed before that is swapped into place), so a prepared file moves
+    into the stage without a copy, and whatever folder holds the stage holds the sandbox root, which no launcher binds
+    read-only (the host's import path under /tmp is bound so)."""
     work = Path(tempfile.mkdtemp(prefix=".run-", dir=stage.parent))
     try:
         view = _kernel_view(work / "kernel", plan)
@@ -235,13 +277,16 @@ def _sandboxed(plan: CardRunPlan, stage: Path) -> dict[str, Any]:
         places = _Places(box, inside(box, plan.code_target, plan.layout), inside(box, plan.weights_target, plan.layout),
                          inside(box, f"competitions/{slug}", plan.layout) if data is not None else None, plan)
         request, answer = box.private_dir / "card-run.json", box.private_dir / "card-answer.json"
+        prepared = box.private_dir / "prepared"  # writable inside at its own path, as the sandbox root is
+        prepared.mkdir()
         request.write_text(json.dumps({
             "spec": plan.spec.model_dump(mode="json", by_alias=True, exclude_unset=True), "kernel_dir": str(places.code),
-            "data": str(places.data) if places.data else None, "stage": str(stage),
+            "data": str(places.data) if places.data else None, "stage": str(prepared),
             "checks": [dataclasses.asdict(check) for check in plan.checks], "notes": True}))
         run = run_in(box, ["-m", "builder.bundle.card_guest", str(request), str(answer)], env=_variables(places),
-                     binds=[stage], call_seconds=plan.call_seconds, run_seconds=RUN_SECONDS)
-        return _answer(run, read_object(answer), places)
+                     call_seconds=plan.call_seconds, run_seconds=RUN_SECONDS)
+        result = _answer(run, read_object(answer), places)
+        return {**result, "notes": [*result["notes"], *_take_prepared(prepared, stage, result["cards"])]}
     finally:
         remove_sandbox(work)
 
@@ -335,7 +380,7 @@ def _no_answer(run: ProgramRun, places: _Places) -> Exception:
 def _bounded_hint(call: Call, limit: float, places: _Places) -> str:
     own = f"{call.hint}; " if call.hint else ""
     return (f"{own}the build runs it once on the public test and ends a call of your code after {limit:g} s "
-            f"(kkb.BuildSettings(call_seconds=...)); {places.describe()}")
+            f"({CALL_SECONDS_VARIABLE}=SECONDS, or kkb.BuildSettings(call_seconds=...)); {places.describe()}")
 
 
 def _last_words(stderr: str) -> str:
@@ -343,4 +388,4 @@ def _last_words(stderr: str) -> str:
     return f"; its last words: {' | '.join(tail)}" if tail else ""
 
 
-__all__ = ["CALL_SECONDS", "CardRun", "CardRunPlan", "run_cards", "run_key"]
+__all__ = ["CALL_SECONDS", "CardRun", "CardRunPlan", "call_seconds", "run_cards", "run_key"]
