@@ -123,8 +123,7 @@ def _kernel(root: Path, function: str) -> Path:
     return root
 
 
-@pytest.mark.parametrize(("function", "isolation"), [
-    ("from_variable", "auto"), ("from_current_layout", "auto"),
+@pytest.mark.parametrize(("function", "isolation"), [  # the current layout's path: test_the_build_and_the_dry_run_agree
     ("as_the_kernel", "bwrap"), ("as_the_kernel", "namespace"), ("as_the_kernel", "python"),
 ])
 def test_a_feature_function_reading_the_kernels_places_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
