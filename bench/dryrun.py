@@ -41,7 +41,7 @@ from bench.reference import OWNER, REPO, clean_environ, copy_reference, empty_no
 from builder.kkb_runtime.steps import step_command
 from builder.kkb_runtime.timing import StepTiming
 from builder.project.spec import load_spec
-from builder.rehearse.sandbox import scale_competition_data
+from builder.run.sandbox import scale_competition_data
 
 # name: (test folder inside the kernel, replication); None: the [competition] data the kernel names (no --data)
 DATASETS: dict[str, tuple[str | None, int]] = {"public": (None, 1), "hidden": ("data/competition/hidden", 1),

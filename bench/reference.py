@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 
 from builder.rehearse.execute import execute_notebook
-from builder.rehearse.sandbox import Mount, SandboxSpec, remove_sandbox
+from builder.run.sandbox import Mount, SandboxSpec, remove_sandbox
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "kernels" / "reference"

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from bench.common import Row
 from bench.reference import OWNER, REPO, clean_environ, copy_reference, empty_notebook_seconds, ensure_assets
-from builder.rehearse.isolation import choose_isolation
 from builder.rehearse.memory import choose_accounting
-from builder.rehearse.overlay import choose_root_filesystem
+from builder.run.isolation import choose_isolation
+from builder.run.overlay import choose_root_filesystem
 
 VARIANTS: dict[str, dict[str, str]] = {
     "baseline": {"KKB_MEMORY_ACCOUNTING": "none", "KKB_SANDBOX_ROOT_FS": "read-only"},

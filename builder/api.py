@@ -10,7 +10,9 @@ A notebook or a training script builds, rehearses, pushes and submits a kernel p
         kkb.submit(kkb.SubmitSettings(kernel_dir=Path("kernels/mine")))
 
 Settings and results are frozen dataclasses; a problem raises :class:`KkbError` (its ``hint`` says what to do, its
-``exit_code`` is the command's). The command line (``builder.cli``) is a thin layer over these functions.
+``exit_code`` is the command's). The command line (``builder.cli``) is a thin layer over these functions. Paths may be
+relative: each function takes them against the current folder when it is called (``builder.project.paths``), and
+nothing kkb does later depends on the folder it works in.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.errors import KkbError
 from builder.project.init import Download, InitResult, InitSettings, init_project
+from builder.project.paths import resolved
 from builder.project.spec import KernelSpec, load_spec
 from builder.rehearse import dryrun
 from builder.rehearse.dryrun import DryRunSettings
@@ -31,22 +34,22 @@ from builder.remote.submit import SubmitResult, SubmitSettings
 
 def build(settings: BuildSettings) -> BuildResult:
     """``kkb build``: the code and weights datasets and the rendered notebook under ``build/NAME``, offline."""
-    return build_kernel(settings)
+    return build_kernel(resolved(settings))
 
 
 def dry_run(settings: DryRunSettings) -> DryRunReport:
     """``kkb dry-run``: both Kaggle runs in a local sandbox, judged in Kaggle's words; writes report.json/.html."""
-    return dryrun.dry_run(settings)
+    return dryrun.dry_run(resolved(settings))
 
 
 def push(settings: PushSettings) -> PushResult:
     """``kkb push``: upload the datasets whose content changed, wait until they are ready, push the kernel."""
-    return remote_push.push(settings)
+    return remote_push.push(resolved(settings))
 
 
 def submit(settings: SubmitSettings) -> SubmitResult:
     """``kkb submit``: push (or take ``settings.version``), wait for the run, submit it, wait for the score."""
-    return remote_submit.submit(settings)
+    return remote_submit.submit(resolved(settings))
 
 
 def init(settings: InitSettings, download: Download | None = None) -> InitResult:
@@ -55,7 +58,7 @@ def init(settings: InitSettings, download: Download | None = None) -> InitResult
     ``download(folder, slug)`` fetches the competition's data when ``settings.data_dir`` is unset (the command
     line passes one that downloads with your credentials); without it, ``data_dir`` is needed.
     """
-    return init_project(settings, download)
+    return init_project(resolved(settings), download)
 
 
 __all__ = [

@@ -11,7 +11,6 @@ import errno
 import hashlib
 import importlib.resources
 import json
-import os
 import shlex
 import shutil
 import subprocess
@@ -21,7 +20,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder import __version__
-from builder.bundle.cards import card_files, prepare_models, require_card_extras  # torch, timm, transformers only when a kernel has models
+from builder.bundle.card_run import CardRunPlan, call_seconds, run_cards
+from builder.bundle.cards import card_files, require_card_extras
 from builder.bundle.cards.settings import ResolvedSetting, resolved_settings, with_origins
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.clean_scans import CleanScans
@@ -30,7 +30,6 @@ from builder.bundle.files import (
     HashCache,
     Manifest,
     copy_tree,
-    hash_file,
     manifest_for,
     refuse_credentials,
     refuse_secret_values,
@@ -39,9 +38,8 @@ from builder.bundle.files import (
     swap_into_place,
     write_metadata,
 )
-from builder.bundle.mapping_notes import mapping_notes
-from builder.bundle.model_weights import publishes_model, weights_model_id, write_model_metadata
-from builder.bundle.preflight import check_against_public_data
+from builder.bundle.model_weights import DRY_RUN_VERSION, model_source, publishes_model, weights_model_id, write_model_metadata
+from builder.bundle.preflight import CardCheck, check_against_public_data
 from builder.bundle.submission_checks import check_postprocess
 from builder.bundle.wheels import (
     install_context,
@@ -52,13 +50,12 @@ from builder.bundle.wheels import (
 )
 from builder.bundle.wheels.dependency_manager import DependencyManager, dependency_manager
 from builder.errors import BundleError
+from builder.kkb_runtime.vocabulary import Layout
 from builder.notebook.render import FORMS, cells_for, render_code
-from builder.project.cards import ImageCard, ModelCard
 from builder.project.credentials import Secret, resolve_owner, secret_values
 from builder.project.ids import dataset_slug, dataset_title
 from builder.project.image import load_image
 from builder.project.image_facts import kernel_image
-from builder.project.jsonfile import read_object
 from builder.project.layout import (
     BUILD_ENTRIES,
     CODE_DIR,
@@ -68,7 +65,6 @@ from builder.project.layout import (
     KERNEL_DIR,
     KERNEL_METADATA,
     MANIFEST_FILE,
-    MODELS_RECORD,
     SCAN_RECORD,
     WEIGHTS_DIR,
     WHEELS_DIR,
@@ -92,6 +88,11 @@ class BuildSettings:
     secrets: tuple[Secret, ...] | None = None
     # The command's loaded kernel.toml (read once per command); None: load kernel_dir's.
     spec: KernelSpec | None = None
+    # Where the build's run of the user's code sees the inputs (the dry run's --legacy-layout asks for the old one).
+    layout: Layout = Layout.CURRENT
+    # A call of the user's code (a feature function, a model file's load) that runs longer ends the build, named;
+    # None: $KKB_BUILD_CALL_SECONDS, else 300 s.
+    call_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,8 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     require_card_extras(spec, kernel_dir)  # a card's libraries (kkb[vision], ...) before anything is read
     secrets = settings.secrets if settings.secrets is not None else secret_values()
     scans = CleanScans.load(out_dir / SCAN_RECORD, secrets)  # contents the last builds found clean: not read again
-    code_files, weights_files = _selections(spec, kernel_dir, secrets, scans, HashCache(out_dir / HASH_CACHE))
-    check_against_public_data(spec, kernel_dir)  # widths, post-processing, test ids: before anything is staged
+    code_files, weights_files = _selections(spec, kernel_dir, secrets, scans, HashCache(out_dir / HASH_CACHE), out_dir)
+    checks = check_against_public_data(spec, kernel_dir)  # widths, post-processing: before anything is staged
     check_competition(spec, kernel_dir)  # the metric file and its arguments, public_ids
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -146,7 +147,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     except OSError as exc:
         raise _unwritable(out_dir, exc) from None
     try:
-        result = _build_into(stage, out_dir, spec, names, kernel_dir, code_files, weights_files)
+        result = _build_into(stage, out_dir, names, _plan(settings, spec, names, kernel_dir, code_files, weights_files, checks))
         keep_wheel_folders(out_dir, stage)  # kkb wheels' output lives in build/NAME too
         _refuse_secrets(stage, secrets)
         scans.save(stage / SCAN_RECORD)
@@ -227,10 +228,11 @@ def _names(spec: KernelSpec, owner: str | None, spec_path: Path) -> _Names:
 
 
 def _selections(spec: KernelSpec, kernel_dir: Path, secrets: tuple[Secret, ...], scans: CleanScans,
-                hashes: HashCache) -> tuple[dict[str, Path], dict[str, Path]]:
-    code = select_files(kernel_dir, spec.code.include, spec.code.exclude, "code")
+                hashes: HashCache, out_dir: Path) -> tuple[dict[str, Path], dict[str, Path]]:
+    code = _not_built(select_files(kernel_dir, spec.code.include, spec.code.exclude, "code"), kernel_dir, out_dir)
     code.update(source_package_files(spec, kernel_dir))  # the install cell compiles them from the code dataset
-    weights = select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights", allow_links=True)
+    weights = _not_built(select_files(kernel_dir, spec.weights.include, spec.weights.exclude, "weights", allow_links=True),
+                         kernel_dir, out_dir)
     for card in spec.models:
         for checkpoint in checkpoint_sources(card, kernel_dir):  # one per fold; each must exist
             weights.setdefault(checkpoint, kernel_dir / checkpoint)
@@ -247,6 +249,17 @@ def _selections(spec: KernelSpec, kernel_dir: Path, secrets: tuple[Secret, ...],
     _check_step_scripts(spec, kernel_dir, code)
     check_postprocess(spec, kernel_dir, code)  # functions in the code dataset, no stage on the id column
     return code, dict(sorted(weights.items()))
+
+
+def _not_built(selected: dict[str, Path], kernel_dir: Path, out_dir: Path) -> dict[str, Path]:
+    """The selection without kkb's own output: ``kkb build .`` from inside the kernel folder builds into its
+    ``build/NAME`` (and stages beside it), which a pattern such as ``**/*.py`` would otherwise take in."""
+    kernel, out = kernel_dir.resolve(), out_dir.resolve()
+    built = out.parent if out.parent != kernel and out.parent.is_relative_to(kernel) else out
+    if not built.is_relative_to(kernel):
+        return selected
+    inside = built.relative_to(kernel).as_posix() + "/"
+    return {relative: path for relative, path in selected.items() if not relative.startswith(inside)}
 
 
 def _check_step_scripts(spec: KernelSpec, kernel_dir: Path, code: dict[str, Path]) -> None:
@@ -267,15 +280,24 @@ def _check_step_scripts(spec: KernelSpec, kernel_dir: Path, code: dict[str, Path
                           f"so step '{step.name}' could not start", hint=hint)
 
 
-def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, kernel_dir: Path,
-                code_files: dict[str, Path], weights_files: dict[str, Path]) -> BuildResult:
+def _plan(settings: BuildSettings, spec: KernelSpec, names: _Names, kernel_dir: Path, code_files: dict[str, Path],
+          weights_files: dict[str, Path], checks: tuple[CardCheck, ...]) -> CardRunPlan:
+    """What the build's sandboxed run of the user's code reads, and where the kernel mounts the datasets it is in."""
+    weights_target = (f"models/{model_source(names.weights_dataset, DRY_RUN_VERSION)}" if publishes_model(spec)
+                      else f"datasets/{names.weights_dataset}")
+    return CardRunPlan(spec=spec, kernel_dir=kernel_dir, code_files=code_files, weights_files=weights_files, checks=checks,
+                       code_target=f"datasets/{names.code_dataset}", weights_target=weights_target, layout=settings.layout,
+                       call_seconds=call_seconds(settings.call_seconds))
+
+
+def _build_into(stage: Path, out_dir: Path, names: _Names, plan: CardRunPlan) -> BuildResult:
+    spec, kernel_dir = plan.spec, plan.kernel_dir
     cache = HashCache(out_dir / HASH_CACHE)
     # Kaggle's Dependency Manager input: what it installs before the kernel, each offline (named at build if not).
     manager = dependency_manager(spec, kernel_dir, kernel_image(spec, names.owner), load_image()) \
         if spec.install.dependency_manager else None
-    weights_manifest, cards = _stage_weights(stage / WEIGHTS_DIR, out_dir / WEIGHTS_DIR, spec, names, kernel_dir,
-                                             weights_files, cache, code_files)
-    code_manifest = _stage_code(stage / CODE_DIR, out_dir / CODE_DIR, spec, names, code_files, cards,
+    weights_manifest, cards, notes = _stage_weights(stage / WEIGHTS_DIR, out_dir / WEIGHTS_DIR, names, plan, cache)
+    code_manifest = _stage_code(stage / CODE_DIR, out_dir / CODE_DIR, spec, names, plan.code_files, cards,
                                 weights_manifest is not None, cache, manager)
     notebook = _write_kernel(stage / KERNEL_DIR, spec, names, kernel_dir, code_manifest, weights_manifest)
     cache.path = stage / HASH_CACHE
@@ -291,7 +313,7 @@ def _build_into(stage: Path, out_dir: Path, spec: KernelSpec, names: _Names, ker
         weights_hash=weights_manifest.content_hash if weights_manifest else None,
         code_bytes=code_manifest.total_bytes, weights_bytes=weights_manifest.total_bytes if weights_manifest else 0,
         # every reorder/mapping of a model's input or output; what the Dependency Manager installs
-        model_notes=model_notes(cards) + mapping_notes(spec, kernel_dir) + (manager.notes if manager else ()),
+        model_notes=model_notes(cards) + notes + (manager.notes if manager else ()),
         card_settings=resolved_settings(cards, spec.models),
     )
 
@@ -313,96 +335,22 @@ def model_notes(cards: list[dict[str, Any]]) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def _stage_weights(stage: Path, previous: Path, spec: KernelSpec, names: _Names, kernel_dir: Path,
-                   files: dict[str, Path], cache: HashCache,
-                   code_files: dict[str, Path]) -> tuple[Manifest | None, list[dict[str, Any]]]:
+def _stage_weights(stage: Path, previous: Path, names: _Names, plan: CardRunPlan,
+                   cache: HashCache) -> tuple[Manifest | None, list[dict[str, Any]], tuple[str, ...]]:
+    spec, kernel_dir, files = plan.spec, plan.kernel_dir, plan.weights_files
     stage.mkdir(parents=True)
-    # Checkpoints never ship as they are: prepare_models reads them from the kernel folder and writes the
+    # Checkpoints never ship as they are: the cards' preparation reads them from the kernel folder and writes the
     # normalised files, so copying them into the stage first would only be undone (gigabytes, each build).
     checkpoints = {path for card in spec.models for path in checkpoint_sources(card, kernel_dir)}
     stage_files({rel: path for rel, path in files.items() if rel not in checkpoints}, stage, cache, previous=previous)
-    cards = _prepare_models(spec, kernel_dir, stage, previous, cache, code_files) if spec.models else []
+    run = run_cards(plan, stage, previous, cache)  # the user's code, where the kernel runs it (or the last build's)
     if not any(stage.rglob("*")):
-        return None, cards
+        return None, run.cards, run.notes
     manifest = manifest_for(stage, names.weights_dataset, cache, files)
     write_metadata(stage, names.weights_dataset, dataset_title(spec.weights.title, spec.kernel.title, "weights"), manifest)
     if publishes_model(spec):
         write_model_metadata(stage, names.weights_dataset, dataset_title(spec.weights.title, spec.kernel.title, "weights"), spec)
-    return manifest, cards
-
-
-def _prepare_models(spec: KernelSpec, kernel_dir: Path, stage: Path, previous: Path, cache: HashCache,
-                    code_files: dict[str, Path]) -> list[dict[str, Any]]:
-    """``builder.bundle.models.prepare_models``, skipped when nothing it reads changed since the last build.
-
-    Preparing imports torch and timm and loads every checkpoint (seconds per build, whatever the
-    size); with the same cards, checkpoints, transforms, code and library versions, the previous
-    build's normalised files and cards are reused as they are.
-    """
-    key = _models_key(spec, kernel_dir, cache, code_files)
-    record = read_object(previous.parent / MODELS_RECORD)
-    reused = _reuse_models(record, key, stage, previous)
-    if reused is None:
-
-        reused = prepare_models(spec, kernel_dir, stage)
-    written = {entry["file"]: _stat(stage / entry["file"]) for card in reused  # every fold's file
-               for entry in card.get("checkpoints") or [{"file": card["checkpoint"]}]}
-    (stage.parent / MODELS_RECORD).write_text(json.dumps({"key": key, "cards": reused, "files": written}, sort_keys=True))
-    return reused
-
-
-def _pipelines(card: ModelCard) -> tuple[str | None, ...]:
-    """An image card's pipeline files (its own, its random TTA's): what its prepared card depends on besides checkpoints."""
-    if not isinstance(card, ImageCard):
-        return ()
-    return card.transforms, card.tta_random.transforms if card.tta_random else None
-
-
-def _models_key(spec: KernelSpec, kernel_dir: Path, cache: HashCache, code_files: dict[str, Path]) -> str:
-    from importlib import metadata
-
-    inputs: dict[str, Any] = {"kkb": __version__, "cards": [card.model_dump(mode="json") for card in spec.models]}
-    sources = {path: kernel_dir / path for card in spec.models
-               for path in (*checkpoint_sources(card, kernel_dir), *card_files(card, kernel_dir), *_pipelines(card)) if path}
-    sources.update(code_files)  # custom transforms live in the user's code
-    inputs["files"] = {rel: _cached_sha256(path, cache) for rel, path in sorted(sources.items()) if path.is_file()}
-    versions: dict[str, str | None] = {}
-    for package in ("torch", "timm", "albumentations", "safetensors", "transformers", "tokenizers", "lightgbm",
-                    "xgboost", "catboost", "scikit-learn"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = None
-    inputs["versions"] = versions
-    return "sha256:" + hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
-
-
-def _reuse_models(record: dict[str, Any], key: str, stage: Path, previous: Path) -> list[dict[str, Any]] | None:
-    if record.get("key") != key:
-        return None
-    files = record.get("files", {})
-    if any(_stat(previous / relative) != tuple(stat) for relative, stat in files.items()):
-        return None  # the previous build's files were changed or removed
-    for relative in files:
-        (stage / relative).parent.mkdir(parents=True, exist_ok=True)
-        os.link(previous / relative, stage / relative)
-    return list(record["cards"])
-
-
-def _stat(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return stat.st_size, stat.st_mtime_ns
-
-
-def _cached_sha256(path: Path, cache: HashCache) -> str:
-    known = cache.lookup(path)
-    if known is None:
-        known = hash_file(path)
-        cache.store(path, known)
-    return known
+    return manifest, run.cards, run.notes
 
 
 def _stage_code(stage: Path, previous: Path, spec: KernelSpec, names: _Names, files: dict[str, Path],

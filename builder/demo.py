@@ -74,10 +74,10 @@ def _run(kernel: Path, scratch: Path, port: int) -> int:
         config = server.add_competition(competition)
         print(f"demo: local Kaggle at {server.base_url}, competition {config.slug}, user {DEMO_USER}")
         env = _child_env(scratch, server.base_url, key)
-        command = [sys.executable, "-m", "builder", "submit", str(project), "--out", str(scratch / "build")]
-        print(f"demo: KKB_KAGGLE_API={server.base_url} kkb submit {project}")
-        code = subprocess.run(command, env=env, cwd=scratch).returncode
-        subprocess.run([sys.executable, "-m", "builder", "history", str(project)], env=env, cwd=scratch)
+        # As people type it, from inside the project (the build lands in its build/ folder, in the scratch copy).
+        print(f"demo: cd {project} && KKB_KAGGLE_API={server.base_url} kkb submit .")
+        code = subprocess.run([sys.executable, "-m", "builder", "submit", "."], env=env, cwd=project).returncode
+        subprocess.run([sys.executable, "-m", "builder", "history", "."], env=env, cwd=project)
     rows = [row for row in History.for_kernel(project).rows() if row.kind == "submission"]
     if code == 0 and rows:
         print(f"demo: public score {rows[-1].score} (submission #{rows[-1].submission_ref})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import shutil
 import typing
 from importlib import metadata
 from pathlib import Path
@@ -54,3 +55,15 @@ def test_the_command_calls_the_api(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 def test_the_docs_list_every_name_of_the_api() -> None:
     page = (Path(__file__).parents[1] / "docs" / "api.md").read_text()
     assert [name for name in kkb.__all__ if f"`{name}`" not in page] == []
+
+
+def test_relative_paths_are_taken_against_the_folder_the_call_starts_in(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paths are resolved at the door: relative ones (a ``str`` too) against the current folder, once; the result's
+    are absolute, and the default build folder is build/NAME there."""
+    shutil.copytree(KERNELS / "minimal", tmp_path / "my kernels" / "minimal", ignore=shutil.ignore_patterns(".kkb"))
+    monkeypatch.chdir(tmp_path / "my kernels")
+    result = kkb.build(kkb.BuildSettings(kernel_dir="minimal", owner="me"))  # type: ignore[arg-type]
+    assert result.out_dir == tmp_path / "my kernels" / "build" / "minimal" and result.notebook_path.is_file()
+    again = kkb.build(kkb.BuildSettings(kernel_dir=Path("minimal"), out_dir=Path("../out"), owner="me"))
+    assert again.out_dir == tmp_path / "out" and again.code_hash == result.code_hash

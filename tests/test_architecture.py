@@ -14,7 +14,7 @@ from tests.support.files import REPO
 
 PACKAGE = REPO / "builder"
 # Code that runs elsewhere (inside the kernel, the sandbox or the `kaggle` command): import-linter keeps builder out of it.
-GUESTS = ("builder/kkb_runtime/", "builder/rehearse/guest/", "builder/local_kaggle/shim/")
+GUESTS = ("builder/kkb_runtime/", "builder/run/guest/", "builder/local_kaggle/shim/")
 
 
 def _modules() -> dict[str, Path]:

@@ -11,6 +11,7 @@ import pytest
 
 from builder.build import BuildSettings, build_kernel
 from builder.errors import BundleError, SpecError, TemplateError
+from tests.support.cli import kkb, said
 from tests.support.files import KERNELS, build_file_tree
 from tests.support.golden import normalize_provenance
 
@@ -157,3 +158,15 @@ def test_golden_notebook(update_golden: bool, tmp_path: Path) -> None:
         golden.write_text(rendered)
     assert golden.exists(), f"{golden} is missing: render it once with pytest --update-golden and check it"
     assert rendered == golden.read_text(), "rendered notebook changed: check it, then run pytest --update-golden"
+
+
+def test_kkb_build_from_inside_the_kernel_folder_never_bundles_its_own_output(minimal: Path) -> None:
+    """``kkb build .`` builds into ``build/NAME`` inside the kernel folder: a second build with ``**/*.py`` leaves it out."""
+    spec = (minimal / "kernel.toml").read_text().replace('include = ["predict.py", "minimal/**/*.py"]', 'include = ["**/*.py"]')
+    (minimal / "kernel.toml").write_text(spec)
+    for _ in range(2):
+        run = kkb("build", ".", cwd=minimal)
+        assert run.returncode == 0, said(run)
+    manifest = json.loads((minimal / "build" / minimal.name / "code" / "manifest.json").read_text())
+    assert [entry["path"] for entry in manifest["files"] if not entry["path"].startswith("kkb_runtime/")] == [
+        "kkb_kernel.json", "minimal/__init__.py", "minimal/model.py", "predict.py"]

@@ -3,11 +3,14 @@ test, equal to a direct run of the same models on the same data, and submitted e
 
 Each example's assets come from its seeded ``make_assets.py`` (skipped when up to date). The direct run
 uses the libraries themselves (transformers' own tokenizer call and model, LightGBM's and scikit-learn's
-predict, torch's forward), not kkb's runtime, on the hidden test table.
+predict, torch's forward), not kkb's runtime, on the hidden test table. kkb runs as people call it: the command in a
+subprocess on a copy of the example in a fresh folder, named from inside it (``kkb dry-run .``, tabular-style) or from
+its parent (text-style); then ``kkb build`` every way (:func:`tests.support.cli.build_every_way`), nothing changed.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -21,8 +24,8 @@ pytest.importorskip("torch")
 
 from builder.local_kaggle.competition import load_competition
 from builder.local_kaggle.scoring import score_submission
-from builder.rehearse.dryrun import DryRunSettings, dry_run
 from tests.support.assets import make_assets
+from tests.support.cli import build_every_way, dry_run, ways
 from tests.support.files import KERNELS
 
 pytestmark = pytest.mark.slow
@@ -107,33 +110,38 @@ def direct_tabular(kernel: Path, table: pd.DataFrame) -> pd.DataFrame:
 DIRECT = {"text-style": direct_text, "tabular-style": direct_tabular}
 
 
-def test_both_scenarios_ok_scored_and_equal_to_a_direct_run(example: Path, tmp_path: Path) -> None:
-    competition = example / "data" / "competition"
-    out = tmp_path / "build" / example.name
-    report = dry_run(DryRunSettings(kernel_dir=example, out_dir=out, owner="tester"))
-    assert [(s.scenario, s.verdict.name) for s in report.scenarios] == [("commit", "OK"), ("rerun", "OK")], report.scenarios
+WAY = {"tabular-style": "inside", "text-style": "parent"}  # the ways rotate over the examples' end-to-end tests
+OWNER = {"KAGGLE_USERNAME": "tester"}
 
-    hidden = dry_run(DryRunSettings(kernel_dir=example, out_dir=out, owner="tester", scenario="rerun",
-                                    data_dir=competition / "hidden"))
-    (rerun,) = hidden.scenarios
-    assert rerun.verdict.name == "OK", rerun.verdict
+
+def test_both_scenarios_ok_scored_and_equal_to_a_direct_run(example: Path, tmp_path: Path) -> None:
+    kernel = Path(shutil.copytree(example, tmp_path / example.name, ignore=shutil.ignore_patterns(".kkb", "build")))
+    way = ways(kernel, tmp_path)[WAY[example.name]]
+    out = way.cwd / "build" / example.name  # the default: build/NAME in the folder the command starts in
+    report = dry_run(way, env=OWNER)
+    assert [(s["scenario"], s["verdict"]["name"]) for s in report["scenarios"]] == [("commit", "OK"), ("rerun", "OK")]
+
+    competition = kernel / "data" / "competition"
+    (rerun,) = dry_run(way, "--scenario", "rerun", "--data", Path(way.kernel) / "data/competition/hidden", env=OWNER)["scenarios"]
+    assert rerun["verdict"]["name"] == "OK", rerun["verdict"]
     config = load_competition(competition)
-    scores = score_submission(rerun.submission, competition / "answers.csv", config.metric, config.id_column,
+    scores = score_submission(Path(rerun["submission"]), competition / "answers.csv", config.metric, config.id_column,
                               config.target_columns, competition, column_types=config.column_types)
     assert EXAMPLES[example.name][1](scores.public), scores
 
-    written = pd.read_csv(rerun.submission, dtype={config.id_column: str})
+    written = pd.read_csv(rerun["submission"], dtype={config.id_column: str})
     table = pd.read_csv(competition / "hidden" / "test.csv")
-    expected = DIRECT[example.name](example, table)
+    expected = DIRECT[example.name](kernel, table)
     assert list(written.columns) == list(expected.columns)
     assert list(written[config.id_column]) == list(expected[config.id_column])
     targets = list(config.target_columns)
     np.testing.assert_allclose(written[targets].to_numpy(), expected[targets].to_numpy(),
                                atol=2e-6)
     if example.name == "tabular-style":  # three cards on one feature function: computed once, read twice
-        shared = rerun.to_json()["shared_features"]
+        shared = rerun["shared_features"]
         assert [(entry["function"], entry["computed_by"], entry["read_by"]) for entry in shared] == [
             ("tabkernel.features:make", ["lgbm"], ["logreg", "net"])], shared
+    build_every_way(kernel, tmp_path, out, env=OWNER)  # nothing changed: each way finds the build as it was
 
 
 @pytest.mark.loopback

@@ -13,8 +13,8 @@ import pytest
 from builder.cli import main
 from builder.errors import DryRunError, SpecError
 from builder.rehearse.dryrun import DryRunReport, DryRunSettings, dry_run
-from builder.rehearse.isolation import choose_isolation
 from builder.rehearse.verdict import COMPUTE, CSV_NOT_FOUND, NOT_REHEARSED, OK, SCORING_ERROR, THREW, TIMEOUT
+from builder.run.isolation import choose_isolation
 from tests.support.files import KERNELS, REPO
 
 KAGGLE_PATHS = choose_isolation("auto").mode != "python"
@@ -212,14 +212,15 @@ def test_cli_maps_options_to_settings(monkeypatch: pytest.MonkeyPatch, tmp_path:
                             report_path=tmp_path / "report.json", scenarios=())
 
     monkeypatch.setattr("builder.api.dryrun.dry_run", fake)  # the CLI calls the API, the API the library function
+    monkeypatch.chdir(tmp_path)  # paths are taken against the folder the command starts in, at the door
     code = main(["dry-run", "kernels/x", "--data", "d", "--scenario", "rerun", "--rerun-scale", "4", "--hidden-rows",
                  "1000", "--timeout", "60", "--legacy-layout", "--out", "o", "--owner", "me", "--keep-sandbox",
                  "--rerun-data", "h", "--memory", "16G", "--json"])
     assert code == 0
     assert [dataclasses.replace(settings, progress=None) for settings in seen] == [
-        DryRunSettings(kernel_dir=Path("kernels/x"), data_dir=Path("d"), scenario="rerun", rerun_scale=4, hidden_rows=1000,
-                       timeout_seconds=60.0, layout="legacy", out_dir=Path("o"), owner="me", keep_sandbox=True,
-                       rerun_data_dir=Path("h"), memory_bytes=16 * 2**30)]
+        DryRunSettings(kernel_dir=tmp_path / "kernels/x", data_dir=tmp_path / "d", scenario="rerun", rerun_scale=4,
+                       hidden_rows=1000, timeout_seconds=60.0, layout="legacy", out_dir=tmp_path / "o", owner="me",
+                       keep_sandbox=True, rerun_data_dir=tmp_path / "h", memory_bytes=16 * 2**30)]
 
 
 @pytest.mark.loopback

@@ -33,8 +33,8 @@ from builder.rehearse.evalapi import (
 )
 from builder.rehearse.evalapi_scenario import gateway_verdict
 from builder.rehearse.execute import execute_notebook
-from builder.rehearse.sandbox import Mount, SandboxSpec, remove_sandbox
 from builder.rehearse.verdict import Judgement
+from builder.run.sandbox import Mount, SandboxSpec, remove_sandbox
 from tests.support.busy import busy_loops
 from tests.support.files import KERNELS
 from tests.support.golden import normalize_provenance

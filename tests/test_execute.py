@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from builder.rehearse.execute import ExecutionResult, execute_notebook
-from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network
+from builder.run.sandbox import Mount, SandboxSpec, blocked_network
 from tests.support.files import build_file_tree
 
 

@@ -69,7 +69,8 @@ def test_ci_alone_adds_the_workflow_to_an_existing_project(repo: Path, capsys: p
     assert cli.main(["init", "kernels/minimal", "--ci", "github"]) == 0
     _, workflow = _workflow(repo)
     assert workflow["env"]["KKB_DATA"] == "kernels/minimal/data/competition/public"  # [competition] data, in the repo
-    assert f"created kernels/minimal: {repo / '.github' / 'workflows' / 'kkb.yml'}" in capsys.readouterr().out
+    out = capsys.readouterr().out  # the kernel folder as kkb took it: against the current folder, at the door
+    assert f"created {repo / 'kernels' / 'minimal'}: {repo / '.github' / 'workflows' / 'kkb.yml'}" in out
 
 
 def test_an_accelerated_kernel_accepts_not_rehearsed_on_a_runner_without_one(repo: Path) -> None:

@@ -15,7 +15,7 @@ from builder.kkb_runtime.config import load_config
 from builder.kkb_runtime.inputs import InputNotFound, find_input
 from builder.project.spec import parse_spec
 from builder.rehearse.dryrun import DryRunSettings, competition_data, dry_run
-from builder.rehearse.sandbox import mount_path
+from builder.run.sandbox import mount_path
 from tests.support.files import KERNELS
 
 VALID = {

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from builder.errors import DryRunError
-from builder.rehearse import isolation
-from builder.rehearse.isolation import choose_isolation, probe
-from builder.rehearse.sandbox import Mount, SandboxSpec, prepare_sandbox
+from builder.run import isolation
+from builder.run.isolation import choose_isolation, probe
+from builder.run.sandbox import Mount, SandboxSpec, prepare_sandbox
 from tests.support.files import build_file_tree
 
 NAMESPACE_MODES = ["bwrap", "namespace"]
@@ -102,7 +102,7 @@ def test_the_legacy_layout_mounts_at_the_old_kaggle_paths(tmp_path: Path, source
 
 
 def test_auto_falls_back_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("builder.rehearse.isolation.probe", lambda mode: f"{mode} is broken here")
+    monkeypatch.setattr("builder.run.isolation.probe", lambda mode: f"{mode} is broken here")
 
     choice = choose_isolation("auto")
 

@@ -62,7 +62,7 @@ def test_a_column_constant_on_the_public_part_only_fails_where_the_split_is_know
                                     out_dir=tmp_path / "build"))
     (rerun,) = report.scenarios
     assert rerun.verdict.name == "Submission Scoring Error", rerun.verdict
-    assert rerun.verdict.reason == ("spearman: column 'b' on the public part: constant predictions (0.5 in all 6 rows): "
+    assert rerun.verdict.reason == ("spearman: column 'b' on the public part: constant predictions (0.5 in all 5 rows): "
                                     "spearman is undefined for a constant column (Kaggle's scorer fails)")
     assert rerun.metric is not None and rerun.metric["split"] == "[competition] public_ids"
 
@@ -118,7 +118,7 @@ def test_submit_of_a_file_the_local_kaggle_refuses_prints_the_column_and_part(
                               waits=LOOPBACK_WAITS))
     message, hint = caught.value.message, caught.value.hint or ""
     assert message.endswith("failed: Submission Scoring Error: spearman: column 'b' on the public part: constant "
-                            "predictions (0.5 in all 6 rows): spearman is undefined for a constant column (Kaggle's "
+                            "predictions (0.5 in all 5 rows): spearman is undefined for a constant column (Kaggle's "
                             "scorer fails)"), message
     assert hint.startswith("the server names the reason above; kkb dry-run"), hint
     monkeypatch.setenv("COLUMNS", "400")  # rich folds long cells: keep the reason on one line

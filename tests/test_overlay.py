@@ -15,10 +15,10 @@ import pytest
 
 from builder.errors import DryRunError
 from builder.kkb_runtime.vocabulary import RootFilesystem
-from builder.rehearse import overlay
-from builder.rehearse.isolation import probe
-from builder.rehearse.overlay import AVAILABLE, DESCRIPTIONS, choose_root_filesystem
-from builder.rehearse.sandbox import Mount, SandboxSpec, prepare_sandbox
+from builder.run import overlay
+from builder.run.isolation import probe
+from builder.run.overlay import AVAILABLE, DESCRIPTIONS, choose_root_filesystem
+from builder.run.sandbox import Mount, SandboxSpec, prepare_sandbox
 from tests.support.files import build_file_tree
 from tests.support.wheels import write_pure_wheel
 

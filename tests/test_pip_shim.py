@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.rehearse.guest.pip_shim import split_install
-from builder.rehearse.isolation import probe
-from builder.rehearse.sandbox import SandboxSpec, blocked_network, prepare_sandbox
+from builder.run.guest.pip_shim import split_install
+from builder.run.isolation import probe
+from builder.run.sandbox import SandboxSpec, blocked_network, prepare_sandbox
 
 pytestmark = pytest.mark.usefixtures("hermetic_pip")
 IMAGE = {"scikit-learn": "1.6.1", "pandas": "2.3.3", "torch": "2.10.0"}

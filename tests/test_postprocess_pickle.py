@@ -48,7 +48,7 @@ def test_a_function_stage_loads_a_notebook_pickle_with_pickle_main(tmp_path: Pat
     monkeypatch.setitem(sys.modules, "__main__", kernel_main)
     frame = pd.DataFrame({"id": ["a", "b", "c"], "target": [0.1, 0.5, 0.9]})
     stage = {"kind": "function", "function": "nbrounder:round_targets"}
-    with pytest.raises(AttributeError, match="OptimizedRounder"):
+    with pytest.raises(postprocess.PostprocessError, match="raised AttributeError: Can't get attribute 'OptimizedRounder'"):
         postprocess.apply(frame, [stage], "id", ["target"])
     out = postprocess.apply(frame, [{**stage, "pickle_main": "nbrounder"}], "id", ["target"])
     assert out["target"].tolist() == [0, 1, 2]

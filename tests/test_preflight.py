@@ -1,4 +1,7 @@
-"""Build-time checks against the public data (builder.bundle.preflight): widths, post-processing, test ids."""
+"""Build-time checks against the public data (builder.bundle.preflight): widths, post-processing, test ids.
+
+The cards' own checks (here: the image ids resolve to images) run in the build's sandboxed run; these unit tests run
+the checks preflight hands it, in this process (an image card's check runs no user code)."""
 
 from __future__ import annotations
 
@@ -7,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from builder.bundle.cards import BUILD_CARDS
 from builder.bundle.preflight import check_against_public_data
 from builder.errors import BundleError
-from builder.project.spec import parse_spec
+from builder.kkb_runtime.submission import read_sample
+from builder.project.spec import KernelSpec, parse_spec
 from tests.support.files import build_file_tree
 
 
@@ -32,8 +37,17 @@ def spec(num_classes: int = 5, **extra: Any) -> Any:
     return parse_spec(raw)
 
 
+def check(the_spec: KernelSpec, root: Path) -> None:
+    """Preflight's own checks, then the cards' checks it hands the sandboxed run."""
+    cards = {card.name: card for card in the_spec.models}
+    sample = read_sample(root / "data" / "sample_submission.csv", the_spec.submission.id_column)
+    for card_check in check_against_public_data(the_spec, root):
+        card = cards[card_check.card]
+        BUILD_CARDS[card.kind].check_public_data(the_spec, root, root / "data", card, list(card_check.columns), sample)
+
+
 def test_a_consistent_kernel_passes(tmp_path: Path) -> None:
-    check_against_public_data(spec(), kernel(tmp_path))
+    check(spec(), kernel(tmp_path))
 
 
 @pytest.mark.parametrize(
@@ -51,6 +65,6 @@ def test_a_consistent_kernel_passes(tmp_path: Path) -> None:
 def test_refusals_name_the_file_and_key(tmp_path: Path, the_spec: Any, files: dict[str, Any], message: str) -> None:
     root = kernel(tmp_path, files)
     with pytest.raises(BundleError) as caught:
-        check_against_public_data(the_spec, root)
+        check(the_spec, root)
     assert caught.value.message.startswith(f"{root}/{message}")
     assert caught.value.hint

@@ -23,6 +23,7 @@ pytest.importorskip("timm")
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from tests.support.assets import make_assets
+from tests.support.cli import build_every_way
 from tests.support.files import KERNELS
 
 REFERENCE = KERNELS / "reference"
@@ -201,18 +202,24 @@ def test_the_commit_run_takes_the_fast_path(built: BuildResult, tmp_path: Path) 
     assert written.equals(pd.read_csv(COMPETITION / "public" / "sample_submission.csv", dtype={"id": str}))
 
 
+def test_kkb_build_every_way_finds_the_build_unchanged(built: BuildResult, tmp_path: Path) -> None:
+    """As people call it (from inside the folder, its parent, by absolute path, through a space and a symlink):
+    the same build folder, nothing to prepare again."""
+    build_every_way(REFERENCE, tmp_path, built.out_dir, env={"KAGGLE_USERNAME": "tester"})
+
+
 def test_an_unchanged_rebuild_reuses_the_prepared_models(reference_assets: Path, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Preparing loads every checkpoint with torch: a rebuild with nothing changed must not."""
     import shutil
 
-    import builder.build
+    from builder.bundle import card_run
 
     kernel = Path(shutil.copytree(reference_assets, tmp_path / "reference", ignore=shutil.ignore_patterns(".kkb")))
     first = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "out", owner="tester"))
     calls: list[int] = []
-    original = builder.build.prepare_models
-    monkeypatch.setattr(builder.build, "prepare_models", lambda *args: calls.append(1) or original(*args))
+    original = card_run._sandboxed  # the build's sandboxed run of the cards: preparing, checking
+    monkeypatch.setattr(card_run, "_sandboxed", lambda *args: calls.append(1) or original(*args))
     again = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "out", owner="tester"))
     assert calls == [] and (again.weights_hash, again.code_hash) == (first.weights_hash, first.code_hash)
     (kernel / "weights" / "effnet.pth").write_bytes((kernel / "weights" / "effnet.pth").read_bytes() + b"")  # same bytes

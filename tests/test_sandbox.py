@@ -11,7 +11,7 @@ import pytest
 
 from builder.errors import DryRunError
 from builder.project.kaggle_env import DEAD_PROXY
-from builder.rehearse.sandbox import (
+from builder.run.sandbox import (
     GUEST_DIR,
     Mount,
     SandboxSpec,

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from builder.kkb_runtime.vocabulary import Isolation
-from builder.rehearse.isolation import DESCRIPTIONS, launcher_argv, probe
-from builder.rehearse.sandbox import SandboxSpec, prepare_sandbox
+from builder.run.isolation import DESCRIPTIONS, launcher_argv, probe
+from builder.run.sandbox import SandboxSpec, prepare_sandbox
 
 CONFINING = ["bwrap", "namespace"]
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from builder.errors import DryRunError
-from builder.rehearse.sandbox import scale_competition_data
+from builder.run.sandbox import scale_competition_data
 from tests.support.files import build_file_tree
 
 

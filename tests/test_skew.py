@@ -16,7 +16,6 @@ from builder.project.image import load_image
 from builder.project.spec import load_spec
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.own_imports import own_modules
-from builder.rehearse.sandbox import SandboxSpec, prepare_sandbox
 from builder.rehearse.skew import (
     Skew,
     differs,
@@ -29,6 +28,7 @@ from builder.rehearse.skew import (
     version_skews,
 )
 from builder.rehearse.verdict import CSV_NOT_FOUND, NOT_REHEARSED, Limits, judge
+from builder.run.sandbox import SandboxSpec, prepare_sandbox
 from tests.support.files import KERNELS
 
 PANDAS = metadata.version("pandas")

@@ -12,7 +12,7 @@ import pytest
 from builder.errors import DryRunError
 from builder.kkb_runtime.references import StandInConfig
 from builder.rehearse.dryrun import DryRunSettings, dry_run
-from builder.rehearse.sandbox import scale_competition_data
+from builder.run.sandbox import scale_competition_data
 from tests.support.files import build_file_tree
 
 

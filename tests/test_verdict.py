@@ -276,7 +276,8 @@ def test_the_submission_name_comes_from_the_competition(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("evalue", "gpu_shape", "cuda", "verdict", "reason"), [
     pytest.param("step 'fit' failed with exit code 1\nModuleNotFoundError: No module named 'sklearn'", False, False,
                  NOT_REHEARSED, "not rehearsed: Kaggle's image has scikit-learn 1.6.1 (2026-06-17); step 'fit' imports "
-                 "'sklearn', which is not installed here; install it here to rehearse", id="image-package-missing-here"),
+                 "'sklearn', which is not installed here; install it here to rehearse (pip install scikit-learn==1.6.1, the "
+                 "image's version; or kkb env, then kkb dry-run --image-env)", id="image-package-missing-here"),
     pytest.param("step 'fit' failed with exit code 1\nModuleNotFoundError: No module named 'kkb_nowhere'", False, False,
                  CSV_NOT_FOUND, None, id="package-kaggle-lacks-too"),
     pytest.param("step 'infer' failed with exit code 1\nAssertionError: Torch not compiled with CUDA enabled", True, False,

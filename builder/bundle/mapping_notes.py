@@ -5,34 +5,34 @@ fold loads, as in the kernel; :mod:`builder.kkb_runtime.mapping` words what kkb 
 reordered to the booster's training order or left out, ``predict_proba``'s classes matched by label (or
 integer classes filling the columns in order, or a binary model's positive class). ``kkb build`` prints
 each as a note. A mismatch of labels is refused earlier, by the public-data check
-(:func:`builder.kkb_runtime.cards.tabular.class_order`).
+(:func:`builder.kkb_runtime.cards.tabular.class_order`). Like every run of the user's code at build, this runs in the
+build's sandboxed run (``builder.bundle.card_run``), where ``data`` is the public data as the kernel sees it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from builder.bundle.cards.unit import public_test_rows
 from builder.bundle.checkpoints import checkpoint_sources
-from builder.bundle.kernel_env import kernel_environment
 from builder.bundle.models import offline_environment, user_code_importable
 from builder.bundle.text_notes import text_notes
+from builder.bundle.user_code import user_code
 from builder.kkb_runtime.cards import tabular as runtime_tabular
-from builder.kkb_runtime.cards.common.tables import read_table, rows_in_sample_order
 from builder.kkb_runtime.mapping import class_notes, feature_notes
 from builder.kkb_runtime.submission import read_sample, target_columns
 from builder.kkb_runtime.vocabulary import CardKind, SubmissionKind
 from builder.project.cards import TabularCard
-from builder.project.spec import KernelSpec
+from builder.project.spec import SPEC_FILE, KernelSpec
 
 
-def mapping_notes(spec: KernelSpec, kernel_dir: Path) -> tuple[str, ...]:
-    """One line per reorder or mapping kkb applies to a tabular card's input or output (needs the public data), and
-    the text cards' tokens the tokenizer does not know (:mod:`builder.bundle.text_notes`)."""
-    return _tabular_notes(spec, kernel_dir) + text_notes(spec, kernel_dir)
+def mapping_notes(spec: KernelSpec, kernel_dir: Path, data: Path | None) -> tuple[str, ...]:
+    """One line per reorder or mapping kkb applies to a tabular card's input or output (needs the public data,
+    ``data``), and the text cards' tokens the tokenizer does not know (:mod:`builder.bundle.text_notes`)."""
+    return _tabular_notes(spec, kernel_dir, data) + text_notes(spec, kernel_dir, data)
 
 
-def _tabular_notes(spec: KernelSpec, kernel_dir: Path) -> tuple[str, ...]:
-    data = kernel_dir / spec.competition.data if spec.competition.data else None
+def _tabular_notes(spec: KernelSpec, kernel_dir: Path, data: Path | None) -> tuple[str, ...]:
     if data is None or spec.submission.kind != SubmissionKind.CSV or not (data / spec.competition.sample_submission).is_file():
         return ()
     id_column = spec.submission.id_column
@@ -46,10 +46,12 @@ def _tabular_notes(spec: KernelSpec, kernel_dir: Path) -> tuple[str, ...]:
         if not isinstance(card, TabularCard) or not test.is_file():
             continue
         columns = list(step.columns or card.columns) or predictions
-        with user_code_importable(kernel_dir), offline_environment(), kernel_environment(spec, kernel_dir, data):
-            rows = rows_in_sample_order(read_table(test, id_column), sample[id_column].astype(str).tolist(), id_column, test)
-            notes += _card_notes(card, kernel_dir, runtime_tabular.features(card.model_dump(mode="json"), rows, id_column),
-                                 columns)
+        with user_code_importable(kernel_dir), offline_environment():
+            with user_code(f"{kernel_dir / SPEC_FILE}: models.{card.name}", "on the public test", [kernel_dir],
+                           card=card.name, function=card.feature_function, hint="the feature function gets the test rows"):
+                frame = runtime_tabular.features(card.model_dump(mode="json"), public_test_rows(spec, data, test, sample),
+                                                 id_column)
+            notes += _card_notes(card, kernel_dir, frame, columns)
     return tuple(dict.fromkeys(notes))  # a card two steps use says it once
 
 

@@ -11,16 +11,18 @@ proves, for every ``python -m kkb_runtime predict --model NAME`` step:
   way the runtime resolves them; a text card's columns are in the test table; a tabular card's features
   and first fold predict the public test in the step's shape.
 
-Without the data there is nothing to compare with, and nothing is checked here (the dry run still
-runs everything). Factories are imported when the models are prepared (``builder.bundle.models``).
+The first three read only the spec and the sample, here; the cards' own checks run the user's code, so
+:func:`check_against_public_data` returns them (:class:`CardCheck`) for the build's sandboxed run
+(``builder.bundle.card_run``), which runs them where the kernel runs. Without the data there is nothing to
+compare with, and nothing is checked (the dry run still runs everything).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from builder.bundle.cards import BUILD_CARDS
 from builder.bundle.submission_checks import check_column_types
 from builder.bundle.target_checks import check_named_columns
 from builder.errors import BundleError
@@ -31,17 +33,27 @@ from builder.project.cards import ImageCard, ModelCard
 from builder.project.spec import SPEC_FILE, KernelSpec
 
 
-def check_against_public_data(spec: KernelSpec, kernel_dir: Path) -> None:
-    PREFLIGHTS[spec.submission.kind](spec, kernel_dir)
+@dataclass(frozen=True)
+class CardCheck:
+    """A card's own check against the public test, for the step that runs it: run in the build's sandboxed run."""
+
+    step: str
+    card: str
+    columns: tuple[str, ...]  # what the step writes
 
 
-def _check_csv_kernel(spec: KernelSpec, kernel_dir: Path) -> None:
+def check_against_public_data(spec: KernelSpec, kernel_dir: Path) -> tuple[CardCheck, ...]:
+    """The checks that read the spec and the sample (raised here); the cards' own checks, to run where the kernel runs."""
+    return PREFLIGHTS[spec.submission.kind](spec, kernel_dir)
+
+
+def _check_csv_kernel(spec: KernelSpec, kernel_dir: Path) -> tuple[CardCheck, ...]:
     if spec.competition.data is None:
-        return
+        return ()
     data = kernel_dir / spec.competition.data
     sample_path = data / spec.competition.sample_submission
     if not sample_path.is_file():
-        return
+        return ()
     id_column = spec.submission.id_column
     sample = read_sample(sample_path, id_column)
     check_column_types(spec, kernel_dir, sample_path, sample)
@@ -51,6 +63,7 @@ def _check_csv_kernel(spec: KernelSpec, kernel_dir: Path) -> None:
     _check_postprocess(spec, kernel_dir, sample_path, predictions, targets)
     cards = {card.name: card for card in spec.models}
     _check_column_groups(spec, kernel_dir, predictions, cards)
+    checks = []
     for step in spec.steps:
         card = cards.get(step.predict_model or "")
         if card is None:
@@ -65,7 +78,8 @@ def _check_csv_kernel(spec: KernelSpec, kernel_dir: Path) -> None:
                               f"{', '.join(columns)})",
                               hint="set num_classes to the model's output width, or [submission] prediction_columns "
                                    "to what it outputs and a [[postprocess]] stage (argmax, threshold) to the targets")
-        BUILD_CARDS[card.kind].check_public_data(spec, kernel_dir, data, card, columns, sample)
+        checks.append(CardCheck(step.name, card.name, tuple(columns)))
+    return tuple(checks)
 
 
 def _check_column_groups(spec: KernelSpec, kernel_dir: Path, predictions: list[str], cards: dict[str, ModelCard]) -> None:
@@ -103,15 +117,16 @@ def _check_postprocess(spec: KernelSpec, kernel_dir: Path, sample_path: Path, pr
                            "exactly the sample submission's target columns")
 
 
-def _nothing_to_check(spec: KernelSpec, kernel_dir: Path) -> None:
+def _nothing_to_check(spec: KernelSpec, kernel_dir: Path) -> tuple[CardCheck, ...]:
     """An evaluation-API kernel writes no file the build could compare with the sample: its dry run checks it."""
+    return ()
 
 
 # The build-time checks of each submission kind.
-PREFLIGHTS: dict[SubmissionKind, Callable[[KernelSpec, Path], None]] = {
+PREFLIGHTS: dict[SubmissionKind, Callable[[KernelSpec, Path], tuple[CardCheck, ...]]] = {
     SubmissionKind.CSV: _check_csv_kernel,
     SubmissionKind.EVALUATION_API: _nothing_to_check,
 }
 
 
-__all__ = ["check_against_public_data"]
+__all__ = ["CardCheck", "check_against_public_data"]

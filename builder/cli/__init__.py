@@ -46,6 +46,7 @@ from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.ci import CiProvider
 from builder.project.init import InitSettings
 from builder.project.kaggle_env import parse_env_options
+from builder.project.paths import absolute, resolved
 from builder.project.spec import MAX_WAIT_SECONDS
 from builder.project.spec_renames import SpecDeprecation
 from builder.rehearse.card_inputs import DEFAULT_ROWS
@@ -248,7 +249,7 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ) -> None:
     """The last push, its kernel run, the last submission, and Kaggle's limits: submissions left, GPU quota, sessions."""
-    show_status(kernel_status(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner)), as_json)
+    show_status(kernel_status(resolved(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))), as_json)
 
 
 @app.command()
@@ -259,7 +260,7 @@ def stop(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ) -> None:
     """Stop the kernel's run on Kaggle: Kaggle's API does it only by deleting the kernel (every version goes)."""
-    show_stop(kernel_stop(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner)), as_json)
+    show_stop(kernel_stop(resolved(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))), as_json)
 
 
 @app.command()
@@ -269,7 +270,7 @@ def logs(
     owner: str | None = _OWNER_OPT,
 ) -> None:
     """Print the log of a kernel run on Kaggle."""
-    result = kernel_logs(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))
+    result = kernel_logs(resolved(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner)))
     err_console.print(f"[dim]log of {result.kernel_id} v{result.kernel_version}[/dim]", highlight=False)
     for entry in result.entries:
         style = "red" if entry.get("stream_name") == "stderr" else None
@@ -280,7 +281,7 @@ def logs(
 def history(kernel_dir: Path = _KERNEL_ARG,
             as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON on stdout.")) -> None:
     """A table of every push, run (its session, how it ended, what it billed) and submission of the project."""
-    show_history(kernel_history(kernel_dir), str(kernel_dir), as_json)
+    show_history(kernel_history(absolute(kernel_dir)), str(kernel_dir), as_json)
 
 
 _SCENARIO_CHOICES: dict[str, ScenarioChoice] = {**{member.value: member for member in Scenario}, "both": "both"}
@@ -346,8 +347,8 @@ def dry_run(
             raise typer.BadParameter("--on-kaggle rehearses the scoring rerun with Kaggle's own inputs and limits: --scenario, "
                                      "--data, --rerun-data, --answers, --memory, --timeout, --legacy-layout, --keep-sandbox, "
                                      "--reference, --env and --json do not apply")
-        _dry_run_on_kaggle(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale,
-                                             again=again, yes=yes), hidden_rows)
+        _dry_run_on_kaggle(resolved(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale,
+                                                      again=again, yes=yes)), hidden_rows)
         return
     if again or yes:
         raise typer.BadParameter("--again and --yes go with --on-kaggle")
@@ -412,8 +413,8 @@ def compare(
     """Compare two submissions column by column (rows matched by id); exit 2 when they differ beyond the tolerance."""
     if right is None and kernel is None:
         raise typer.BadParameter("name two files, or --kernel DIR to compare with the last scored version's output")
-    comparison = compare_submissions(CompareSettings(left=left, right=right, kernel_dir=kernel, tolerance=tolerance,
-                                                     id_column=id_column))
+    comparison = compare_submissions(resolved(CompareSettings(left=left, right=right, kernel_dir=kernel, tolerance=tolerance,
+                                                              id_column=id_column)))
     if as_json:
         _print_json("compare", comparison.to_json())
     else:
@@ -444,9 +445,9 @@ def wheels(
     """Build the offline wheelhouse of [install] requirements (cached by content)."""
     index_args = (*(("--index-url", index_url) if index_url else ()), *(a for link in find_links for a in ("--find-links", link)))
     with _ProgressView() as view:
-        result = build_wheels(WheelsSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, on_kaggle=on_kaggle,
-                                             force=force, check=not no_check, index_args=tuple(index_args),
-                                             wait=not no_wait, progress=view))
+        result = build_wheels(resolved(WheelsSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, on_kaggle=on_kaggle,
+                                                      force=force, check=not no_check, index_args=tuple(index_args),
+                                                      wait=not no_wait, progress=view)))
     _show_wheels(result)
 
 
@@ -457,7 +458,7 @@ def env(
                                            "wheels, offline (default: PyPI)."),
 ) -> None:
     """Build (once, then cached) an environment with Kaggle's image's versions of what the kernel imports."""
-    for line in build_image_env(kernel_dir, find_links=find_links).lines():
+    for line in build_image_env(absolute(kernel_dir), find_links=absolute(find_links) if find_links else None).lines():
         console.print(_escape(line), highlight=False, soft_wrap=True)
 
 

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from .pickles import main_module
+from .user_errors import raised
 from .vocabulary import PostprocessKind
 
 KINDS = PostprocessKind.values()
@@ -163,7 +164,10 @@ def _call_user(frame: pd.DataFrame, reference: str, where: str,
     if integer_ids:
         typed[id_column] = typed[id_column].astype(np.int64)
     takes_context = len(inspect.signature(function).parameters) >= 2
-    result = function(typed, context) if takes_context else function(typed)
+    try:
+        result = function(typed, context) if takes_context else function(typed)
+    except Exception as exc:  # the user's own error: named with its file and line, its traceback chained below
+        raise PostprocessError(f"{where}: {reference} raised {raised(exc, context.code if context else None)}") from exc
     columns: list[str] = []
     if isinstance(result, tuple) and len(result) == 2:
         result, columns = result[0], [str(column) for column in result[1]]

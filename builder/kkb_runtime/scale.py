@@ -1,7 +1,7 @@
 """A bigger test set made from the public one: every test row and file replicated under new ids.
 
 One implementation for both rehearsals of a large hidden test: the local dry run's ``--rerun-scale``
-(``builder.rehearse.sandbox`` wraps it) and the rehearsal on Kaggle's own machines
+(``builder.run.sandbox`` wraps it) and the rehearsal on Kaggle's own machines
 (``kkb_runtime.rehearsal``, inside the kernel, where it writes under ``/kaggle/temp``). Standard
 library + pandas only, like the rest of the runtime.
 """

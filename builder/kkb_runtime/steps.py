@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from .inputs import Inputs
 from .timing import StepTiming
+from .user_errors import user_error
 
 STEPS_RECORD = "kkb_steps.json"
 STEP_META_SUFFIX = ".meta.json"  # next to a step's output: measurements only the step's process can make
@@ -134,9 +135,11 @@ def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir
     # ru_maxrss of waited-for children is in KiB on Linux: the largest child so far.
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     if returncode != 0:
-        # The last line gives the dry run the step's peak, for "Notebook Exceeded Allowed Compute".
-        raise StepFailed(f"step '{name}' failed with exit code {returncode}\n--- stderr (last {len(tail)} lines) ---\n"
-                         + "".join(tail) + f"\n{PEAK_LINE.format(name=name, peak=peak)}")
+        # The user's own error first (file, line, code); the last line gives the dry run the step's peak, for
+        # "Notebook Exceeded Allowed Compute".
+        said = user_error("".join(tail), Path(inputs.code))
+        raise StepFailed(f"step '{name}' failed with exit code {returncode}{f': {said}' if said else ''}\n"
+                         f"--- stderr (last {len(tail)} lines) ---\n" + "".join(tail) + f"\n{PEAK_LINE.format(name=name, peak=peak)}")
     if not out.is_file():
         raise StepFailed(f"step '{name}' exited 0 but wrote no output at {out} (write it to $KKB_STEP_OUT or {{out}})")
     meta = read_step_meta(out)

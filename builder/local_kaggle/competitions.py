@@ -48,7 +48,7 @@ from builder.local_kaggle.wire import (
 )
 from builder.local_kaggle.worker import JobQueue
 from builder.rehearse.evalapi import Gateway, rehearse_gateway_rerun, verdict_name, verdict_reason
-from builder.rehearse.sandbox import Mount
+from builder.run.sandbox import Mount
 
 SERVICE = "competitions.CompetitionApiService"
 PENDING, ERROR = "PENDING", "ERROR"

@@ -51,7 +51,7 @@ from builder.local_kaggle.wire import (
 )
 from builder.local_kaggle.worker import JobQueue
 from builder.project.ids import kernel_slug
-from builder.rehearse.sandbox import Mount
+from builder.run.sandbox import Mount
 
 SERVICE = "kernels.KernelsApiService"
 QUEUED, RUNNING, COMPLETE, ERROR, NEW_SCRIPT = "QUEUED", "RUNNING", "COMPLETE", "ERROR", "NEW_SCRIPT"

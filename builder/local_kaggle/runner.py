@@ -15,9 +15,9 @@ from typing import Any, Protocol
 from builder.kkb_runtime.vocabulary import Verdict
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.forms import execute_kernel
-from builder.rehearse.sandbox import Mount, SandboxSpec
 from builder.rehearse.verdict import Judgement, Limits, judge
 from builder.rehearse.verdict import machine_shape as shape_of
+from builder.run.sandbox import Mount, SandboxSpec
 
 
 @dataclass(frozen=True)

@@ -217,7 +217,7 @@ def _kkb(request: EnvRequest, kaggle: Mapping[str, GivenVariable]) -> dict[str, 
         "PYTHONPATH": str(dirs.site) + (os.pathsep + kaggle_pythonpath if kaggle_pythonpath else ""),
         "KKB_SANDBOX_NETLOG": str(dirs.network_log),
         # The kernel's `python` and `pip` are its interpreter's, as on Kaggle they are the image's; `pip` through kkb's
-        # shim, which knows what the image already has (builder.rehearse.pip_shim).
+        # shim, which knows what the image already has (builder.run.pip_shim).
         "PATH": os.pathsep.join([str(dirs.bin), str(Path(request.python).parent), kaggle_path]),
         "KKB_IMAGE_PACKAGES": str(dirs.image_packages),
         "KKB_SANDBOX_IMPORTS": str(dirs.imports),  # what each process imported (builder.rehearse.skew)

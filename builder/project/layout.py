@@ -46,8 +46,9 @@ BUILD_ENTRIES = frozenset({CODE_DIR, WEIGHTS_DIR, KERNEL_DIR, DRYRUN_DIR, REHEAR
 
 
 def default_out_dir(kernel_dir: Path) -> Path:
-    """``build/<kernel folder name>`` relative to the working directory, where every command looks by default."""
-    return BUILD_ROOT / Path(kernel_dir).resolve().name
+    """``build/<kernel folder name>`` in the folder the command was started in, where every command looks by default
+    (absolute: nothing below the command's door depends on the folder it works in)."""
+    return Path.cwd() / BUILD_ROOT / Path(kernel_dir).resolve().name
 
 
 def out_dir_of(kernel_dir: Path, out_dir: Path | None) -> Path:

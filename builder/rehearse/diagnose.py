@@ -13,13 +13,15 @@ verdict; this module only recognises what happened.
 - **Input layout**: a ``No such file or directory`` for a path under ``input/`` whose counterpart in
   the other layout (``competitions/<slug>`` vs ``<slug>``) exists: the reason names both paths.
 - **Not rehearsed**: a ``No module named X`` where Kaggle's image has X and this environment lacks
-  it, or a step that needs CUDA on a machine without a GPU while the machine shape has one. Kaggle
+  it, an ``ImportError`` that names such a package (tqdm's "IProgress not found. Please update jupyter and
+  ipywidgets"), or a step that needs CUDA on a machine without a GPU while the machine shape has one. Kaggle
   might well run both; this machine cannot say.
 - **Version skew** explains a failure only when the skewed package can: the run failed inside it with an
   error no version spares the kernel from (not a shape, dtype, missing-file, memory or blocked-network
   error: :data:`ANY_VERSION`), or the kernel's own frame failed on its API (``AttributeError``/``ImportError``
-  naming one of its modules, a call whose signature changed). Otherwise the verdict is Kaggle's, with the
-  skew named beside it (:func:`skew_beside`).
+  naming one of its modules, a call whose signature changed) and the image's version has what it missed, or there
+  is no evidence either way (:mod:`builder.rehearse.image_check`: a ``kkb env`` environment with the image's version
+  is asked). Otherwise the verdict is Kaggle's, with the skew named beside it (:func:`skew_beside`).
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ from pathlib import Path, PurePosixPath
 from builder.kkb_runtime.vocabulary import Layout
 from builder.project.image import image_package_for_module, load_image
 from builder.rehearse.execute import ExecutionResult
+from builder.rehearse.image_check import ImageAnswer, image_has
+from builder.rehearse.image_env import cache_root
 from builder.rehearse.limits import size_text
 from builder.rehearse.memory import near_limit
-from builder.rehearse.sandbox import blocked_network
 from builder.rehearse.skew import Skew, skew_in_failure
+from builder.run.sandbox import blocked_network
 
 _MEMORY = re.compile(r"\bMemoryError\b|Unable to allocate|Cannot allocate memory|std::bad_alloc|"
                      r"CUDA out of memory|OutOfMemoryError")
@@ -46,6 +50,10 @@ _CRASHED = re.compile(r"failed with exit code -(?:6|7|11)\b|exit code 13[49]\b|D
 _STEP_PEAK = re.compile(r"\[kkb\] step '([^']+)' peak memory: (\d+) bytes")
 _MISSING_PATH = re.compile(r"No such file or directory: '([^']+)'|FileNotFoundError: \[Errno 2\][^\n]*?'([^']+)'")
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+_IMPORT_ERROR = re.compile(r"^(?:ImportError|ModuleNotFoundError): (.+)$", re.MULTILINE)
+# Packages of the image named like English words an import error says anyway ("... not on the path"): never taken
+# for the package an error names.
+_PLAIN_WORDS = frozenset({"path", "future", "mock", "test", "pip", "setuptools", "wheel"})
 _NEEDS_CUDA = re.compile(r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available|"
                          r"no CUDA-capable device|CUDA driver initialization failed|NVIDIA driver on your system is too old|"
                          r"Attempting to deserialize object on a CUDA device")
@@ -71,8 +79,9 @@ ANY_VERSION: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("memory", _MEMORY),
 )
 # The kernel's own frame failing on a package's API: a removed attribute or module, a changed signature.
-_API = (re.compile(r"module '([\w.]+)' has no attribute '\w+'"), re.compile(r"cannot import name '\w+' from '([\w.]+)'"),
-        re.compile(r"No module named '(\w+\.[\w.]+)'"))
+_API = (re.compile(r"module '(?P<module>[\w.]+)' has no attribute '(?P<name>\w+)'"),
+        re.compile(r"cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)'"),
+        re.compile(r"No module named '(?P<module>\w+\.[\w.]+)'"))
 _SIGNATURE = re.compile(r"\w+\(\) (?:got an unexpected keyword argument '\w+'|takes (?:from \d+ to )?\d+ positional "
                         r"arguments? but \d+ (?:were|was) given|missing \d+ required (?:positional|keyword-only) argument)")
 _SOURCE_LINE = re.compile(r'File "[^"]+", line \d+[^\n]*\n\s+(\S[^\n]*)')
@@ -178,13 +187,9 @@ def not_rehearsed(result: ExecutionResult, shape_has_gpu: bool) -> str | None:
     skewed = _skewed(result, text, where)
     if skewed is not None:
         return skewed
-    for module in _NO_MODULE.findall(text):
-        found = image_package_for_module(module)
-        if found is not None and not _importable(module):
-            dist, version = found
-            image = load_image()
-            return (f"not rehearsed: Kaggle's image has {dist} {version} ({image.captured}); {where} imports "
-                    f"'{module}', which is not installed here; install it here to rehearse")
+    missing = _missing_image_package(text, where)
+    if missing is not None:
+        return missing
     if result.isolation == "python":
         absolute = _absolute_kaggle_read(result, text)
         if absolute is not None:
@@ -196,12 +201,38 @@ def not_rehearsed(result: ExecutionResult, shape_has_gpu: bool) -> str | None:
     return None
 
 
+def _missing_image_package(text: str, where: str) -> str | None:
+    """A package of Kaggle's image the run needed and this environment lacks, in words, else None."""
+    for module in _NO_MODULE.findall(text):
+        found = image_package_for_module(module)
+        if found is not None and not _importable(module):
+            return (f"not rehearsed: Kaggle's image has {found[0]} {found[1]} ({load_image().captured}); {where} imports "
+                    f"'{module}', which is not installed here; install it here to rehearse ({_install_fix(*found)})")
+    for message in _IMPORT_ERROR.findall(text):  # an import that names the package it lacks in its own words
+        for word in re.findall(r"(?<![\w/.-])[A-Za-z_][\w-]*(?![\w/-])", message):
+            found = image_package_for_module(word) if word.lower() not in _PLAIN_WORDS else None
+            if found is not None and not _importable(word):
+                return (f"not rehearsed: Kaggle's image has {found[0]} {found[1]} ({load_image().captured}); {where} "
+                        f"needs it ({message.strip()}), and it is not installed here; install it here to rehearse "
+                        f"({_install_fix(*found)})")
+    return None
+
+
+def _install_fix(distribution: str, version: str) -> str:
+    return (f"pip install {distribution}=={version.split('+')[0]}, the image's version; or kkb env, then "
+            "kkb dry-run --image-env")
+
+
 def _skewed(result: ExecutionResult, text: str, where: str) -> str | None:
     """The skewed package that explains the failure, in words, else None (see the module docstring)."""
     api = _api_skew(text, result.version_skew)
     inside = skew_in_failure(text, result.version_skew) if api is None else None
+    evidence = _image_evidence(api)
+    if api is not None and evidence is not None and not evidence.has:
+        return None  # the image's version lacks it too: Kaggle fails the same (skew_beside names it)
     if api is not None:
-        skew, how = api[0], f"failed on an API of {api[0].distribution} ({api[1]})"
+        asked = f"; the image's version has it (asked in kkb env's {evidence.where})" if evidence is not None else ""
+        skew, how = api[0], f"failed on an API of {api[0].distribution} ({api[1]}{asked})"
     elif inside is not None and any_version_error(result, text) is None:
         skew, how = inside, f"failed inside {inside.distribution}"
     else:
@@ -218,23 +249,40 @@ def any_version_error(result: ExecutionResult, text: str) -> str | None:
     return next((kind for kind, pattern in ANY_VERSION if pattern.search(text)), None)
 
 
-def _api_skew(text: str, skews: tuple[Skew, ...]) -> tuple[Skew, str] | None:
+def _api_skew(text: str, skews: tuple[Skew, ...]) -> tuple[Skew, str, tuple[str, str | None] | None] | None:
     """The skew whose API the failure names (a module's missing attribute or name, a submodule gone), or whose
-    call in the failing line has another signature, with the error's words."""
+    call in the failing line has another signature, with the error's words and what was missing (module, name)."""
     by_module = {module: skew for skew in skews for module in skew.modules}
     for pattern in _API:
         for match in pattern.finditer(text):
-            skew = by_module.get(match.group(1).split(".")[0])
+            skew = by_module.get(match.group("module").split(".")[0])
             if skew is not None:
-                return skew, match.group(0)
+                return skew, match.group(0), (match.group("module"), match.groupdict().get("name"))
     signature = _SIGNATURE.search(text)
     lines = _SOURCE_LINE.findall(text)
     if signature is not None and lines:
         used = set(re.findall(r"\b([A-Za-z_]\w*)\.", lines[-1]))
         skew = next((by_module[name] for name in sorted(used) if name in by_module), None)
         if skew is not None:
-            return skew, f"{signature.group(0)} in `{lines[-1].strip()}`"
+            return skew, f"{signature.group(0)} in `{lines[-1].strip()}`", None
     return None
+
+
+_ANSWERS: dict[tuple[Skew, str, str | None, str], ImageAnswer] = {}  # the verdict and its "beside" line ask once
+
+
+def _image_evidence(api: tuple[Skew, str, tuple[str, str | None] | None] | None) -> ImageAnswer | None:
+    """The image's version asked for what the failure missed, None without evidence (an environment built later is
+    asked then)."""
+    if api is None or api[2] is None:
+        return None
+    key = (api[0], api[2][0], api[2][1], str(cache_root()))
+    if key not in _ANSWERS:
+        answer = image_has(api[0], api[2][0], api[2][1])
+        if answer is None:
+            return None
+        _ANSWERS[key] = answer
+    return _ANSWERS[key]
 
 
 def skew_beside(result: ExecutionResult) -> str | None:
@@ -242,6 +290,11 @@ def skew_beside(result: ExecutionResult) -> str | None:
     if result.ok:
         return None
     text = failure_text(result)
+    api = _api_skew(text, result.version_skew)
+    evidence = _image_evidence(api)
+    if api is not None and evidence is not None and not evidence.has:
+        return (f"version skew beside it: {api[0].describe()}, but the image's version lacks it too ({api[1]}; asked in "
+                f"kkb env's {evidence.where}): Kaggle fails the same")
     skew = skew_in_failure(text, result.version_skew)
     kind = any_version_error(result, text)
     if skew is None or kind is None:

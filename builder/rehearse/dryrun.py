@@ -1,7 +1,7 @@
 """``kkb dry-run``: rehearse Kaggle's commit run and scoring rerun locally, and say what Kaggle would say.
 
 Each scenario builds nothing new: the kernel is built once (as ``kkb build``), then each scenario runs the rendered
-notebook in a fresh sandbox (``builder.rehearse.sandbox``), the code and weights bundles mounted as datasets:
+notebook in a fresh sandbox (``builder.run.sandbox``), the code and weights bundles mounted as datasets:
 
 ``commit``
     No ``KAGGLE_IS_COMPETITION_RERUN``, the public test as given. When ``[fast_commit]`` says the fast path
@@ -13,7 +13,7 @@ notebook in a fresh sandbox (``builder.rehearse.sandbox``), the code and weights
     :mod:`builder.rehearse.projection` (fixed + per-row cost; a second run on a replicated test when it is too small to
     separate them), its memory limited to and compared with the machine shape's RAM (``--memory`` overrides).
 
-Each scenario's sandbox says which isolation ran (:mod:`builder.rehearse.isolation`) and which limits were enforced
+Each scenario's sandbox says which isolation ran (:mod:`builder.run.isolation`) and which limits were enforced
 (:mod:`builder.rehearse.limits`), with what each card fed its model (:mod:`builder.rehearse.card_inputs`), a reference's
 comparison (:mod:`builder.rehearse.reference`) and what the run found mounted (:mod:`builder.rehearse.mounted`).
 Results go to ``build/NAME/dryrun/``: ``<scenario>.ipynb`` (the executed notebook), ``<scenario>.log.json`` (Kaggle's
@@ -68,7 +68,6 @@ from builder.rehearse.projection import (
 )
 from builder.rehearse.reference import ReferenceSettings, check_reference, compare_reference
 from builder.rehearse.report import SCENARIOS, DryRunReport, Scenario, ScenarioChoice, ScenarioReport
-from builder.rehearse.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox
 from builder.rehearse.skew import skew_records, skew_warnings
 from builder.rehearse.stand_ins import input_mounts, replicated_test
 from builder.rehearse.verdict import (
@@ -83,6 +82,7 @@ from builder.rehearse.verdict import (
     projected_seconds,
 )
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
+from builder.run.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox
 
 LOG_TAIL_LINES = 20
 # The runtime prints its fast-commit decision as "[kkb] <reason>" (kkb_runtime.commit.decide).
@@ -143,7 +143,8 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     kernel_dir = Path(settings.kernel_dir)
     spec = spec_of(settings.spec, kernel_dir)
     _progress(settings, f"building {kernel_dir}")
-    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=_owner(settings, spec), spec=spec))
+    build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=_owner(settings, spec), spec=spec,
+                                       layout=settings.layout))  # the build's run of the user's code: the same layout
     data = competition_data(settings, build.spec)
     input_mounts(build.spec, kernel_dir)  # a missing stand-in is refused before anything runs
     rerun_data = competition_data(replace(settings, data_dir=settings.rerun_data_dir), build.spec) if settings.rerun_data_dir else data

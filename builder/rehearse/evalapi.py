@@ -55,12 +55,13 @@ from builder.rehearse.evalapi_report import (
     verdict_name,
     verdict_reason,
 )
-from builder.rehearse.isolation import IsolationRequest
 from builder.rehearse.memory import MemoryWatch
-from builder.rehearse.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox
 from builder.rehearse.skew import Skew, interpreter_versions, recorded_imports, version_skews
+from builder.run.isolation import GUEST_DIR as RUN_GUESTS
+from builder.run.isolation import IsolationRequest
+from builder.run.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox
 
-GUEST = Path(__file__).resolve().parent / "guest" / "evalapi_guest.py"
+GUEST = RUN_GUESTS / "evalapi_guest.py"
 GUEST_DIR = "evalapi"  # under the sandbox's private dir: scripts, records, logs
 GATEWAY_DIR = "gateway"  # under the sandbox root: the gateway container's working dir
 GRACE_SECONDS = 2.0

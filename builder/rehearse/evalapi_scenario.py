@@ -30,9 +30,9 @@ from builder.project.spec import KernelSpec
 from builder.rehearse.evalapi import EvalApiReport, RerunResult, commit_report, rehearse_rerun, verdict_name, verdict_reason
 from builder.rehearse.execute import ExecutionResult, tail
 from builder.rehearse.forms import execute_kernel
-from builder.rehearse.sandbox import SandboxSpec
 from builder.rehearse.script_run import EXECUTED_SCRIPT
 from builder.rehearse.verdict import COMPUTE, NOT_REHEARSED, Judgement
+from builder.run.sandbox import SandboxSpec
 
 LOG_TAIL_LINES = 20
 NINE_HOURS = 9 * 3600.0

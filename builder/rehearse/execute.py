@@ -36,8 +36,8 @@ from builder.kkb_runtime.vocabulary import MemoryAccounting
 from builder.project.kaggle_env import KernelEnvironment
 from builder.rehearse.deadlines import LimitCheck, WaitTracker, time_owed
 from builder.rehearse.memory import MemoryWatch
-from builder.rehearse.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
 from builder.rehearse.skew import Skew, interpreter_versions, recorded_imports, version_skews
+from builder.run.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
 
 EXECUTED_NOTEBOOK = "__notebook__.ipynb"  # the name Kaggle gives the executed notebook in a run's output
 STEPS_RECORD = "kkb_steps.json"  # written by kkb_runtime.steps in the working dir
@@ -79,7 +79,7 @@ class ExecutionResult:
     memory_accounting: MemoryAccounting = MemoryAccounting.NONE  # how peak_rss_bytes was counted (builder.rehearse.memory)
     memory_exceeded: bool = False  # the run was ended by the memory limit (killed, as Kaggle's OOM killer ends it)
     memory_step: str | None = None  # the kkb step running when the limit ended the run
-    root_filesystem: str = ""  # how the container's file system was made writable (builder.rehearse.overlay)
+    root_filesystem: str = ""  # how the container's file system was made writable (builder.run.overlay)
     version_skew: tuple[Skew, ...] = ()  # imported packages whose version differs from the image's (builder.rehearse.skew)
     environment: KernelEnvironment = KernelEnvironment(())  # what the kernel's environment held (builder.project.kaggle_env)
     time_limit_check: LimitCheck | None = None  # killed at its timeout: the CPU time and the wait for a CPU beside it

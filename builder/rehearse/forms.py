@@ -11,8 +11,8 @@ from pathlib import Path
 
 from builder.kkb_runtime.vocabulary import KernelForm
 from builder.rehearse.execute import ExecutionResult, execute_notebook
-from builder.rehearse.sandbox import SandboxSpec
 from builder.rehearse.script_run import execute_script
+from builder.run.sandbox import SandboxSpec
 
 Executor = Callable[[Path, SandboxSpec, Path, Callable[[str], None] | None], ExecutionResult]
 

@@ -1,8 +1,9 @@
 """``kkb env``: a virtual environment with Kaggle's image's versions of what a kernel imports.
 
 The dry run runs the kernel on the local interpreter; where its packages differ from the image's
-(:mod:`builder.rehearse.skew`), a failure says nothing about Kaggle. :func:`build_image_env` builds,
-once per set of pins, a venv in which those packages are the image's versions and everything else
+(:mod:`builder.rehearse.skew`), or the image has one this environment lacks, a failure says nothing about Kaggle.
+:func:`build_image_env` builds, once per set of pins, a venv in which those packages are the image's versions and
+everything else
 falls through to kkb's own environment (a ``.pth`` line after the venv's own site-packages), so the
 kernel, ipykernel and kkb's runtime keep working. The dry run uses it with ``--image-env``.
 
@@ -32,7 +33,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from builder.errors import DryRunError
-from builder.project.image import KaggleImage, load_image
+from builder.project.image import KaggleImage, image_package_for_module, load_image
 from builder.rehearse.env_check import PTH_FILE, env_damage
 from builder.rehearse.skew import differs, local_version, module_distributions
 
@@ -110,13 +111,16 @@ def _requires(distribution: str) -> set[str]:
 
 def image_pins(modules: set[str], image: KaggleImage) -> tuple[list[str], list[str]]:
     """``(pins, kept local)``: the image's version of each distribution behind ``modules`` (and what they need)
-    whose local version differs from the image's."""
-    direct = {canonicalize_name(dist) for module in modules for dist in module_distributions().get(module, ())}
-    wanted = direct | {need for dist in direct for need in _requires(dist)}
+    whose local version differs from the image's, or that the image has and this environment lacks."""
+    local = module_distributions()
+    direct = {canonicalize_name(dist) for module in modules for dist in local.get(module, ())}
+    absent = {canonicalize_name(found[0]) for module in modules - set(local) - set(sys.stdlib_module_names)
+              if (found := image_package_for_module(module, image)) is not None}
+    wanted = direct | absent | {need for dist in direct for need in _requires(dist)}
     pins, kept = [], []
     for dist in sorted(wanted):
         there, here = image.packages.get(dist), local_version(dist)
-        if there is None or here is None or not differs(here, there, dist):
+        if there is None or (here is not None and not differs(here, there, dist)):
             continue
         if dist in KEPT_LOCAL:
             kept.append(f"{dist} {here} here (the image has {there}; its CPU/GPU builds need their own index)")

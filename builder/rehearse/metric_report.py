@@ -99,6 +99,7 @@ def metric_report(metric: str | None, submission: Path | None, sample: Path, id_
     targets = [c for c in target_columns(sample_frame, id_column, configured_targets) if c in frame.columns]
     truth = pd.read_csv(answers, dtype={id_column: str}) if answers is not None else None
     parts, split = _parts(frame, id_column, truth, public_ids)
+    unmatched = _public_ids_note(frame, id_column, public_ids, split, sample)
     if truth is not None:
         labels, labels_from = label_sets(truth, targets), "the answers"
     else:
@@ -118,7 +119,7 @@ def metric_report(metric: str | None, submission: Path | None, sample: Path, id_
         expected, said = _rounding_judged(expected, lambda f: score_frames(name, f, truth, id_column, targets, ids), frame,
                                           working_dir, rounding, id_column, name.label)
         warnings += said
-    report = MetricReport(metric, name.known, split, note, failures, tuple(warnings), chances, rounding, expected)
+    report = MetricReport(metric, name.known, split, note, failures, tuple(warnings) + unmatched, chances, rounding, expected)
     return _finish(report, name)
 
 
@@ -155,7 +156,8 @@ def _file_report(name: MetricName, submission: Path | None, sample: Path, id_col
     except MetricFileError as exc:  # the metric's own failure: never the submission's
         warnings, expected = (str(exc),), {"error": str(exc), "answers": str(answers), "metric_failed": True}
     expected, said = _rounding_judged(expected, scorer, frame, working_dir, rounding, id_column, name.label)
-    report = MetricReport(metric, False, split, note, failures, warnings + said, (), rounding, expected)
+    report = MetricReport(metric, False, split, note, failures, warnings + tuple(said)
+                          + _public_ids_note(frame, id_column, public_ids, split, sample), (), rounding, expected)
     return _finish(report, name)
 
 
@@ -221,6 +223,18 @@ def _parts(frame: pd.DataFrame, id_column: str, truth: pd.DataFrame | None, publ
         if parts is not None:
             return parts, "[competition] public_ids"
     return None, "unknown"
+
+
+def _public_ids_note(frame: pd.DataFrame, id_column: str, public_ids: Path | None, split: str,
+                     sample: Path) -> tuple[str, ...]:
+    """``[competition] public_ids`` that do not split this rerun's test (a stand-in lacks them): said, never refused."""
+    if public_ids is None or split != "unknown" or id_column not in frame.columns:
+        return ()
+    ids = read_public_ids(public_ids, id_column)
+    found = len(ids & set(frame[id_column].astype(str)))
+    return (f"[competition] public_ids: {found} of {len(ids)} public ids are ids of this rerun's test ({sample.parent}), "
+            "which is not Kaggle's hidden test: the split is unknown here, and the ids stay as they are (the build "
+            "checked them against the public test)",)
 
 
 def _constant_chances(name: MetricName, frame: pd.DataFrame, targets: list[str], fraction: float,

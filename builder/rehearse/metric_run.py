@@ -1,6 +1,7 @@
 """The dry run's metric inputs: checked before anything runs, then the rerun's metric report.
 
-Before the rerun: ``[competition] public_ids`` against the rerun's test ids, and the answers (``--answers``, or
+Before the rerun: ``[competition] public_ids`` readable (the build checked them against the public test; a rerun's
+stand-in that lacks them is a note of the metric report, never a refusal), and the answers (``--answers``, or
 a local competition's ``answers.csv``): the file, its id column, the target columns, its ids equal to the
 rerun test's. Each mismatch is exit 1 naming what differs, not an internal error (or a submission blamed)
 after the whole rerun. After the rerun: :func:`~builder.rehearse.metric_report.metric_report` with the
@@ -26,13 +27,13 @@ from builder.rehearse.step_rounding import step_rounding_warnings
 
 
 def check_before_rerun(spec: KernelSpec, kernel_dir: Path, rerun_data: Path, answers: Path | None) -> None:
-    """public_ids and the answers against the rerun's test (its sample submission's ids)."""
+    """public_ids readable, and the answers against the rerun's test (its sample submission's ids)."""
     id_column = spec.submission.id_column
     sample = pd.read_csv(rerun_data / spec.competition.sample_submission, dtype={id_column: str})
     test_ids = sample[id_column].astype(str) if id_column in sample.columns else None
-    if spec.competition.public_ids and test_ids is not None:
+    if spec.competition.public_ids:
         check_public_ids(kernel_dir / spec.competition.public_ids, f"{kernel_dir / SPEC_FILE}: competition.public_ids",
-                         id_column, set(test_ids), f"the rerun's test ({rerun_data})")
+                         id_column, None)
     if answers is not None and test_ids is not None:
         check_answers_file(answers, id_column, target_columns(sample, id_column, list(spec.submission.target_columns)),
                            test_ids, rerun_data)

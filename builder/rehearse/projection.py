@@ -10,7 +10,7 @@ once per row (a 1-image test projected 507 h). Each component of a run is modell
   full steady batches (the dry run's probe adds a few when the public test has none); everything else the
   step spent is fixed. One run is enough.
 - **user steps** and the notebook outside steps are fitted from two runs at different sizes (the public
-  test and one replicated by :func:`builder.rehearse.sandbox.scale_competition_data`); a component
+  test and one replicated by :func:`builder.run.sandbox.scale_competition_data`); a component
   measured at one size is one point: its range runs from "all fixed" to "all per row" and is said so.
 - when every step is a card step, the notebook outside them is fixed (kernel start, installs, combining).
 

@@ -25,7 +25,7 @@ import psutil
 
 from builder.errors import DryRunError
 from builder.rehearse.execute import TRACEBACK_LINES, ExecutionResult, RunLog, Watched, tail
-from builder.rehearse.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
+from builder.run.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
 
 SOURCE_DIR = "src"  # /kaggle/src: where Kaggle keeps a script kernel's code
 SCRIPT_NAME = "script.py"

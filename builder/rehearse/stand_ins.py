@@ -3,7 +3,7 @@
 An input kkb does not build (someone's dataset, a Kaggle Model version, a notebook's output) cannot be
 fetched in a dry run: nothing leaves the machine. Each ``[[inputs]]`` therefore names a local folder
 (``path``) holding a copy, and the sandbox mounts it at the input's Kaggle path (the current layout
-here; ``builder.rehearse.sandbox.mount_path`` maps it to the legacy one). A missing stand-in is
+here; ``builder.run.sandbox.mount_path`` maps it to the legacy one). A missing stand-in is
 refused before anything runs, naming the input and the key to set.
 """
 
@@ -17,7 +17,7 @@ from builder.kkb_runtime.scale import ScaledData
 from builder.kkb_runtime.vocabulary import SubmissionKind
 from builder.project.spec import SPEC_FILE, InputSection, KernelSpec
 from builder.rehearse.batch_stand_in import replicate_batches
-from builder.rehearse.sandbox import Mount, scale_competition_data
+from builder.run.sandbox import Mount, scale_competition_data
 
 
 def stand_in_dir(item: InputSection, kernel_dir: Path) -> Path | None:

@@ -33,7 +33,7 @@ from builder.kkb_runtime.vocabulary import KernelForm, Layout, MemoryAccounting
 from builder.rehearse.diagnose import disk_overflow, layout_mismatch, not_rehearsed, out_of_memory, skew_beside
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.limits import duration_text, size_text
-from builder.rehearse.sandbox import blocked_network
+from builder.run.sandbox import blocked_network
 
 # The names are vocabulary.Verdict's (the one home of Kaggle's words); kept here because many modules import them.
 OK = vocabulary.Verdict.OK

@@ -19,6 +19,7 @@ from builder.errors import BundleError
 from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.cards import CardBase
 from builder.project.spec import SPEC_FILE, KernelSpec
+from builder.run.calls import calling
 
 BUILD_CARDS: dict[CardKind, BuildCard] = {
     CardKind.IMAGE: image.BUILD,
@@ -30,9 +31,19 @@ BUILD_CARDS: dict[CardKind, BuildCard] = {
 
 
 def prepare_models(spec: KernelSpec, kernel_dir: Path, weights_stage: Path) -> list[dict[str, Any]]:
-    """Every card prepared by its kind into ``weights_stage``; the cards for ``kkb_kernel.json``."""
+    """Every card prepared by its kind into ``weights_stage``; the cards for ``kkb_kernel.json``. Each card is a call
+    of the user's code (its factory, its pickles), recorded where the build's sandboxed run watches it."""
     written: dict[str, str] = {}  # output path -> sha256, so cards sharing a checkpoint do not clobber each other
-    return [BUILD_CARDS[card.kind].prepare(card, kernel_dir, weights_stage, written) for card in spec.models]
+    prepared = []
+    for card in spec.models:
+        with calling("preparing the card", card=card.name, function=_factory(card)):
+            prepared.append(BUILD_CARDS[card.kind].prepare(card, kernel_dir, weights_stage, written))
+    return prepared
+
+
+def _factory(card: CardBase) -> str | None:
+    factory = getattr(card, "factory", None)
+    return str(factory) if factory else None
 
 
 def card_files(card: CardBase, kernel_dir: Path) -> list[str]:

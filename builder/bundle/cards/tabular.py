@@ -4,7 +4,9 @@ and predictions have the shape and the class order of the step's columns.
 Booster files and joblib pipelines ship as they are (one per fold, sha256 recorded). A library that is
 not installed refuses the card naming the package; so does a joblib file without ``allow_joblib``.
 With the public data, the card's feature function runs on the public test table and the first fold
-predicts it, exactly as in the kernel (``builder.kkb_runtime.cards.tabular``).
+predicts it, exactly as in the kernel (``builder.kkb_runtime.cards.tabular``). All of it runs in the build's
+sandboxed run (``builder.bundle.card_run``): a file that crashes its loader (LightGBM aborts on a truncated
+booster) ends that run, and the build names the file and the signal.
 """
 
 from __future__ import annotations
@@ -17,19 +19,19 @@ from typing import Any
 
 import pandas as pd
 
-from builder.bundle.cards.unit import Extra, build_card, public_test_table
+from builder.bundle.cards.unit import Extra, build_card, public_test_rows, public_test_table
 from builder.bundle.checkpoints import checkpoint_sources
-from builder.bundle.child_check import load_in_child
-from builder.bundle.kernel_env import kernel_environment, user_frames
 from builder.bundle.models import offline_environment, user_code_importable
+from builder.bundle.user_code import user_code
 from builder.errors import BundleError, ModelError
 from builder.kkb_runtime.cards import tabular as runtime_tabular
 from builder.kkb_runtime.cards.common import checkpoints
 from builder.kkb_runtime.cards.common import models as runtime
-from builder.kkb_runtime.cards.common.tables import TableError, read_table, rows_in_sample_order
+from builder.kkb_runtime.cards.common.tables import TableError
 from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.cards import GbdtCard, SklearnCard, TabularCard
 from builder.project.spec import SPEC_FILE, KernelSpec
+from builder.run.calls import calling
 
 
 def _card(card: TabularCard) -> dict[str, Any]:
@@ -74,8 +76,8 @@ def prepare(card: TabularCard, kernel_dir: Path, weights_stage: Path, written: d
     folds = []
     with user_code_importable(kernel_dir), offline_environment():
         for source in checkpoint_sources(card, kernel_dir):
-            load_in_child(_card(card), kernel_dir / source, kernel_dir, _load_hint(card))  # a crash there, not here
-            _load(card, kernel_dir / source)
+            with calling("loading", card=card.name, file=source, hint=_load_hint(card)):  # a crash names the file
+                _load(card, kernel_dir / source)
             target = weights_stage / source
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(kernel_dir / source, target)
@@ -94,23 +96,21 @@ def extra_files(card: TabularCard, kernel_dir: Path) -> list[str]:
 def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: TabularCard, columns: list[str],
                       sample: pd.DataFrame) -> None:
     """The features of the public test, and the first fold's predictions on them: one row each, one value per column."""
-    id_column = spec.submission.id_column
     path = public_test_table(spec, kernel_dir, data, card)
     where = f"{kernel_dir / SPEC_FILE}: models.{card.name}"
-    sources = checkpoint_sources(card, kernel_dir)
-    load_in_child(_card(card), kernel_dir / sources[0], kernel_dir, _load_hint(card))  # a crash there, not here
-    with user_code_importable(kernel_dir), offline_environment(), kernel_environment(spec, kernel_dir, data) as env:
+    source = checkpoint_sources(card, kernel_dir)[0]
+    with user_code_importable(kernel_dir), offline_environment():
+        with calling("loading", card=card.name, file=source, hint=_load_hint(card)):  # a crash names the file
+            _load(card, kernel_dir / source)
         try:
-            rows = rows_in_sample_order(read_table(path, id_column), sample[id_column].astype(str).tolist(), id_column, path)
-            frame = runtime_tabular.features(_card(card), rows, id_column)
-            runtime_tabular.predict_fold(_card(card), kernel_dir / sources[0], frame, columns)
+            rows = public_test_rows(spec, data, path, sample)
+            with user_code(where, "on the public test", [kernel_dir], card=card.name, function=card.feature_function,
+                           hint=_predict_hint(card)):
+                frame = runtime_tabular.features(_card(card), rows, spec.submission.id_column)
+            with user_code(where, "on the public test", [kernel_dir], card=card.name, file=source, hint=_predict_hint(card)):
+                runtime_tabular.predict_fold(_card(card), kernel_dir / source, frame, columns)
         except (TableError, runtime.ModelLoadError) as exc:
             raise BundleError(f"{where}: on the public test: {exc}", hint=_predict_hint(card)) from None
-        except Exception as exc:
-            frames = user_frames(exc, [kernel_dir])
-            raise BundleError(f"{where}: on the public test: {type(exc).__name__}: {checkpoints.plain(str(exc))}"
-                              + (f"\nin your code (most recent call last):\n{frames}" if frames else ""),
-                              hint=f"{_predict_hint(card)}; {env.describe()}") from None
 
 
 def _predict_hint(card: TabularCard) -> str:

@@ -19,6 +19,7 @@ from builder.bundle.cards.text_checks import check_files, check_max_len
 from builder.bundle.cards.unit import Extra, build_card
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
+from builder.bundle.user_code import user_code
 from builder.errors import BundleError, ModelError
 from builder.kkb_runtime.cards import text as runtime_text
 from builder.kkb_runtime.cards import text_inputs
@@ -45,17 +46,16 @@ def build(card: TextCard, kernel_dir: Path) -> tuple[Any, Any]:
     check_files(card, kernel_dir)  # config.json and the tokenizer's files, before transformers guesses
     with user_code_importable(kernel_dir), offline_environment():
         try:
-            model = runtime_text.create_model(_card(card), kernel_dir)
-            tokenizer = runtime_text.load_tokenizer(_card(card), kernel_dir)
+            with user_code(f"[[models]] '{card.name}'", "building the model failed", [kernel_dir], card=card.name,
+                           function=card.factory, file=card.model_dir, error=ModelError,
+                           hint="build the backbone from a local config (AutoModel.from_config), never from the hub: "
+                                "the kernel has no internet"):
+                model = runtime_text.create_model(_card(card), kernel_dir)
+                tokenizer = runtime_text.load_tokenizer(_card(card), kernel_dir)
         except runtime.ModelLoadError as exc:
             raise ModelError(f"[[models]] '{card.name}': {exc}",
                              hint="model_dir is a folder of the kernel with config.json; the tokenizer's files "
                                   "(tokenizer.json or vocab.txt, tokenizer_config.json) there or in tokenizer") from None
-        except Exception as exc:
-            raise ModelError(f"[[models]] '{card.name}': building the model failed: {type(exc).__name__}: "
-                             f"{checkpoints.plain(str(exc))}",
-                             hint="build the backbone from a local config (AutoModel.from_config), never from the hub: "
-                                  "the kernel has no internet") from None
     if not hasattr(model, "state_dict"):
         raise ModelError(f"[[models]] '{card.name}': the factory returned {type(model).__name__}, not a torch nn.Module",
                          hint="return the nn.Module from the factory")

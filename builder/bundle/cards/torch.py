@@ -19,10 +19,10 @@ from typing import Any
 
 import pandas as pd
 
-from builder.bundle.cards.unit import Extra, build_card, public_test_table
+from builder.bundle.cards.unit import Extra, build_card, public_test_rows, public_test_table
 from builder.bundle.checkpoints import GLOB_CHARACTERS, checkpoint_sources
-from builder.bundle.kernel_env import kernel_environment, user_frames
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
+from builder.bundle.user_code import user_code
 from builder.errors import BundleError, ModelError
 from builder.kkb_runtime.cards import torch as runtime_torch
 from builder.kkb_runtime.cards.common import checkpoints
@@ -30,9 +30,10 @@ from builder.kkb_runtime.cards.common import device as devices
 from builder.kkb_runtime.cards.common import models as runtime
 from builder.kkb_runtime.cards.common.estimators import load_estimator
 from builder.kkb_runtime.cards.common.features import features
-from builder.kkb_runtime.cards.common.tables import TableError, read_table, rows_in_sample_order
+from builder.kkb_runtime.cards.common.tables import TableError
 from builder.project.cards import TorchCard
 from builder.project.spec import SPEC_FILE, KernelSpec
+from builder.run.calls import calling
 
 RECORDED_VERSIONS = ("torch", "safetensors")
 CPU = devices.DeviceChoice("cpu", "the build runs the net on the CPU")
@@ -46,13 +47,12 @@ def build(card: TorchCard, kernel_dir: Path) -> Any:
     """The net as the kernel builds it (the factory, from the kernel folder), fresh weights, on the CPU."""
     with user_code_importable(kernel_dir), offline_environment():
         try:
-            return runtime.create_model(_card(card))
+            with user_code(f"[[models]] '{card.name}'", f"the factory {card.factory} fails", [kernel_dir], card=card.name,
+                           function=card.factory, hint="model_kwargs are passed to it as keyword arguments", error=ModelError):
+                return runtime.create_model(_card(card))
         except runtime.ModelLoadError as exc:
             raise ModelError(f"[[models]] '{card.name}': {exc}",
                              hint="factory is 'package.module:function' in your code, returning the nn.Module") from None
-        except Exception as exc:
-            raise ModelError(f"[[models]] '{card.name}': the factory {card.factory} fails: {type(exc).__name__}: "
-                             f"{checkpoints.plain(str(exc))}", hint="model_kwargs are passed to it as keyword arguments") from None
 
 
 def check_width(card: TorchCard, model: Any) -> None:
@@ -100,7 +100,8 @@ def pair_preprocessors(card: TorchCard, kernel_dir: Path, folds: list[dict[str, 
                           hint="give one preprocessor for every fold, or one per fold (sorted in the folds' order)")
     with user_code_importable(kernel_dir), offline_environment():
         for name in files:
-            _load_preprocessor(card, kernel_dir / name)
+            with calling("loading the preprocessor", card=card.name, file=name):  # a crash names the file
+                _load_preprocessor(card, kernel_dir / name)
     return [{**fold, "preprocessor": files[0] if len(files) == 1 else files[index]} for index, fold in enumerate(folds)]
 
 
@@ -172,21 +173,20 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Torc
         raise BundleError(f"{where}: num_classes = {card.num_classes} but its step writes {len(columns)} column(s) "
                           f"({', '.join(columns)})", hint="set num_classes to the number of columns the step writes")
     model = build(card, kernel_dir)
-    with user_code_importable(kernel_dir), offline_environment(), kernel_environment(spec, kernel_dir, data) as env:
+    with user_code_importable(kernel_dir), offline_environment():
         try:
-            rows = rows_in_sample_order(read_table(path, id_column), sample[id_column].astype(str).tolist(), id_column, path)
-            frame = runtime_torch.select_columns(resolved, features(resolved, rows, id_column))
-            scaler = load_estimator(resolved, kernel_dir / scalers[0]) if scalers else None
-            inputs = runtime_torch.as_inputs(resolved, frame, scaler)
-            # the folds were fitted strictly by prepare: the fresh net proves the widths in and out
-            runtime_torch.predict_array(resolved, model.eval(), inputs, CPU, "cpu")
+            rows = public_test_rows(spec, data, path, sample)
+            with user_code(where, "on the public test", [kernel_dir], card=card.name, function=card.feature_function,
+                           hint=_predict_hint()):
+                frame = runtime_torch.select_columns(resolved, features(resolved, rows, id_column))
+            with user_code(where, "on the public test", [kernel_dir], card=card.name, file=scalers[0] if scalers else None,
+                           hint=_predict_hint()):
+                scaler = load_estimator(resolved, kernel_dir / scalers[0]) if scalers else None
+                inputs = runtime_torch.as_inputs(resolved, frame, scaler)
+                # the folds were fitted strictly by prepare: the fresh net proves the widths in and out
+                runtime_torch.predict_array(resolved, model.eval(), inputs, CPU, "cpu")
         except (TableError, runtime.ModelLoadError) as exc:
             raise BundleError(f"{where}: on the public test: {exc}", hint=_predict_hint()) from None
-        except Exception as exc:
-            frames = user_frames(exc, [kernel_dir])
-            raise BundleError(f"{where}: on the public test: {type(exc).__name__}: {checkpoints.plain(str(exc))}"
-                              + (f"\nin your code (most recent call last):\n{frames}" if frames else ""),
-                              hint=f"{_predict_hint()}; {env.describe()}") from None
 
 
 def _predict_hint() -> str:

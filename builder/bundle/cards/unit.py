@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from builder.errors import BundleError
+from builder.kkb_runtime.cards.common.tables import test_rows
 from builder.project.cards import CardBase
 from builder.project.spec import SPEC_FILE, KernelSpec
 
@@ -84,4 +85,12 @@ def public_test_table(spec: KernelSpec, kernel_dir: Path, data: Path, card: Card
     return path
 
 
-__all__ = ["BuildCard", "Extra", "build_card", "narrowed", "public_test_table"]
+def public_test_rows(spec: KernelSpec, data: Path, path: Path, sample: pd.DataFrame, limit: int | None = None) -> pd.DataFrame:
+    """The public test's rows in the sample's order (the first ``limit``), as the kernel hands them to the card's
+    functions: pandas' dtypes, the id column of the sample's type (``builder.kkb_runtime.cards.common.tables``)."""
+    id_column = spec.submission.id_column
+    ids = sample[id_column].astype(str).tolist()[:limit]
+    return test_rows(path, data / spec.competition.sample_submission, ids, id_column)
+
+
+__all__ = ["BuildCard", "Extra", "build_card", "narrowed", "public_test_rows", "public_test_table"]

@@ -34,7 +34,7 @@ from . import torch as runtime_torch
 from .common.checkpoints import checkpoint_entries
 from .common.estimators import load_estimator
 from .common.features import features
-from .common.tables import read_table, rows_in_sample_order
+from .common.tables import test_rows
 from .image import predict as runtime_predict
 from .image.transforms import inference_pipeline
 
@@ -58,11 +58,11 @@ def card_view(config: KernelConfig, card: Mapping[str, Any], weights: Path, data
 
 
 def _test_rows(config: KernelConfig, data: Path, rows: int) -> pd.DataFrame:
-    """The first ``rows`` test rows in the sample's order, as the kernel reads them (ids as text)."""
+    """The first ``rows`` test rows in the sample's order, as the kernel hands them to the card."""
     id_column = str(config.submission.get("id_column", "id"))
     ids = read_sample(data / config.sample_submission, id_column)[id_column].astype(str).tolist()[:rows]
     test = data / str(config.raw.get("competition", {}).get("test") or "test.csv")
-    return rows_in_sample_order(read_table(test, id_column), ids, id_column, test).reset_index(drop=True)
+    return test_rows(test, data / config.sample_submission, ids, id_column).reset_index(drop=True)
 
 
 def _text_rows(config: KernelConfig, card: Mapping[str, Any], weights: Path, data: Path, rows: int) -> list[dict[str, Any]]:

@@ -1,7 +1,10 @@
 """Cards over a test *table* (text, gradient boosting, scikit-learn): the rows, the columns, the output.
 
 The rows are the sample submission's ids, in its order, looked up in the competition's test table
-(``[competition] test``, default ``test.csv``; CSV or parquet) by the id column, compared as strings.
+(``[competition] test``, default ``test.csv``; CSV or parquet) by the id column, compared as strings. What a card
+hands to the user's functions (a feature or encode function) is the table as the notebook's own ``pd.read_csv`` (or
+``pd.read_parquet``) reads it, pandas' defaults, and the id column of the sample submission's type as
+``pd.read_csv`` reads the sample (integers for integer ids): :func:`test_rows`.
 A step writes its prediction columns: the step's ``columns`` (a column group) when it declares them,
 else the card's ``columns``, else every prediction column.
 """
@@ -92,12 +95,40 @@ def table_path(config: KernelConfig, competition: Path) -> Path:
 
 
 def read_table(path: Path, id_column: str) -> pd.DataFrame:
+    """The table as pandas reads it by default (the notebook's dtypes and missing values), its ids as text (exact)."""
     if path.suffix.lower() in (".parquet", ".pq"):
         frame = pd.read_parquet(path)
         if id_column in frame.columns:
             frame[id_column] = frame[id_column].astype(str)
         return frame
-    return pd.read_csv(path, dtype={id_column: str}, keep_default_na=False, na_values=[""])
+    return pd.read_csv(path, dtype={id_column: str})
+
+
+def sample_id_dtype(sample: Path, id_column: str) -> Any:
+    """The id column's dtype as ``pd.read_csv`` reads the sample submission (int64 for integer ids)."""
+    try:
+        return pd.read_csv(sample, usecols=[id_column])[id_column].dtype
+    except (ValueError, OSError):
+        return np.dtype(object)
+
+
+def as_sample_ids(frame: pd.DataFrame, id_column: str, dtype: Any) -> pd.DataFrame:
+    """``frame`` with its id column (text) of ``dtype``, as the notebook's reader gives it; text where it is not a
+    number (a numeric type the ids do not parse as)."""
+    if id_column not in frame.columns or not pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype):
+        return frame
+    try:
+        values = pd.to_numeric(frame[id_column]).astype(dtype)
+    except (ValueError, TypeError):
+        return frame
+    return frame.assign(**{id_column: values})
+
+
+def test_rows(path: Path, sample: Path, ids: Sequence[str], id_column: str) -> pd.DataFrame:
+    """The test table's rows for ``ids`` in that order, as the notebook reads them (see the module): what a card hands
+    to the user's functions."""
+    rows = rows_in_sample_order(read_table(path, id_column), ids, id_column, path)
+    return as_sample_ids(rows, id_column, sample_id_dtype(sample, id_column))
 
 
 def rows_in_sample_order(table: pd.DataFrame, ids: Sequence[str], id_column: str, where: Path) -> pd.DataFrame:
@@ -129,7 +160,7 @@ def make_table_job(card: Mapping[str, Any], out: Path, config: KernelConfig, com
                          f"{len(columns)} column(s) ({', '.join(columns)})")
     ids = sample[id_column].astype(str).tolist()[:row_limit]
     path = table_path(config, competition)
-    table = rows_in_sample_order(read_table(path, id_column), ids, id_column, path)
+    table = test_rows(path, competition / config.sample_submission, ids, id_column)
     return TableJob(card, table, ids, id_column, columns, weights, out)
 
 
@@ -148,6 +179,6 @@ def table_job(name: str, out: Path, environ: Mapping[str, str], config: KernelCo
 
 __all__ = [
     "PredictError", "TableError", "TableJob", "competition_dir", "make_table_job", "prediction_columns",
-    "read_table", "row_limit", "rows_in_sample_order", "step_columns", "table_job", "table_path",
-    "weights_dir", "write_table_output",
+    "as_sample_ids", "read_table", "row_limit", "rows_in_sample_order", "sample_id_dtype", "step_columns", "table_job",
+    "table_path", "test_rows", "weights_dir", "write_table_output",
 ]

@@ -2,7 +2,7 @@
 
 :func:`install_pip_shim` writes ``pip`` and ``pip3`` into the sandbox's ``.sandbox/bin`` (first on the
 kernel's ``PATH``) and the image's package table next to them; the shim itself is
-:mod:`builder.rehearse.guest.pip_shim`, which runs inside the kernel's environment.
+:mod:`builder.run.guest.pip_shim`, which runs inside the kernel's environment.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from builder.project.image import load_image
-from builder.rehearse.isolation import GUEST_DIR
+from builder.run.isolation import GUEST_DIR
 
 SHIM = GUEST_DIR / "pip_shim.py"
 BIN = "bin"

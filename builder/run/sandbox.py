@@ -8,7 +8,7 @@ Layout of a sandbox root (``$KKB_KAGGLE_ROOT`` inside the kernel)::
     temp/                             Kaggle's /kaggle/temp
     .sandbox/                         kkb's side: HOME, TMPDIR, the network guard, the kernel log
 
-Three isolation modes, chosen by :func:`builder.rehearse.isolation.choose_isolation` (``auto`` picks the
+Three isolation modes, chosen by :func:`builder.run.isolation.choose_isolation` (``auto`` picks the
 strongest that works here; the report names it and why stronger ones were skipped):
 
 ``bwrap`` and ``namespace``
@@ -45,12 +45,12 @@ from builder.kkb_runtime import references as runtime_references
 from builder.kkb_runtime import scale as runtime_scale
 from builder.kkb_runtime.references import StandInConfig
 from builder.kkb_runtime.scale import ScaledData
-from builder.kkb_runtime.vocabulary import Layout
+from builder.kkb_runtime.vocabulary import Isolation, Layout
 from builder.project import kaggle_env
 from builder.project.kaggle_env import EnvRequest, KernelEnvironment, SandboxDirs
-from builder.rehearse.isolation import GUEST_DIR, Isolation, IsolationChoice, IsolationRequest, choose_isolation, launcher_argv
-from builder.rehearse.overlay import RootChoice, choose_root_filesystem, recorded
-from builder.rehearse.pip_shim import install_pip_shim
+from builder.run.isolation import GUEST_DIR, IsolationChoice, IsolationRequest, choose_isolation, launcher_argv
+from builder.run.overlay import RootChoice, choose_root_filesystem, recorded
+from builder.run.pip_shim import install_pip_shim
 
 PRIVATE = ".sandbox"
 NETWORK_LOG = "network.log"
@@ -97,7 +97,7 @@ class Sandbox:
     memory_bytes: int | None = None
     isolation_note: str = ""  # what ran, and why stronger isolations were not used
     visible: tuple[Path, ...] = ()
-    root_choice: RootChoice = RootChoice(None)  # how the container's file system is writable (builder.rehearse.overlay)
+    root_choice: RootChoice = RootChoice(None)  # how the container's file system is writable (builder.run.overlay)
     python: Path = Path(sys.executable)  # the kernel's interpreter, first on its PATH
     gpu: bool = False  # the GPU's device nodes are visible to the kernel
     environment: KernelEnvironment = KernelEnvironment(())  # env, each variable with its origin (the report lists it)
@@ -231,7 +231,7 @@ def sandbox_environment(root: Path, *, rerun: bool, extra_env: Mapping[str, str]
 
 
 def isolation_mode(requested: IsolationRequest = "auto") -> Isolation:
-    """The isolation a sandbox gets here (see :func:`builder.rehearse.isolation.choose_isolation`)."""
+    """The isolation a sandbox gets here (see :func:`builder.run.isolation.choose_isolation`)."""
     return choose_isolation(requested).mode
 
 

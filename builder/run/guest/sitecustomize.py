@@ -1,6 +1,6 @@
 """kkb sandbox: the internet is off for this Python process, as in a Kaggle code-competition rerun.
 
-``builder.rehearse.sandbox`` puts this file first on ``PYTHONPATH`` for the kernel, and kkb's runtime keeps
+``builder.run.sandbox`` puts this file first on ``PYTHONPATH`` for the kernel, and kkb's runtime keeps
 ``PYTHONPATH`` for every step it starts, so each Python process of the run imports it at startup.
 Name resolution of any host but this machine fails with the error glibc gives on an offline Kaggle
 kernel (``[Errno -3] Temporary failure in name resolution``), and connecting to a non-loopback address

@@ -23,7 +23,7 @@ the others (the dry-run report shows both):
 In every mode the sandbox root stays visible, writable, at its own path, so ``$KKB_KAGGLE_ROOT``
 (kkb's runtime, the local Kaggle's runner, the evaluation-API supervisor) keeps working; inside the
 namespaces the same folders are also ``/kaggle/...``. The rest of the file system is an overlay where the
-machine allows one (:mod:`builder.rehearse.overlay`), else read-only. In both namespace modes nothing of the
+machine allows one (:mod:`builder.run.overlay`), else read-only. In both namespace modes nothing of the
 host is reachable through ``/proc/*/root``, ``cwd`` or ``fd`` (only the kernel's own processes exist there), no
 file descriptor of the launcher is inherited, and a root kernel keeps only Docker's default capabilities less
 ``CAP_MKNOD`` (no mount, no device nodes). Memory is counted by the host, as
@@ -44,8 +44,8 @@ from typing import Literal
 
 from builder.errors import DryRunError
 from builder.kkb_runtime.vocabulary import Isolation, RootFilesystem
-from builder.rehearse.guest.launch import gpu_nodes
-from builder.rehearse.overlay import bwrap_folder_args, launcher_option
+from builder.run.guest.launch import gpu_nodes
+from builder.run.overlay import bwrap_folder_args, launcher_option
 
 # What a caller may ask for: an isolation, or "auto" (the strongest this machine allows).
 IsolationRequest = Isolation | Literal["auto"]
@@ -182,7 +182,7 @@ def host_tmp_dependencies() -> tuple[Path, ...]:
 def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, Path], ...], binds: list[Path],
                memory_bytes: int | None, readonly: tuple[Path, ...] = (), root_fs: RootFilesystem | None = None,
                gpu: bool = False) -> list[str]:
-    """bubblewrap arguments for the file system :mod:`builder.rehearse.guest.launch` builds with ``--kaggle``.
+    """bubblewrap arguments for the file system :mod:`builder.run.guest.launch` builds with ``--kaggle``.
 
     The command after them starts through the launcher's ``--no-namespace`` hop, which closes every file
     descriptor but 0-2 (bubblewrap passes them on) and empties the capability bounding set but the kept ones
