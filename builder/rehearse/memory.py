@@ -39,6 +39,7 @@ import psutil
 
 from builder.kkb_runtime.steps import parent_pid
 from builder.kkb_runtime.vocabulary import MemoryAccounting
+from builder.run.shared_memory import sandbox_shm_bytes
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC = Path("/proc")
@@ -83,7 +84,9 @@ class PssAccountant:
         pass
 
     def sample(self, processes: list[psutil.Process]) -> int:
-        return sum(pss_bytes(process.pid) for process in processes)
+        parts = [pss_parts(process.pid) for process in processes]
+        mapped = sum(shmem for _, shmem in parts)  # of the sandbox's /dev/shm, what the processes map: counted once
+        return sum(pss for pss, _ in parts) + max(0, sandbox_shm_bytes(p.pid for p in processes) - mapped)
 
     def killed_by_limit(self) -> bool:
         return False  # the watch itself kills, and knows it did
@@ -112,7 +115,7 @@ class RssAccountant:
         pass
 
     def sample(self, processes: list[psutil.Process]) -> int:
-        return resident_bytes(processes)
+        return resident_bytes(processes) + sandbox_shm_bytes(process.pid for process in processes)
 
     def killed_by_limit(self) -> bool:
         return False
@@ -166,14 +169,23 @@ class CgroupAccountant:
 
 def pss_bytes(pid: int) -> int:
     """One process's proportional set size (0 when it ended or cannot be read)."""
+    return pss_parts(pid)[0]
+
+
+def pss_parts(pid: int) -> tuple[int, int]:
+    """One process's proportional set size and the part of it that is shared memory (``Pss_Shmem``, Linux >= 5.8;
+    0 where absent); (0, 0) when it ended or cannot be read."""
+    pss = shmem = 0
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
             for line in handle:
                 if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024
+                    pss = int(line.split()[1]) * 1024
+                elif line.startswith(b"Pss_Shmem:"):
+                    shmem = int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
-        return 0
-    return 0
+        return 0, 0
+    return pss, shmem
 
 
 def cgroup_events(path: Path) -> dict[str, int]:
@@ -341,7 +353,9 @@ class MemoryWatch:
         it was at the last reading, or ``now``. Reading smaps_rollup of a torch process costs ~30 ms of CPU: at
         every tick that would be a third of a core taken from the run."""
         processes = self.tree() if processes is None else processes
-        started, resident = time.monotonic(), resident_bytes(processes)
+        # what a sandbox's /dev/shm holds grows no process's resident size: it is part of the cheap total too
+        started = time.monotonic()
+        resident = resident_bytes(processes) + sandbox_shm_bytes(process.pid for process in processes)
         if now or started >= self._due or resident > self._resident_seen * GROWTH + GROWTH_BYTES:
             # The cost in this thread's CPU time, not the wall clock: on a loaded machine a reading waits for a CPU,
             # and a wall-clock cost would stretch the interval past short runs' peaks.
