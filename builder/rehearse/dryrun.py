@@ -333,6 +333,8 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         warnings.append(limit_warning(projection))
     if result.isolation == "python":
         warnings.append(f"weaker sandbox: {result.isolation_note}")
+    if result.left_behind:
+        warnings.append(left_behind_warning(result.left_behind))
     members = _save_member_outputs(scenario, result, out)
     own = own_modules(settings.kernel_dir, spec)
     warnings += skew_warnings(result.version_skew, own) + rerun_collapse(scenario, out, members, result.working_dir / expected,
@@ -394,6 +396,13 @@ def _with_metric(verdict: Judgement, metric: MetricReport) -> Judgement:
     detail = "\n".join(part for part in (verdict.reason if "although the notebook failed" in verdict.reason else "",
                                          verdict.detail or "") if part)
     return Judgement(SCORING_ERROR, "; ".join(metric.failures), detail or None)
+
+
+def left_behind_warning(left: tuple[str, ...]) -> str:
+    """The links and special files a run left in its sandbox, which kkb removed unread (it follows no link a kernel made)."""
+    shown = "; ".join(left[:5]) + ("; ..." if len(left) > 5 else "")
+    return (f"the run left {len(left)} link(s) or special file(s) in its sandbox ({shown}): removed before kkb read "
+            "anything there (kkb follows no link a kernel made); a file the run meant to keep must be written as a file")
 
 
 def _save_member_outputs(scenario: Scenario, result: ExecutionResult, out: Path) -> dict[str, str]:
