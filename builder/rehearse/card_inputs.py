@@ -71,10 +71,15 @@ def sandboxed_views(build: BuildResult, data: Path, rows: int, cards: list[str])
     views = views if isinstance(views, dict) else {}
     run = answered.run
     stopped = run.timed_out_call or run.open_call
-    why = (f"{stopped.subject} did not return within {call.call_seconds:g} s" if run.timed_out_call is not None
-           else f"the view's process ended (exit code {run.returncode}): {run.stderr.strip()[-300:]}")
-    return {card: views[card] if isinstance(views.get(card), dict) else {"error": why if stopped is None or
-            stopped.card in (card, None) else f"not made: {stopped.card}'s view did not end"} for card in cards}
+    ended = (f"did not return within {call.call_seconds:g} s" if run.timed_out_call is not None
+             else f"ended its process (exit code {run.returncode}): {run.stderr.strip()[-300:]}")
+
+    def why(card: str) -> str:
+        if stopped is None or stopped.card in (card, None):
+            return f"the view {ended}"
+        return f"not made: the view of '{stopped.card}' {ended}"
+
+    return {card: views[card] if isinstance(views.get(card), dict) else {"error": why(card)} for card in cards}
 
 
 def _step_views(steps: Iterable[Mapping[str, Any]], rows: int) -> dict[str, dict[str, Any]]:

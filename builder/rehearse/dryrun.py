@@ -23,11 +23,14 @@ log shape), ``<scenario>.submission.csv``, ``report.json``. The sandboxes are te
 from __future__ import annotations
 
 import difflib
+import errno
+import functools
 import json
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -83,8 +86,10 @@ from builder.rehearse.verdict import (
 )
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 from builder.run.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox
+from builder.run.sandbox_files import in_working
 
 LOG_TAIL_LINES = 20
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 # The runtime prints its fast-commit decision as "[kkb] <reason>" (kkb_runtime.commit.decide).
 _DECISION = re.compile(r"^\[kkb\] (.*(?:running every step|writing the sample submission|fast commit).*)$", re.MULTILINE)
 _FAST_TAKEN = "commit run ("
@@ -155,17 +160,32 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     out = build.out_dir / DRYRUN_DIR
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    reports = tuple(_run_scenario(scenario, settings, build, rerun_data if scenario == "rerun" else data, out)
-                    for scenario in SCENARIOS[settings.scenario])
+    with disk_full_named(out):
+        reports = tuple(_run_scenario(scenario, settings, build, rerun_data if scenario == "rerun" else data, out)
+                        for scenario in SCENARIOS[settings.scenario])
     report = DryRunReport(kernel_name=build.kernel_name, kernel_id=build.kernel_id, kernel_type=build.spec.kernel.type,
                           out_dir=out, report_path=out / REPORT_FILE, scenarios=reports, environment=image_env_note(settings.image_env),
                           reference=compare_reference(settings.reference, build.spec, reports, rerun_data),
                           inputs=card_inputs(build, data, settings.show_inputs,
                                              [step for scenario in reports for step in scenario.steps]),
                           image=image_notes(build.spec, build.owner))  # kkb env's venv is over this same Python
-    report.report_path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
-    write_html_report(report)
+    with disk_full_named(out):
+        report.report_path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
+        write_html_report(report)
     return report
+
+
+@contextmanager
+def disk_full_named(out: Path) -> Iterator[None]:
+    """kkb's own write on a full disk: the disk named, never an internal error."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        raise DryRunError(f"the disk is full: {exc.strerror} ({exc.filename or out})",
+                          hint=f"free space on the disks of {out} and of the sandboxes' folder ({tempfile.gettempdir()}), "
+                               "then run the dry run again") from None
 
 
 def competition_data(settings: DryRunSettings, spec: KernelSpec) -> Path:
@@ -409,14 +429,28 @@ def _save_member_outputs(scenario: Scenario, result: ExecutionResult, out: Path)
     """Each step's CSV (an ensemble member's predictions), copied out of the sandbox for the HTML report."""
     saved: dict[str, str] = {}
     for step in result.steps:
-        source = Path(str(step.get("output") or ""))
-        if source.is_relative_to("/kaggle/working"):  # written through the real path inside the namespaces
-            source = result.working_dir / source.relative_to("/kaggle/working")
-        if source.suffix == ".csv" and source.is_file():
-            target = out / f"{scenario}.step-{step.get('name')}.csv"
-            shutil.copyfile(source, target)
-            saved[str(step.get("name"))] = str(target)
+        source = in_working(str(step.get("output") or ""), result.working_dir)  # the record is the kernel's: never
+        if source is not None and source.suffix == ".csv" and source.is_file():  # a path outside the run is read
+            target = out / f"{scenario}.step-{_file_name(str(step.get('name')))}.csv"
+            if _kept(functools.partial(shutil.copyfile, source, target)):
+                saved[str(step.get("name"))] = str(target)
     return saved
+
+
+def _file_name(name: str) -> str:
+    """A step's name as part of a file name in the build folder (the record is the kernel's: no folder in it)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:100] or "step"
+
+
+def _kept(write: Callable[[], object]) -> bool:
+    """``write()`` done; False where the disk is full (the run filled it): the report goes on without that file."""
+    try:
+        write()
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        return False
+    return True
 
 
 def _projection(limits: Limits, runs: tuple[RunTimes, ...], machine_shape: str | None, out_dir: Path) -> Projection | None:
@@ -467,13 +501,13 @@ def _stderr_tail(result: ExecutionResult) -> str | None:
 def _save_outputs(scenario: Scenario, result: ExecutionResult, submission_file: str, out: Path) -> tuple[Path, Path, Path | None]:
     notebook = out / f"{scenario}{result.executed_notebook.suffix}"  # the executed notebook, or the script as it ran
     if result.executed_notebook.is_file():
-        shutil.copyfile(result.executed_notebook, notebook)
+        _kept(lambda: shutil.copyfile(result.executed_notebook, notebook))
     log = out / f"{scenario}.log.json"
-    log.write_text(json.dumps(result.log, indent=1) + "\n")
+    _kept(lambda: log.write_text(json.dumps(result.log, indent=1) + "\n"))
     written = result.working_dir / submission_file
     submission = out / f"{scenario}.{submission_file}" if written.is_file() else None
-    if submission is not None:
-        shutil.copyfile(written, submission)
+    if submission is not None and not _kept(functools.partial(shutil.copyfile, written, submission)):
+        submission = None
     return notebook, log, submission
 
 

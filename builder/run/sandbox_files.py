@@ -56,6 +56,17 @@ def read_regular_text(path: Path, limit: int = READ_LIMIT) -> str:
     return data.decode("utf-8", errors="replace") if data is not None else ""
 
 
+def in_working(path: str, working_dir: Path) -> Path | None:
+    """A file a run's record names (a step's ``output``), where kkb may read it: under the run's working folder, as
+    ``/kaggle/working/...`` or at the folder's own path; None for any other path (a record is the kernel's writing, and
+    could name any file of this machine)."""
+    text = os.path.normpath(path) if path else ""
+    for base in ("/kaggle/working", os.path.normpath(working_dir)):
+        if text.startswith(base + os.sep):
+            return Path(working_dir) / os.path.relpath(text, base)
+    return None
+
+
 def seal(root: Path, private: str = ".sandbox") -> tuple[str, ...]:
     """After a run: every symbolic link and special file (FIFO, socket, device) under ``root`` removed; what each was,
     in words (``working/submission.csv -> /proc/self/environ``), sorted. Call it only when no process of the run is
@@ -97,4 +108,4 @@ def _left(path: str) -> str | None:
     return f"({kind})"
 
 
-__all__ = ["read_regular", "read_regular_text", "seal"]
+__all__ = ["in_working", "read_regular", "read_regular_text", "seal"]
