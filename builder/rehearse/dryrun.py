@@ -44,6 +44,7 @@ from builder.kkb_runtime.timing import PROBE_VARIABLE
 from builder.kkb_runtime.vocabulary import Layout, SubmissionKind, Verdict
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
+from builder.project.settings_types import check_settings
 from builder.project.spec import SPEC_FILE, KernelSpec, spec_of
 from builder.rehearse.card_inputs import DEFAULT_ROWS, card_inputs
 from builder.rehearse.collapse import rerun_collapse
@@ -119,6 +120,7 @@ class DryRunSettings:
     env: Mapping[str, str] = field(default_factory=dict)  # --env NAME=VALUE: added to the kernel's environment
 
     def __post_init__(self) -> None:
+        check_settings(self)  # each field of its type first: a rerun_scale="2" is named, never a TypeError below
         if self.scenario not in SCENARIOS:
             raise DryRunError(f"unknown scenario '{self.scenario}'", hint=f"use {', '.join(SCENARIOS)}")
         if self.rerun_scale < 1:
@@ -131,6 +133,9 @@ class DryRunSettings:
             raise DryRunError(f"unknown input layout '{self.layout}'", hint=f"use {' or '.join(Layout.values())}")
         if self.memory_bytes is not None and self.memory_bytes < 64 * 2**20:
             raise DryRunError(f"--memory must be at least 64 MiB, got {self.memory_bytes} bytes")
+        if self.show_inputs < 0:
+            raise DryRunError(f"--show-inputs must be at least 0 (the test rows to show), got {self.show_inputs}",
+                              hint="--show-inputs N shows the first N rows (--show-inputs alone: 3); 0 shows none")
         if self.rerun_data_dir is not None and self.scenario == "commit":
             raise DryRunError("--rerun-data needs a rerun scenario", hint="use --scenario rerun or both")
 
