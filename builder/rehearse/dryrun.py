@@ -425,7 +425,7 @@ def _with_metric(verdict: Judgement, metric: MetricReport) -> Judgement:
 
 def left_behind_warning(left: tuple[str, ...]) -> str:
     """The links and special files a run left in its sandbox, which kkb removed unread (it follows no link a kernel made)."""
-    shown = "; ".join(left[:5]) + ("; ..." if len(left) > 5 else "")
+    shown = "; ".join(left[:10]) + ("; ..." if len(left) > 10 else "")
     return (f"the run left {len(left)} link(s) or special file(s) in its sandbox ({shown}): removed before kkb read "
             "anything there (kkb follows no link a kernel made); a file the run meant to keep must be written as a file")
 

@@ -18,6 +18,7 @@ workers and their threads starts, far below what takes a machine down).
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import time
@@ -85,7 +86,19 @@ def process_limit(private_dir: Path) -> ProcessLimit:
         _remove(folder)
         return ProcessLimit(tasks, enforced=False)
     (private_dir / RECORD).write_text(str(folder))
+    if not _made:
+        atexit.register(_remove_made)  # a sandbox laid out and never run (or whose caller died) leaves nothing behind
+    _made.append(folder)
     return ProcessLimit(tasks, folder)
+
+
+_made: list[Path] = []  # the cgroups this process made
+
+
+def _remove_made() -> None:
+    for folder in _made:
+        if folder.is_dir():
+            _remove(folder)
 
 
 def _sweep(parent: Path) -> None:

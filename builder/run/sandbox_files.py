@@ -103,7 +103,7 @@ def _left(path: str) -> str | None:
             return "-> ?"
     if stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode):
         return None
-    kind = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else _SOCKET[3:-1] if stat.S_ISSOCK(info.st_mode)
+    kind = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else _SOCKET[1:-1] if stat.S_ISSOCK(info.st_mode)
             else "a device node" if stat.S_ISBLK(info.st_mode) or stat.S_ISCHR(info.st_mode) else "a special file")
     return f"({kind})"
 
