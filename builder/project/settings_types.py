@@ -27,7 +27,8 @@ _ABSENT = object()
 def check_settings(settings: object, expected: type | None = None) -> None:
     """Every field of ``settings`` (a dataclass instance; of class ``expected`` when given) of its annotated type."""
     if expected is not None and not isinstance(settings, expected):
-        raise KkbError(f"expected a {expected.__name__}, got {_what(settings)}",
+        given = f"a {type(settings).__name__}" if dataclasses.is_dataclass(settings) else _what(settings)
+        raise KkbError(f"expected a {expected.__name__}, got {given}",
                        hint=f"pass kkb.{expected.__name__}(kernel_dir=...) (the settings object of this call)")
     if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
         return

@@ -42,7 +42,8 @@ def score(request: dict[str, Any]) -> dict[str, Any]:
 
     @contextmanager
     def call(what: str) -> Iterator[None]:
-        with calling(what, function=reference.text if what.startswith("scoring") else file.name, file=file.name):
+        scoring = f"{file.name}:{reference.function}"
+        with calling(what, function=scoring if what.startswith("scoring") else file.name, file=file.name):
             yield
 
     return file_scores(reference, file.parent, frame, truth, id_column, targets, dict(request.get("arguments") or {}),
@@ -57,7 +58,8 @@ def answer_of(request: dict[str, Any]) -> dict[str, Any]:
     except SystemExit as exc:
         said = f"the metric file {Path(request['file']).name} called sys.exit({exc.code!r}) while scoring"
     except BaseException as exc:  # KeyboardInterrupt, GeneratorExit, ... raised by the metric: never kkb's crash
-        said = f"the metric file {Path(request['file']).name} raised {type(exc).__name__} while scoring: {exc}"
+        said = f"the metric file {Path(request['file']).name} raised {type(exc).__name__} while scoring" + (
+            f": {exc}" if str(exc) else "")
     said += ": the competition's metric, not the submission"
     return {"expected": {"error": said, "metric_failed": True}, "failures": [], "warnings": [said]}
 
