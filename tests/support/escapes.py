@@ -2,9 +2,10 @@
 worked.
 
 :data:`PROBE` is a module the tests put into a kernel's code (``kkb_escapes.py``, beside ``kkb_host.json``, what
-:meth:`HostTraps.config` writes): ``escapes(who)`` tries to read the host user's ``~/.kaggle/kaggle.json`` (its key known by its hash
-only: a key in the kernel's files is refused by the build's secret scan) and kkb's credentials, list ``/root`` and read ``/etc/shadow``, open ``/proc/sys/kernel/core_pattern`` for writing, connect to a
-server on the host's loopback, write into a host folder, and it leaves a process behind; it returns the ways that
+:meth:`HostTraps.config` writes): ``escapes(who)`` tries to read the host user's ``~/.kaggle/kaggle.json`` (its key
+known by its hash only: a key in the kernel's files is refused by the build's secret scan) and kkb's credentials, list
+``/root`` and read ``/etc/shadow``, open ``/proc/sys/kernel/core_pattern`` for writing, connect to a server on the
+host's loopback, write into a host folder, and it leaves a process behind; it returns the ways that
 worked, and :func:`raise_if_out` (what a feature function, a factory, a pickle, an encode function or a metric calls)
 raises with them, so a build or a dry run only goes on with the user code's own result when none did.
 
@@ -127,7 +128,8 @@ class HostTraps:
 
     def config(self) -> dict[str, object]:
         """What the probes read (``kkb_host.json``): the places and names of the traps."""
-        return {"home": str(self.home), "key_sha256": hashlib.sha256(self.key.encode()).hexdigest(), "variables": ["KAGGLE_KEY", "KAGGLE_USERNAME", *LEAKED],
+        return {"home": str(self.home), "key_sha256": hashlib.sha256(self.key.encode()).hexdigest(),
+                "variables": ["KAGGLE_KEY", "KAGGLE_USERNAME", *LEAKED],
                 "root_entries": sorted(_host_root_entries()), "port": self.port, "folder": str(self.folder),
                 "marker": self.marker}
 
