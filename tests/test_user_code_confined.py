@@ -11,6 +11,7 @@ launchers where this machine has them (bubblewrap, kkb's own); the portable mode
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import shutil
 from collections.abc import Iterator
@@ -53,6 +54,8 @@ def _mode(mode: str) -> str:
 @pytest.fixture
 def traps(tmp_path: Path) -> Iterator[HostTraps]:
     laid = HostTraps(tmp_path / "host")
+    expected = ["kaggle.json", "loopback server", "host folder"] + (["/etc/shadow", "/root"] if os.geteuid() == 0 else [])
+    assert laid.set_here() == expected  # each probe has something to find here: its failure inside is the sandbox's
     yield laid
     laid.close()
 

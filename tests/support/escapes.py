@@ -22,6 +22,7 @@ import json
 import os
 import socket
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -120,6 +121,31 @@ class HostTraps:
                     self.reached.append(connection.recv(100) or b"(connected)")
                 except OSError:
                     self.reached.append(b"(connected)")
+
+    def set_here(self) -> list[str]:
+        """The traps set on this machine, each checked from the host: a probe that finds nothing inside proves
+        something only where the thing was there to find (as root: /etc/shadow and /root too)."""
+        set_ = []
+        if json.loads((self.home / ".kaggle" / "kaggle.json").read_text())["key"] == self.key:
+            set_.append("kaggle.json")
+        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as connection:
+            connection.sendall(b"host")
+        deadline = time.monotonic() + 5
+        while not self.reached and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self.reached == [b"host"]:
+            set_.append("loopback server")
+        probe = self.folder / ".writable"
+        probe.write_text("x")
+        probe.unlink()
+        set_.append("host folder")
+        self.reached.clear()  # the host's own check above is no probe's connection
+        if os.geteuid() == 0:
+            if Path("/etc/shadow").read_text().strip():
+                set_.append("/etc/shadow")
+            if _host_root_entries():
+                set_.append("/root")
+        return set_
 
     def environment(self) -> dict[str, str]:
         """kkb's own environment for the run: its HOME with the key, its credentials, what an audit saw leak."""
