@@ -96,7 +96,7 @@ class BuildSettings:
     call_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        check_settings(self)  # each field of its type: a kernel_dir=None is named, never a TypeError deep inside
+        check_settings(self, error=BundleError)  # each field of its type: a kernel_dir=None is named, not a TypeError
 
 
 @dataclass(frozen=True)

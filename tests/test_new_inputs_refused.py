@@ -42,8 +42,8 @@ API: list[tuple[str, Callable[[], Any], str, str]] = [
     ("env values", lambda: kkb.DryRunSettings(kernel_dir=Path("k"), env={"SEED": 1}),  # type: ignore[dict-item]
      "DryRunSettings.env: {'SEED': 1} (a dict) is not a mapping of a string (a str) to a string (a str)",
      "set env to a mapping of a string (a str) to a string (a str)"),
-    ("scenario", lambda: kkb.DryRunSettings(kernel_dir=Path("k"), scenario="all"),  # type: ignore[arg-type]
-     "DryRunSettings.scenario: 'all' (a str) is not one of 'commit', 'rerun', 'both'",
+    ("scenario", lambda: kkb.DryRunSettings(kernel_dir=Path("k"), scenario=["rerun"]),  # type: ignore[arg-type]
+     "DryRunSettings.scenario: ['rerun'] (a list) is not one of 'commit', 'rerun', 'both'",
      "set scenario to one of 'commit', 'rerun', 'both'"),
     ("show_inputs below 0", lambda: kkb.DryRunSettings(kernel_dir=Path("k"), show_inputs=-1),
      "--show-inputs must be at least 0 (the test rows to show), got -1",

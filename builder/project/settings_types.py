@@ -24,11 +24,12 @@ from builder.errors import KkbError
 _ABSENT = object()
 
 
-def check_settings(settings: object, expected: type | None = None) -> None:
-    """Every field of ``settings`` (a dataclass instance; of class ``expected`` when given) of its annotated type."""
+def check_settings(settings: object, expected: type | None = None, error: type[KkbError] = KkbError) -> None:
+    """Every field of ``settings`` (a dataclass instance; of class ``expected`` when given) of its annotated type;
+    ``error``: the family raised (the settings' stage's own)."""
     if expected is not None and not isinstance(settings, expected):
         given = f"a {type(settings).__name__}" if dataclasses.is_dataclass(settings) else _what(settings)
-        raise KkbError(f"expected a {expected.__name__}, got {given}",
+        raise error(f"expected a {expected.__name__}, got {given}",
                        hint=f"pass kkb.{expected.__name__}(kernel_dir=...) (the settings object of this call)")
     if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
         return
@@ -41,9 +42,9 @@ def check_settings(settings: object, expected: type | None = None) -> None:
         hint, value = hints.get(field.name, _ABSENT), getattr(settings, field.name)
         if hint is _ABSENT or _matches(value, hint):
             if dataclasses.is_dataclass(value) and not isinstance(value, type):
-                check_settings(value)
+                check_settings(value, error=error)
             continue
-        raise KkbError(f"{cls.__name__}.{field.name}: {_what(value)} is not {_described(hint)}",
+        raise error(f"{cls.__name__}.{field.name}: {_what(value)} is not {_described(hint)}",
                        hint=f"set {field.name} to {_described(hint)}")
 
 

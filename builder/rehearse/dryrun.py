@@ -120,9 +120,9 @@ class DryRunSettings:
     env: Mapping[str, str] = field(default_factory=dict)  # --env NAME=VALUE: added to the kernel's environment
 
     def __post_init__(self) -> None:
-        check_settings(self)  # each field of its type first: a rerun_scale="2" is named, never a TypeError below
-        if self.scenario not in SCENARIOS:
+        if isinstance(self.scenario, str) and self.scenario not in SCENARIOS:
             raise DryRunError(f"unknown scenario '{self.scenario}'", hint=f"use {', '.join(SCENARIOS)}")
+        check_settings(self, error=DryRunError)  # each field of its type: a rerun_scale="2" is named, never a TypeError
         if self.rerun_scale < 1:
             raise DryRunError(f"--rerun-scale must be at least 1, got {self.rerun_scale}")
         if self.hidden_rows is not None and self.hidden_rows < 1:
