@@ -12,9 +12,11 @@ never counted (a torch process reserves twice what it uses). Three accountants, 
     ``memory.current`` is sampled for the peak; ``memory.events`` says whether the killer ran.
 ``pss``
     Everywhere ``/proc/<pid>/smaps_rollup`` can be read (Linux ≥ 4.14): the sum of proportional set
-    sizes over the kernel's process tree, read every 0.1-2 s (less often far below the limit, and never more
-    than 5 % of a core) and at once when the tree's resident total (cheap, checked every 0.1 s) grows. A page
-    shared by n processes counts 1/n in each, so the sum counts it once. Past the limit the whole tree is killed with SIGKILL.
+    sizes over the kernel's process tree, plus what the sandbox's own ``/dev/shm`` holds that no process maps
+    (:mod:`builder.run.shared_memory`: the container's cgroup charges those pages too), read every 0.1-2 s (less
+    often far below the limit, and never more than 5 % of a core) and at once when the tree's resident total
+    (cheap, checked every 0.1 s) grows. A page shared by n processes counts 1/n in each, so the sum counts it
+    once. Past the limit the whole tree is killed with SIGKILL.
 ``none``
     Where neither works (macOS, a locked /proc): the summed RSS is sampled for the report only and
     judged afterwards; nothing is enforced while the run goes, and the report says so.

@@ -4,8 +4,9 @@ Three isolations, strongest first; ``auto`` takes the first that works here and 
 the others (the dry-run report shows both):
 
 ``bwrap``
-    bubblewrap, the well-kept tool for unprivileged namespaces: a new root whose top-level folders
-    are read-only binds of the host's, a private ``/tmp``, its own PID namespace with a fresh ``/proc``
+    bubblewrap, the well-kept tool for unprivileged namespaces: a new root holding only what a Kaggle image has of
+    this machine (:mod:`builder.run.host_view`: the system folders as read-only binds, ``/etc``'s unreadable files
+    masked, the interpreter's folders at their own paths), a private ``/tmp`` and ``/root``, its own PID namespace with a fresh ``/proc``
     (``--unshare-pid --proc /proc``), a minimal ``/dev`` (``--dev``: null, zero, full, random, urandom,
     tty, private shm and pts; the GPU's nodes only when the run uses one), ``--unshare-net`` (only
     loopback), and ``/kaggle/input`` (read-only), ``/kaggle/working``, ``/kaggle/temp`` bound from the
@@ -25,9 +26,10 @@ In every mode the sandbox root stays visible, writable, at its own path, so ``$K
 namespaces the same folders are also ``/kaggle/...``. The rest of the file system is an overlay where the
 machine allows one (:mod:`builder.run.overlay`), else read-only. In both namespace modes nothing of the
 host is reachable through ``/proc/*/root``, ``cwd`` or ``fd`` (only the kernel's own processes exist there), no
-file descriptor of the launcher is inherited, and a root kernel keeps only Docker's default capabilities less
-``CAP_MKNOD`` (no mount, no device nodes). Memory is counted by the host, as
-Kaggle's container counts it (:mod:`builder.rehearse.memory`), in every mode.
+file descriptor of the launcher is inherited, the kernel keeps no capability (root too), ``/proc/sys`` and its
+siblings are read-only, its tasks are limited (:mod:`builder.run.processes`) and its ``/dev/shm`` is sized to the
+memory limit. Memory is counted by the host, as Kaggle's container counts it (:mod:`builder.rehearse.memory`, with
+:mod:`builder.run.shared_memory`), in every mode.
 """
 
 from __future__ import annotations

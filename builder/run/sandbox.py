@@ -15,8 +15,9 @@ strongest that works here; the report names it and why stronger ones were skippe
     The kernel starts in its own network and mount namespaces, through bubblewrap or kkb's own
     launcher (``guest/launch.py``): only a loopback interface exists, so no process of the
     run can reach another host, Python or not; ``/kaggle/input`` (read-only even for root),
-    ``/kaggle/working`` and ``/kaggle/temp`` exist at their real paths, ``/tmp`` is private and the
-    rest of the file system is read-only. Nothing is copied: each mount is a read-only bind mount.
+    ``/kaggle/working`` and ``/kaggle/temp`` exist at their real paths, ``/tmp`` and ``/root`` are private, the
+    rest of the file system is what Kaggle's image has of this machine (:mod:`builder.run.host_view`), read-only or an
+    overlay, and the kernel keeps no capability and has a task limit. Nothing is copied: each mount is a read-only bind mount.
     The root folder also stays visible at its own path, so ``$KKB_KAGGLE_ROOT`` works as in the
     portable mode. Needs root or unprivileged user namespaces (Linux).
 ``python``
@@ -28,7 +29,8 @@ strongest that works here; the report names it and why stronger ones were skippe
     a closed loopback port for curl, wget and other non-Python clients.
 
 The Python guard is installed in both modes: it gives Kaggle's error messages and records every
-blocked attempt in ``.sandbox/network.log``.
+blocked attempt in ``.sandbox/network.log``. When a run ends, :func:`finish_run` removes every link and special file
+it left (kkb follows none: :mod:`builder.run.sandbox_files`); kkb's own outputs go beside the root (``ROOT.kkb``).
 """
 
 from __future__ import annotations
