@@ -41,6 +41,7 @@ import psutil
 
 from builder.kkb_runtime.steps import parent_pid
 from builder.kkb_runtime.vocabulary import MemoryAccounting
+from builder.run.processes import file_words
 from builder.run.shared_memory import sandbox_shm_bytes
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -222,19 +223,12 @@ def delegated_cgroup(root: Path = CGROUP_ROOT) -> Path | None:
     except OSError:
         return None
     unified = [line.split(":", 2)[2] for line in lines if line.startswith("0::")]
-    if not unified or "memory" not in _words(root / "cgroup.controllers"):
+    if not unified or "memory" not in file_words(root / "cgroup.controllers"):
         return None
     own = root / unified[0].lstrip("/")
-    if "memory" not in _words(own / "cgroup.subtree_control") or not os.access(own, os.W_OK):
+    if "memory" not in file_words(own / "cgroup.subtree_control") or not os.access(own, os.W_OK):
         return None
     return own
-
-
-def _words(path: Path) -> list[str]:
-    try:
-        return path.read_text().split()
-    except OSError:
-        return []
 
 
 def pss_readable() -> bool:

@@ -134,7 +134,7 @@ def pids_cgroup(root: Path = CGROUP_ROOT) -> Path | None:
         return None
     for line in lines:
         _, controllers, path = line.split(":", 2)
-        if controllers == "" and "pids" in _words(root / path.lstrip("/") / "cgroup.subtree_control"):
+        if controllers == "" and "pids" in file_words(root / path.lstrip("/") / "cgroup.subtree_control"):
             candidate = root / path.lstrip("/")
         elif "pids" in controllers.split(","):
             candidate = root / "pids" / path.lstrip("/")
@@ -145,7 +145,8 @@ def pids_cgroup(root: Path = CGROUP_ROOT) -> Path | None:
     return None
 
 
-def _words(path: Path) -> list[str]:
+def file_words(path: Path) -> list[str]:
+    """A cgroup file's words (its controllers), [] where it cannot be read."""
     try:
         return path.read_text().split()
     except OSError:
