@@ -8,7 +8,8 @@ Both launchers (bubblewrap, kkb's own) build the kernel's root from three lists 
   ``/etc/gshadow``, ``/etc/ssl/private``, ...), shown empty: a kernel running as root reads no secret of the host's;
 - :func:`interpreter_folders`: the host folders kkb's interpreter needs at their own paths, where they lie outside the
   system folders (a pyenv under ``/root``, a venv in a checkout, kkb's own package): its prefixes, its import path
-  (not the folder it was started in) and the folders an editable install maps its packages to.
+  (not the folder it was started in), the folders an editable install maps its packages to, and
+  ``$LD_LIBRARY_PATH``'s (the kernel keeps this machine's, for CUDA's libraries).
 
 ``/root`` itself is the sandbox's private, empty home (the interpreter's folder below it, where it lies there).
 """
@@ -65,7 +66,7 @@ def interpreter_folders() -> tuple[Path, ...]:
     only (see the module docstring)."""
     candidates = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.base_exec_prefix),
                   Path(sys.executable).parent, Path(os.path.realpath(sys.executable)).parent, PACKAGE,
-                  *_import_path(), *_editable_targets()]
+                  *_import_path(), *_editable_targets(), *_library_path()]
     paths = {os.path.abspath(candidate) for candidate in candidates if candidate.is_absolute()}
     paths |= {os.path.realpath(path) for path in paths}
     found: list[Path] = []
@@ -84,6 +85,11 @@ def _import_path() -> list[Path]:
         entries = entries[1:]
     own = {os.path.abspath(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry}
     return [Path(entry) for entry in entries if entry and os.path.abspath(entry) not in own]
+
+
+def _library_path() -> list[Path]:
+    """``$LD_LIBRARY_PATH``'s folders (the kernel's environment keeps this machine's: CUDA's libraries live there)."""
+    return [Path(entry) for entry in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if entry]
 
 
 def _editable_targets() -> list[Path]:
