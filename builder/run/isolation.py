@@ -196,7 +196,7 @@ def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, P
             argv += bwrap_folder_args(root_fs, str(path))
     argv += _bwrap_masks(root)
     argv += ["--dev", "/dev"]
-    if shm_bytes and bwrap_sizes_tmpfs():
+    if shm_bytes and bwrap_has("--size"):
         argv += ["--size", str(shm_bytes), "--tmpfs", "/dev/shm"]
     argv += ["--proc", "/proc", "--ro-bind-try", "/sys", "/sys"]
     for name in gpu_nodes() if gpu else ():
@@ -234,18 +234,21 @@ def _bwrap_masks(root: Path) -> list[str]:
         empty.chmod(0o444)
     for path in masked_paths():
         if os.path.isdir(path):
-            argv += ["--perms", "0000", "--tmpfs", path, "--remount-ro", path]
+            argv += [*(["--perms", "0000"] if bwrap_has("--perms") else []), "--tmpfs", path, "--remount-ro", path]
         else:
             argv += ["--ro-bind", str(empty) if empty.is_file() else "/dev/null", path]
     return argv
 
 
+def bwrap_has(option: str) -> bool:
+    """Whether this bubblewrap takes ``option`` (``--size`` for a tmpfs came with 0.7, ``--perms`` with 0.5)."""
+    return option in _bwrap_help()
+
+
 @functools.cache
-def bwrap_sizes_tmpfs() -> bool:
-    """Whether this bubblewrap takes ``--size`` for a tmpfs (0.7 and later)."""
+def _bwrap_help() -> str:
     try:
-        help_text = subprocess.run([shutil.which("bwrap") or "bwrap", "--help"], capture_output=True, text=True,
-                                   timeout=10).stdout
+        return subprocess.run([shutil.which("bwrap") or "bwrap", "--help"], capture_output=True, text=True,
+                              timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
-        return False
-    return "--size" in help_text
+        return ""
