@@ -1,7 +1,7 @@
 """User code nobody has read, as people run kkb over it: every way out an audit found is tried from inside it, none works.
 
 A feature function, a torch factory, a pickled scikit-learn model and a pickled preprocessor (``kkb build .``), and the
-competition's metric file (``kkb dry-run .``) each run :data:`tests.support.escapes.PROBE`: read the host user's
+competition's metric file (as the dry run and the local Kaggle's scorer run it) each run :data:`tests.support.escapes.PROBE`: read the host user's
 ``kaggle.json`` and kkb's credentials, list ``/root``, read ``/etc/shadow``, open ``core_pattern`` for writing, reach a
 server on the host's loopback, write a host folder, leave a process. Each raises when one worked, so the command only
 succeeds with the user code's own result when none did; and the host is as it was (:class:`HostTraps`). Both confining
@@ -20,7 +20,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from builder.kkb_runtime.metric_file import MetricFile
 from builder.kkb_runtime.vocabulary import Isolation
+from builder.rehearse.metric_sandbox import MetricJob, score_metric_file
 from builder.run.isolation import probe
 from tests.support.assets import make_assets
 from tests.support.cli import kkb, said
@@ -108,31 +110,27 @@ def test_the_users_code_at_build_finds_no_way_out(tabular_assets: Path, tmp_path
     assert set(cards) == {"lgbm", "logreg", "net"}
 
 
-def _probing_metric_kernel(root: Path, traps: HostTraps) -> Path:
-    kernel = Path(shutil.copytree(KERNELS / "minimal", root / "metric kernel", ignore=shutil.ignore_patterns(".kkb", "build")))
-    competition = kernel / "data" / "competition"
-    traps.plant(competition)
-    (competition / "metric.py").write_text(
+@pytest.mark.parametrize("mode", CONFINING)
+def test_the_metric_file_finds_no_way_out(tmp_path: Path, traps: HostTraps, mode: str,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file as the dry run and the local Kaggle's scorer run it (:func:`score_metric_file`), kkb's own environment
+    holding the traps."""
+    for name, value in {**traps.environment(), "KKB_SANDBOX_ISOLATION": _mode(mode)}.items():
+        monkeypatch.setenv(name, value)
+    folder = tmp_path / "competition"
+    folder.mkdir()
+    traps.plant(folder)
+    (folder / "metric.py").write_text(
         "import numpy as np\n\nfrom kkb_escapes import raise_if_out\n\n\n"
         "def score(solution, submission, row_id_column_name):\n"
         "    raise_if_out('the metric file')\n"
         "    return float(np.sqrt(np.mean((solution['target'].to_numpy() - submission['target'].to_numpy()) ** 2)))\n")
-    spec = (kernel / "kernel.toml").read_text()
-    (kernel / "kernel.toml").write_text(spec.replace("hidden_rows = 200", 'hidden_rows = 200\nmetric = "data/competition/metric.py"'))
-    return kernel
+    pd.DataFrame({"id": ["a", "b"], "target": [1.0, 3.0]}).to_csv(folder / "answers.csv", index=False)
+    pd.DataFrame({"id": ["b", "a"], "target": [3.0, 2.0]}).to_csv(tmp_path / "submission.csv", index=False)
+    job = MetricJob(MetricFile("metric.py"), folder, folder / "answers.csv", "id", ("target",))
 
+    outcome = score_metric_file(job, tmp_path / "submission.csv")
 
-@pytest.mark.parametrize("mode", CONFINING)
-def test_the_metric_file_finds_no_way_out(tmp_path: Path, traps: HostTraps, mode: str) -> None:
-    kernel = _probing_metric_kernel(tmp_path, traps)
-    ran = kkb("dry-run", ".", "--scenario", "rerun", "--rerun-data", "data/competition/hidden", "--json", cwd=kernel,
-              env={**traps.environment(), "KKB_SANDBOX_ISOLATION": _mode(mode)})
-
-    assert ran.returncode == 0, said(ran)
-    (rerun,) = json.loads(ran.stdout)["scenarios"]
-    answers = pd.read_csv(kernel / "data" / "competition" / "answers.csv", dtype={"id": str}).set_index("id")
-    written = pd.read_csv(kernel / "build" / kernel.name / "dryrun" / "rerun.submission.csv", dtype={"id": str}).set_index("id")
-    truth = answers.loc[written.index, "target"].to_numpy()
-    rmse = float(((truth - written["target"].to_numpy()) ** 2).mean() ** 0.5)
-    assert rerun["metric"]["expected"]["public"] == pytest.approx(rmse, abs=1e-5), rerun["metric"]  # its own score
+    assert (outcome.failures, outcome.warnings) == ((), ())
+    assert outcome.expected["public"] == pytest.approx(0.5 ** 0.5, abs=1e-5)  # its own score: sqrt(mean([1, 0]))
     assert traps.untouched() == []
