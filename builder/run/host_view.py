@@ -2,8 +2,9 @@
 
 Both launchers (bubblewrap, kkb's own) build the kernel's root from three lists made here:
 
-- :data:`SYSTEM_FOLDERS`: the top-level folders an image has (``/usr``, ``/bin``, ``/lib*``, ``/etc``, ``/opt``);
-  home folders, ``/root``, ``/var``, ``/run``, ``/mnt``, ``/srv``, a checkout's ``/work`` are never shown;
+- :data:`SYSTEM_FOLDERS`: the top-level system folders an image has (``/usr``, ``/bin``, ``/lib*``, ``/etc``);
+  home folders, ``/root``, ``/opt``, ``/var``, ``/run``, ``/mnt``, ``/srv``, a checkout's ``/work`` are never shown
+  (an interpreter that lives in one, a conda in ``/opt/conda``, is shown by its own folder);
 - :func:`masked_paths`: what an ordinary user of this machine cannot read below them (``/etc/shadow``,
   ``/etc/gshadow``, ``/etc/ssl/private``, ...), shown empty: a kernel running as root reads no secret of the host's;
 - :func:`interpreter_folders`: the host folders kkb's interpreter needs at their own paths, where they lie outside the

@@ -2,11 +2,11 @@
 
 A tmpfs becomes the new ``/``; into it go only what a Kaggle image has, never this machine's own folders:
 
-- the system folders (:data:`SYSTEM_FOLDERS`: ``/usr``, ``/bin``, ``/lib*``, ``/etc``, ``/opt``), read-only or
+- the system folders (:data:`SYSTEM_FOLDERS`: ``/usr``, ``/bin``, ``/lib*``, ``/etc``), read-only or
   through an overlay (:class:`Layers`), with every file and folder of ``/etc`` that an ordinary user of this
   machine cannot read (``/etc/shadow``, ``/etc/ssl/private``, ...) masked: an empty file or folder in its place;
 - the host folders the kernel's interpreter needs (``host``: its prefix, its import path, kkb's package), at their own
-  paths, the same way; nothing else of ``/home``, ``/root``, ``/work``, ``/var``, ``/run``, ``/mnt``, ...;
+  paths, the same way; nothing else of ``/home``, ``/root``, ``/opt``, ``/var``, ``/run``, ``/mnt``, a checkout, ...;
 - ``/root`` (and ``$HOME``) the sandbox's own private, empty home; ``/tmp`` its own; a minimal ``/dev`` whose
   ``/dev/shm`` is sized to the run's memory limit; a fresh ``/proc`` of the kernel's PID namespace with
   ``/proc/sys``, ``/proc/sysrq-trigger``, ``/proc/irq`` and ``/proc/bus`` read-only; ``/sys`` read-only;
@@ -28,9 +28,10 @@ MS_PRIVATE, MS_RELATIME = 1 << 18, 1 << 21
 MNT_DETACH = 2
 # pivot_root has no glibc wrapper: the syscall number per architecture.
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217, "riscv64": 41}
-# The top-level folders of this machine the kernel sees: what a Kaggle image has (the interpreter's libraries, tools,
-# configuration). Top-level links among them (a merged /usr's /bin -> usr/bin) stay links.
-SYSTEM_FOLDERS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "opt")
+# The top-level folders of this machine the kernel sees: what a Kaggle image has (the system's libraries, tools,
+# configuration; an interpreter elsewhere, /opt/conda's, is shown by its own folder). Top-level links among them (a
+# merged /usr's /bin -> usr/bin) stay links.
+SYSTEM_FOLDERS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc")
 # /proc entries the kernel may read and never write (bubblewrap covers the same ones).
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 # The only device nodes a kernel sees (bubblewrap's --dev set); the GPU's are added when the run uses one.
