@@ -21,6 +21,7 @@ import pytest
 from builder.run.sandbox_files import in_working, read_regular, seal
 from tests.support.cli import kkb, said
 from tests.support.files import KERNELS
+from tests.support.kernels import evalapi_variant
 
 PLANT = '''
 
@@ -69,6 +70,36 @@ def test_links_a_step_plants_never_lead_kkb_out(tmp_path: Path) -> None:
     left = next(warning for warning in rerun["warnings"] if warning.startswith("the run left "))
     assert "working/kkb_steps/ridge.csv -> /proc/self/environ" in left and ".sandbox/network.log (a FIFO)" in left, left
     assert "[kkb] step" in (build / "dryrun" / "rerun.ipynb").read_text()  # kkb's own copy of the executed notebook
+
+
+PLANTING_PREDICT = '''import os
+from pathlib import Path
+
+from evalapi_model.serve import predict as real
+
+
+def predict(test):
+    link = Path(os.environ["KKB_KAGGLE_ROOT"]) / "working" / "submission.parquet"
+    if not link.is_symlink():  # where kkb puts the gateway's file after the rerun
+        link.unlink(missing_ok=True)
+        link.symlink_to(os.environ["VICTIM"])
+    return real(test)
+'''
+
+
+@pytest.mark.loopback
+def test_the_evaluation_api_reruns_links_never_lead_kkb_out(tmp_path: Path) -> None:
+    victim = tmp_path / "host" / "victim.txt"
+    victim.parent.mkdir()
+    victim.write_text("this machine's file\n")
+    kernel = evalapi_variant(Path(shutil.copytree(KERNELS / "evalapi", tmp_path / "evalapi",
+                                                  ignore=shutil.ignore_patterns("__pycache__", "build"))), PLANTING_PREDICT)
+    ran = kkb("dry-run", ".", "--scenario", "rerun", "--json", "--env", f"VICTIM={victim}", cwd=kernel)
+    assert ran.returncode == 0, said(ran)
+    assert victim.read_text() == "this machine's file\n"
+    (rerun,) = json.loads(ran.stdout)["scenarios"]
+    assert f"working/submission.parquet -> {victim}" in " ".join(rerun["warnings"])
+    assert (kernel / "build" / kernel.name / "dryrun" / "rerun.submission.parquet").stat().st_size > 1000  # the gateway's
 
 
 def test_seal_removes_links_and_special_files_and_names_them(tmp_path: Path) -> None:
