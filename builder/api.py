@@ -10,9 +10,10 @@ A notebook or a training script builds, rehearses, pushes and submits a kernel p
         kkb.submit(kkb.SubmitSettings(kernel_dir=Path("kernels/mine")))
 
 Settings and results are frozen dataclasses; a problem raises :class:`KkbError` (its ``hint`` says what to do, its
-``exit_code`` is the command's). The command line (``builder.cli``) is a thin layer over these functions. Paths may be
-relative: each function takes them against the current folder when it is called (``builder.project.paths``), and
-nothing kkb does later depends on the folder it works in.
+``exit_code`` is the command's), a setting of the wrong type too (naming it and the type to give). The command line
+(``builder.cli``) is a thin layer over these functions. Paths may be relative: each function takes them against the
+current folder when it is called (``builder.project.paths``), and nothing kkb does later depends on the folder it
+works in.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.errors import KkbError
 from builder.project.init import Download, InitResult, InitSettings, init_project
 from builder.project.paths import resolved
+from builder.project.settings_types import check_settings
 from builder.project.spec import KernelSpec, load_spec
 from builder.rehearse import dryrun
 from builder.rehearse.dryrun import DryRunSettings
@@ -34,21 +36,25 @@ from builder.remote.submit import SubmitResult, SubmitSettings
 
 def build(settings: BuildSettings) -> BuildResult:
     """``kkb build``: the code and weights datasets and the rendered notebook under ``build/NAME``, offline."""
+    check_settings(settings, BuildSettings)
     return build_kernel(resolved(settings))
 
 
 def dry_run(settings: DryRunSettings) -> DryRunReport:
     """``kkb dry-run``: both Kaggle runs in a local sandbox, judged in Kaggle's words; writes report.json/.html."""
+    check_settings(settings, DryRunSettings)
     return dryrun.dry_run(resolved(settings))
 
 
 def push(settings: PushSettings) -> PushResult:
     """``kkb push``: upload the datasets whose content changed, wait until they are ready, push the kernel."""
+    check_settings(settings, PushSettings)
     return remote_push.push(resolved(settings))
 
 
 def submit(settings: SubmitSettings) -> SubmitResult:
     """``kkb submit``: push (or take ``settings.version``), wait for the run, submit it, wait for the score."""
+    check_settings(settings, SubmitSettings)
     return remote_submit.submit(resolved(settings))
 
 
@@ -58,6 +64,7 @@ def init(settings: InitSettings, download: Download | None = None) -> InitResult
     ``download(folder, slug)`` fetches the competition's data when ``settings.data_dir`` is unset (the command
     line passes one that downloads with your credentials); without it, ``data_dir`` is needed.
     """
+    check_settings(settings, InitSettings)
     return init_project(resolved(settings), download)
 
 

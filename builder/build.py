@@ -70,6 +70,7 @@ from builder.project.layout import (
     WHEELS_DIR,
     out_dir_of,
 )
+from builder.project.settings_types import check_settings
 from builder.project.spec import CUDA_ARCH, INPUT_KINDS, SPEC_FILE, KernelSpec, spec_of
 
 # The kernel-side runtime as installed with kkb (a wheel ships it like the rest of the package).
@@ -93,6 +94,9 @@ class BuildSettings:
     # A call of the user's code (a feature function, a model file's load) that runs longer ends the build, named;
     # None: $KKB_BUILD_CALL_SECONDS, else 300 s.
     call_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        check_settings(self, error=BundleError)  # each field of its type: a kernel_dir=None is named, not a TypeError
 
 
 @dataclass(frozen=True)

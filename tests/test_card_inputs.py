@@ -4,20 +4,33 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from builder.build import BuildSettings, build_kernel
+from builder.build import BuildResult, BuildSettings, build_kernel
+from builder.bundle.models import offline_environment, user_code_importable
 from builder.cli import main, optional_values
 from builder.errors import EXIT_OK
 from builder.kkb_runtime.cards import text as runtime_text
+from builder.kkb_runtime.cards.views import card_view
+from builder.kkb_runtime.config import load_config
 from builder.rehearse.card_inputs import card_inputs
 from tests.test_no_silent_mapping import SKLEARN_CARD, _classifier, lgbm_kernel
 from tests.test_no_silent_mapping import _kernel as tabular_kernel
 
 torch = pytest.importorskip("torch")
+
+
+def here(build: BuildResult, data: Path, rows: int, cards: list[str]) -> dict[str, dict[str, Any]]:
+    """The views as the sandboxed program makes them (the same runtime function), in this test's process: what the
+    views hold is the question here; the dry run's test below makes them in the sandbox."""
+    config = load_config(build.code_dir)
+    with user_code_importable(build.code_dir), offline_environment():
+        return {str(card["name"]): card_view(config, card, build.weights_dir, data, rows) for card in config.models
+                if str(card["name"]) in cards}
 
 
 def test_text_rows_are_decoded_tokens_with_segments_lengths_and_cuts(tmp_path: Path) -> None:
@@ -30,7 +43,7 @@ def test_text_rows_are_decoded_tokens_with_segments_lengths_and_cuts(tmp_path: P
     config = transformers.AutoConfig.from_pretrained(kernel / "weights" / "bert", num_labels=2)
     torch.save(transformers.AutoModelForSequenceClassification.from_config(config).state_dict(), kernel / "weights" / "joined.pth")
     build = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "build"))
-    quest, joined = card_inputs(build, kernel / "data", 2)
+    quest, joined = card_inputs(build, kernel / "data", 2, make_views=here)
     table = pd.read_csv(kernel / "data" / "test.csv")
     assert (quest["card"], quest["kind"], len(quest["rows"])) == ("quest", "text", 2)
     first = quest["rows"][0]
@@ -49,7 +62,7 @@ def test_text_rows_are_decoded_tokens_with_segments_lengths_and_cuts(tmp_path: P
 def test_tabular_rows_are_the_features_in_the_models_order(tmp_path: Path) -> None:
     kernel = lgbm_kernel(tmp_path / "k", ["x3", "x1", "x2"])
     build = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "build"))
-    (entry,) = card_inputs(build, kernel / "data", 3)
+    (entry,) = card_inputs(build, kernel / "data", 3, make_views=here)
     test = pd.read_csv(kernel / "data" / "test.csv")
     assert [f["name"] for f in entry["rows"][0]["features"]] == ["x1", "x2", "x3"]  # the model's order, not x3, x1, x2
     assert entry["rows"][1]["features"][0] == {"name": "x1", "dtype": "float64", "value": test["x1"][1]}
@@ -76,7 +89,7 @@ def test_image_rows_are_tensor_statistics(tmp_path: Path) -> None:
         '[[models]]\nname = "m"\narch = "test_resnet"\ncheckpoint = "weights/m.pth"\nnum_classes = 2\n'
         'input_size = [16, 16]\nmean = [0.5, 0.5, 0.5]\nstd = [0.25, 0.25, 0.25]\n')
     build = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "build"))
-    (entry,) = card_inputs(build, data, 3)
+    (entry,) = card_inputs(build, data, 3, make_views=here)
     assert "error" not in entry, entry
     first, _, white = entry["rows"]
     assert (first["image"], first["shape"], first["dtype"]) == ("img0.png", [3, 16, 16], "float32")
@@ -106,7 +119,7 @@ def test_dry_run_show_inputs_prints_the_rows_and_the_report_always_has_them(tmp_
     assert optional_values(["dry-run", "--show-inputs", "5", "k"]) == ["dry-run", "--show-inputs", "5", "k"]
     saved = json.loads((tmp_path / "build" / "dryrun" / "report.json").read_text())
     assert [len(entry["rows"]) for entry in saved["inputs"]] == [3]  # the default, printed or not
-    assert saved["scenarios"][0]["steps"] == []  # the fast commit ran no step: the view was made beside the sandbox
+    assert saved["scenarios"][0]["steps"] == []  # the fast commit ran no step: the view was made in a sandbox of its own
     assert main([*base[:-2], "--scenario", "rerun"]) == EXIT_OK
     rerun = json.loads((tmp_path / "build" / "dryrun" / "report.json").read_text())
     (step,) = rerun["scenarios"][0]["steps"]  # made by the card's own step, in the sandbox

@@ -96,6 +96,23 @@ def test_a_damaged_environment_is_detected_and_rebuilt(kernel: Path, tmp_path: P
     assert out.stdout.strip() == IMAGE_TQDM, out.stderr
 
 
+def test_a_file_in_no_record_is_damage_and_nothing_of_the_cache_runs_here(kernel: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """An extra .pth file in the cached environment (it would run at every start of its interpreter): named as damage,
+    and the check, the versions the skew check reads and the rebuild run none of it on this machine."""
+    wheels, image = _tiny_env(kernel, tmp_path, monkeypatch)
+    first = build_image_env(kernel, find_links=wheels, image=image)  # type: ignore[arg-type]
+    ran = tmp_path / "the-pth-ran"
+    (site_packages(first.root) / "evil.pth").write_text(f"import pathlib; pathlib.Path({str(ran)!r}).write_text('x')\n")
+
+    assert env_damage(first.root, first.python, list(first.pins)) == [
+        "1 file(s) of its site-packages in no RECORD (evil.pth): not installed by pip, and a .pth file among them would run"]
+    assert interpreter_versions(first.python)["tqdm"] == IMAGE_TQDM
+    again = build_image_env(kernel, find_links=wheels, image=image)  # type: ignore[arg-type]
+    assert again.built and not (site_packages(again.root) / "evil.pth").exists()
+    assert not ran.exists()  # nothing of the cache ran here
+
+
 def test_a_damaged_environment_that_cannot_be_rebuilt_is_refused_naming_the_damage(
         kernel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     wheels, image = _tiny_env(kernel, tmp_path, monkeypatch)

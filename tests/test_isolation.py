@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from builder.errors import DryRunError
-from builder.run import isolation
+from builder.kkb_runtime.vocabulary import Isolation
+from builder.run import host_view, isolation
 from builder.run.isolation import choose_isolation, probe
 from builder.run.sandbox import Mount, SandboxSpec, prepare_sandbox
 from tests.support.files import build_file_tree
@@ -114,18 +115,19 @@ def test_auto_falls_back_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_kkb_under_tmp_stays_visible_inside_the_namespaces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A checkout, a CI clone or a venv under /tmp: inside the namespaces /tmp is private, so the guest scripts
-    and the import path there are bound read-only at their own paths, never over the sandbox root."""
-    guest = build_file_tree(Path("/tmp") / tmp_path.name / "checkout" / "guest", {"launch.py": ""})
+    """A checkout, a CI clone or a venv under /tmp: inside the namespaces /tmp is private, so the import path there is
+    shown at its own path (the folder kkb was started from, and $PYTHONPATH's entries, are not)."""
     site = build_file_tree(Path("/tmp") / tmp_path.name / "venv" / "site-packages", {"x.pth": ""})
-    monkeypatch.setattr(isolation, "GUEST_DIR", guest)
-    monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
+    started = build_file_tree(Path("/tmp") / tmp_path.name / "started-here", {"x.py": ""})
+    monkeypatch.setattr(sys, "path", [str(started), *sys.path[1:], str(site)])
+    host_view.interpreter_folders.cache_clear()
     try:
-        found = isolation.host_tmp_dependencies()
-        assert guest.resolve() in found and site.resolve() in found
-        argv = isolation.launcher_argv("namespace", guest.parent / "sandbox-root", (), [], None)
-        assert str(guest.resolve()) in argv
-        holder = isolation.launcher_argv("namespace", guest / "root-inside", (), [], None)
-        assert str(guest.resolve()) not in holder  # it holds the sandbox root: never bound read-only over it
+        found = host_view.interpreter_folders()
+        assert site.resolve() in found and started.resolve() not in found
+        argv = isolation.launcher_argv(Isolation.NAMESPACE, tmp_path / "sandbox-root", (), [], None)
+        assert argv[argv.index(str(site.resolve())) - 1] == "--host"
+        bwrap = isolation.bwrap_argv(tmp_path / "sandbox-root", (), [], None)
+        assert argv.count(str(site.resolve())) == 1 and str(site.resolve()) in bwrap
     finally:
+        host_view.interpreter_folders.cache_clear()
         shutil.rmtree(Path("/tmp") / tmp_path.name, ignore_errors=True)

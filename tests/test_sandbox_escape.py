@@ -9,17 +9,21 @@ reason. The portable mode says plainly that it does not confine.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from builder.kkb_runtime.vocabulary import Isolation
+from builder.run.guest.newroot import SYSTEM_FOLDERS
+from builder.run.host_view import interpreter_folders
 from builder.run.isolation import DESCRIPTIONS, launcher_argv, probe
-from builder.run.sandbox import SandboxSpec, prepare_sandbox
+from builder.run.sandbox import SandboxSpec, finish_run, prepare_sandbox
 
 CONFINING = ["bwrap", "namespace"]
 
@@ -70,7 +74,7 @@ print(json.dumps(seen))
 
 
 def _mode(mode: str) -> str:
-    problem = probe(mode)  # type: ignore[arg-type]
+    problem = probe(Isolation(mode))
     if problem is not None:
         pytest.skip(f"{mode} isolation (a confining one) is not available here: {problem}")
     return mode
@@ -78,6 +82,7 @@ def _mode(mode: str) -> str:
 
 @pytest.mark.parametrize("mode", CONFINING)
 def test_a_step_finds_no_way_to_the_host(tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    mode = _mode(mode)
     monkeypatch.setenv("KKB_SANDBOX_ROOT_FS", "read-only")
     host = tmp_path / "host"
     host.mkdir()
@@ -109,6 +114,7 @@ def test_a_step_finds_no_way_to_the_host(tmp_path: Path, mode: str, monkeypatch:
 
 @pytest.mark.parametrize("mode", CONFINING)
 def test_the_dev_of_a_sandbox_is_minimal(tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    mode = _mode(mode)
     monkeypatch.setenv("KKB_SANDBOX_ROOT_FS", "read-only")
     box = prepare_sandbox(SandboxSpec(mounts=(), rerun=False, isolation=mode), tmp_path / "root")  # type: ignore[arg-type]
     code = ("import json, os; print(json.dumps(sorted(n for n in os.listdir('/dev') if not os.path.islink('/dev/' + n))));"
@@ -121,6 +127,81 @@ def test_the_dev_of_a_sandbox_is_minimal(tmp_path: Path, mode: str, monkeypatch:
     assert {"null", "zero", "full", "random", "urandom", "tty", "shm"} <= nodes
     assert not {name for name in nodes if name.startswith(("sd", "vd", "nvme", "nvidia", "loop", "mem"))}
     assert out.stdout.splitlines()[1] == "True b'\\x00\\x00'"
+
+
+VIEW = r"""
+import json, os, resource, stat, sys
+seen = {"top": sorted(os.listdir("/")), "root": sorted(os.listdir("/root")), "home": os.environ["HOME"],
+        "caps": {line.split(":")[0]: int(line.split()[1], 16) for line in open("/proc/self/status") if line.startswith("Cap")},
+        "variables": sorted(os.environ), "tmp": sorted(os.listdir("/tmp"))}
+seen["shadow"] = open("/etc/shadow").read() if os.path.exists("/etc/shadow") else None
+for knob in ("/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger"):
+    try:
+        os.close(os.open(knob, os.O_WRONLY))  # opened, never written
+        seen[knob] = "opened"
+    except OSError as exc:
+        seen[knob] = exc.errno
+shm = os.statvfs("/dev/shm")
+seen["shm"] = shm.f_blocks * shm.f_frsize
+started = 0
+for _ in range(int(sys.argv[1]) * 3):  # a fork bomb's first steps: stopped at the task limit
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        import time
+        time.sleep(30)
+        os._exit(0)
+    started += 1
+seen["started"] = started
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("mode", CONFINING)
+def test_the_sandbox_shows_nothing_of_this_machine(tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a Kaggle image has, and the kernel's own HOME, /root and /tmp: no home folder, no secret of /etc, none of
+    kkb's variables, /proc's knobs read-only, no capability as root, a task limit, /dev/shm no larger than the memory."""
+    mode = _mode(mode)
+    tasks, memory = 40, 256 << 20
+    monkeypatch.setenv("KKB_SANDBOX_PROCESSES", str(tasks))
+    for name in ("KAGGLE_KEY", "DATABASE_URL", "GH_PAT", "SENTRY_DSN", "SSH_AUTH_SOCK"):
+        monkeypatch.setenv(name, "kkb-trap")
+    marker = Path(tempfile.mkdtemp(prefix="kkb-host-tmp-"))  # in this machine's /tmp
+    try:
+        box = prepare_sandbox(SandboxSpec(mounts=(), rerun=False, isolation=mode, memory_bytes=memory),  # type: ignore[arg-type]
+                              tmp_path / "root")
+        out = subprocess.run([*box.launcher(), sys.executable, "-c", VIEW, str(tasks)], env=box.env, capture_output=True,
+                             text=True, timeout=120)
+        finish_run(box)
+    finally:
+        marker.rmdir()
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.splitlines()[-1])
+
+    shown = set(seen["top"]) - {"kaggle", "proc", "dev", "sys", "tmp", "root"}
+    assert shown <= set(SYSTEM_FOLDERS) | {folder.parts[1] for folder in interpreter_folders()}, seen["top"]
+    assert not {"home", "mnt", "var", "run", "srv", "media", "boot"} & set(seen["top"])
+    hidden = _host_root() - {".kaggle"} - {folder.parts[2] for folder in interpreter_folders() if folder.parts[1] == "root"}
+    assert not set(seen["root"]) & hidden, seen["root"]  # the host's /root (this machine has one: {hidden})
+    assert seen["home"] == str(box.private_dir / "home") and marker.name not in seen["tmp"]
+    assert seen["shadow"] in ("", None) and not {"KAGGLE_KEY", "DATABASE_URL", "GH_PAT", "SENTRY_DSN", "SSH_AUTH_SOCK"} & set(
+        seen["variables"])
+    assert set(seen["caps"].values()) == {0}, seen["caps"]  # no capability, whoever runs kkb
+    # kkb run by root: root in the sandbox is the host's root, and only the read-only mount stops it; run by another
+    # user, the file's owner (the host's root) stops it too
+    assert seen["/proc/sys/kernel/core_pattern"] in ((errno.EROFS,) if os.geteuid() == 0 else (errno.EROFS, errno.EACCES))
+    assert seen["/proc/sysrq-trigger"] in (errno.EROFS, errno.EACCES, errno.ENOENT)  # read-only, or no such knob
+    assert seen["shm"] <= memory
+    assert seen["started"] < tasks, seen["started"]
+
+
+def _host_root() -> set[str]:
+    try:
+        return set(os.listdir("/root"))
+    except OSError:
+        return set()
 
 
 def test_the_gpu_nodes_exist_only_when_the_run_uses_the_gpu(tmp_path: Path) -> None:

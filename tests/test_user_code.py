@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +18,7 @@ from builder.kkb_runtime.cards.common.tables import test_rows as rows_of_the_tes
 from builder.kkb_runtime.user_errors import user_error
 from tests.support.assets import make_assets
 from tests.support.cli import kkb, said
+from tests.support.escapes import HostTraps
 from tests.support.files import KERNELS, build_file_tree
 
 
@@ -84,9 +86,11 @@ def test_a_post_processing_function_that_raises_is_named_with_its_file_and_line(
 
 
 ENCODE = '''"""The notebook's own tokenization: ids looked up row by row, as the notebook did."""
+from qa.kkb_escapes import raise_if_out
 
 
 def encode(df, tokenizer):
+    raise_if_out("the encode function")  # every way out an audit found: none works from the build's sandbox
     rows = []
     for index in df.index:
         qa_id = df.loc[index].qa_id.squeeze()  # numpy's int64 has squeeze(): the id as the notebook read it
@@ -101,15 +105,23 @@ def broken(df, tokenizer):
 
 
 @pytest.fixture(scope="module")
-def text_kernel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def traps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostTraps]:
+    laid = HostTraps(tmp_path_factory.mktemp("host"))
+    yield laid
+    laid.close()
+
+
+@pytest.fixture(scope="module")
+def text_kernel(tmp_path_factory: pytest.TempPathFactory, traps: HostTraps) -> Path:
     pytest.importorskip("transformers")
     made = make_assets(KERNELS / "text-style")
     assert made.returncode == 0, made.stdout + made.stderr
     kernel = Path(shutil.copytree(KERNELS / "text-style", tmp_path_factory.mktemp("text") / "qa kernel",
                                   ignore=shutil.ignore_patterns(".kkb", "build")))
     build_file_tree(kernel, {"qa/__init__.py": "", "qa/encode.py": ENCODE})
+    traps.plant(kernel / "qa")
     spec = (kernel / "kernel.toml").read_text()
-    spec = spec.replace("[model_defaults]", '[code]\ninclude = ["qa/*.py"]\n\n[model_defaults]', 1)
+    spec = spec.replace("[model_defaults]", '[code]\ninclude = ["qa/*.py", "qa/kkb_host.json"]\n\n[model_defaults]', 1)
     spec = spec.replace('text_pair_columns = ["answer"]\n', 'encode_function = "qa.encode:ENCODER"\n', 1)  # the answer card
     (kernel / "kernel.toml").write_text(spec)
     return kernel
@@ -121,10 +133,13 @@ def _with_encoder(kernel: Path, function: str) -> None:
                                                spec))
 
 
-def test_an_encode_function_reading_the_id_as_the_notebook_did_builds(text_kernel: Path) -> None:
+@pytest.mark.loopback  # one of the traps is a server on the host's loopback
+def test_an_encode_function_reading_the_id_as_the_notebook_did_builds(text_kernel: Path, traps: HostTraps) -> None:
+    """It also tries every way out of the build's sandbox (kkb's credentials in the build's environment): none works."""
     _with_encoder(text_kernel, "encode")
-    built = kkb("build", ".", cwd=text_kernel, env={"KAGGLE_USERNAME": "kkb-tests"})
+    built = kkb("build", ".", cwd=text_kernel, env=traps.environment())
     assert built.returncode == 0, said(built)
+    assert traps.untouched() == []
 
 
 def test_an_encode_function_that_raises_at_build_shows_the_users_line(text_kernel: Path) -> None:

@@ -525,7 +525,7 @@ def optional_values(args: list[str]) -> list[str]:
     for index, arg in enumerate(args):
         out.append(arg)
         following = args[index + 1] if index + 1 < len(args) else None
-        if arg in OPTIONAL_VALUES and (following is None or not following.isdigit()):
+        if arg in OPTIONAL_VALUES and (following is None or not following.lstrip("-").isdigit()):  # -1: given, refused
             out.append(OPTIONAL_VALUES[arg])
     return out
 

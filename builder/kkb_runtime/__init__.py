@@ -159,6 +159,7 @@ class KernelRun:
             frame = submission.align_to_sample(self.predictions, self.sample, self.id_column)
             frame = submission.cast_like_sample(frame, self.sample, self.targets)
             problems = submission.check_submission(frame, self.sample, self.id_column, self.targets,
+                                                   column_types=self.config.submission.get("column_types"),
                                                    float_targets=metrics.scores_floats(self.metric))
             if problems:
                 raise SubmissionError(problems, file=self.submission_path.name)

@@ -132,13 +132,24 @@ def call_metric(function: Callable[..., Any], solution: pd.DataFrame, submission
             raise MetricError(str(exc)) from None
         raise MetricFileError(f"the metric {file.name} failed ({_where(exc, file.resolve())}); the competition's "
                               f"metric, not the submission") from None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise MetricFileError(f"the metric {file.name} returned {value!r}, not a number") from None
+    # Kaggle's scorer takes a number: text (even "0.5"), None or a list is no score, and the file is not scored
+    number = _number(value)
+    if number is None:
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise MetricError(f"the metric {file.name} returned {shown} ({type(value).__name__}), not a number: no score")
     if not math.isfinite(number):
-        raise MetricError(f"the metric {file.name} scored {number}")
+        raise MetricError(f"the metric {file.name} scored {number}: no score")
     return number
+
+
+def _number(value: object) -> float | None:
+    """A score as Kaggle takes one: a number (numpy's too); None for text, None, a list, an object float() refuses."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
+        return None
+    try:
+        return float(cast("float", value))
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _positional(function: Callable[..., Any]) -> int:

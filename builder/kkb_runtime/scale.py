@@ -83,9 +83,10 @@ def scale_competition_data(source: Path, dest: Path, factor: int, *, id_column: 
                          f"{plan.test_table or sample_submission}'s rows (replicated rows would have no data there)",
                          "state how the rows reference them in [competition.stand_in] (keys, tables, files, id), "
                          "or give a bigger stand-in with --rerun-data")
-    _link_tree(source, dest, fallback)
     makers = {key: key_maker(_all_values(key, frame, found)) for key in plan.keys}
     mapping = _id_mapping(ids, frame, id_column, plan, makers, factor)
+    _refuse_collisions(source, sample_path, id_column, mapping, _test_files(source, test, set(ids)))
+    shutil.copytree(source, dest, copy_function=lambda src, dst: _link(src, dst, fallback))  # a new folder of kkb's
     replicated = [sample_submission]
     _write_table(_replicate(sample, id_column, mapping), dest / sample_submission)
     for relative in tables:
@@ -133,18 +134,52 @@ def _id_mapping(ids: list[str], frame: Any, id_column: str, plan: StandInPlan, m
     return mapping
 
 
+def _refuse_collisions(source: Path, sample_path: Path, id_column: str, mapping: list[dict[str, str]],
+                       id_files: list[str]) -> None:
+    """Before anything is written: a new id that is an id of the test already, or whose file (``test/<new id>.jpg``) the
+    data already has, is refused by name. The copy would take the data's own file for its own (and a copy made in its
+    place would be written where the data's file is linked)."""
+    originals = set(mapping[0])
+    for k, ids in enumerate(mapping[1:], start=1):
+        taken = sorted(new for old, new in ids.items() if new in originals and new != old)
+        if taken:
+            raise ScaleError(f"{sample_path}: copy {k} of the test would give the id '{taken[0]}' to another row, but "
+                             f"'{taken[0]}' is an id of the test already ({len(taken)} such id(s))",
+                             "the test's ids look like kkb's copies (<id>_r<k>): give a bigger test with --rerun-data")
+    for relative in id_files:
+        original = source / relative
+        key = original.name if original.name in mapping[0] else original.stem
+        for k, ids in enumerate(mapping[1:], start=1):
+            name = ids[key] + ("" if key == original.name else original.suffix)
+            if name != original.name and os.path.lexists(original.with_name(name)):
+                raise ScaleError(f"{original.with_name(name)}: copy {k} of {relative} would be named "
+                                 f"{original.with_name(name).relative_to(source).as_posix()}, a file the data already has: "
+                                 "kkb never writes over or mixes in your data",
+                                 "rename that file, or give a bigger test with --rerun-data")
+
+
 def _link_tree(source: Path, dest: Path, fallback: Fallback) -> None:
+    if os.path.lexists(dest):
+        raise ScaleError(f"{dest}: a copy of the test would be made where a file or folder of the data is already",
+                         "rename it, or give a bigger test with --rerun-data")
     shutil.copytree(source, dest, copy_function=lambda src, dst: _link(src, dst, fallback))
 
 
 def _link(src: str | Path, dst: str | Path, fallback: Fallback) -> None:
+    """``dst`` as a new name of ``src``'s file (a hard link; else a symlink or a copy), never written over: a name that
+    exists already is refused, since writing there could write through to the data's own file."""
+    if os.path.lexists(dst):
+        raise ScaleError(f"{dst}: a copy of a test file would be named like a file the data already has",
+                         "rename that file, or give a bigger test with --rerun-data")
     try:
         os.link(src, dst)  # a link to a symlink is a symlink (Linux does not follow it): still no copy
     except OSError:
         if fallback == "symlink":
             os.symlink(os.path.realpath(src), dst)
         else:
-            shutil.copy2(src, dst)
+            with open(src, "rb") as reading, open(dst, "xb") as writing:  # "x": a new file, never an existing one
+                shutil.copyfileobj(reading, writing)
+            shutil.copystat(src, dst)
 
 
 def _id_maker(ids: list[str]):  # type: ignore[no-untyped-def]

@@ -232,13 +232,23 @@ def check_submission(frame: pd.DataFrame, sample: pd.DataFrame, id_column: str,
         problems.extend(_id_problems(frame[id_column].astype(str), sample[id_column].astype(str), check_order))
     placeholders = []
     for column in target_columns(sample, id_column, targets):
-        if float_targets is None and column in frame.columns and _probabilities_over_placeholders(frame[column], sample[column]):
+        declared = _declared(column_types, column, id_column)  # kernel.toml's word on the column beats the metric's
+        if (float_targets is None and declared is None and column in frame.columns
+                and _probabilities_over_placeholders(frame[column], sample[column])):
             placeholders.append(column)
         elif column in frame.columns:
-            problems.extend(_value_problems(frame[column], sample[column], column, integers=float_targets is not True))
+            integers = declared == "int" or (declared is None and float_targets is not True)
+            problems.extend(_value_problems(frame[column], sample[column], column, integers=integers))
     if placeholders:
         problems.append(_placeholder_problem(placeholders, len(frame)))
     return problems
+
+
+def _declared(column_types: Mapping[str, str] | None, column: str, id_column: str) -> str | None:
+    """The type ``[submission] column_types`` gives ``column`` (by name, else ``"*"``), None where it says nothing."""
+    if not column_types:
+        return None
+    return column_types.get(column) or (column_types.get("*") if column != id_column else None)
 
 
 def _probabilities_over_placeholders(values: pd.Series, sample_values: pd.Series) -> bool:

@@ -15,9 +15,10 @@ from typing import Any
 
 import pandas as pd
 
-from builder.kkb_runtime.metric_file import MetricFileError, metric_file_reference, score_with_file
+from builder.kkb_runtime.metric_file import metric_file_reference
 from builder.kkb_runtime.metrics import MetricError, parse_metric, score_frames, scores_floats
 from builder.kkb_runtime.submission import check_submission
+from builder.rehearse.metric_sandbox import MetricJob, score_metric_file
 
 
 class ScoringError(Exception):
@@ -36,8 +37,8 @@ def score_submission(submission_csv: Path, answers_csv: Path, metric: str, id_co
                      metric_args: Mapping[str, Any] | None = None) -> Scores:
     """``sample_csv`` (default: the hidden test's sample submission, when there is one) sets each column's type:
     the runtime's own check runs first, so a file the notebook's check would refuse cannot score here. A known
-    metric is :mod:`builder.kkb_runtime.metrics`', a metric file :mod:`builder.kkb_runtime.metric_file`'s (the
-    dry run's expected score is the same code)."""
+    metric is :mod:`builder.kkb_runtime.metrics`', a metric file :mod:`builder.kkb_runtime.metric_file`'s, run in a
+    sandbox of its own (:mod:`builder.rehearse.metric_sandbox`: the dry run's expected score is the same code)."""
     try:
         submission = pd.read_csv(submission_csv, dtype={id_column: str})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -46,15 +47,15 @@ def score_submission(submission_csv: Path, answers_csv: Path, metric: str, id_co
     name, reference = parse_metric(metric), metric_file_reference(metric)
     _check_like_sample(submission, answers, id_column, list(target_columns),
                        sample_csv or competition_dir / "hidden" / "sample_submission.csv", column_types, scores_floats(name))
+    if reference is not None:  # the competition's own file: in a sandbox of its own, never in the server's process
+        outcome = score_metric_file(MetricJob(reference, competition_dir, answers_csv, id_column, tuple(target_columns),
+                                              metric_args or {}), submission_csv)
+        if outcome.failures or "error" in outcome.expected:  # the submission's, or the broken metric's: no score
+            raise ScoringError("; ".join(outcome.failures) or str(outcome.expected["error"]))
+        return Scores(float(outcome.expected["public"]), float(outcome.expected["private"]))
     try:
-        if reference is not None:
-            scores = score_with_file(reference, competition_dir, submission, answers, id_column, list(target_columns),
-                                     metric_args)
-        else:
-            scores = score_frames(name, submission, answers, id_column, list(target_columns))
+        scores = score_frames(name, submission, answers, id_column, list(target_columns))
     except MetricError as exc:
-        raise ScoringError(str(exc)) from None
-    except MetricFileError as exc:  # the competition's metric is broken: no score, and the reason says whose fault
         raise ScoringError(str(exc)) from None
     return Scores(scores.public, scores.private)
 

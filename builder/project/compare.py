@@ -111,6 +111,7 @@ def compare_files(left: Path, right: Path, id_column: str | None = None, *, tole
                   labels: tuple[str, str] | None = None) -> Comparison:
     """Compare two CSV files by id. ``id_column`` defaults to the first column of ``left``; ``sample`` (the
     competition's sample submission) decides how ids are typed; ``columns`` limits the compared columns."""
+    check_tolerance(tolerance, "--tolerance")
     a, b, id_column = aligned_frames(left, right, id_column, sample)
     if tolerance is None:
         tolerance, basis = default_tolerance(decimals)
@@ -118,6 +119,14 @@ def compare_files(left: Path, right: Path, id_column: str | None = None, *, tole
         basis = f"{tolerance:g} (given)"
     names = labels or (str(left), str(right))
     return _compare(a, b, tolerance, basis, names, id_column, columns)
+
+
+def check_tolerance(tolerance: float | None, option: str) -> None:
+    """A tolerance is a number of at least 0: NaN would let every difference pass (no comparison with NaN is true)."""
+    if tolerance is not None and not (isinstance(tolerance, (int, float)) and tolerance >= 0):
+        raise KkbError(f"{option} {tolerance}: the largest difference allowed per value must be a number of at least 0",
+                       hint=f"give {option} a number such as 1e-4, or leave it out for what rounding to "
+                            "[submission] decimals explains")
 
 
 def aligned_frames(left: Path, right: Path, id_column: str | None = None,

@@ -5,50 +5,81 @@ The views themselves are the kernel runtime's (:mod:`builder.kkb_runtime.cards.v
 run makes its own, in its process, over the test it ran on (the dry run sets ``$KKB_SHOW_INPUTS``), so the view is
 what that process fed its model and costs kkb no import of torch or transformers. A card no step ran (a fast commit
 with no rerun, a failed step) gets its view here, beside the sandbox, from the built code and weights
-(``kkb_kernel.json``'s cards, as the kernel reads them) and the public test. A card whose view cannot be made says
-why in its entry; the dry run goes on.
+(``kkb_kernel.json``'s cards, as the kernel reads them) and the public test, in a sandbox of its own
+(:mod:`builder.rehearse.inputs_guest`): a view runs the user's code, which never runs in kkb's process. A card whose
+view cannot be made says why in its entry (one that does not return within the build's bound of a call of the user's
+code is named); the dry run goes on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from builder.build import BuildResult
-from builder.bundle.models import offline_environment, user_code_importable
-from builder.kkb_runtime.cards.views import VIEWS, card_view
+from builder.bundle.card_run import call_seconds
+from builder.kkb_runtime.cards.views import VIEWS
 from builder.kkb_runtime.config import load_config
 from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.layout import KERNEL_CONFIG
+from builder.run.program import ProgramCall, call_program
+from builder.run.sandbox import Mount
 
 DEFAULT_ROWS = 3
+GUEST = "builder.rehearse.inputs_guest"
+# Who makes the views no step made: (build, data, rows, card names) -> {card: view}
+ViewMaker = Callable[[BuildResult, Path, int, list[str]], dict[str, dict[str, Any]]]
 
 
-def card_inputs(build: BuildResult, data: Path, rows: int = DEFAULT_ROWS,
-                steps: Iterable[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+def card_inputs(build: BuildResult, data: Path, rows: int = DEFAULT_ROWS, steps: Iterable[Mapping[str, Any]] = (),
+                make_views: ViewMaker | None = None) -> list[dict[str, Any]]:
     """One entry per card: ``{"card", "kind", "rows": [...], "lines": [...]}`` (or ``"error"``).
 
     ``steps``: the dry run's step records, first scenario first; a card's view is the first step's of that card
-    with ``rows`` rows, else made here over ``data``.
+    with ``rows`` rows, else made over ``data`` by ``make_views`` (default: :func:`sandboxed_views`).
     """
     config_path = build.code_dir / KERNEL_CONFIG
     if rows < 1 or not config_path.is_file():
         return []
     config = load_config(config_path)
     made = _step_views(steps, rows)
+    missing = [str(card["name"]) for card in config.models if str(card["name"]) not in made]
+    if missing:
+        made.update((make_views or sandboxed_views)(build, data, rows, missing))
     entries = []
     for card in config.models:
         kind = CardKind(card.get("kind") or CardKind.IMAGE)
         entry: dict[str, Any] = {"card": str(card["name"]), "kind": str(kind)}
-        view = made.get(str(card["name"]))
-        if view is None:
-            with user_code_importable(build.code_dir), offline_environment():
-                view = card_view(config, card, build.weights_dir, data, rows)
-        entry.update(view)
+        entry.update(made[str(card["name"])])
         entry["lines"] = lines(entry)
         entries.append(entry)
     return entries
+
+
+def sandboxed_views(build: BuildResult, data: Path, rows: int, cards: list[str]) -> dict[str, dict[str, Any]]:
+    """The views of ``cards``, made by :mod:`builder.rehearse.inputs_guest` in a sandbox over the built datasets and
+    ``data``; a card the program gave no view gets the reason as its error."""
+    weights = f"datasets/{build.weights_dataset}" if build.weights_dataset else "datasets/kkb/weights"
+    code = f"datasets/{build.code_dataset}"
+    slug = f"competitions/{build.spec.competition.slug}"
+    call = ProgramCall(GUEST, (Mount(build.code_dir, code), Mount(build.weights_dir, weights), Mount(data, slug)),
+                       call_seconds=call_seconds(), run_seconds=call_seconds() * (len(cards) + 1))
+    answered = call_program(call, lambda where: {"code": str(where(code)), "weights": str(where(weights)),
+                                                 "data": str(where(slug)), "rows": rows, "cards": cards})
+    views = (answered.answer or {}).get("views")
+    views = views if isinstance(views, dict) else {}
+    run = answered.run
+    stopped = run.timed_out_call or run.open_call
+    ended = (f"did not return within {call.call_seconds:g} s" if run.timed_out_call is not None
+             else f"ended its process (exit code {run.returncode}): {run.stderr.strip()[-300:]}")
+
+    def why(card: str) -> str:
+        if stopped is None or stopped.card in (card, None):
+            return f"the view {ended}"
+        return f"not made: the view of '{stopped.card}' {ended}"
+
+    return {card: views[card] if isinstance(views.get(card), dict) else {"error": why(card)} for card in cards}
 
 
 def _step_views(steps: Iterable[Mapping[str, Any]], rows: int) -> dict[str, dict[str, Any]]:
@@ -82,4 +113,4 @@ def lines(entry: Mapping[str, Any]) -> list[str]:
     return out
 
 
-__all__ = ["DEFAULT_ROWS", "VIEWS", "card_inputs", "lines"]
+__all__ = ["DEFAULT_ROWS", "VIEWS", "ViewMaker", "card_inputs", "lines", "sandboxed_views"]

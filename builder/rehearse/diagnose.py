@@ -330,6 +330,26 @@ def cuda_here() -> bool:
     return Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is not None
 
 
+_DISK_FULL = re.compile(r"[^\n]*(?:\[Errno 28\] No space left on device|\[Errno 122\] Disk quota exceeded|"
+                        r"No space left on device|Disk quota exceeded|ENOSPC)[^\n]*")
+
+
+def disk_full(result: ExecutionResult) -> str | None:
+    """The run failed because a disk it wrote was full (``ENOSPC``): on Kaggle a run that needs more disk than its
+    machine has ends as one that needs more memory (Notebook Exceeded Allowed Compute). The line that says so is
+    quoted."""
+    if result.ok:
+        return None
+    text = failure_text(result)
+    match = _DISK_FULL.search(text)
+    if match is None:
+        return None
+    step = _step_name(text)
+    where = f"step '{step}'" if step else f"cell {result.failed_cell}" if result.failed_cell is not None else "the run"
+    return (f"{where} ran out of disk: {match.group(0).strip()[:300]} (a run that needs more disk than Kaggle's machine "
+            "has fails the same way there)")
+
+
 def disk_overflow(result: ExecutionResult) -> str | None:
     if not result.working_limit_bytes:
         return None

@@ -23,11 +23,14 @@ log shape), ``<scenario>.submission.csv``, ``report.json``. The sandboxes are te
 from __future__ import annotations
 
 import difflib
+import errno
+import functools
 import json
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -41,6 +44,7 @@ from builder.kkb_runtime.timing import PROBE_VARIABLE
 from builder.kkb_runtime.vocabulary import Layout, SubmissionKind, Verdict
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
+from builder.project.settings_types import check_settings
 from builder.project.spec import SPEC_FILE, KernelSpec, spec_of
 from builder.rehearse.card_inputs import DEFAULT_ROWS, card_inputs
 from builder.rehearse.collapse import rerun_collapse
@@ -83,8 +87,10 @@ from builder.rehearse.verdict import (
 )
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 from builder.run.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox
+from builder.run.sandbox_files import in_working
 
 LOG_TAIL_LINES = 20
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 # The runtime prints its fast-commit decision as "[kkb] <reason>" (kkb_runtime.commit.decide).
 _DECISION = re.compile(r"^\[kkb\] (.*(?:running every step|writing the sample submission|fast commit).*)$", re.MULTILINE)
 _FAST_TAKEN = "commit run ("
@@ -114,8 +120,9 @@ class DryRunSettings:
     env: Mapping[str, str] = field(default_factory=dict)  # --env NAME=VALUE: added to the kernel's environment
 
     def __post_init__(self) -> None:
-        if self.scenario not in SCENARIOS:
+        if isinstance(self.scenario, str) and self.scenario not in SCENARIOS:
             raise DryRunError(f"unknown scenario '{self.scenario}'", hint=f"use {', '.join(SCENARIOS)}")
+        check_settings(self, error=DryRunError)  # each field of its type: a rerun_scale="2" is named, never a TypeError
         if self.rerun_scale < 1:
             raise DryRunError(f"--rerun-scale must be at least 1, got {self.rerun_scale}")
         if self.hidden_rows is not None and self.hidden_rows < 1:
@@ -126,6 +133,9 @@ class DryRunSettings:
             raise DryRunError(f"unknown input layout '{self.layout}'", hint=f"use {' or '.join(Layout.values())}")
         if self.memory_bytes is not None and self.memory_bytes < 64 * 2**20:
             raise DryRunError(f"--memory must be at least 64 MiB, got {self.memory_bytes} bytes")
+        if self.show_inputs < 0:
+            raise DryRunError(f"--show-inputs must be at least 0 (the test rows to show), got {self.show_inputs}",
+                              hint="--show-inputs N shows the first N rows (--show-inputs alone: 3); 0 shows none")
         if self.rerun_data_dir is not None and self.scenario == "commit":
             raise DryRunError("--rerun-data needs a rerun scenario", hint="use --scenario rerun or both")
 
@@ -155,17 +165,32 @@ def dry_run(settings: DryRunSettings) -> DryRunReport:
     out = build.out_dir / DRYRUN_DIR
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    reports = tuple(_run_scenario(scenario, settings, build, rerun_data if scenario == "rerun" else data, out)
-                    for scenario in SCENARIOS[settings.scenario])
+    with disk_full_named(out):
+        reports = tuple(_run_scenario(scenario, settings, build, rerun_data if scenario == "rerun" else data, out)
+                        for scenario in SCENARIOS[settings.scenario])
     report = DryRunReport(kernel_name=build.kernel_name, kernel_id=build.kernel_id, kernel_type=build.spec.kernel.type,
                           out_dir=out, report_path=out / REPORT_FILE, scenarios=reports, environment=image_env_note(settings.image_env),
                           reference=compare_reference(settings.reference, build.spec, reports, rerun_data),
                           inputs=card_inputs(build, data, settings.show_inputs,
                                              [step for scenario in reports for step in scenario.steps]),
                           image=image_notes(build.spec, build.owner))  # kkb env's venv is over this same Python
-    report.report_path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
-    write_html_report(report)
+    with disk_full_named(out):
+        report.report_path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
+        write_html_report(report)
     return report
+
+
+@contextmanager
+def disk_full_named(out: Path) -> Iterator[None]:
+    """kkb's own write on a full disk: the disk named, never an internal error."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        raise DryRunError(f"the disk is full: {exc.strerror} ({exc.filename or out})",
+                          hint=f"free space on the disks of {out} and of the sandboxes' folder ({tempfile.gettempdir()}), "
+                               "then run the dry run again") from None
 
 
 def competition_data(settings: DryRunSettings, spec: KernelSpec) -> Path:
@@ -333,6 +358,8 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         warnings.append(limit_warning(projection))
     if result.isolation == "python":
         warnings.append(f"weaker sandbox: {result.isolation_note}")
+    if result.left_behind:
+        warnings.append(left_behind_warning(result.left_behind))
     members = _save_member_outputs(scenario, result, out)
     own = own_modules(settings.kernel_dir, spec)
     warnings += skew_warnings(result.version_skew, own) + rerun_collapse(scenario, out, members, result.working_dir / expected,
@@ -396,18 +423,39 @@ def _with_metric(verdict: Judgement, metric: MetricReport) -> Judgement:
     return Judgement(SCORING_ERROR, "; ".join(metric.failures), detail or None)
 
 
+def left_behind_warning(left: tuple[str, ...]) -> str:
+    """The links and special files a run left in its sandbox, which kkb removed unread (it follows no link a kernel made)."""
+    shown = "; ".join(left[:10]) + ("; ..." if len(left) > 10 else "")
+    return (f"the run left {len(left)} link(s) or special file(s) in its sandbox ({shown}): removed before kkb read "
+            "anything there (kkb follows no link a kernel made); a file the run meant to keep must be written as a file")
+
+
 def _save_member_outputs(scenario: Scenario, result: ExecutionResult, out: Path) -> dict[str, str]:
     """Each step's CSV (an ensemble member's predictions), copied out of the sandbox for the HTML report."""
     saved: dict[str, str] = {}
     for step in result.steps:
-        source = Path(str(step.get("output") or ""))
-        if source.is_relative_to("/kaggle/working"):  # written through the real path inside the namespaces
-            source = result.working_dir / source.relative_to("/kaggle/working")
-        if source.suffix == ".csv" and source.is_file():
-            target = out / f"{scenario}.step-{step.get('name')}.csv"
-            shutil.copyfile(source, target)
-            saved[str(step.get("name"))] = str(target)
+        source = in_working(str(step.get("output") or ""), result.working_dir)  # the record is the kernel's: never
+        if source is not None and source.suffix == ".csv" and source.is_file():  # a path outside the run is read
+            target = out / f"{scenario}.step-{_file_name(str(step.get('name')))}.csv"
+            if _kept(functools.partial(shutil.copyfile, source, target)):
+                saved[str(step.get("name"))] = str(target)
     return saved
+
+
+def _file_name(name: str) -> str:
+    """A step's name as part of a file name in the build folder (the record is the kernel's: no folder in it)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:100] or "step"
+
+
+def _kept(write: Callable[[], object]) -> bool:
+    """``write()`` done; False where the disk is full (the run filled it): the report goes on without that file."""
+    try:
+        write()
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        return False
+    return True
 
 
 def _projection(limits: Limits, runs: tuple[RunTimes, ...], machine_shape: str | None, out_dir: Path) -> Projection | None:
@@ -458,13 +506,13 @@ def _stderr_tail(result: ExecutionResult) -> str | None:
 def _save_outputs(scenario: Scenario, result: ExecutionResult, submission_file: str, out: Path) -> tuple[Path, Path, Path | None]:
     notebook = out / f"{scenario}{result.executed_notebook.suffix}"  # the executed notebook, or the script as it ran
     if result.executed_notebook.is_file():
-        shutil.copyfile(result.executed_notebook, notebook)
+        _kept(lambda: shutil.copyfile(result.executed_notebook, notebook))
     log = out / f"{scenario}.log.json"
-    log.write_text(json.dumps(result.log, indent=1) + "\n")
+    _kept(lambda: log.write_text(json.dumps(result.log, indent=1) + "\n"))
     written = result.working_dir / submission_file
     submission = out / f"{scenario}.{submission_file}" if written.is_file() else None
-    if submission is not None:
-        shutil.copyfile(written, submission)
+    if submission is not None and not _kept(functools.partial(shutil.copyfile, written, submission)):
+        submission = None
     return notebook, log, submission
 
 

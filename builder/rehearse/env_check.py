@@ -7,11 +7,15 @@ disk, a user's ``rm``). :func:`env_damage` compares the environment with its own
 - every distribution installed in the environment's own site-packages (the pins and what pip added
   for them) is there at its pinned version, and every file its ``RECORD`` lists exists with the
   recorded sha256;
-- ``pip check`` finds no broken requirement of those distributions (one of kkb's own environment is
-  not the cache's damage).
+- no file of its site-packages is outside every ``RECORD`` (an extra ``.pth`` file runs at every start of the
+  interpreter, a stray module shadows a package): kkb's own ``.pth`` line is the only one allowed;
+- no requirement of those distributions is broken (read from their metadata, as ``pip check`` reads it; one of kkb's
+  own environment is not the cache's damage).
 
-It returns what is damaged, in words (empty when intact); :func:`builder.rehearse.image_env.build_image_env`
-rebuilds a damaged environment, or refuses naming the damage when it cannot.
+Nothing of the environment runs for the check: its interpreter is never started on this machine (the sandbox
+starts it, :mod:`builder.rehearse.image_check`), its files are read, hashed and parsed. It returns what is damaged,
+in words (empty when intact); :func:`builder.rehearse.image_env.build_image_env` rebuilds a damaged environment, or
+refuses naming the damage when it cannot.
 """
 
 from __future__ import annotations
@@ -19,15 +23,16 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
-import subprocess
+import os
 import sys
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import NormalizedName, canonicalize_name
 
 PTH_FILE = "zz-kkb-environment.pth"
-CHECK_SECONDS = 120
 SHOWN = 3  # damaged files named per distribution
 
 
@@ -54,7 +59,7 @@ def env_damage(root: Path, python: Path, pins: list[str]) -> list[str]:
         problem = record_damage(dist, site)
         if problem:
             damage.append(f"{name} {dist.version}: {problem}")
-    return damage + pip_check_damage(python, set(installed))
+    return damage + unrecorded_files(site, installed.values()) + requirement_damage(installed)
 
 
 def record_damage(dist: metadata.Distribution, site: Path) -> str | None:
@@ -89,12 +94,61 @@ def _record_hash(path: Path, algorithm: str) -> str:
     return f"{algorithm}=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def pip_check_damage(python: Path, names: set[str]) -> list[str]:
-    """``pip check`` lines about a distribution of the environment's own (kkb's environment may have its own)."""
-    try:
-        out = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "check", "--disable-pip-version-check"],
-                             capture_output=True, text=True, timeout=CHECK_SECONDS)
-    except (OSError, subprocess.SubprocessError):
-        return []  # pip itself could not run: the RECORD check above still holds
-    return [f"pip check: {line.strip()}" for line in out.stdout.splitlines()
-            if line.strip() and canonicalize_name(line.split()[0]) in names]
+def unrecorded_files(site: Path, dists: Iterable[metadata.Distribution]) -> list[str]:
+    """Files of ``site`` that no distribution's RECORD lists (kkb's ``.pth`` line and compiled caches excepted), named."""
+    recorded = {PTH_FILE}
+    for dist in dists:
+        text = dist.read_text("RECORD") or ""
+        recorded |= {os.path.normpath(row[0]) for row in csv.reader(text.splitlines()) if row}
+    extra = sorted(relative for relative in _files(site) if relative not in recorded and "__pycache__" not in relative)
+    if not extra:
+        return []
+    return [f"{len(extra)} file(s) of its site-packages in no RECORD ({', '.join(extra[:SHOWN])}"
+            f"{', …' if len(extra) > SHOWN else ''}): not installed by pip, and a .pth file among them would run"]
+
+
+def _files(site: Path) -> list[str]:
+    found = []
+    for folder, _, names in os.walk(site):
+        found += [os.path.relpath(os.path.join(folder, name), site) for name in names]
+    return found
+
+
+def requirement_damage(installed: Mapping[NormalizedName, metadata.Distribution]) -> list[str]:
+    """Requirements of the environment's own distributions that are missing or of another version, found in its
+    site-packages first and kkb's environment behind it (as the environment's interpreter finds them): ``pip check``'s
+    answer, without running anything."""
+    available: dict[NormalizedName, metadata.Distribution] = {
+        canonicalize_name(dist.metadata["Name"] or ""): dist for dist in metadata.distributions()}
+    available.update(installed)
+    damage = []
+    for name, dist in sorted(installed.items()):
+        for text in dist.requires or ():
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+                continue
+            found = available.get(canonicalize_name(requirement.name))
+            if found is None:
+                damage.append(f"{name} {dist.version} requires {requirement.name}, which is not installed")
+            elif requirement.specifier and not requirement.specifier.contains(found.version, prereleases=True):
+                damage.append(f"{name} {dist.version} has requirement {requirement}, but {found.version} is installed")
+    return damage
+
+
+def environment_versions(python: Path) -> dict[str, str] | None:
+    """Every distribution's version as a ``kkb env`` interpreter sees it (its own site-packages first, kkb's environment
+    behind it), read from the files: the interpreter is never run here. None for an interpreter that is no such
+    environment."""
+    root = Path(python).parent.parent
+    site = site_packages(root)
+    if not (root / "pyvenv.cfg").is_file() or not site.is_dir():
+        return None
+    versions: dict[str, str] = {}
+    for dist in [*metadata.distributions(path=[str(site)]), *metadata.distributions()]:
+        name = dist.metadata["Name"]
+        if name:
+            versions.setdefault(canonicalize_name(name), dist.version)
+    return versions

@@ -59,7 +59,8 @@ from builder.rehearse.memory import MemoryWatch
 from builder.rehearse.skew import Skew, interpreter_versions, recorded_imports, version_skews
 from builder.run.isolation import GUEST_DIR as RUN_GUESTS
 from builder.run.isolation import IsolationRequest
-from builder.run.sandbox import Mount, Sandbox, SandboxSpec, prepare_sandbox
+from builder.run.sandbox import Mount, Sandbox, SandboxSpec, finish_run, prepare_sandbox
+from builder.run.sandbox_files import read_regular
 
 GUEST = RUN_GUESTS / "evalapi_guest.py"
 GUEST_DIR = "evalapi"  # under the sandbox's private dir: scripts, records, logs
@@ -174,6 +175,7 @@ class RerunResult:
     version_skew: tuple[Skew, ...] = ()  # what the notebook and gateway imported, against the image (builder.rehearse.skew)
     time_limit_check: LimitCheck | None = None  # killed at its timeout: the notebook's CPU time and wait beside it
     steps: list[dict[str, Any]] = field(default_factory=list)  # predict as the projection fits it (evalapi_fit)
+    left_behind: tuple[str, ...] = ()  # links and special files the run left, removed unread
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,7 @@ def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gatew
     started = time.monotonic()
     timed_out, memory = _run_supervisor(argv, box.env, guest, timeout_seconds, box.memory_bytes)
     wall = time.monotonic() - started
+    left = finish_run(box)  # nothing of the run is left: its links go before kkb reads what it wrote
     result = _rerun_result(box.root, box.working_dir, gateway_dir, guest, section, wall, timed_out, memory.peak, timeout_seconds)
     report = result.report
     if report.error_type == "SERVER_NEVER_STARTED" and report.serve_seconds is None and report.startup_limit_seconds:
@@ -228,7 +231,7 @@ def rehearse_gateway_rerun(notebook: Path, section: EvaluationApiSection | Gatew
             "the startup limit (serve() not reached)", limit, max(limit, wall - GRACE_SECONDS), finished=False)))
     return replace(result, report=report, isolation=box.isolation, isolation_note=f"{box.isolation_note}; root: {box.root_filesystem}",
                    memory_limit_bytes=box.memory_bytes, memory_accounting=memory.kind, memory_exceeded=memory.exceeded,
-                   environment=box.environment,
+                   environment=box.environment, left_behind=left,
                    time_limit_check=memory.waits.check("the run's time limit", timeout_seconds, wall, finished=False)
                    if timed_out else None,
                    version_skew=version_skews(recorded_imports(box.private_dir), versions=interpreter_versions(box.python)))
@@ -277,7 +280,7 @@ class _NotebookMemory:
 
     def sample(self, record: Path, supervisor: int, kill: Callable[[], None]) -> None:
         if self.watch is None:
-            pid = (read_object(record).get("pids") or {}).get("notebook")
+            pid = (_watched_record(record).get("pids") or {}).get("notebook")
             host = host_pid(supervisor, int(pid)) if pid else None
             if host is None:
                 return
@@ -295,6 +298,15 @@ class _NotebookMemory:
             self.watch.tick(now=True)
             self.watch.close()
             self.peak, self.exceeded = self.watch.peak, self.watch.exceeded
+
+
+def _watched_record(path: Path) -> dict[str, Any]:
+    """The supervisor's record while the run goes: read as a regular file or not at all (the run could swap it)."""
+    try:
+        value = json.loads(read_regular(path) or b"{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def host_pid(ancestor: int, pid: int) -> int | None:

@@ -32,7 +32,7 @@ from builder.rehearse.execute import ExecutionResult, tail
 from builder.rehearse.forms import execute_kernel
 from builder.rehearse.script_run import EXECUTED_SCRIPT
 from builder.rehearse.verdict import COMPUTE, NOT_REHEARSED, Judgement
-from builder.run.sandbox import SandboxSpec
+from builder.run.sandbox import SandboxSpec, outputs_dir
 
 LOG_TAIL_LINES = 20
 NINE_HOURS = 9 * 3600.0
@@ -104,8 +104,9 @@ def gateway_verdict(report: EvalApiReport, judged: Judgement) -> Judgement:
 def as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:
     """The rerun in the executor's terms, so the dry run judges, saves and projects it like any other run."""
     if rerun.submission is not None:  # the gateway's file, by its own name, where the dry run looks for the output
+        # (the run is over and sealed: no process of it is left, no link it made remains to write through)
         shutil.copyfile(rerun.submission, rerun.working_dir / rerun.submission.name)
-    executed = rerun.root / ("__notebook__.ipynb" if notebook.suffix == ".ipynb" else EXECUTED_SCRIPT)
+    executed = outputs_dir(rerun.root) / ("__notebook__.ipynb" if notebook.suffix == ".ipynb" else EXECUTED_SCRIPT)
     _write_rerun_notebook(notebook, executed)
     exit_code = rerun.report.notebook_exit
     failed = exit_code not in (None, 0)
@@ -123,6 +124,7 @@ def as_execution(rerun: RerunResult, notebook: Path) -> ExecutionResult:
         memory_limit_bytes=rerun.memory_limit_bytes, memory_accounting=rerun.memory_accounting,
         memory_exceeded=rerun.memory_exceeded, memory_step="predict" if rerun.memory_exceeded else None,
         environment=rerun.environment, version_skew=rerun.version_skew, time_limit_check=rerun.time_limit_check,
+        left_behind=rerun.left_behind,
     )
 
 

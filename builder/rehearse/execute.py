@@ -37,7 +37,7 @@ from builder.project.kaggle_env import KernelEnvironment
 from builder.rehearse.deadlines import LimitCheck, WaitTracker, time_owed
 from builder.rehearse.memory import MemoryWatch
 from builder.rehearse.skew import Skew, interpreter_versions, recorded_imports, version_skews
-from builder.run.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
+from builder.run.sandbox import Sandbox, SandboxSpec, finish_run, input_snapshot, input_writes, prepare_sandbox
 
 EXECUTED_NOTEBOOK = "__notebook__.ipynb"  # the name Kaggle gives the executed notebook in a run's output
 STEPS_RECORD = "kkb_steps.json"  # written by kkb_runtime.steps in the working dir
@@ -83,6 +83,7 @@ class ExecutionResult:
     version_skew: tuple[Skew, ...] = ()  # imported packages whose version differs from the image's (builder.rehearse.skew)
     environment: KernelEnvironment = KernelEnvironment(())  # what the kernel's environment held (builder.project.kaggle_env)
     time_limit_check: LimitCheck | None = None  # killed at its timeout: the CPU time and the wait for a CPU beside it
+    left_behind: tuple[str, ...] = ()  # links and special files the run left, removed unread (builder.run.sandbox_files)
 
 
 def execute_notebook(notebook: Path, sandbox: SandboxSpec, root: Path,
@@ -350,6 +351,7 @@ class Watched:
         self.monitor: _Monitor | None = None
         self.watchdog: threading.Timer | None = None
         self.watch_started = time.monotonic()
+        self.left_behind: tuple[str, ...] = ()
 
     def watch(self, pid: int) -> None:
         """Watch ``pid``'s process tree, and start the clock for the timeout."""
@@ -376,6 +378,10 @@ class Watched:
             self.monitor.kill_all()
             self.monitor.memory.close()
             self.memory_exceeded = self.memory_exceeded or self.monitor.memory.exceeded
+
+    def seal(self) -> None:
+        """Once nothing of the run is left running: its links and special files removed, before kkb reads anything."""
+        self.left_behind = finish_run(self.box)
 
     def _on_timeout(self) -> None:
         """The time limit by the wall clock; a run that waited for CPUs goes on for what it is owed
@@ -435,7 +441,7 @@ class Watched:
             memory_step=self.memory_step or (self.run_log.current_step if self.memory_exceeded else None),
             root_filesystem=box.root_filesystem,
             version_skew=version_skews(recorded_imports(box.private_dir), versions=interpreter_versions(box.python)),
-            environment=box.environment,
+            environment=box.environment, left_behind=self.left_behind,
             time_limit_check=monitor.waits.check("the run's time limit", float(self.timeout), wall_seconds,
                                                  finished=not self.timed_out)
             if monitor and self.timeout and (self.timed_out or wall_seconds > self.timeout) else None,
@@ -475,6 +481,7 @@ class _Run(Watched):
             self.error = exc
         finally:
             self._finish()
+            self.seal()
             if inputs is not None:
                 self._report_input_writes(inputs)
             self._write_notebook()
@@ -506,7 +513,7 @@ class _Run(Watched):
                                          "failed_cell": self.failed_cell}
         if self.error is not None:
             nb.cells.insert(0, nbformat.v4.new_markdown_cell(self._banner()))
-        nbformat.write(nb, self.box.root / EXECUTED_NOTEBOOK)
+        nbformat.write(nb, self.box.outputs_dir / EXECUTED_NOTEBOOK)
         if self.error is not None:
             nb.cells.pop(0)  # keep cell indices as in the source notebook
 
@@ -538,7 +545,7 @@ class _Run(Watched):
         return None
 
     def result(self) -> ExecutionResult:
-        return self.measured(self.box.root / EXECUTED_NOTEBOOK, self.error is None, self.failed_cell, self._ename(),
+        return self.measured(self.box.outputs_dir / EXECUTED_NOTEBOOK, self.error is None, self.failed_cell, self._ename(),
                              self._evalue(), self._traceback(), self.wall)
 
 

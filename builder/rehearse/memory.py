@@ -12,9 +12,11 @@ never counted (a torch process reserves twice what it uses). Three accountants, 
     ``memory.current`` is sampled for the peak; ``memory.events`` says whether the killer ran.
 ``pss``
     Everywhere ``/proc/<pid>/smaps_rollup`` can be read (Linux ≥ 4.14): the sum of proportional set
-    sizes over the kernel's process tree, read every 0.1-2 s (less often far below the limit, and never more
-    than 5 % of a core) and at once when the tree's resident total (cheap, checked every 0.1 s) grows. A page
-    shared by n processes counts 1/n in each, so the sum counts it once. Past the limit the whole tree is killed with SIGKILL.
+    sizes over the kernel's process tree, plus what the sandbox's own ``/dev/shm`` holds that no process maps
+    (:mod:`builder.run.shared_memory`: the container's cgroup charges those pages too), read every 0.1-2 s (less
+    often far below the limit, and never more than 5 % of a core) and at once when the tree's resident total
+    (cheap, checked every 0.1 s) grows. A page shared by n processes counts 1/n in each, so the sum counts it
+    once. Past the limit the whole tree is killed with SIGKILL.
 ``none``
     Where neither works (macOS, a locked /proc): the summed RSS is sampled for the report only and
     judged afterwards; nothing is enforced while the run goes, and the report says so.
@@ -39,6 +41,8 @@ import psutil
 
 from builder.kkb_runtime.steps import parent_pid
 from builder.kkb_runtime.vocabulary import MemoryAccounting
+from builder.run.processes import file_words
+from builder.run.shared_memory import sandbox_shm_bytes
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC = Path("/proc")
@@ -83,7 +87,9 @@ class PssAccountant:
         pass
 
     def sample(self, processes: list[psutil.Process]) -> int:
-        return sum(pss_bytes(process.pid) for process in processes)
+        parts = [pss_parts(process.pid) for process in processes]
+        mapped = sum(shmem for _, shmem in parts)  # of the sandbox's /dev/shm, what the processes map: counted once
+        return sum(pss for pss, _ in parts) + max(0, sandbox_shm_bytes(p.pid for p in processes) - mapped)
 
     def killed_by_limit(self) -> bool:
         return False  # the watch itself kills, and knows it did
@@ -112,7 +118,7 @@ class RssAccountant:
         pass
 
     def sample(self, processes: list[psutil.Process]) -> int:
-        return resident_bytes(processes)
+        return resident_bytes(processes) + sandbox_shm_bytes(process.pid for process in processes)
 
     def killed_by_limit(self) -> bool:
         return False
@@ -166,14 +172,23 @@ class CgroupAccountant:
 
 def pss_bytes(pid: int) -> int:
     """One process's proportional set size (0 when it ended or cannot be read)."""
+    return pss_parts(pid)[0]
+
+
+def pss_parts(pid: int) -> tuple[int, int]:
+    """One process's proportional set size and the part of it that is shared memory (``Pss_Shmem``, Linux >= 5.8;
+    0 where absent); (0, 0) when it ended or cannot be read."""
+    pss = shmem = 0
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
             for line in handle:
                 if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024
+                    pss = int(line.split()[1]) * 1024
+                elif line.startswith(b"Pss_Shmem:"):
+                    shmem = int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
-        return 0
-    return 0
+        return 0, 0
+    return pss, shmem
 
 
 def cgroup_events(path: Path) -> dict[str, int]:
@@ -208,19 +223,12 @@ def delegated_cgroup(root: Path = CGROUP_ROOT) -> Path | None:
     except OSError:
         return None
     unified = [line.split(":", 2)[2] for line in lines if line.startswith("0::")]
-    if not unified or "memory" not in _words(root / "cgroup.controllers"):
+    if not unified or "memory" not in file_words(root / "cgroup.controllers"):
         return None
     own = root / unified[0].lstrip("/")
-    if "memory" not in _words(own / "cgroup.subtree_control") or not os.access(own, os.W_OK):
+    if "memory" not in file_words(own / "cgroup.subtree_control") or not os.access(own, os.W_OK):
         return None
     return own
-
-
-def _words(path: Path) -> list[str]:
-    try:
-        return path.read_text().split()
-    except OSError:
-        return []
 
 
 def pss_readable() -> bool:
@@ -341,7 +349,9 @@ class MemoryWatch:
         it was at the last reading, or ``now``. Reading smaps_rollup of a torch process costs ~30 ms of CPU: at
         every tick that would be a third of a core taken from the run."""
         processes = self.tree() if processes is None else processes
-        started, resident = time.monotonic(), resident_bytes(processes)
+        # what a sandbox's /dev/shm holds grows no process's resident size: it is part of the cheap total too
+        started = time.monotonic()
+        resident = resident_bytes(processes) + sandbox_shm_bytes(process.pid for process in processes)
         if now or started >= self._due or resident > self._resident_seen * GROWTH + GROWTH_BYTES:
             # The cost in this thread's CPU time, not the wall clock: on a loaded machine a reading waits for a CPU,
             # and a wall-clock cost would stretch the interval past short runs' peaks.

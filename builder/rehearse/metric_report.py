@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from builder.kkb_runtime.metrics import (
 from builder.kkb_runtime.rounding import ROUNDING_RECORD, ColumnRounding, summary
 from builder.kkb_runtime.submission import target_columns
 from builder.project.public_ids import read_public_ids
+from builder.rehearse.metric_sandbox import MetricJob, score_metric_file
 from builder.rehearse.rounding_score import Scorer, rounding_effect, unrounded_file
 
 # Above this chance of a constant public (or private) part, the report warns: one in a thousand submissions is
@@ -116,8 +118,8 @@ def metric_report(metric: str | None, submission: Path | None, sample: Path, id_
     expected = _expected(name, frame, truth, answers, id_column, targets, public_ids) if truth is not None and name.text else None
     if expected is not None and truth is not None:
         ids = read_public_ids(public_ids, id_column) if public_ids is not None else None
-        expected, said = _rounding_judged(expected, lambda f: score_frames(name, f, truth, id_column, targets, ids), frame,
-                                          working_dir, rounding, id_column, name.label)
+        expected, said = rounding_judged(expected, lambda f: score_frames(name, f, truth, id_column, targets, ids), frame,
+                                         unrounded_file(working_dir), rounding, id_column, name.label)
         warnings += said
     report = MetricReport(metric, name.known, split, note, failures, tuple(warnings) + unmatched, chances, rounding, expected)
     return _finish(report, name)
@@ -126,7 +128,8 @@ def metric_report(metric: str | None, submission: Path | None, sample: Path, id_
 def _file_report(name: MetricName, submission: Path | None, sample: Path, id_column: str, configured_targets: list[str],
                  working_dir: Path, answers: Path, public_ids: Path | None, source: MetricSource) -> MetricReport:
     """A metric file's report: no checks of kkb's (the file is its own check: a ParticipantVisibleError is the
-    "Submission Scoring Error"), the expected score of each part, the metric's own failure as a warning."""
+    "Submission Scoring Error"), the expected score of each part, the metric's own failure as a warning. The file runs
+    in a sandbox of its own (:mod:`builder.rehearse.metric_sandbox`), never here."""
     rounding, note, metric = _rounding(working_dir), _note(name), name.text
     reference = metric_file_reference(metric) or MetricFile(metric)
     if submission is None or not submission.is_file():
@@ -136,37 +139,50 @@ def _file_report(name: MetricName, submission: Path | None, sample: Path, id_col
     targets = [c for c in target_columns(sample_frame, id_column, configured_targets) if c in frame.columns]
     truth = pd.read_csv(answers, dtype={id_column: str})
     _, split = _parts(frame, id_column, truth, public_ids)
-    failures: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
-    ids = read_public_ids(public_ids, id_column) if public_ids is not None else None
-
-    loaded: list[Callable[..., Any]] = []  # the file loads once, however often rounding is judged
-
-    def scorer(submitted: pd.DataFrame) -> PartScores:
-        loaded[:] = loaded or [load_metric(reference, source.base_dir)]
-        return score_with_file(reference, source.base_dir, submitted, truth, id_column, targets, source.arguments, ids,
-                               loaded[0])
-
-    try:
-        scores = scorer(frame)
-        expected: dict[str, Any] = {"public": round(scores.public, 5), "private": round(scores.private, 5),
-                                    "split": scores.split, "answers": str(answers)}
-    except MetricError as exc:  # a ParticipantVisibleError (or a file the scorer cannot align): Kaggle's verdict
-        failures, expected = (str(exc),), {"error": str(exc), "answers": str(answers)}
-    except MetricFileError as exc:  # the metric's own failure: never the submission's
-        warnings, expected = (str(exc),), {"error": str(exc), "answers": str(answers), "metric_failed": True}
-    expected, said = _rounding_judged(expected, scorer, frame, working_dir, rounding, id_column, name.label)
-    report = MetricReport(metric, False, split, note, failures, warnings + tuple(said)
-                          + _public_ids_note(frame, id_column, public_ids, split, sample), (), rounding, expected)
+    unrounded = unrounded_file(working_dir)
+    outcome = score_metric_file(MetricJob(reference, source.base_dir, answers, id_column, tuple(targets), source.arguments,
+                                          public_ids), submission, unrounded=unrounded if unrounded.is_file() else None,
+                                rounding=rounding, label=name.label)
+    report = MetricReport(metric, False, split, note, outcome.failures, outcome.warnings
+                          + _public_ids_note(frame, id_column, public_ids, split, sample), (), rounding, outcome.expected)
     return _finish(report, name)
 
 
-def _rounding_judged(expected: dict[str, Any], scorer: Scorer, frame: pd.DataFrame, working_dir: Path,
-                     rounding: tuple[dict[str, Any], ...], id_column: str, label: str) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """``expected`` with the scores of the file before and after rounding (where the run kept its predictions
-    before rounding), and the warning when rounding moved the score."""
-    path = unrounded_file(working_dir)
-    if "error" in expected or not rounding or not path.is_file():
+def file_scores(reference: MetricFile, folder: Path, frame: pd.DataFrame, truth: pd.DataFrame, id_column: str,
+                targets: list[str], arguments: Mapping[str, Any], ids: set[str] | None, unrounded: Path | None,
+                rounding: tuple[dict[str, Any], ...], label: str, calling: Callable[[str], AbstractContextManager[None]],
+                ) -> dict[str, Any]:
+    """The metric file's expected score of ``frame`` (and rounding's effect), its failures and warnings: what
+    :mod:`builder.rehearse.metric_guest` answers from inside the metric's sandbox. ``calling(what)`` records each call
+    of the metric (its bound)."""
+    loaded: list[Callable[..., Any]] = []  # the file loads once, however often rounding is judged
+
+    def scorer(submitted: pd.DataFrame) -> PartScores:
+        if not loaded:
+            with calling("loading the metric file"):
+                loaded.append(load_metric(reference, folder))
+        with calling("scoring the submission"):
+            return score_with_file(reference, folder, submitted, truth, id_column, targets, arguments, ids, loaded[0])
+
+    failures: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    try:
+        scores = scorer(frame)
+        expected: dict[str, Any] = {"public": round(scores.public, 5), "private": round(scores.private, 5),
+                                    "split": scores.split}
+    except MetricError as exc:  # a ParticipantVisibleError (or a file the scorer cannot align): Kaggle's verdict
+        failures, expected = (str(exc),), {"error": str(exc)}
+    except MetricFileError as exc:  # the metric's own failure: never the submission's
+        warnings, expected = (str(exc),), {"error": str(exc), "metric_failed": True}
+    expected, said = rounding_judged(expected, scorer, frame, unrounded, rounding, id_column, label)
+    return {"expected": expected, "failures": list(failures), "warnings": [*warnings, *said]}
+
+
+def rounding_judged(expected: dict[str, Any], scorer: Scorer, frame: pd.DataFrame, path: Path | None,
+                    rounding: tuple[dict[str, Any], ...], id_column: str, label: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``expected`` with the scores of the file before and after rounding (``path``: the predictions the run kept before
+    rounding), and the warning when rounding moved the score."""
+    if "error" in expected or not rounding or path is None or not path.is_file():
         return expected, ()
     try:
         effect = rounding_effect(scorer, _read(path, id_column), frame, rounding)

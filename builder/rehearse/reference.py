@@ -16,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from builder.errors import DryRunError
-from builder.project.compare import Comparison, compare_files
+from builder.errors import DryRunError, KkbError
+from builder.project.compare import Comparison, check_tolerance, compare_files
 from builder.project.spec import KernelSpec
 from builder.rehearse.report import ScenarioReport
 
@@ -45,8 +45,10 @@ def check_reference(reference: ReferenceSettings, spec: KernelSpec, rerun_scale:
     """Refuse, before anything runs, a reference that cannot be compared."""
     if not reference.wanted:
         return
-    if reference.tolerance is not None and not reference.tolerance >= 0:
-        raise DryRunError(f"--reference-tolerance must be a non-negative number, got {reference.tolerance}")
+    try:
+        check_tolerance(reference.tolerance, "--reference-tolerance")
+    except KkbError as exc:
+        raise DryRunError(exc.message, hint=exc.hint) from None
     if rerun_scale > 1:
         raise DryRunError("--reference compares the submission on the same data, and --rerun-scale replicates the test "
                           "with new ids", hint="drop --rerun-scale (or --reference)")

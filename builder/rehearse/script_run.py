@@ -44,7 +44,7 @@ def execute_script(script: Path, sandbox: SandboxSpec, root: Path,
     source = box.root / SOURCE_DIR
     source.mkdir()
     shutil.copyfile(script, source / SCRIPT_NAME)
-    shutil.copyfile(script, box.root / EXECUTED_SCRIPT)
+    shutil.copyfile(script, box.outputs_dir / EXECUTED_SCRIPT)  # what is kept: where the kernel never writes
     run = _ScriptRun(box, sandbox.timeout_seconds, sandbox.working_limit_bytes)
     run.log.progress = progress
     path = KAGGLE_SCRIPT if box.kaggle_paths else str(source / SCRIPT_NAME)
@@ -80,6 +80,7 @@ class _ScriptRun(Watched):
         for reader in readers:
             reader.join(timeout=5)
         self.stop_watching()
+        self.seal()
         if inputs is not None:
             written = input_writes(self.box, inputs)
             if written:
@@ -96,7 +97,7 @@ class _ScriptRun(Watched):
     def result(self, script: str) -> ExecutionResult:
         ok = self.returncode == 0 and not (self.timed_out or self.disk_exceeded or self.memory_exceeded)
         ename, evalue, traceback = (None, None, None) if ok else self._error(script)
-        return self.measured(self.box.root / EXECUTED_SCRIPT, ok, None, ename, evalue, traceback, self.wall)
+        return self.measured(self.box.outputs_dir / EXECUTED_SCRIPT, ok, None, ename, evalue, traceback, self.wall)
 
     def _error(self, script: str) -> tuple[str, str, str | None]:
         """(exception name, message, traceback tail): a limit that ended it, the script's traceback, else its exit."""

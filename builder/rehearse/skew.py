@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import csv
 import functools
-import json
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from importlib import metadata
@@ -32,6 +30,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from builder.project.image import KaggleImage, load_image
+from builder.rehearse.env_check import environment_versions
 
 IMPORTS_DIR = "imports"
 # Packages whose minor releases change behaviour that inference code meets (defaults, dtypes, removed APIs).
@@ -139,19 +138,12 @@ def differs(local: str, image: str, distribution: str) -> bool:
 
 
 def interpreter_versions(python: str | Path) -> dict[str, str] | None:
-    """Every distribution's version as another interpreter sees it (``kkb env``'s), None for this one or on failure."""
+    """Every distribution's version as another interpreter sees it (``kkb env``'s), None for this one or one that is no
+    ``kkb env`` environment. Read from its files (:func:`builder.rehearse.env_check.environment_versions`): nothing of
+    the environment runs on this machine."""
     if Path(python) == Path(sys.executable):
         return None
-    # The first of each name on sys.path is the one imported (kkb env's own before kkb's environment behind it).
-    script = ("import json, importlib.metadata as m; v = {}\n"
-              "for d in m.distributions():\n"
-              "    v.setdefault(d.metadata['Name'], d.version)\n"
-              "print(json.dumps(v))")
-    try:
-        out = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=60)
-        return {canonicalize_name(name): version for name, version in json.loads(out.stdout).items() if name}
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None
+    return environment_versions(Path(python))
 
 
 def version_skews(modules: set[str], image: KaggleImage | None = None,

@@ -19,6 +19,8 @@ from builder.project.spec import SPEC_FILE, InputSection, KernelSpec
 from builder.rehearse.batch_stand_in import replicate_batches
 from builder.run.sandbox import Mount, scale_competition_data
 
+MAX_SCALED_ROWS = 20_000_000  # a replicated test larger than this is refused (the projection fits two smaller sizes)
+
 
 def stand_in_dir(item: InputSection, kernel_dir: Path) -> Path | None:
     """``path`` resolved: ``~`` expanded, a relative path taken from the kernel folder."""
@@ -51,10 +53,29 @@ def _download_command(item: InputSection) -> str:
     return f"datasets download {item.ref} --unzip"
 
 
+def _check_size(spec: KernelSpec, source: Path, factor: int) -> None:
+    """A replicated test past :data:`MAX_SCALED_ROWS` rows is refused before anything is read or written: it would fill
+    the memory (or the disk) long before it helps a projection, which needs the hidden test's size at most."""
+    sample = source / spec.competition.sample_submission
+    try:
+        with sample.open("rb") as handle:
+            rows = max(sum(1 for _ in handle) - 1, 1)
+    except OSError:
+        return  # the scaling names a missing sample itself
+    if rows * factor <= MAX_SCALED_ROWS:
+        return
+    hidden = spec.competition.hidden_rows
+    enough = f"--rerun-scale {max(1, -(-hidden // rows))} reaches [competition] hidden_rows ({hidden})" if hidden else (
+        "a factor that reaches the hidden test's rows is enough")
+    raise DryRunError(f"--rerun-scale {factor}: {rows} test rows x {factor} = {rows * factor} rows, more than kkb "
+                      f"replicates ({MAX_SCALED_ROWS})", hint=enough)
+
+
 def replicated_test(spec: KernelSpec, source: Path, dest: Path, factor: int, kernel_dir: Path | None = None) -> ScaledData:
     """The public test replicated ``factor`` times with the data its rows reference (``--rerun-scale``, the
     projection's second size), as ``[competition]`` and ``[competition.stand_in]`` describe it; an evaluation-API
     test along the gateway's batches (:mod:`builder.rehearse.batch_stand_in`)."""
+    _check_size(spec, source, factor)
     if spec.submission.kind is SubmissionKind.EVALUATION_API:
         return replicate_batches(spec, source, dest, factor, kernel_dir)
     stated = spec.competition.stand_in

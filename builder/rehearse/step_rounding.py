@@ -25,6 +25,7 @@ from builder.kkb_runtime.metric_scores import SCORES, MetricError
 from builder.kkb_runtime.metrics import MetricName, rules
 from builder.kkb_runtime.rounding import DECIMALS, SIGNIFICANT
 from builder.rehearse.rounding_score import SCORE_TOLERANCE
+from builder.run.sandbox_files import in_working
 
 MAX_STEP_DECIMALS = 8  # beyond this a step's values are not rounded on purpose (float32 prints ~7 digits)
 REFERENCE_DIGITS = 6  # [submission] decimals' default: what kkb's own rounding keeps
@@ -100,10 +101,8 @@ def _words(step: str, column: str, decimals: int, values: pd.Series, cost: float
 
 
 def _output(step: Mapping[str, Any], working_dir: Path) -> pd.DataFrame | None:
-    source = Path(str(step.get("output") or ""))
-    if source.is_relative_to("/kaggle/working"):  # written through the real path inside the namespaces
-        source = working_dir / source.relative_to("/kaggle/working")
-    if source.suffix != ".csv" or not source.is_file():
+    source = in_working(str(step.get("output") or ""), working_dir)  # the kernel's record: only a file of the run
+    if source is None or source.suffix != ".csv" or not source.is_file():
         return None
     try:
         return pd.read_csv(source)

@@ -30,7 +30,7 @@ import pandas as pd
 from builder.kkb_runtime import vocabulary
 from builder.kkb_runtime.submission import check_submission
 from builder.kkb_runtime.vocabulary import KernelForm, Layout, MemoryAccounting
-from builder.rehearse.diagnose import disk_overflow, layout_mismatch, not_rehearsed, out_of_memory, skew_beside
+from builder.rehearse.diagnose import disk_full, disk_overflow, layout_mismatch, not_rehearsed, out_of_memory, skew_beside
 from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.limits import duration_text, size_text
 from builder.run.sandbox import blocked_network
@@ -202,7 +202,7 @@ def _compute(result: ExecutionResult, limits: Limits) -> Judgement | None:
         enforced = (f" (enforced here on the whole run: {size_text(result.memory_limit_bytes)}, {result.memory_accounting})"
                     if result.memory_limit_bytes and result.memory_accounting != MemoryAccounting.NONE else " (no memory limit was enforced here)")
         return Judgement(COMPUTE, f"{what} at a peak of {size_text(peak)}{ram}{enforced}", _failure_detail(result))
-    disk = disk_overflow(result)
+    disk = disk_overflow(result) or disk_full(result)
     if disk is not None:
         return Judgement(COMPUTE, disk, _step_table(result))
     if limits.ram_bytes and result.peak_rss_bytes > limits.ram_bytes:

@@ -7,5 +7,8 @@ sandbox the dry run executes the notebook in, so both import the sandbox's primi
   the kernel's environment; ``isolation`` and ``overlay``: bubblewrap, kkb's namespace launcher or the portable
   mode, and the root's writable layer; ``pip_shim``: the sandbox's ``pip``.
 - ``guest/``: files that run *inside* the sandbox (standard library only, never ``builder``).
-- ``process``: one program run in such a sandbox, bounded in time, naming the call that ran out of it.
+- ``process``: one program run in such a sandbox, bounded in time, naming the call that ran out of it; ``program``:
+  one of kkb's own programs over a few read-only folders, its JSON answer read back (the metric file, card views).
+- ``host_view``, ``processes``, ``shared_memory``: what the sandbox shows of this machine, its task limit, its
+  ``/dev/shm`` counted in the memory; ``sandbox_files``: kkb follows no link a run made.
 """

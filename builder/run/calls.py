@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.run.sandbox_files import read_regular_text
+
 CALLS_VARIABLE = "KKB_RUN_CALLS"
 
 
@@ -61,10 +63,7 @@ def _append(path: Path, entry: dict[str, object]) -> None:
 def open_calls(path: Path) -> list[Call]:
     """The calls started and not ended, outermost first (an unreadable line is skipped)."""
     stack: list[Call] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
+    lines = read_regular_text(path).splitlines()  # the program writes it: a link or a FIFO there is read as nothing
     for line in lines:
         try:
             entry = json.loads(line)

@@ -4,8 +4,9 @@ Three isolations, strongest first; ``auto`` takes the first that works here and 
 the others (the dry-run report shows both):
 
 ``bwrap``
-    bubblewrap, the well-kept tool for unprivileged namespaces: a new root whose top-level folders
-    are read-only binds of the host's, a private ``/tmp``, its own PID namespace with a fresh ``/proc``
+    bubblewrap, the well-kept tool for unprivileged namespaces: a new root holding only what a Kaggle image has of
+    this machine (:mod:`builder.run.host_view`: the system folders as read-only binds, ``/etc``'s unreadable files
+    masked, the interpreter's folders at their own paths), a private ``/tmp`` and ``/root``, its own PID namespace with a fresh ``/proc``
     (``--unshare-pid --proc /proc``), a minimal ``/dev`` (``--dev``: null, zero, full, random, urandom,
     tty, private shm and pts; the GPU's nodes only when the run uses one), ``--unshare-net`` (only
     loopback), and ``/kaggle/input`` (read-only), ``/kaggle/working``, ``/kaggle/temp`` bound from the
@@ -25,9 +26,10 @@ In every mode the sandbox root stays visible, writable, at its own path, so ``$K
 namespaces the same folders are also ``/kaggle/...``. The rest of the file system is an overlay where the
 machine allows one (:mod:`builder.run.overlay`), else read-only. In both namespace modes nothing of the
 host is reachable through ``/proc/*/root``, ``cwd`` or ``fd`` (only the kernel's own processes exist there), no
-file descriptor of the launcher is inherited, and a root kernel keeps only Docker's default capabilities less
-``CAP_MKNOD`` (no mount, no device nodes). Memory is counted by the host, as
-Kaggle's container counts it (:mod:`builder.rehearse.memory`), in every mode.
+file descriptor of the launcher is inherited, the kernel keeps no capability (root too), ``/proc/sys`` and its
+siblings are read-only, its tasks are limited (:mod:`builder.run.processes`) and its ``/dev/shm`` is sized to the
+memory limit. Memory is counted by the host, as Kaggle's container counts it (:mod:`builder.rehearse.memory`, with
+:mod:`builder.run.shared_memory`), in every mode.
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ from typing import Literal
 
 from builder.errors import DryRunError
 from builder.kkb_runtime.vocabulary import Isolation, RootFilesystem
-from builder.run.guest.launch import gpu_nodes
+from builder.run.guest.newroot import SYSTEM_FOLDERS, gpu_nodes
+from builder.run.host_view import interpreter_folders, masked_paths
 from builder.run.overlay import bwrap_folder_args, launcher_option
+from builder.run.processes import ProcessLimit
 
 # What a caller may ask for: an isolation, or "auto" (the strongest this machine allows).
 IsolationRequest = Isolation | Literal["auto"]
@@ -60,8 +64,6 @@ DESCRIPTIONS: dict[Isolation, str] = {
 GUEST_DIR = Path(__file__).resolve().parent / "guest"
 LAUNCH = GUEST_DIR / "launch.py"
 PROBE_SECONDS = 30
-# Top-level folders that are not read-only binds of the host's inside the namespaces.
-SPECIAL = frozenset({"proc", "dev", "sys", "tmp", "kaggle", "lost+found"})
 
 @dataclass(frozen=True)
 class IsolationChoice:
@@ -137,73 +139,73 @@ def _run_probe(argv: list[str]) -> str | None:
 
 def launcher_argv(mode: Isolation, root: Path, mounts: tuple[tuple[Path, Path], ...], binds: list[Path],
                   memory_bytes: int | None, readonly: tuple[Path, ...] = (),
-                  root_fs: RootFilesystem | None = None, gpu: bool = False) -> list[str]:
+                  root_fs: RootFilesystem | None = None, gpu: bool = False, *, shm_bytes: int | None = None,
+                  processes: ProcessLimit | None = None) -> list[str]:
     """The argv prefix that starts a command in the sandbox at ``root`` (``mounts``: host source, target under
     root/input; ``binds``: writable at their own paths; ``readonly``: visible read-only at their own paths;
-    ``root_fs``: how the rest is made writable, read-only when None). ``memory_bytes`` is no launcher's
-    business any more: the host counts and enforces it (kept for callers)."""
-    # A folder that holds the sandbox root must not be bound read-only over it (the root stays writable).
-    readonly = (*readonly, *(folder for folder in host_tmp_dependencies() if not Path(root).resolve().is_relative_to(folder)))
+    ``root_fs``: how the rest is made writable, read-only when None; ``shm_bytes``: /dev/shm's size; ``processes``:
+    the run's task limit). The root shows only what :mod:`builder.run.host_view` lists of this machine.
+    ``memory_bytes`` is no launcher's business any more: the host counts and enforces it (kept for callers)."""
     if mode == "bwrap":
-        return bwrap_argv(root, mounts, binds, None, readonly, root_fs, gpu)
-    argv = [sys.executable, str(LAUNCH)]
-    if mode == "namespace":
-        argv += ["--kaggle", str(root), *launcher_option(root_fs), "--readonly", str(root / "input"),
-                 "--chdir", "/kaggle/working", *(["--gpu"] if gpu else [])]
-        for folder in readonly:
-            argv += ["--readonly", str(folder)]
-        for source, target in mounts:
-            argv += ["--mount", f"{source}={target}"]
-        for folder in binds:
-            argv += ["--bind", str(folder)]
-    else:
+        join = processes.join_options() if processes is not None else []
+        prefix = [sys.executable, "-I", "-S", str(LAUNCH), *join, "--no-namespace", "--"] if join else []
+        return [*prefix, *bwrap_argv(root, mounts, binds, None, readonly, root_fs, gpu, shm_bytes=shm_bytes,
+                                     processes=processes)]
+    if mode != "namespace":
         return []
+    argv = [sys.executable, str(LAUNCH), "--kaggle", str(root), *launcher_option(root_fs), "--readonly",
+            str(root / "input"), "--chdir", "/kaggle/working", *(["--gpu"] if gpu else [])]
+    home = private_home(root)
+    argv += ["--home", str(home)] if home is not None else []
+    for folder in interpreter_folders():
+        argv += ["--host", str(folder)]
+    for path in masked_paths():
+        argv += ["--mask", path]
+    argv += ["--shm-size", str(shm_bytes)] if shm_bytes else []
+    argv += processes.launcher_options() if processes is not None else []
+    for folder in readonly:
+        argv += ["--readonly", str(folder)]
+    for source, target in mounts:
+        argv += ["--mount", f"{source}={target}"]
+    for folder in binds:
+        argv += ["--bind", str(folder)]
     return [*argv, "--"]
 
 
-def host_tmp_dependencies() -> tuple[Path, ...]:
-    """Folders under the host's /tmp that the kernel needs (this interpreter's venv and import path, PATH and
-    PYTHONPATH entries, and kkb's guest scripts, which the launcher and the evaluation-API supervisor run by path):
-    inside the namespaces /tmp is private, so they are bound read-only at their own paths. A checkout or a
-    CI clone under /tmp must work like any other."""
-    tmp = Path("/tmp")
-    candidates = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent, GUEST_DIR,
-                  # the interpreter's own import path: site-packages, and what .pth files add to it
-                  *(Path(entry) for entry in sys.path if entry),
-                  *(Path(entry) for entry in os.environ.get("PATH", "").split(os.pathsep) if entry),
-                  *(Path(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry)]
-    found: list[Path] = []
-    for path in sorted({candidate.resolve() for candidate in candidates if candidate.is_absolute()}):
-        if path.is_relative_to(tmp) and path != tmp and path.is_dir() and not any(path.is_relative_to(f) for f in found):
-            found.append(path)
-    return tuple(found)
+def private_home(root: Path) -> Path | None:
+    """The sandbox's own home, shown as ``/root`` (and ``$HOME``) inside; None before the sandbox is laid out."""
+    home = Path(root) / ".sandbox" / "home"
+    return home if home.is_dir() else None
 
 
 def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, Path], ...], binds: list[Path],
                memory_bytes: int | None, readonly: tuple[Path, ...] = (), root_fs: RootFilesystem | None = None,
-               gpu: bool = False) -> list[str]:
-    """bubblewrap arguments for the file system :mod:`builder.run.guest.launch` builds with ``--kaggle``.
+               gpu: bool = False, *, shm_bytes: int | None = None, processes: ProcessLimit | None = None) -> list[str]:
+    """bubblewrap arguments for the file system :mod:`builder.run.guest.newroot` builds with ``--kaggle``.
 
     The command after them starts through the launcher's ``--no-namespace`` hop, which closes every file
-    descriptor but 0-2 (bubblewrap passes them on) and empties the capability bounding set but the kept ones
-    (as root bubblewrap leaves it full, so the command's exec would regain every capability)."""
+    descriptor but 0-2 (bubblewrap passes them on), empties every capability set (as root bubblewrap leaves the
+    bounding set full, so the command's exec would regain every capability) and sets the task limit."""
     bwrap = shutil.which("bwrap") or "bwrap"
     argv = [bwrap, "--unshare-net", "--unshare-pid", "--die-with-parent"]
-    for entry in sorted(os.listdir("/")):
+    for entry in SYSTEM_FOLDERS:
         path = Path("/") / entry
-        if entry in SPECIAL:
-            continue
         if path.is_symlink():
             argv += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             argv += bwrap_folder_args(root_fs, str(path))
-        elif path.exists():
-            argv += ["--ro-bind", str(path), str(path)]
-    argv += ["--dev", "/dev", "--proc", "/proc", "--ro-bind-try", "/sys", "/sys"]
+    argv += _bwrap_masks(root)
+    argv += ["--dev", "/dev"]
+    if shm_bytes and bwrap_has("--size"):
+        argv += ["--size", str(shm_bytes), "--tmpfs", "/dev/shm"]
+    argv += ["--proc", "/proc", "--ro-bind-try", "/sys", "/sys"]
     for name in gpu_nodes() if gpu else ():
         argv += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
-    argv += [
-             "--bind", str(root / ".sandbox" / "tmp"), "/tmp"]
+    argv += ["--bind", str(root / ".sandbox" / "tmp"), "/tmp"]
+    home = private_home(root)
+    argv += ["--bind", str(home), "/root"] if home is not None else []
+    for folder in interpreter_folders():
+        argv += bwrap_folder_args(root_fs, str(folder))
     for folder in [root, *binds]:
         argv += ["--bind", str(folder), str(folder)]
     argv += ["--ro-bind", str(root / "input"), str(root / "input")]
@@ -218,5 +220,35 @@ def bwrap_argv(root: Path, mounts: list[tuple[Path, Path]] | tuple[tuple[Path, P
     if root_fs != RootFilesystem.BWRAP_OVERLAY:
         argv += ["--remount-ro", "/"]
     argv += ["--chdir", "/kaggle/working"]
-    return [*argv, "--", sys.executable, "-I", "-S", str(LAUNCH), "--no-namespace", "--drop-capabilities", "--"]
+    limit = ["--processes", str(processes.tasks)] if processes is not None else []
+    return [*argv, "--", sys.executable, "-I", "-S", str(LAUNCH), "--no-namespace", "--drop-capabilities", *limit, "--"]
 
+
+def _bwrap_masks(root: Path) -> list[str]:
+    """What an ordinary user cannot read, shown empty: an empty file over a file (bubblewrap's binds are ``nodev``: a
+    ``/dev/null`` there could not even be opened), an empty read-only tmpfs over a folder."""
+    argv: list[str] = []
+    empty = Path(root) / ".sandbox" / "empty"
+    if empty.parent.is_dir() and not empty.exists():
+        empty.write_bytes(b"")
+        empty.chmod(0o444)
+    for path in masked_paths():
+        if os.path.isdir(path):
+            argv += [*(["--perms", "0000"] if bwrap_has("--perms") else []), "--tmpfs", path, "--remount-ro", path]
+        else:
+            argv += ["--ro-bind", str(empty) if empty.is_file() else "/dev/null", path]
+    return argv
+
+
+def bwrap_has(option: str) -> bool:
+    """Whether this bubblewrap takes ``option`` (``--size`` for a tmpfs came with 0.7, ``--perms`` with 0.5)."""
+    return option in _bwrap_help()
+
+
+@functools.cache
+def _bwrap_help() -> str:
+    try:
+        return subprocess.run([shutil.which("bwrap") or "bwrap", "--help"], capture_output=True, text=True,
+                              timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""

@@ -22,7 +22,7 @@ import psutil
 
 from builder.kkb_runtime.vocabulary import Layout
 from builder.run.calls import CALLS_VARIABLE, Call, open_calls
-from builder.run.sandbox import Sandbox, mount_path
+from builder.run.sandbox import Sandbox, finish_run, mount_path
 
 POLL_SECONDS = 0.05
 TAIL_CHARACTERS = 4000
@@ -44,6 +44,7 @@ class ProgramRun:
     timed_out_call: Call | None = None  # the call that ran past its bound (the run was ended)
     timed_out: bool = False  # the whole run ran past its bound, outside any call
     open_call: Call | None = None  # the innermost call still running when the program ended (a crash names it)
+    left_behind: tuple[str, ...] = ()  # links and special files the program left in the sandbox, removed unread
 
     @property
     def signal(self) -> str | None:
@@ -72,7 +73,7 @@ def run_in(box: Sandbox, args: Sequence[str], *, env: Mapping[str, str] | None =
     calls.write_text("")
     environ = {**box.env, **(env or {}), CALLS_VARIABLE: str(calls)}
     argv = [*box.launcher(tuple(binds)), str(box.python), *args]
-    out, err = box.private_dir / "program.stdout", box.private_dir / "program.stderr"
+    out, err = box.outputs_dir / "program.stdout", box.outputs_dir / "program.stderr"  # where the program never was
     started = time.monotonic()
     with out.open("wb") as stdout, err.open("wb") as stderr:
         process = subprocess.Popen(argv, env=environ, cwd=box.working_dir, stdin=subprocess.DEVNULL, stdout=stdout,
@@ -91,10 +92,11 @@ def run_in(box: Sandbox, args: Sequence[str], *, env: Mapping[str, str] | None =
     finally:
         kill_tree(process)
     still_open = open_calls(calls)
+    left = finish_run(box)
     return ProgramRun(returncode=process.returncode, seconds=round(time.monotonic() - started, 3),
                       stdout=_tail(out), stderr=_tail(err), isolation=str(box.isolation),
                       isolation_note=box.isolation_note, timed_out_call=timed_out_call, timed_out=timed_out,
-                      open_call=still_open[-1] if still_open else None)
+                      open_call=still_open[-1] if still_open else None, left_behind=left)
 
 
 def kill_tree(process: subprocess.Popen[bytes]) -> None:

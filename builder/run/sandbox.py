@@ -15,8 +15,9 @@ strongest that works here; the report names it and why stronger ones were skippe
     The kernel starts in its own network and mount namespaces, through bubblewrap or kkb's own
     launcher (``guest/launch.py``): only a loopback interface exists, so no process of the
     run can reach another host, Python or not; ``/kaggle/input`` (read-only even for root),
-    ``/kaggle/working`` and ``/kaggle/temp`` exist at their real paths, ``/tmp`` is private and the
-    rest of the file system is read-only. Nothing is copied: each mount is a read-only bind mount.
+    ``/kaggle/working`` and ``/kaggle/temp`` exist at their real paths, ``/tmp`` and ``/root`` are private, the
+    rest of the file system is what Kaggle's image has of this machine (:mod:`builder.run.host_view`), read-only or an
+    overlay, and the kernel keeps no capability and has a task limit. Nothing is copied: each mount is a read-only bind mount.
     The root folder also stays visible at its own path, so ``$KKB_KAGGLE_ROOT`` works as in the
     portable mode. Needs root or unprivileged user namespaces (Linux).
 ``python``
@@ -28,7 +29,8 @@ strongest that works here; the report names it and why stronger ones were skippe
     a closed loopback port for curl, wget and other non-Python clients.
 
 The Python guard is installed in both modes: it gives Kaggle's error messages and records every
-blocked attempt in ``.sandbox/network.log``.
+blocked attempt in ``.sandbox/network.log``. When a run ends, :func:`finish_run` removes every link and special file
+it left (kkb follows none: :mod:`builder.run.sandbox_files`); kkb's own outputs go beside the root (``ROOT.kkb``).
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ from builder.project.kaggle_env import EnvRequest, KernelEnvironment, SandboxDir
 from builder.run.isolation import GUEST_DIR, IsolationChoice, IsolationRequest, choose_isolation, launcher_argv
 from builder.run.overlay import RootChoice, choose_root_filesystem, recorded
 from builder.run.pip_shim import install_pip_shim
+from builder.run.processes import RECORD as PROCESSES_RECORD
+from builder.run.processes import ProcessLimit, process_limit, release
+from builder.run.sandbox_files import seal
 
 PRIVATE = ".sandbox"
 NETWORK_LOG = "network.log"
@@ -101,6 +106,7 @@ class Sandbox:
     python: Path = Path(sys.executable)  # the kernel's interpreter, first on its PATH
     gpu: bool = False  # the GPU's device nodes are visible to the kernel
     environment: KernelEnvironment = KernelEnvironment(())  # env, each variable with its origin (the report lists it)
+    processes: ProcessLimit | None = None  # the run's task limit (None: the portable mode, which confines nothing)
 
     @property
     def root_filesystem(self) -> str:
@@ -111,6 +117,12 @@ class Sandbox:
     def kaggle_paths(self) -> bool:
         """True when ``/kaggle/...`` exists inside the sandbox (not only ``$KKB_KAGGLE_ROOT``)."""
         return self.isolation != "python"
+
+    @property
+    def outputs_dir(self) -> Path:
+        """Beside the root, a folder the kernel never had: where kkb writes what it keeps of a run (the executed notebook,
+        a program's output)."""
+        return outputs_dir(self.root)
 
     @property
     def network_log(self) -> Path:
@@ -126,7 +138,7 @@ class Sandbox:
         ``binds``: host folders the command must be able to write at their own paths (the kernel's ipc sockets).
         """
         return launcher_argv(self.isolation, self.root, self.mounts, list(binds), self.memory_bytes, self.visible,
-                             self.root_choice.kind, self.gpu)
+                             self.root_choice.kind, self.gpu, shm_bytes=self.memory_bytes, processes=self.processes)
 
 
 def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
@@ -141,6 +153,7 @@ def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
     for folder in ("input", "working", "temp", f"{PRIVATE}/home/.kaggle", f"{PRIVATE}/tmp", f"{PRIVATE}/site",
                    f"{PRIVATE}/imports"):
         (root / folder).mkdir(parents=True, exist_ok=True)
+    outputs_dir(root).mkdir(exist_ok=True)
     shutil.copyfile(GUEST_DIR / "sitecustomize.py", root / PRIVATE / "site" / "sitecustomize.py")
     install_pip_shim(root / PRIVATE, spec.python)  # `pip install X` is a no-op where Kaggle's image has X, as there
     if isolation != "python":
@@ -151,13 +164,22 @@ def prepare_sandbox(spec: SandboxSpec, root: Path) -> Sandbox:
             _readonly_copy(source, target)
         _remove_write_permission(root / "input")
     python = Path(spec.python) if spec.python else Path(sys.executable)
+    processes = process_limit(root / PRIVATE) if isolation != Isolation.PYTHON else None
     environment = sandbox_environment(root, rerun=spec.rerun, extra_env=spec.extra_env, proxies=isolation == "python",
                                       python=python, user_env=spec.user_env, gpu=spec.gpu)
     return Sandbox(root=root, input_dir=root / "input", working_dir=root / "working", temp_dir=root / "temp",
                    private_dir=root / PRIVATE, env=environment.env, isolation=isolation, mounts=mounts, environment=environment,
-                   memory_bytes=spec.memory_bytes, isolation_note=choice.describe(),
+                   memory_bytes=spec.memory_bytes, isolation_note=choice.describe() + _confined(processes),
                    visible=tuple(Path(folder).resolve() for folder in spec.visible), root_choice=root_choice, python=python,
-                   gpu=spec.gpu)
+                   gpu=spec.gpu, processes=processes)
+
+
+def _confined(processes: ProcessLimit | None) -> str:
+    """What a namespaced sandbox shows of this machine and limits, for the report (nothing in the portable mode)."""
+    if processes is None:
+        return ""
+    return (f"; shows only what Kaggle's image has of this machine (no home folders, /root or secrets of /etc), "
+            f"no capabilities, {processes.describe()}, /dev/shm counted in the memory")
 
 
 def mount_path(target: str, layout: Layout) -> PurePosixPath:
@@ -201,11 +223,29 @@ def _remove_write_permission(folder: Path) -> None:
         path.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
-def remove_sandbox(root: Path) -> None:
-    """Delete a sandbox, giving write permission back first (a non-root user cannot empty a 0555 folder)."""
+def outputs_dir(root: Path) -> Path:
+    """kkb's own folder beside a sandbox root (``ROOT.kkb``), removed with it."""
     root = Path(root)
+    return root.with_name(root.name + ".kkb")
+
+
+def finish_run(box: Sandbox) -> tuple[str, ...]:
+    """After a run, once none of its processes is left: its task limit released, and every link and special file it
+    left removed (:func:`builder.run.sandbox_files.seal`): what kkb reads and writes there afterwards stays inside.
+    Returns what was removed, in words, for the report."""
+    release(box.private_dir)
+    return seal(box.root, PRIVATE)
+
+
+def remove_sandbox(root: Path) -> None:
+    """Delete a sandbox (or a folder of them), giving write permission back first (a non-root user cannot empty a 0555
+    folder) and removing any task limit a run left."""
+    root = Path(root)
+    shutil.rmtree(outputs_dir(root), ignore_errors=True)
     if not root.exists():
         return
+    for record in root.rglob(PROCESSES_RECORD):
+        release(record.parent)
     for path in [root, *root.rglob("*")]:
         if path.is_dir() and not path.is_symlink():
             try:

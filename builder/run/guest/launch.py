@@ -1,26 +1,30 @@
 """Start a command in its own network and mount namespaces: no network, read-only inputs, a real /kaggle.
 
     python launch.py [--kaggle ROOT] [--root-fs overlay|fuse-overlayfs|read-only] [--mount SOURCE=TARGET ...]
-                     [--readonly DIR] [--bind DIR ...] [--chdir DIR] [--no-namespace] -- COMMAND ...
+                     [--readonly DIR] [--bind DIR ...] [--host DIR ...] [--mask PATH ...] [--home DIR]
+                     [--shm-size BYTES] [--processes N] [--join-cgroup FILE] [--chdir DIR] [--no-namespace] -- COMMAND ...
     python launch.py --probe
     python launch.py --probe-root [overlay|fuse-overlayfs|read-only]
 
 ``--kaggle ROOT`` (the sandbox root) builds a new root file system for the command, as bubblewrap
-does: a tmpfs holding a read-only bind of every top-level folder of ``/``, a minimal ``/dev`` (null, zero,
-full, random, urandom, tty, a private shm and pts; the GPU's nodes only with ``--gpu``), a fresh ``/proc``
-of the command's own PID namespace, a private ``/tmp`` (``ROOT/.sandbox/tmp``), ``ROOT`` itself writable at its own path (so
+does (:mod:`newroot`): a tmpfs holding what a Kaggle image has (the system folders, the masks over what an ordinary
+user of this machine cannot read, the ``--host`` folders the interpreter needs at their own paths) and nothing else of
+this machine's (no home folder, no ``/root`` but the private ``--home``, no ``/var``, ``/run``, ``/mnt``), a minimal
+``/dev`` (null, zero, full, random, urandom, tty, a private shm of ``--shm-size`` bytes and pts; the GPU's nodes only
+with ``--gpu``), a fresh ``/proc`` of the command's own PID namespace (its ``sys``, ``sysrq-trigger``, ``irq`` and
+``bus`` read-only), a private ``/tmp`` (``ROOT/.sandbox/tmp``), ``ROOT`` itself writable at its own path (so
 ``$KKB_KAGGLE_ROOT`` keeps working), and ``/kaggle/input`` (read-only), ``/kaggle/working`` and
 ``/kaggle/temp`` bound from ``ROOT``; then ``pivot_root`` into it. Nothing the command writes lands on
 the host outside ``ROOT`` and the ``--bind`` folders, and the host's own ``/kaggle`` is never touched.
 
 ``--root-fs overlay`` (or ``fuse-overlayfs``) makes the whole file system writable, as a container's is:
-each top-level folder is an overlay whose lower layer is the host's folder and whose upper layer lives
+each system folder is an overlay whose lower layer is the host's folder and whose upper layer lives
 in ``ROOT/.sandbox/upper`` (or a tmpfs where that cannot hold one), so ``pip install`` into the
 interpreter, ``mkdir /kaggle/tmp`` or a write to ``/usr/local`` work, and all of it vanishes with the
 sandbox root; the host's folders are never written. Mounts below a host folder stay visible,
 read-only. A folder whose overlay cannot be mounted falls back to the read-only bind, and the
 launcher writes what it did to ``ROOT/.sandbox/root-filesystem`` for the report.
-``--no-namespace`` starts the command as it is (the portable sandbox).
+``--no-namespace`` starts the command as it is (the portable sandbox, or bubblewrap's hop).
 
 The command (the Jupyter kernel) sees only a loopback interface, so neither it nor any child (Python
 or not: curl, pip, a C library) can reach another host. Each SOURCE folder is bind-mounted at TARGET
@@ -30,8 +34,11 @@ With ``--kaggle`` the command runs in its own PID namespace: the launcher stays 
 process kkb started (it forwards signals and exits with the command's status), a small init is PID 1
 inside (it reaps orphans and forwards signals), and the command is PID 2. The command sees only its
 own processes, so no ``/proc/<pid>/root``, ``cwd`` or ``fd`` of a host process leads anywhere. No file
-descriptor of the launcher is inherited (all but 0-2 are closed), and the command's capabilities are
-those of Docker's default set less ``CAP_MKNOD`` (no mount, no raw devices, no ``open_by_handle_at``).
+descriptor of the launcher is inherited (all but 0-2 are closed), the command keeps no capability at all (the
+bounding, inheritable and ambient sets emptied, ``no_new_privs`` set: no mount, no raw devices, no
+``open_by_handle_at``, no setuid program regaining any), and ``--processes N`` limits its tasks (``RLIMIT_NPROC``,
+counted in the user namespace; where kkb runs as root the host's pids cgroup counts them: ``--join-cgroup FILE``, the
+first thing the launcher does, puts it and everything it starts there).
 Without ``--kaggle`` the launcher ``exec``s the command, which keeps the launcher's pid.
 
 Needs CAP_SYS_ADMIN (root, outside a locked-down container) or unprivileged user namespaces;
@@ -42,48 +49,38 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import fcntl
 import os
+import resource
 import signal
 import socket
 import struct
 import sys
 import tempfile
 
+try:  # imported as a module of kkb (builder.run.guest.launch)
+    from . import newroot
+except ImportError:  # run as a script (python launch.py, -I or not): newroot.py is beside it
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import newroot  # type: ignore[no-redef,import-not-found]
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 32, 1024, 2048, 4096, 16384
-MS_PRIVATE, MS_RELATIME = 1 << 18, 1 << 21
-MNT_DETACH = 2
-# pivot_root has no glibc wrapper: the syscall number per architecture.
-SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217, "riscv64": 41}
-# Top-level folders not bound read-only from the host: the kernel gets its own (or none).
-SPECIAL = frozenset({"proc", "dev", "sys", "tmp", "kaggle", "lost+found"})
-# The only device nodes a kernel sees (bubblewrap's --dev set); the GPU's are added when the run uses one.
-DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
-# Docker's default capabilities (Kaggle's container) less CAP_MKNOD: CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL,
-# SETGID, SETUID, SETPCAP, NET_BIND_SERVICE, NET_RAW, SYS_CHROOT, AUDIT_WRITE, SETFCAP. Every other one leaves the
-# bounding set before the command starts (no mount, no raw I/O, no open_by_handle_at, no device nodes).
-KEPT_CAPABILITIES = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31})
-PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+MS_REC, MS_PRIVATE = newroot.MS_REC, newroot.MS_PRIVATE
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_NO_NEW_PRIVS = 24, 47, 4, 38
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 SIOCSIFFLAGS = 0x8914
 IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x1, 0x8, 0x40
-# statvfs flag -> mount flag: a remount inside a user namespace must keep the locked flags.
-_KEEP = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
-         (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME))
+VALUED = ("--mount", "--readonly", "--bind", "--host", "--mask", "--home", "--kaggle", "--chdir", "--root-fs",
+          "--shm-size", "--processes", "--join-cgroup", "--memory")
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{what}: {os.strerror(code)}")
+_libc = newroot._libc
+_check = newroot.check
+bind_readonly = newroot.bind_readonly
+gpu_nodes = newroot.gpu_nodes
 
 
 def _write(path: str, text: str) -> None:
@@ -112,16 +109,6 @@ def loopback_up() -> None:
         fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sH", b"lo", IFF_UP | IFF_LOOPBACK | IFF_RUNNING))
 
 
-def bind_readonly(source: str, target: str) -> None:
-    _check(_libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {source} on {target}")
-    flags = MS_BIND | MS_REMOUNT | MS_RDONLY
-    kept = os.statvfs(target).f_flag
-    for stat_flag, mount_flag in _KEEP:
-        if kept & stat_flag:
-            flags |= mount_flag
-    _check(_libc.mount(b"none", target.encode(), None, flags, None), f"make {target} read-only")
-
-
 def probe() -> int:
     """0 when namespaces, loopback and a read-only bind mount all work here."""
     try:
@@ -147,287 +134,64 @@ def probe() -> int:
     return 0
 
 
-def new_root(root: str, mounts: list[tuple[str, str]], readonly: list[str], binds: list[str],
-             root_fs: str = "read-only", gpu: bool = False) -> None:
-    """Build the kernel's file system in a tmpfs (see the module docstring) and ``pivot_root`` into it."""
-    staging = os.path.join(root, ".sandbox", "newroot")
-    os.makedirs(staging, exist_ok=True)
-    _check(_libc.mount(b"tmpfs", staging.encode(), b"tmpfs", 0, b"mode=0755"), "tmpfs for the new root")
-    layers = _Layers(root, root_fs)
-    _mirror_host_root(staging, layers)
-    _bind_system(staging, gpu)
-    _bind_writable(os.path.join(root, ".sandbox", "tmp"), os.path.join(staging, "tmp"))
-    for folder in [root, *binds]:  # writable at their own paths: the sandbox root, the kernel's ipc folder
-        _bind_writable(folder, staging + folder)
-    for folder in readonly:
-        try:
-            os.makedirs(staging + folder, exist_ok=True)  # a folder in the private /tmp needs its mount point
-        except OSError:
-            pass
-        bind_readonly(folder, staging + folder)
-    for source, target in mounts:
-        bind_readonly(source, staging + target)
-    _bind_kaggle(staging, root, layers.writable)
-    if not layers.writable:
-        _check(_libc.mount(b"none", staging.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None), "make / read-only")
-    layers.record()
-    os.chdir(staging)
-    _check(_libc.syscall(SYS_PIVOT_ROOT[os.uname().machine], b".", b"."), "pivot_root")
-    _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")
-    os.chdir("/")
-
-
-def _mirror_host_root(staging: str, layers: _Layers) -> None:
-    """Every top-level entry of the host's / (but SPECIAL) in the new root: links as links, folders through the layers."""
-    for name in sorted(os.listdir("/")):
-        source, target = "/" + name, os.path.join(staging, name)
-        if name in SPECIAL:
-            continue
-        if os.path.islink(source):
-            os.symlink(os.readlink(source), target)
-        elif os.path.isdir(source):
-            os.mkdir(target)
-            layers.mount(source, target)
-        elif os.path.isfile(source):
-            open(target, "w").close()
-            bind_readonly(source, target)
-
-
-def _bind_system(staging: str, gpu: bool) -> None:
-    """A minimal /dev, a fresh /proc (of the caller's PID namespace: call it from inside), /sys read-only."""
-    minimal_dev(os.path.join(staging, "dev"), gpu)
-    os.mkdir(os.path.join(staging, "proc"))
-    _check(_libc.mount(b"proc", os.path.join(staging, "proc").encode(), b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
-           "a fresh /proc")
-    if os.path.isdir("/sys"):
-        os.mkdir(os.path.join(staging, "sys"))
-        bind_tree_readonly("/sys", os.path.join(staging, "sys"))
-
-
-def minimal_dev(dev: str, gpu: bool) -> None:
-    """A tmpfs with the host's harmless nodes bound in (no mknod needed), private shm and pts, the usual links."""
-    os.mkdir(dev)
-    _check(_libc.mount(b"tmpfs", dev.encode(), b"tmpfs", MS_NOSUID, b"mode=0755"), "tmpfs /dev")
-    nodes = list(DEV_NODES) + (gpu_nodes() if gpu else [])
-    for name in nodes:
-        source, target = "/dev/" + name, os.path.join(dev, name)
-        if os.path.isdir(source):
-            os.makedirs(target, exist_ok=True)
-        elif os.path.exists(source):
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            open(target, "w").close()
-        else:
-            continue
-        _check(_libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {source}")
-    for name in ("shm", "pts"):
-        os.mkdir(os.path.join(dev, name))
-    # DataLoader workers share tensors in /dev/shm: the kernel's own, not the host's
-    _check(_libc.mount(b"tmpfs", os.path.join(dev, "shm").encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777"), "tmpfs /dev/shm")
-    if _libc.mount(b"devpts", os.path.join(dev, "pts").encode(), b"devpts", MS_NOSUID | MS_NOEXEC,
-                   b"newinstance,ptmxmode=0666,mode=620") == 0:
-        os.symlink("pts/ptmx", os.path.join(dev, "ptmx"))
-    for name, target in (("fd", ""), ("stdin", "/0"), ("stdout", "/1"), ("stderr", "/2")):
-        os.symlink("/proc/self/fd" + target, os.path.join(dev, name))
-
-
-def gpu_nodes() -> list[str]:
-    """The host's NVIDIA and DRI device nodes (names under /dev), for a run that uses the GPU."""
-    names = sorted(name for name in os.listdir("/dev") if name.startswith("nvidia"))
-    return names + (["dri"] if os.path.isdir("/dev/dri") else [])
-
-
-def _bind_kaggle(staging: str, root: str, writable: bool) -> None:
-    """/kaggle/input, working and temp (src: a script kernel's): the sandbox root's folders, the input read-only all the way down."""
-    kaggle = os.path.join(staging, "kaggle")
-    if writable:  # /kaggle itself writable (mkdir /kaggle/tmp), on disk in the sandbox root, as on Kaggle
-        os.makedirs(os.path.join(root, ".sandbox", "kaggle"), exist_ok=True)
-        _bind_writable(os.path.join(root, ".sandbox", "kaggle"), kaggle)
-    for name in ("input", "working", "temp", *(["src"] if os.path.isdir(os.path.join(root, "src")) else [])):
-        os.makedirs(os.path.join(kaggle, name))
-        _check(_libc.mount((staging + os.path.join(root, name)).encode(), os.path.join(kaggle, name).encode(), None,
-                           MS_BIND | MS_REC, None), f"bind /kaggle/{name}")
-    _readonly_below(os.path.join(kaggle, "input"))
-
-
-class _Layers:
-    """Each host folder as the new root's: an overlay (writable, changes kept in the sandbox root) or a read-only bind."""
-
-    def __init__(self, root: str, root_fs: str) -> None:
-        self.root_fs, self.writable = root_fs, root_fs in ("overlay", "fuse-overlayfs")
-        self.upper = os.path.join(root, ".sandbox", "upper")
-        self.tmpfs_upper = os.path.join(root, ".sandbox", "upper-tmpfs")
-        self.failed: list[str] = []
-        self.used: set[str] = set()
-
-    def mount(self, source: str, target: str) -> None:
-        if not self.writable:
-            bind_tree_readonly(source, target)
-            return
-        problem = self._overlay(source, target)
-        if problem is None:
-            for point in _outermost_mounts_below(source):  # what the overlay's lower layer does not show
-                inside = target + point[len(source):]
-                if os.path.isdir(point) and os.path.isdir(inside):
-                    try:
-                        bind_tree_readonly(point, inside)
-                    except OSError:
-                        continue
-            return
-        self.failed.append(f"{source}: {problem}")
-        bind_tree_readonly(source, target)
-
-    def _overlay(self, source: str, target: str) -> str | None:
-        name = source.strip("/").replace("/", "_")
-        problem: str | None = "no overlay tried"
-        for base in (self.upper, self.tmpfs_upper):
-            if base == self.tmpfs_upper and not os.path.ismount(base):
-                os.makedirs(base, exist_ok=True)
-                if _libc.mount(b"tmpfs", base.encode(), b"tmpfs", 0, b"mode=0755") != 0:
-                    continue
-            upper, work = os.path.join(base, name, "upper"), os.path.join(base, name, "work")
-            os.makedirs(upper, exist_ok=True)
-            os.makedirs(work, exist_ok=True)
-            problem = (_fuse_overlay if self.root_fs == "fuse-overlayfs" else _kernel_overlay)(source, upper, work, target)
-            if problem is None:
-                self.used.add("tmpfs" if base == self.tmpfs_upper else "disk")
-                return None
-        return problem
-
-    def record(self) -> None:
-        """What was made writable, for the report: ``ROOT/.sandbox/root-filesystem`` (read by the host)."""
-        if not self.writable:
-            text = "read-only"
-        elif self.failed:
-            text = f"{self.root_fs}, partly read-only: " + "; ".join(self.failed)
-        else:
-            text = f"{self.root_fs}: the whole file system writable, changes discarded after the run" + (
-                " (upper layers in memory)" if self.used == {"tmpfs"} else "")
-        with open(os.path.join(os.path.dirname(self.upper), "root-filesystem"), "w", encoding="utf-8") as handle:
-            handle.write(text)
-
-
-def _kernel_overlay(lower: str, upper: str, work: str, target: str) -> str | None:
-    options = f"lowerdir={lower},upperdir={upper},workdir={work}"
-    problem = ""
-    for extra in ("", ",userxattr"):  # in a user namespace the overlay keeps its metadata in user.* xattrs
-        if _libc.mount(b"overlay", target.encode(), b"overlay", 0, (options + extra).encode()) == 0:
-            return None
-        problem = os.strerror(ctypes.get_errno())
-    return f"overlay: {problem}"
-
-
-def _fuse_overlay(lower: str, upper: str, work: str, target: str) -> str | None:
-    """fuse-overlayfs in the foreground, a child that dies with the kernel (PR_SET_PDEATHSIG survives exec)."""
-    import shutil
-    import subprocess
-    import time
-
-    tool = shutil.which("fuse-overlayfs")
-    if tool is None:
-        return "fuse-overlayfs is not installed"
-    daemon = subprocess.Popen([tool, "-f", "-o", f"lowerdir={lower},upperdir={upper},workdir={work}", target],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if os.path.ismount(target):
-            return None
-        if daemon.poll() is not None:
-            return f"fuse-overlayfs: {(daemon.stderr.read().decode(errors='replace') if daemon.stderr else '').strip()[-200:]}"
-        time.sleep(0.02)
-    daemon.kill()
-    return "fuse-overlayfs did not mount within 10 s"
-
-
-def _die_with_parent() -> None:
-    PR_SET_PDEATHSIG = 1
-    _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
-
-
-def _outermost_mounts_below(source: str) -> list[str]:
-    points = sorted(point for point in _mount_points_below(source) if point != source)
-    outermost: list[str] = []
-    for point in points:
-        if not any(point.startswith(other.rstrip("/") + "/") for other in outermost):
-            outermost.append(point)
-    return outermost
-
-
-def _bind_writable(source: str, target: str) -> None:
-    os.makedirs(target, exist_ok=True)
-    _check(_libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {source}")
-
-
-def bind_tree_readonly(source: str, target: str) -> None:
-    """A recursive bind with every mount in it read-only (a plain remount affects the top one only)."""
-    _check(_libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {source} on {target}")
-    _readonly_below(target)
-
-
-def _readonly_below(target: str) -> None:
-    for point in _mount_points_below(target):
-        flags = MS_BIND | MS_REMOUNT | MS_RDONLY
-        try:
-            kept = os.statvfs(point).f_flag
-        except OSError:
-            continue
-        for stat_flag, mount_flag in _KEEP:
-            if kept & stat_flag:
-                flags |= mount_flag
-        _libc.mount(b"none", point.encode(), None, flags, None)  # best effort below the top: a locked mount stays
-
-
-def _mount_points_below(target: str) -> list[str]:
-    points = []
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as info:
-        for line in info:
-            point = line.split()[4].encode().decode("unicode_escape")
-            if point == target or point.startswith(target.rstrip("/") + "/"):
-                points.append(point)
-    return points
-
-
 class LaunchOptions:
-    """What the launcher was asked for (``--mount SOURCE=TARGET``, ``--readonly``, ``--bind``, ``--kaggle ROOT``,
-    ``--chdir``, ``--root-fs MODE``, ``--no-namespace``, ``--gpu``, ``--drop-capabilities`` (bubblewrap's hop);
-    ``--memory`` is accepted and ignored)."""
+    """What the launcher was asked for (``--mount SOURCE=TARGET``, ``--readonly``, ``--bind``, ``--host``, ``--mask``,
+    ``--home``, ``--kaggle ROOT``, ``--chdir``, ``--root-fs MODE``, ``--shm-size``, ``--processes``, ``--join-cgroup``,
+    ``--no-namespace``, ``--gpu``, ``--drop-capabilities`` (bubblewrap's hop); ``--memory`` is accepted and ignored)."""
 
     def __init__(self) -> None:
-        self.mounts: list[tuple[str, str]] = []
-        self.readonly: list[str] = []
-        self.binds: list[str] = []
+        self.plan = newroot.RootPlan("")
         self.kaggle: str | None = None
         self.chdir: str | None = None
-        self.root_fs = "read-only"
         self.namespace = True
-        self.gpu = False
         self.drop_capabilities = False
+        self.processes: int | None = None
+        self.cgroup: str | None = None
+
+    @property
+    def mounts(self) -> list[tuple[str, str]]:
+        return self.plan.mounts
+
+    @property
+    def readonly(self) -> list[str]:
+        return self.plan.readonly
 
 
 def parse_options(options: list[str]) -> LaunchOptions:
     parsed = LaunchOptions()
     parsed.namespace = "--no-namespace" not in options
-    parsed.gpu = "--gpu" in options
+    parsed.plan.gpu = "--gpu" in options
     parsed.drop_capabilities = "--drop-capabilities" in options
     options = [option for option in options if option not in ("--no-namespace", "--gpu", "--drop-capabilities")]
     for flag, value in zip(options[::2], options[1::2], strict=False):
-        if flag == "--mount":
-            source, _, target = value.partition("=")
-            parsed.mounts.append((source, target))
-        elif flag == "--readonly":
-            parsed.readonly.append(value)
-        elif flag == "--bind":
-            parsed.binds.append(value)
-        elif flag == "--kaggle":
-            parsed.kaggle = value
-        elif flag == "--chdir":
-            parsed.chdir = value
-        elif flag == "--root-fs":
-            parsed.root_fs = value
-        elif flag == "--memory":
-            pass  # kkb once set RLIMIT_DATA here; memory is now counted by the host (cgroup or PSS)
-        else:
+        if flag not in VALUED:
             raise SystemExit(f"kkb sandbox launcher: unknown option {flag}")
+        _take(parsed, flag, value)
     return parsed
+
+
+def _take(parsed: LaunchOptions, flag: str, value: str) -> None:
+    plan = parsed.plan
+    if flag == "--mount":
+        source, _, target = value.partition("=")
+        plan.mounts.append((source, target))
+    elif flag in ("--readonly", "--bind", "--host", "--mask"):
+        {"--readonly": plan.readonly, "--bind": plan.binds, "--host": plan.hosts, "--mask": plan.masks}[flag].append(value)
+    elif flag == "--home":
+        plan.home = value
+    elif flag == "--kaggle":
+        parsed.kaggle = plan.root = value
+    elif flag == "--chdir":
+        parsed.chdir = value
+    elif flag == "--root-fs":
+        plan.root_fs = value
+    elif flag == "--shm-size":
+        plan.shm_bytes = int(value)
+    elif flag == "--processes":
+        parsed.processes = int(value)
+    elif flag == "--join-cgroup":
+        parsed.cgroup = value
+    # --memory: kkb once set RLIMIT_DATA here; memory is now counted by the host (cgroup or PSS)
 
 
 def enter_sandbox(options: LaunchOptions) -> None:
@@ -446,14 +210,26 @@ def main(argv: list[str]) -> int:
         return probe_root(argv[1] if len(argv) > 1 else "read-only")
     split = argv.index("--")
     options, command = parse_options(argv[:split]), argv[split + 1:]
+    if options.cgroup:  # first of all: every process of the run is counted from here on
+        join_cgroup(options.cgroup)
     if options.namespace and options.kaggle:
         return run_in_pid_namespace(options, command)
     if options.namespace:
         enter_sandbox(options)
     if options.drop_capabilities:  # bubblewrap's hop: inside its PID namespace
-        drop_capabilities()
+        cover_proc()
+        confine(options.processes)
     exec_command(command, options.chdir, own_pid_namespace=options.drop_capabilities)
     return 127  # pragma: no cover - exec_command does not return
+
+
+def join_cgroup(procs: str) -> None:
+    """This process (and so all it starts) into the cgroup whose ``cgroup.procs`` is ``procs``."""
+    try:
+        _write(procs, str(os.getpid()))
+    except OSError as exc:
+        print(f"kkb sandbox launcher: cannot join {procs}: {exc}", file=sys.stderr)
+        os._exit(2)
 
 
 def exec_command(command: list[str], chdir: str | None, own_pid_namespace: bool = False) -> None:
@@ -495,16 +271,15 @@ def run_in_pid_namespace(options: LaunchOptions, command: list[str]) -> int:
 def _init(options: LaunchOptions, command: list[str], report: int) -> int:
     """PID 1 of the kernel's namespace: the new root (with a /proc of this namespace), then the command as PID 2."""
     try:
-        _die_with_parent()
+        newroot.die_with_parent()
         os.setpgid(0, 0)  # a signal to the launcher's group (Jupyter's interrupt) reaches the command once, forwarded
-        assert options.kaggle is not None
-        new_root(options.kaggle, options.mounts, options.readonly, options.binds, options.root_fs, options.gpu)
+        newroot.new_root(options.plan)
     except OSError as exc:
         print(f"kkb sandbox launcher: {exc}", file=sys.stderr)
         return 2
     command_pid = os.fork()
     if command_pid == 0:
-        drop_capabilities()
+        confine(options.processes)
         exec_command(command, options.chdir, own_pid_namespace=True)
     _forward_signals(command_pid)
     while True:  # reap every orphan until the command itself ends
@@ -530,17 +305,50 @@ def _wait_for(pid: int) -> int:
     return os.waitpid(pid, 0)[1]  # PEP 475: retried after a forwarded signal
 
 
+def cover_proc() -> None:
+    """/proc's system knobs read-only in bubblewrap's fresh /proc, as :mod:`newroot` makes them (bubblewrap run by root
+    leaves them writable; unprivileged, it covers them itself and this finds nothing left to do)."""
+    for name in newroot.PROC_READ_ONLY:
+        path = "/proc/" + name
+        if os.path.exists(path):  # (procfs answers access() for itself: no test of writability here)
+            with contextlib.suppress(OSError):
+                bind_readonly(path, path)
+
+
+def confine(processes: int | None) -> None:
+    """Just before the command starts: no capability left (:func:`drop_capabilities`), and at most ``processes``
+    tasks of its user (its threads count) from here on."""
+    drop_capabilities()
+    if processes:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
 def drop_capabilities() -> None:
-    """Everything but :data:`KEPT_CAPABILITIES` leaves the bounding set: the exec'd command never has it."""
+    """No capability survives the exec: each leaves the bounding set, the inheritable and ambient sets are emptied
+    (root's exec regains what is in them), and ``no_new_privs`` keeps a setuid program from regaining any."""
     try:
         with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as handle:
             last = int(handle.read())
     except (OSError, ValueError):
         last = 40
     for capability in range(last + 1):
-        if capability not in KEPT_CAPABILITIES:
-            _libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)
+        _libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # ambient capabilities would survive the exec
+    header, data = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    if _libc.capget(ctypes.byref(header), data) == 0:
+        for part in data:
+            part.inheritable = 0
+        _libc.capset(ctypes.byref(header), data)
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
 def probe_root(root_fs: str = "read-only") -> int:
@@ -569,7 +377,9 @@ def probe_root(root_fs: str = "read-only") -> int:
 
 def _probe_root_child(root: str, root_fs: str) -> int:
     try:
-        new_root(root, [], [], [], root_fs)
+        plan = newroot.RootPlan(root)
+        plan.root_fs = root_fs
+        newroot.new_root(plan)
         if os.getpid() != 1 or any(name.isdigit() and name != "1" for name in os.listdir("/proc")):
             print("kkb sandbox probe: the kernel would see the host's processes in /proc", file=sys.stderr)
             return 5
