@@ -1,7 +1,7 @@
 """What each card feeds its model, for the first test rows: ``kkb dry-run --show-inputs [N]`` prints it, and
 ``report.json`` (``inputs``) always carries it.
 
-The views themselves are the kernel runtime's (:mod:`builder.kkb_runtime.cards.views`): each card step of the dry
+The views themselves are the kernel runtime's (each kind's unit, :mod:`builder.kkb_runtime.cards.views`): each card step of the dry
 run makes its own, in its process, over the test it ran on (the dry run sets ``$KKB_SHOW_INPUTS``), so the view is
 what that process fed its model and costs kkb no import of torch or transformers. A card no step ran (a fast commit
 with no rerun, a failed step) gets its view here, beside the sandbox, from the built code and weights
@@ -17,9 +17,8 @@ from typing import Any
 
 from builder.build import BuildResult
 from builder.bundle.models import offline_environment, user_code_importable
-from builder.kkb_runtime.cards.views import VIEWS, card_view
-from builder.kkb_runtime.config import load_config
-from builder.kkb_runtime.vocabulary import CardKind
+from builder.kkb_runtime.cards.views import card_view
+from builder.kkb_runtime.config_reader import load_config
 from builder.project.layout import KERNEL_CONFIG
 
 DEFAULT_ROWS = 3
@@ -39,9 +38,8 @@ def card_inputs(build: BuildResult, data: Path, rows: int = DEFAULT_ROWS,
     made = _step_views(steps, rows)
     entries = []
     for card in config.models:
-        kind = CardKind(card.get("kind") or CardKind.IMAGE)
-        entry: dict[str, Any] = {"card": str(card["name"]), "kind": str(kind)}
-        view = made.get(str(card["name"]))
+        entry: dict[str, Any] = {"card": card.name, "kind": str(card.kind)}
+        view = made.get(card.name)
         if view is None:
             with user_code_importable(build.code_dir), offline_environment():
                 view = card_view(config, card, build.weights_dir, data, rows)
@@ -82,4 +80,4 @@ def lines(entry: Mapping[str, Any]) -> list[str]:
     return out
 
 
-__all__ = ["DEFAULT_ROWS", "VIEWS", "card_inputs", "lines"]
+__all__ = ["DEFAULT_ROWS", "card_inputs", "lines"]
