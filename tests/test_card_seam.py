@@ -105,6 +105,29 @@ def test_the_scan_finds_a_card_read_as_a_mapping(source: str, found: list[str]) 
     assert card_mappings(source) == found
 
 
+# Where the build may dump a spec model: into the kernel's typed card or config (read by the kernel's own reader), and
+# into the request and the key of its sandboxed run (no kernel helper reads those).
+DUMPS = {("cards/unit.py", "kernel_card"), ("kernel_config.py", "section"), ("kernel_config.py", "kernel_config"),
+         ("card_run.py", "run_key"), ("card_run.py", "_sandboxed")}
+
+
+def test_the_build_hands_kernel_helpers_the_kernels_card_never_a_dump() -> None:
+    bundle = RUNTIME.parents[0] / "bundle"
+    found = []
+    for path in sorted(bundle.rglob("*.py")):
+        where = path.relative_to(bundle).as_posix()
+        for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            if function.name == "_card":
+                found.append(f"{where}:{function.lineno} def _card")
+            dumps = [node for node in ast.walk(function) if isinstance(node, ast.Call)
+                     and isinstance(node.func, ast.Attribute) and node.func.attr == "model_dump"]
+            if dumps and (where, function.name) not in DUMPS and not where.startswith("wheels/"):
+                found.append(f"{where}:{dumps[0].lineno} model_dump in {function.name}")
+    assert not found, "the build turns a spec card into a dict for kernel code: " + "; ".join(found)
+
+
 def test_a_card_the_build_did_not_resolve_is_refused_naming_the_key() -> None:
     written = write(built_card(TEXT, text_built()))
     assert isinstance(written, dict)

@@ -114,3 +114,20 @@ def test_a_card_reads_its_kinds_types_and_keeps_where_each_key_came_from() -> No
     card = load_config(GOLDEN / "text-style.json").models[0]
     assert isinstance(card, BuiltCard) and card.kind == CardKind.TEXT
     assert card.card.name == card.name and set(card.origins) >= {"max_len", "text_columns"}
+
+
+@pytest.mark.parametrize(("stated", "written"), [
+    pytest.param({}, None, id="none"),
+    pytest.param({"keys": ["stock_id"], "id": "{stock_id}-{time_id}"},
+                 {"batch_key": None, "files": [], "id": "{stock_id}-{time_id}", "keys": ["stock_id"], "tables": []},
+                 id="stated"),
+])
+def test_a_stand_in_is_written_whole_only_when_kernel_toml_states_one(stated: dict[str, Any], written: Any) -> None:
+    from builder.bundle.kernel_config import Ids, kernel_config
+    from builder.project.spec import parse_spec
+
+    spec = parse_spec({"kernel": {"title": "stand-in config"}, "competition": {"slug": "kkb-stand-in", "stand_in": stated},
+                       "steps": [{"name": "s", "run": "python s.py"}]})
+    text = config_text(kernel_config(spec, Ids("me/stand-in-config", "me/stand-in-config-code", None)))
+    assert json.loads(text)["competition"].get("stand_in") == written
+    assert config_text(read_config(json.loads(text))) == text

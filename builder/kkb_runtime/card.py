@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from .typed import JsonValue, flat, keys_of
 from .vocabulary import CardKind
@@ -48,7 +48,7 @@ class NetworkCard(Card):
     factory: str | None
     model_kwargs: Mapping[str, JsonValue]
     batch_size: int
-    activation: str
+    activation: Literal["softmax", "sigmoid", "none"]
     half: bool
     safetensors: bool
     strip_prefix: str | None

@@ -153,10 +153,7 @@ def check_transforms(card: ImageCard, kernel_dir: Path, normalisation: Normalisa
     factory, which :func:`check_transforms_factory` checks)."""
     if card.transforms is None or ":" in card.transforms:
         return None
-    path = kernel_dir / card.transforms
-    if not path.is_file():
-        raise ModelError(f"[[models]] '{card.name}': transforms file {card.transforms} not found in {kernel_dir}",
-                         hint="save the inference pipeline with A.save(pipeline, path) or json.dump(A.to_dict(pipeline), f)")
+    path = _pipeline_file(card, kernel_dir, card.transforms, "transforms", "the inference pipeline")
     try:
         serialized = pipelines.read_pipeline_file(path)
         with user_code_importable(kernel_dir):
@@ -167,6 +164,15 @@ def check_transforms(card: ImageCard, kernel_dir: Path, normalisation: Normalisa
                          hint="custom transforms must live in a module of the code bundle (importable from the kernel folder)") from None
     _check_normalize(card, serialized)
     return serialized
+
+
+def _pipeline_file(card: ImageCard, kernel_dir: Path, where: str, key: str, what: str) -> Path:
+    """A pipeline file the card names (``key``: which), there in the kernel folder."""
+    path = kernel_dir / where
+    if not path.is_file():
+        raise ModelError(f"[[models]] '{card.name}': {key} file {where} not found in {kernel_dir}",
+                         hint=f"save {what} with A.save(pipeline, path) or json.dump(A.to_dict(pipeline), f)")
+    return path
 
 
 def _inference(own: Any, normalisation: Normalisation) -> Any:
@@ -194,10 +200,7 @@ def check_random_tta(card: ImageCard, kernel_dir: Path, normalisation: Normalisa
     if card.tta_random is None:
         return None
     where = card.tta_random.transforms
-    path = kernel_dir / where
-    if not path.is_file():
-        raise ModelError(f"[[models]] '{card.name}': tta_random.transforms file {where} not found in {kernel_dir}",
-                         hint="save the augmentations with A.save(pipeline, path) or json.dump(A.to_dict(pipeline), f)")
+    path = _pipeline_file(card, kernel_dir, where, "tta_random.transforms", "the augmentations")
     try:
         serialized = pipelines.read_pipeline_file(path)
         with user_code_importable(kernel_dir):
