@@ -23,7 +23,6 @@ Images/s is images / wall seconds of the whole call, so the model load (the same
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -31,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,39 +45,44 @@ def _seconds(action: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def per_image_loop(card: dict, weights: Path, paths: list[Path], target: Any) -> Any:
+def _model(card: Any, built: Any, weights: Path) -> Any:
+    """The card's network with its first fold, on the CPU, as the runtime loads it."""
+    from builder.kkb_runtime.cards.common import models
+    from builder.kkb_runtime.cards.image.predict import create_model
+
+    return models.load_weights(create_model(card), card, weights, built.checkpoint, built.checkpoint_key)
+
+
+def per_image_loop(card: Any, built: Any, weights: Path, paths: list[Path], target: Any) -> Any:
     """What one writes without a runtime: one image at a time through the same model and pipeline."""
     import numpy as np
     import torch
 
-    from builder.kkb_runtime.cards.common import models
     from builder.kkb_runtime.cards.image import transforms
     from builder.kkb_runtime.cards.image.predict import read_image
 
-    model = models.load_model(card, weights).to(target)
-    pipeline = transforms.inference_pipeline(card)
+    model = _model(card, built, weights).to(target)
+    pipeline = transforms.card_pipeline(built)
     outputs = []
     with torch.inference_mode():
         for path in paths:
-            image = pipeline(image=read_image(path, int(card.get("in_chans", 3))))["image"]
+            image = pipeline(image=read_image(path, card.in_chans))["image"]
             tensor = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1), dtype=np.float32))[None].to(target)
             outputs.append(torch.softmax(model(tensor).float(), dim=1).cpu().numpy())
     return np.concatenate(outputs)
 
 
-def forward_ceiling(card: dict, weights: Path, target: Any, batches: int) -> tuple[int, float]:
+def forward_ceiling(card: Any, built: Any, weights: Path, target: Any, batches: int) -> tuple[int, float]:
     """CUDA only: the forward pass alone on synthetic on-device batches (AMP fp16, channels_last as the runtime)."""
     import torch
 
-    from builder.kkb_runtime.cards.common import models
     from builder.kkb_runtime.cards.image.predict import has_convolutions
 
-    model = models.load_model(card, weights)
+    model = _model(card, built, weights)
     channels_last = has_convolutions(model)
     model = model.to(target, memory_format=torch.channels_last) if channels_last else model.to(target)
-    height, width = card["input_size"]
-    batch = torch.randn(int(card.get("batch_size", 32)), int(card.get("in_chans", 3)), int(height), int(width),
-                        device=target)
+    height, width = built.input_size
+    batch = torch.randn(card.batch_size, card.in_chans, int(height), int(width), device=target)
     if channels_last:
         batch = batch.contiguous(memory_format=torch.channels_last)
     with torch.inference_mode(), torch.autocast(device_type="cuda", dtype=torch.float16):
@@ -91,7 +96,7 @@ def forward_ceiling(card: dict, weights: Path, target: Any, batches: int) -> tup
     return batch.shape[0] * batches, time.perf_counter() - started
 
 
-def decoded_ceiling(card: dict, weights: Path, paths: list[Path], choice: Any) -> tuple[int, float]:
+def decoded_ceiling(card: Any, built: Any, weights: Path, paths: list[Path], choice: Any) -> tuple[int, float]:
     """The forward pass alone (activation included) on batches decoded and transformed beforehand, in memory.
 
     The model is the runtime's (``prepare_model``/``make_forward``: AMP and channels_last where the
@@ -104,11 +109,11 @@ def decoded_ceiling(card: dict, weights: Path, paths: list[Path], choice: Any) -
     from builder.kkb_runtime.cards.image.predict import ImageDataset, make_forward, prepare_model
 
     target = devices.torch_device(choice)
-    dataset = ImageDataset(paths, transforms.inference_pipeline(card), int(card.get("in_chans", 3)))
-    size = int(card.get("batch_size", 32))
+    dataset = ImageDataset(paths, transforms.card_pipeline(built), card.in_chans)
+    size = card.batch_size
     decoded = torch.stack([dataset[index] for index in range(len(dataset))])
     batches = [decoded[start:start + size].to(target) for start in range(0, len(decoded), size)]
-    model, channels_last = prepare_model(card, weights, choice, target)
+    model, channels_last = prepare_model(card, built, weights, choice, target, built.checkpoint)
     forward = make_forward(model, card, choice, channels_last)
     with torch.inference_mode():
         forward(batches[0])  # warm-up: first-call allocations are not the steady state
@@ -122,13 +127,16 @@ def decoded_ceiling(card: dict, weights: Path, paths: list[Path], choice: Any) -
     return len(decoded), time.perf_counter() - started
 
 
-def fold_processes(build: Any, competition: Path, card: dict, folds: int, rows: int, tmp: Path) -> tuple[float, float]:
+def fold_processes(build: Any, competition: Path, card: Any, folds: int, rows: int, tmp: Path) -> tuple[float, float]:
     """(one process with N folds, N processes of one fold): seconds, each a ``kkb_runtime predict`` subprocess."""
-    config = json.loads((build.code_dir / "kkb_kernel.json").read_text())
-    entry = {"file": card["checkpoint"]}
-    config["models"].append({**card, "name": "folds", "checkpoints": [dict(entry) for _ in range(folds)]})
+    from builder.kkb_runtime.config import config_text
+    from builder.kkb_runtime.config_reader import load_config
+
+    config = load_config(build.code_dir)
+    built = replace(card.built, checkpoints=(card.built.checkpoints[0],) * folds)
+    folded = replace(card, card=replace(card.card, name="folds", fold_weights=None), built=built)
     config_path = tmp / "kkb_kernel_folds.json"
-    config_path.write_text(json.dumps(config))
+    config_path.write_text(config_text(replace(config, models=(*config.models, folded))))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KAGGLE_", "KKB_"))}
     env.update(PYTHONPATH=os.pathsep.join([str(build.code_dir), env.get("PYTHONPATH", "")]),
                KKB_KERNEL_CONFIG=str(config_path), KKB_WEIGHTS_DIR=str(build.weights_dir),
@@ -139,7 +147,7 @@ def fold_processes(build: Any, competition: Path, card: dict, folds: int, rows: 
                        env=env, cwd=tmp, check=True, stdout=subprocess.DEVNULL, timeout=1800)
 
     one = _seconds(lambda: predict("folds"))
-    many = _seconds(lambda: [predict(str(card["name"])) for _ in range(folds)])
+    many = _seconds(lambda: [predict(card.name) for _ in range(folds)])
     return one, many
 
 
@@ -152,7 +160,7 @@ def run(images: int = 1200, repeat: int = 3, warmup: int = 1, models: tuple[str,
 
     from builder.kkb_runtime.cards.common import device as devices
     from builder.kkb_runtime.cards.image.predict import Job, run_model
-    from builder.kkb_runtime.config import load_config
+    from builder.kkb_runtime.config_reader import load_config
 
     ensure_assets()
     rows: list[Row] = []
@@ -167,27 +175,28 @@ def run(images: int = 1200, repeat: int = 3, warmup: int = 1, models: tuple[str,
             choice = devices.choose_device({})
             target = devices.torch_device(choice)
             for name in models:
-                card = dict(config.model(name)) | {"tta": []}  # TTA off: one view, as the per-image loop
-                job = Job(card, [p.stem for p in paths], paths, "id", list(config.submission["target_columns"]),
-                          build.weights_dir, Path(tmp) / f"{name}.csv")
+                entry = config.model(name)
+                card, built = replace(entry.card, tta=()), entry.built  # TTA off: one view, as the per-image loop
+                job = Job(card, built, [p.stem for p in paths], paths, "id",  # type: ignore[arg-type]
+                          list(config.submission.target_columns), build.weights_dir, Path(tmp) / f"{name}.csv")
                 batch_s, loop_s = [], []
                 for _ in range(warmup + repeat):  # interleaved, so drift hits both alike
                     batch_s.append(_seconds(lambda: run_model(job, choice)))
-                    loop_s.append(_seconds(lambda: per_image_loop(card, build.weights_dir, paths, target)))
+                    loop_s.append(_seconds(lambda: per_image_loop(card, built, build.weights_dir, paths, target)))
                 batch, loop = statistics.median(batch_s[warmup:]), statistics.median(loop_s[warmup:])
-                detail = {"images": images, "repeat": repeat, "device": choice.kind, "arch": card["arch"],
-                          "batch_size": card.get("batch_size"), "num_workers": card.get("num_workers"),
+                detail = {"images": images, "repeat": repeat, "device": choice.kind, "arch": card.arch,
+                          "batch_size": card.batch_size, "num_workers": card.num_workers,
                           "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
                           "amp_channels_last": choice.kind == "cuda",
                           "batch_s": batch_s[warmup:], "loop_s": loop_s[warmup:]}
                 rows.append(Row("inference", f"{name} ({choice.kind}): batch predict", images / batch, "/s",
                                 "per-image loop", images / loop, loop / batch, "> 1x", detail))
-                done, seconds = decoded_ceiling(card, build.weights_dir, paths, choice)
+                done, seconds = decoded_ceiling(card, built, build.weights_dir, paths, choice)
                 rows.append(Row("inference", f"{name} ({choice.kind}): batch predict vs decoded ceiling", images / batch,
                                 "/s", "forward only, pre-decoded", done / seconds, (images / batch) / (done / seconds),
                                 ">= 0.8x", {"images": done, "seconds": seconds, "note": "runtime time includes the model load"}))
                 if choice.kind == "cuda":
-                    done, seconds = forward_ceiling(card, build.weights_dir, target, batches=max(20, images // 64))
+                    done, seconds = forward_ceiling(card, built, build.weights_dir, target, batches=max(20, images // 64))
                     ceiling = done / seconds
                     rows.append(Row("inference", f"{name} (cuda): batch predict vs ceiling", images / batch, "/s",
                                     "forward only, on device", ceiling, (images / batch) / ceiling, "close to 1x",
@@ -196,12 +205,12 @@ def run(images: int = 1200, repeat: int = 3, warmup: int = 1, models: tuple[str,
                     rows.append(Row("inference", f"{name}: vs forward ceiling (CUDA)", None, "/s", "", None, None,
                                     f"skipped: no CUDA here ({choice.reason})", {"device": choice.kind}))
             if folds > 1:
-                card = dict(config.model(models[0]))
+                first = config.model(models[0])
                 competition = kernel / "data" / "competition" / "hidden"
                 rows_limit = min(images, len(test))
                 one_s, many_s = [], []
                 for _ in range(warmup + repeat):
-                    one, many = fold_processes(build, competition, card, folds, rows_limit, Path(tmp))
+                    one, many = fold_processes(build, competition, first, folds, rows_limit, Path(tmp))
                     one_s.append(one)
                     many_s.append(many)
                 one, many = statistics.median(one_s[warmup:]), statistics.median(many_s[warmup:])

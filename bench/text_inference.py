@@ -65,14 +65,15 @@ def naive(model: Any, tokenizer: Any, texts: list[str], max_len: int, batch_size
 def runtime(model: Any, tokenizer: Any, texts: list[str], max_len: int, batch_size: int) -> Any:
     import pandas as pd
 
+    from builder.bundle.cards.text import to_kernel
     from builder.kkb_runtime.cards import text
     from builder.kkb_runtime.cards.common.device import DeviceChoice
     from builder.kkb_runtime.vocabulary import CardKind
     from builder.project.cards import TextCard
 
-    # The card as the build writes it (every key resolved): the kernel's runner holds no defaults of its own.
-    card = TextCard(name="bench", kind=CardKind.TEXT, model_dir="bench", checkpoint="bench.pth", num_classes=3,
-                    text_columns=["text"], max_len=max_len, truncation="head", activation="sigmoid").model_dump(mode="json")
+    # The kernel's card as the build makes it (every key resolved): the kernel's runner holds no defaults of its own.
+    card = to_kernel(TextCard(name="bench", kind=CardKind.TEXT, model_dir="bench", checkpoint="bench.pth", num_classes=3,
+                              text_columns=["text"], max_len=max_len, truncation="head", activation="sigmoid"))
     encoded = text.encode(tokenizer, card, pd.DataFrame({"text": texts}))
     forward = text.make_forward(model, card, DeviceChoice("cpu", "bench"), "cpu")
     return text.predict_encoded(forward, encoded, batch_size, text.pad_id(tokenizer), 3)

@@ -15,14 +15,14 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from builder import __version__
 from builder.bundle.card_run import CardRunPlan, call_seconds, run_cards
-from builder.bundle.cards import card_files, require_card_extras
-from builder.bundle.cards.settings import ResolvedSetting, resolved_settings, with_origins
+from builder.bundle.cards import card_files, record_notes, require_card_extras
+from builder.bundle.cards.settings import ResolvedSetting, resolved_settings
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.clean_scans import CleanScans
 from builder.bundle.competition_checks import check_competition, with_competition_metric
@@ -38,6 +38,7 @@ from builder.bundle.files import (
     swap_into_place,
     write_metadata,
 )
+from builder.bundle.kernel_config import Ids, kernel_config
 from builder.bundle.model_weights import DRY_RUN_VERSION, model_source, publishes_model, weights_model_id, write_model_metadata
 from builder.bundle.preflight import CardCheck, check_against_public_data
 from builder.bundle.submission_checks import check_postprocess
@@ -50,6 +51,8 @@ from builder.bundle.wheels import (
 )
 from builder.bundle.wheels.dependency_manager import DependencyManager, dependency_manager
 from builder.errors import BundleError
+from builder.kkb_runtime.card import BuiltCard
+from builder.kkb_runtime.config import KernelConfig, config_text
 from builder.kkb_runtime.vocabulary import Layout
 from builder.notebook.render import FORMS, cells_for, render_code
 from builder.project.credentials import Secret, resolve_owner, secret_values
@@ -145,13 +148,16 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     code_files, weights_files = _selections(spec, kernel_dir, secrets, scans, HashCache(out_dir / HASH_CACHE), out_dir)
     checks = check_against_public_data(spec, kernel_dir)  # widths, post-processing: before anything is staged
     check_competition(spec, kernel_dir)  # the metric file and its arguments, public_ids
+    manager = dependency_manager(spec, kernel_dir, kernel_image(spec, names.owner), load_image()) \
+        if spec.install.dependency_manager else None  # Kaggle's Dependency Manager: each install offline, named if not
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-staging-"))
     except OSError as exc:
         raise _unwritable(out_dir, exc) from None
     try:
-        result = _build_into(stage, out_dir, names, _plan(settings, spec, names, kernel_dir, code_files, weights_files, checks))
+        plan = _plan(settings, spec, names, kernel_dir, code_files, weights_files, checks, manager)
+        result = _build_into(stage, out_dir, names, plan, manager)
         keep_wheel_folders(out_dir, stage)  # kkb wheels' output lives in build/NAME too
         _refuse_secrets(stage, secrets)
         scans.save(stage / SCAN_RECORD)
@@ -285,24 +291,24 @@ def _check_step_scripts(spec: KernelSpec, kernel_dir: Path, code: dict[str, Path
 
 
 def _plan(settings: BuildSettings, spec: KernelSpec, names: _Names, kernel_dir: Path, code_files: dict[str, Path],
-          weights_files: dict[str, Path], checks: tuple[CardCheck, ...]) -> CardRunPlan:
+          weights_files: dict[str, Path], checks: tuple[CardCheck, ...], manager: DependencyManager | None) -> CardRunPlan:
     """What the build's sandboxed run of the user's code reads, and where the kernel mounts the datasets it is in."""
     weights_target = (f"models/{model_source(names.weights_dataset, DRY_RUN_VERSION)}" if publishes_model(spec)
                       else f"datasets/{names.weights_dataset}")
-    return CardRunPlan(spec=spec, kernel_dir=kernel_dir, code_files=code_files, weights_files=weights_files, checks=checks,
-                       code_target=f"datasets/{names.code_dataset}", weights_target=weights_target, layout=settings.layout,
-                       call_seconds=call_seconds(settings.call_seconds))
+    config = kernel_config(spec, Ids(names.kernel_id, names.code_dataset, names.weights_dataset), manager=manager)
+    return CardRunPlan(spec=spec, config=config, kernel_dir=kernel_dir, code_files=code_files, weights_files=weights_files,
+                       checks=checks, code_target=f"datasets/{names.code_dataset}", weights_target=weights_target,
+                       layout=settings.layout, call_seconds=call_seconds(settings.call_seconds))
 
 
-def _build_into(stage: Path, out_dir: Path, names: _Names, plan: CardRunPlan) -> BuildResult:
+def _build_into(stage: Path, out_dir: Path, names: _Names, plan: CardRunPlan, manager: DependencyManager | None) -> BuildResult:
     spec, kernel_dir = plan.spec, plan.kernel_dir
     cache = HashCache(out_dir / HASH_CACHE)
-    # Kaggle's Dependency Manager input: what it installs before the kernel, each offline (named at build if not).
-    manager = dependency_manager(spec, kernel_dir, kernel_image(spec, names.owner), load_image()) \
-        if spec.install.dependency_manager else None
     weights_manifest, cards, notes = _stage_weights(stage / WEIGHTS_DIR, out_dir / WEIGHTS_DIR, names, plan, cache)
-    code_manifest = _stage_code(stage / CODE_DIR, out_dir / CODE_DIR, spec, names, plan.code_files, cards,
-                                weights_manifest is not None, cache, manager)
+    # The cards as prepared; the weights dataset only when the build made one.
+    config = replace(plan.config, models=tuple(cards), datasets=replace(
+        plan.config.datasets, weights=names.weights_dataset if weights_manifest is not None else None))
+    code_manifest = _stage_code(stage / CODE_DIR, out_dir / CODE_DIR, spec, names, plan.code_files, config, cache)
     notebook = _write_kernel(stage / KERNEL_DIR, spec, names, kernel_dir, code_manifest, weights_manifest)
     cache.path = stage / HASH_CACHE
     cache.save()
@@ -317,30 +323,13 @@ def _build_into(stage: Path, out_dir: Path, names: _Names, plan: CardRunPlan) ->
         weights_hash=weights_manifest.content_hash if weights_manifest else None,
         code_bytes=code_manifest.total_bytes, weights_bytes=weights_manifest.total_bytes if weights_manifest else 0,
         # every reorder/mapping of a model's input or output; what the Dependency Manager installs
-        model_notes=model_notes(cards) + notes + (manager.notes if manager else ()),
+        model_notes=record_notes(cards) + notes + (manager.notes if manager else ()),
         card_settings=resolved_settings(cards, spec.models),
     )
 
 
-def model_notes(cards: list[dict[str, Any]]) -> tuple[str, ...]:
-    """One line per checkpoint that loaded only through a card's opt-in (also in kkb_kernel.json)."""
-    notes = []
-    for card in cards:
-        for what, how in (card.get("preprocessing") or {}).items():  # what the kernel does to each image, and why
-            notes.append(f"models.{card['name']}: {what}: {how}")
-        for entry in card.get("checkpoints") or ():
-            if entry.get("loaded_with", "weights_only") != "weights_only":
-                notes.append(f"models.{card['name']}: {entry['source']} loaded with {entry['loaded_with']}")
-            left_out = entry.get("left_out") or {}
-            for kind in ("missing", "unexpected"):
-                if left_out.get(kind):
-                    notes.append(f"models.{card['name']}: {entry['source']}: strict = false left {len(left_out[kind])} "
-                                 f"{kind} key(s) out: {', '.join(left_out[kind][:8])}")
-    return tuple(notes)
-
-
 def _stage_weights(stage: Path, previous: Path, names: _Names, plan: CardRunPlan,
-                   cache: HashCache) -> tuple[Manifest | None, list[dict[str, Any]], tuple[str, ...]]:
+                   cache: HashCache) -> tuple[Manifest | None, list[BuiltCard], tuple[str, ...]]:
     spec, kernel_dir, files = plan.spec, plan.kernel_dir, plan.weights_files
     stage.mkdir(parents=True)
     # Checkpoints never ship as they are: the cards' preparation reads them from the kernel folder and writes the
@@ -358,43 +347,13 @@ def _stage_weights(stage: Path, previous: Path, names: _Names, plan: CardRunPlan
 
 
 def _stage_code(stage: Path, previous: Path, spec: KernelSpec, names: _Names, files: dict[str, Path],
-                cards: list[dict[str, Any]], has_weights: bool, cache: HashCache, manager: DependencyManager | None) -> Manifest:
+                config: KernelConfig, cache: HashCache) -> Manifest:
     stage_files(files, stage, cache, previous=previous)
     copy_tree(RUNTIME_SOURCE, stage / RUNTIME_PACKAGE)
-    config = _kernel_config(spec, names, cards, has_weights)
-    if manager is not None:  # the dry run's pre-run step installs these (kkb_runtime.prerun); Kaggle needs nothing
-        config["dependency_manager"] = manager.to_config()
-    (stage / KERNEL_CONFIG).write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
+    (stage / KERNEL_CONFIG).write_text(config_text(config))
     manifest = manifest_for(stage, names.code_dataset, cache, files)
     write_metadata(stage, names.code_dataset, dataset_title(spec.code.title, spec.kernel.title, "code"), manifest)
     return manifest
-
-
-def _stand_in(spec: KernelSpec) -> dict[str, Any]:
-    """``[competition.stand_in]`` for a rehearsal on Kaggle that replicates the test (only when stated)."""
-    stated = spec.competition.stand_in.model_dump(exclude_defaults=True)
-    return {"stand_in": stated} if stated else {}
-
-
-def _kernel_config(spec: KernelSpec, names: _Names, cards: list[dict[str, Any]], has_weights: bool) -> dict[str, Any]:
-    return {
-        "kkb_version": __version__,
-        "kernel": {"id": names.kernel_id, "type": spec.kernel.type.value, "machine_shape": spec.kernel.machine_shape},
-        "competition": {"slug": spec.competition.slug, "sample_submission": spec.competition.sample_submission,
-                        "test": spec.competition.test, "metric": spec.competition.metric,
-                        **_stand_in(spec)},
-        "datasets": {"code": names.code_dataset, "weights": names.weights_dataset if has_weights else None},
-        "weights_kind": spec.weights.publish,  # "model": find the weights under input/models/ (kkb_runtime.inputs)
-        "steps": [step.model_dump() for step in spec.steps],
-        "submission": spec.submission.model_dump(),
-        "fast_commit": spec.fast_commit.model_dump(),
-        "models": with_origins(cards, spec.models),  # every key resolved, and where each value came from
-        "evaluation_api": spec.evaluation_api.model_dump() if spec.evaluation_api else None,
-        # What kkb_runtime.inputs.find_input looks up by name: each [[inputs]] and where Kaggle mounts it.
-        "inputs": [{"name": item.input_name, "kind": item.kind, "ref": item.ref, "mount": item.mount_target}
-                   for item in spec.inputs],
-        "postprocess": [stage.resolved() for stage in spec.postprocess],  # every key resolved: no kernel default
-    }
 
 
 def _write_kernel(stage: Path, spec: KernelSpec, names: _Names, kernel_dir: Path, code: Manifest,

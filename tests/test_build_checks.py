@@ -15,6 +15,7 @@ from builder import cli
 from builder.build import BuildSettings, build_kernel
 from builder.errors import BundleError
 from builder.kkb_runtime import postprocess
+from tests.support.cards import kernel_stages
 from tests.support.files import KERNELS
 
 
@@ -87,7 +88,7 @@ def test_the_runtime_names_the_id_column_too() -> None:
     frame = pd.DataFrame({"id": ["a", "b"], "p": [0.2, 0.9]})
     with pytest.raises(postprocess.PostprocessError, match=r"^postprocess\[0\] \(threshold\): columns names the id "
                                                            r"column 'id': its values are ids"):
-        postprocess.apply(frame, [{"kind": "threshold", "columns": ["id"]}], "id", ["p"])
+        postprocess.apply(frame, kernel_stages({"kind": "threshold", "columns": ["id"]}), "id", ["p"])
 
 
 def test_a_bom_in_kernel_toml_is_read(minimal: Path) -> None:

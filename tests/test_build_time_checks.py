@@ -103,7 +103,7 @@ def test_max_len_past_the_position_embeddings_is_refused(bert: Path, tmp_path: P
     assert caught.value.hint == ("set max_len = 64 or less: a longer text fails on Kaggle with any version of "
                                  "transformers (the position embeddings end there)")
     (card,) = bundle_cards.prepare_models(text_spec(max_len=64), kernel, tmp_path / "stage64")
-    assert card["max_len"] == 64
+    assert card.card.max_len == 64  # type: ignore[attr-defined]
 
 
 def test_the_tokenizers_model_max_length_is_named(bert: Path, tmp_path: Path) -> None:
@@ -144,4 +144,4 @@ def test_a_model_with_relative_positions_takes_a_longer_max_len(bert: Path, tmp_
                                  relative_attention=True, pos_att_type=["p2c", "c2p"]).save_pretrained(kernel / "weights" / "bert")
     torch.save(bert_state(kernel, 2, 0), kernel / "weights" / "q.pth")
     (card,) = bundle_cards.prepare_models(text_spec(max_len=100), kernel, tmp_path / "stage")
-    assert card["max_len"] == 100
+    assert card.card.max_len == 100  # type: ignore[attr-defined]

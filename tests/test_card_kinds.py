@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +16,16 @@ from builder.kkb_runtime import cards as runtime_cards
 from builder.kkb_runtime import submission
 from builder.kkb_runtime.cards import text as runtime_text
 from builder.kkb_runtime.cards.common import checkpoints
+from builder.kkb_runtime.cards.common.models import load_weights
 from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.cards import CARD_MODELS
 from builder.project.spec import KernelSpec, parse_spec
+from tests.support.cards import kernel_card, kernel_stages
 
 REGISTRIES = {
     "builder.project.cards.CARD_MODELS": CARD_MODELS,
     "builder.bundle.cards.BUILD_CARDS": bundle_cards.BUILD_CARDS,
-    "builder.kkb_runtime.cards.RUNNERS": runtime_cards.RUNNERS,
+    "builder.kkb_runtime.cards.RUNTIME_CARDS": runtime_cards.RUNTIME_CARDS,
 }
 
 
@@ -231,10 +232,11 @@ def text_spec(**card: Any) -> KernelSpec:
 def test_a_text_card_with_folds_in_one_file_becomes_one_safetensors_per_fold(bert: Path, tmp_path: Path) -> None:
     torch.save({0: bert_state(bert, 2, 0), 1: bert_state(bert, 2, 1)}, bert / "weights" / "q.pth")
     (card,) = bundle_cards.prepare_models(text_spec(), bert, tmp_path)
-    assert [(entry["file"], entry["source"]) for entry in card["checkpoints"]] == [
+    assert isinstance(card.built, runtime_text.TextBuilt)
+    assert [(fold.file, fold.source) for fold in card.built.checkpoints] == [
         ("weights/q.fold0.safetensors", "weights/q.pth#0"), ("weights/q.fold1.safetensors", "weights/q.pth#1")]
     # transformers 5 (the image's) has one tokenizers-backed BertTokenizer, BertTokenizerFast its alias; 4 had both
-    assert card["tokenizer_class"] in {"BertTokenizerFast", "BertTokenizer"}
+    assert card.built.tokenizer_class in {"BertTokenizerFast", "BertTokenizer"}
     # every file of model_dir, as this transformers saved them (5 writes no special_tokens_map.json)
     saved = sorted(path.name for path in (bert / "weights" / "bert").iterdir())
     assert {"config.json", "tokenizer.json", "tokenizer_config.json"} <= set(saved)
@@ -283,7 +285,7 @@ def test_the_width_check_uses_token_ids(bert: Path, tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r"'q': the model returns dict on 2x\d+ token ids, not a \(batch, num_classes\) tensor"):
         bundle_cards.prepare_models(text_spec(**card), bert, tmp_path)
     (prepared,) = bundle_cards.prepare_models(text_spec(**card, output="scores"), bert, tmp_path)
-    assert prepared["output"] == "scores"
+    assert isinstance(prepared.card, runtime_text.TextCard) and prepared.card.output == "scores"
 
 
 def test_head_and_tail_truncation() -> None:
@@ -301,12 +303,13 @@ def test_length_sorted_dynamic_padding_equals_fixed_padding_in_the_original_orde
     from builder.kkb_runtime.cards.common import device as devices
 
     torch.save(bert_state(bert, 2, 0), bert / "weights" / "q.pth")
-    card = {**text_spec(max_len=12).models[0].model_dump(mode="json"), "activation": "sigmoid"}
+    card = kernel_card({**TEXT, "max_len": 12, "activation": "sigmoid"})
+    assert isinstance(card, runtime_text.TextCard)
     tokenizer = runtime_text.load_tokenizer(card, bert)
     table = pd.DataFrame({"title": ["the cat", "why is the dog on the mat good bad cat dog the a", "a", "how good"]})
     encoded = runtime_text.encode(tokenizer, card, table)
     assert [len(ids) for ids in encoded.input_ids] == [4, 12, 3, 4]  # cut to max_len with [CLS] and [SEP]
-    model = runtime_text.load_model(card, bert, bert, "weights/q.pth")
+    model = load_weights(runtime_text.create_model(card, bert), card, bert, "weights/q.pth", None)
     forward = runtime_text.make_forward(model, card, devices.DeviceChoice("cpu", "test"), "cpu")
     dynamic = runtime_text.predict_encoded(forward, encoded, 2, runtime_text.pad_id(tokenizer), 2)
     with torch.no_grad():
@@ -333,10 +336,10 @@ def test_a_booster_library_that_is_not_installed_is_refused_naming_the_package(t
 def test_a_classifiers_classes_follow_the_columns_by_label() -> None:
     from builder.kkb_runtime.cards import tabular
 
-    assert tabular.class_order(["high", "low", "mid"], ["low", "mid", "high"], {"name": "m"}) == [1, 2, 0]
-    assert tabular.class_order([0, 1, 2], ["p0", "p1", "p2"], {"name": "m"}) == [0, 1, 2]
+    assert tabular.class_order(["high", "low", "mid"], ["low", "mid", "high"], "m") == [1, 2, 0]
+    assert tabular.class_order([0, 1, 2], ["p0", "p1", "p2"], "m") == [0, 1, 2]
     with pytest.raises(Exception, match=r"model 'm': predict_proba gives 2 classes \(0, 1\) for 3 column\(s\)"):
-        tabular.class_order([0, 1], ["a", "b", "c"], {"name": "m"})
+        tabular.class_order([0, 1], ["a", "b", "c"], "m")
 
 
 def test_a_notebook_pickle_loads_with_pickle_main(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -356,12 +359,11 @@ def test_a_notebook_pickle_loads_with_pickle_main(tmp_path: Path, monkeypatch: p
     monkeypatch.setitem(sys.modules, "__main__", fake_main)
     joblib.dump(nbcode.Constant(), tmp_path / "m.joblib")
     monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
-    card = {"name": "m", "kind": "sklearn", "allow_joblib": True}
+    card = {"name": "m", "kind": "sklearn", "allow_joblib": True, "checkpoint": "m.joblib", "num_classes": 1}
     with pytest.raises(Exception, match="set pickle_main to the module of your code that defines it"):
-        tabular.load_estimator(card, tmp_path / "m.joblib")
-    model = tabular.load_estimator({**card, "pickle_main": "nbcode"}, tmp_path / "m.joblib")
+        tabular.load_estimator(kernel_card(card), tmp_path / "m.joblib")  # type: ignore[arg-type]
+    model = tabular.load_estimator(kernel_card({**card, "pickle_main": "nbcode"}), tmp_path / "m.joblib")  # type: ignore[arg-type]
     assert model.predict([1, 2]) == [0.25, 0.25]
-    assert json.dumps(card)  # the card stays plain data
 
 
 # --- image cards: transforms factory, tensors, the preprocessing stated --------------------------
@@ -397,16 +399,19 @@ def image_kernel(root: Path, **card: Any) -> tuple[Path, KernelSpec]:
 def test_a_transforms_factory_runs_in_the_kernel_and_its_normalize_is_not_doubled(tmp_path: Path,
                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from builder.kkb_runtime.cards.image import transforms
+    from builder.kkb_runtime.cards.image.card import ImageBuilt
 
     kernel, loaded = image_kernel(tmp_path / "k", transforms="pipes:normalised_tensor", input_size=[24, 24])
     (card,) = bundle_cards.prepare_models(loaded, kernel, tmp_path / "stage")
-    assert (card["transforms_factory"], card["transforms"], card["normalize_in_pipeline"]) == ("pipes:normalised_tensor", None, True)
-    assert (card["mean"], card["std"]) == ([0.5] * 3, [0.25] * 3)
-    assert card["preprocessing"]["normalize"] == "mean [0.5, 0.5, 0.5], std [0.25, 0.25, 0.25] (the pipeline's Normalize), in the pipeline"
-    assert card["preprocessing"]["resize"] == "the pipeline's own (kkb adds no Resize)"
+    built = card.built
+    assert isinstance(built, ImageBuilt)
+    assert (built.transforms_factory, built.transforms, built.normalize_in_pipeline) == ("pipes:normalised_tensor", None, True)
+    assert (built.mean, built.std) == ((0.5,) * 3, (0.25,) * 3)
+    assert built.preprocessing["normalize"] == "mean [0.5, 0.5, 0.5], std [0.25, 0.25, 0.25] (the pipeline's Normalize), in the pipeline"
+    assert built.preprocessing["resize"] == "the pipeline's own (kkb adds no Resize)"
     monkeypatch.syspath_prepend(str(kernel))
     image = np.full((30, 30, 3), 255, dtype=np.uint8)
-    out = transforms.inference_pipeline(card)(image=image)["image"]
+    out = transforms.card_pipeline(built)(image=image)["image"]
     assert tuple(out.shape) == (3, 24, 24) and float(out.max()) == pytest.approx(2.0)  # (1 - 0.5) / 0.25, once
 
 
@@ -425,11 +430,9 @@ def test_a_transforms_factory_that_cannot_work_is_refused_with_the_reason(tmp_pa
 
 
 def test_the_build_states_the_preprocessing_and_where_it_came_from(tmp_path: Path) -> None:
-    from builder.build import model_notes
-
     kernel, loaded = image_kernel(tmp_path / "k", input_size=[32, 32])
     (card,) = bundle_cards.prepare_models(loaded, kernel, tmp_path / "stage")
-    notes = [note for note in model_notes([card]) if not note.startswith("models.m: weights")]
+    notes = [note for note in bundle_cards.record_notes([card]) if not note.startswith("models.m: weights")]
     assert notes[:2] == [
         "models.m: resize: 32x32 (the card), bilinear (timm's pretrained config)",
         "models.m: normalize: mean [0.5, 0.5, 0.5], std [0.5, 0.5, 0.5] (timm's pretrained config), "
@@ -455,8 +458,8 @@ def test_a_postprocess_function_gets_typed_ids_and_context_and_names_what_it_dis
     frame = pd.DataFrame({"qa_id": ["7", "12"], "a": [0.1234, 0.3333], "b": [0.5, 0.25]})
     context = postprocess.Context(weights=tmp_path, code=tmp_path, competition=tmp_path, id_column="qa_id",
                                   id_type=postprocess.id_type(pd.Series(["7", "12"])))
-    out = postprocess.apply(frame, [{"kind": "function", "function": "post:snap"}, {"kind": "function", "function": "post:plain"}],
-                            "qa_id", ["a", "b"], context)
+    out = postprocess.apply(frame, kernel_stages({"kind": "function", "function": "post:snap"},
+                                                 {"kind": "function", "function": "post:plain"}), "qa_id", ["a", "b"], context)
     assert out["qa_id"].tolist() == ["7", "12"] and out["a"].tolist() == [0.2, 0.7]
     assert out.attrs[postprocess.DISCRETISED] == ["a"]
     assert postprocess.id_type(pd.Series(["007", "12"])) == "str"  # "007" is not the integer 7 to the scorer
@@ -467,7 +470,8 @@ def test_a_tokenizer_that_adds_special_tokens_only_when_called_encodes_like_its_
     build_inputs_with_special_tokens), so a generic fast tokenizer over the same vocabulary cuts and encodes the same."""
     from transformers import PreTrainedTokenizerFast
 
-    card = text_spec().models[0].model_dump(mode="json")
+    card = kernel_card(TEXT)
+    assert isinstance(card, runtime_text.TextCard)
     own = runtime_text.load_tokenizer(card, bert)
     generic = PreTrainedTokenizerFast(tokenizer_object=own._tokenizer)
     table = pd.DataFrame({"title": ["the cat " * 40, "the"]})

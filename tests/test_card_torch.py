@@ -16,10 +16,17 @@ import pytest
 from builder.errors import BundleError, ModelError, SpecError
 from builder.kkb_runtime import features
 from builder.kkb_runtime.cards.common import models as runtime_models
+from builder.kkb_runtime.typed import write
 from builder.project.spec import KernelSpec, parse_spec
+from tests.support.cards import kernel_card
 
 TORCH = {"name": "net", "kind": "torch", "factory": "tnet.model:make", "checkpoint": "weights/net.pt", "num_classes": 2,
          "feature_function": "tnet.model:feats"}
+
+
+def torch_card(**keys: Any) -> Any:
+    """The kernel's card of a torch card (``TORCH`` with ``keys``)."""
+    return kernel_card({**TORCH, **keys})
 
 
 def spec(*cards: dict[str, Any], **extra: Any) -> KernelSpec:
@@ -65,24 +72,23 @@ def test_feature_columns_select_and_order_and_a_missing_one_is_named() -> None:
     from builder.kkb_runtime.cards import torch as runtime_torch
 
     frame = pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0], "c": [5, 6]})
-    card = {"name": "net", "feature_columns": ["c", "a"]}
-    assert list(runtime_torch.select_columns(card, frame).columns) == ["c", "a"]
-    assert list(runtime_torch.select_columns({"name": "net", "feature_columns": []}, frame).columns) == ["a", "b", "c"]
+    assert list(runtime_torch.select_columns(torch_card(feature_columns=["c", "a"]), frame).columns) == ["c", "a"]
+    assert list(runtime_torch.select_columns(torch_card(), frame).columns) == ["a", "b", "c"]
     with pytest.raises(runtime_models.ModelLoadError, match=r"model 'net': feature_columns names 1 column\(s\) the "
                                                             r"feature table lacks: d \(it has: a, b, c\)"):
-        runtime_torch.select_columns({"name": "net", "feature_columns": ["a", "d"]}, frame)
+        runtime_torch.select_columns(torch_card(feature_columns=["a", "d"]), frame)
     with pytest.raises(runtime_models.ModelLoadError, match=r"lacks: x1x2 \(did you mean x1_x2\?\)"):
-        runtime_torch.select_columns({"name": "net", "feature_columns": ["x1x2"]}, frame.assign(x1_x2=1.0))
+        runtime_torch.select_columns(torch_card(feature_columns=["x1x2"]), frame.assign(x1_x2=1.0))
 
 
 def test_inputs_are_float32_and_text_columns_are_refused() -> None:
     from builder.kkb_runtime.cards import torch as runtime_torch
 
     frame = pd.DataFrame({"a": [1, 2], "flag": [True, False]})
-    values = runtime_torch.as_inputs({"name": "net"}, frame)
+    values = runtime_torch.as_inputs(torch_card(), frame)
     assert values.dtype == np.float32 and values.tolist() == [[1.0, 1.0], [2.0, 0.0]]
     with pytest.raises(runtime_models.ModelLoadError, match="feature column\\(s\\) colour are not numeric"):
-        runtime_torch.as_inputs({"name": "net"}, frame.assign(colour=["red", "blue"]))
+        runtime_torch.as_inputs(torch_card(), frame.assign(colour=["red", "blue"]))
 
 
 def test_a_preprocessor_fitted_on_a_frame_gets_the_frame() -> None:
@@ -92,9 +98,9 @@ def test_a_preprocessor_fitted_on_a_frame_gets_the_frame() -> None:
 
     frame = pd.DataFrame({"a": [1.0, 3.0], "b": [0.0, 4.0]})
     scaler = StandardScaler().fit(frame)
-    assert runtime_torch.as_inputs({"name": "net"}, frame, scaler).tolist() == [[-1.0, -1.0], [1.0, 1.0]]
+    assert runtime_torch.as_inputs(torch_card(), frame, scaler).tolist() == [[-1.0, -1.0], [1.0, 1.0]]
     with pytest.raises(runtime_models.ModelLoadError, match="the preprocessor's transform fails on the 1 feature"):
-        runtime_torch.as_inputs({"name": "net"}, frame[["b"]], scaler)
+        runtime_torch.as_inputs(torch_card(), frame[["b"]], scaler)
 
 
 def test_the_net_output_width_must_be_num_classes() -> None:
@@ -103,11 +109,11 @@ def test_the_net_output_width_must_be_num_classes() -> None:
     from builder.kkb_runtime.cards.common.device import DeviceChoice
 
     net = torch.nn.Linear(3, 2).eval()
-    card = {"name": "net", "activation": "softmax", "batch_size": 2, "num_classes": 2, "amp": False}
+    card = torch_card(activation="softmax", batch_size=2, num_classes=2)
     values = runtime_torch.predict_array(card, net, np.zeros((5, 3), dtype=np.float32), DeviceChoice("cpu", "test"), "cpu")
     assert values.shape == (5, 2) and np.allclose(values.sum(1), 1.0)
     with pytest.raises(runtime_models.ModelLoadError, match="the net outputs 2 value\\(s\\) per row, num_classes = 3"):
-        runtime_torch.predict_array({**card, "num_classes": 3}, net, np.zeros((1, 3), dtype=np.float32),
+        runtime_torch.predict_array(torch_card(num_classes=3), net, np.zeros((1, 3), dtype=np.float32),
                                     DeviceChoice("cpu", "test"), "cpu")
 
 
@@ -185,16 +191,17 @@ def test_prepare_splits_the_folds_and_pairs_one_preprocessor_per_fold(tmp_path: 
                     "feature_columns": ["c", "a", "b"]}).models
     stage = tmp_path / "stage"
     prepared = bundle_torch.prepare(card, kernel, stage, {})
-    assert [(entry["source"], entry["preprocessor"]) for entry in prepared["checkpoints"]] == [
+    assert [(fold.source, fold.preprocessor) for fold in prepared.checkpoints] == [
         ("weights/net.pt#0", "weights/scaler_0.joblib"), ("weights/net.pt#1", "weights/scaler_1.joblib")]
-    assert all((stage / entry["file"]).is_file() for entry in prepared["checkpoints"])
-    assert (prepared["amp"], prepared["batch_size"]) == (False, 1024)
-    assert prepared["preprocessing"] == {  # the build's notes: what the kernel does before the net
+    assert all((stage / fold.file).is_file() for fold in prepared.checkpoints)
+    kernel_side = bundle_torch.to_kernel(card)
+    assert (kernel_side.amp, kernel_side.batch_size) == (False, 1024)
+    assert prepared.preprocessing == {  # the build's notes: what the kernel does before the net
         "features": "tnet.model:feats: feature_columns, in that order (3: c, a, b)",
         "net": "float32 batches of 1024 rows, activation softmax, no autocast (amp = false)",
         "preprocessor": "one per fold: weights/scaler_0.joblib, weights/scaler_1.joblib (joblib.load: allow_joblib = true)"}
     assert bundle_torch.extra_files(card, kernel) == ["weights/scaler_0.joblib", "weights/scaler_1.joblib"]
-    json.dumps(prepared)  # what kkb_kernel.json holds
+    json.dumps(write(prepared))  # what kkb_kernel.json holds
 
 
 @pytest.mark.parametrize(("extra", "error", "message"), [
@@ -262,12 +269,14 @@ def test_the_kernel_runs_each_fold_with_its_scaler_and_equals_torch_itself(tmp_p
     import torch
 
     from builder.bundle.cards import torch as bundle_torch
+    from builder.bundle.kernel_config import Ids, kernel_config
+    from builder.kkb_runtime.card import BuiltCard
     from builder.kkb_runtime.cards import torch as runtime_torch
-    from builder.kkb_runtime.config import KernelConfig
 
     kernel = write_kernel(tmp_path / "k", folds=2, scalers=2)
-    (card,) = spec({**TORCH, "preprocessor": ["weights/scaler_0.joblib", "weights/scaler_1.joblib"], "allow_joblib": True,
-                    "feature_columns": ["c", "a", "b"], "batch_size": 3}).models
+    loaded = spec({**TORCH, "preprocessor": ["weights/scaler_0.joblib", "weights/scaler_1.joblib"], "allow_joblib": True,
+                   "feature_columns": ["c", "a", "b"], "batch_size": 3})
+    (card,) = loaded.models
     weights = tmp_path / "weights"
     prepared = bundle_torch.prepare(card, kernel, weights, {})
     for name in bundle_torch.extra_files(card, kernel):
@@ -277,17 +286,17 @@ def test_the_kernel_runs_each_fold_with_its_scaler_and_equals_torch_itself(tmp_p
     table = pd.DataFrame({"id": [3, 1, 2, 4], "x": [0.5, 1.5, -1.0, 2.0], "y": [2.0, 3.0, 0.0, 1.0]})
     table.to_csv(data / "test.csv", index=False)
     pd.DataFrame({"id": [1, 2, 3, 4], "p0": 0.5, "p1": 0.5}).to_csv(data / "sample_submission.csv", index=False)
-    config = KernelConfig(raw={"competition": {"slug": "kkb-torch", "sample_submission": "sample_submission.csv"},
-                               "submission": {"id_column": "id"}, "steps": [], "models": [prepared]},
-                          path=tmp_path / "kkb_kernel.json")
+    kernel_side = bundle_torch.to_kernel(card)
+    config = kernel_config(loaded, Ids("me/k", "me/k-code", "me/k-weights"), [BuiltCard(kernel_side, prepared, card.origins)])
     cache = tmp_path / "cache"
     cache.mkdir()
     environ = {"KKB_WEIGHTS_DIR": str(weights), "KKB_COMPETITION_DIR": str(data), "KKB_DEVICE": "cpu",
                "KKB_CODE_DIR": str(kernel), features.CACHE_VARIABLE: str(cache)}
     sys.path.insert(0, str(kernel))
     try:
-        first = runtime_torch.run("net", tmp_path / "first.csv", {**environ, "KKB_STEP_NAME": "first"}, config)
-        second = runtime_torch.run("net", tmp_path / "second.csv", {**environ, "KKB_STEP_NAME": "second"}, config)
+        first = runtime_torch.run(kernel_side, prepared, tmp_path / "first.csv", {**environ, "KKB_STEP_NAME": "first"}, config)
+        second = runtime_torch.run(kernel_side, prepared, tmp_path / "second.csv", {**environ, "KKB_STEP_NAME": "second"},
+                                   config)
         from tnet.model import feats, make
     finally:
         sys.path.remove(str(kernel))

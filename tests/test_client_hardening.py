@@ -89,10 +89,12 @@ def test_sigint_to_a_kkb_waiting_on_kaggle_exits_130(tmp_path: Path, monkeypatch
 
 
 def _card(tmp_path: Path, content: bytes) -> Any:
+    """The kernel's card of an image card whose checkpoint ``model.pth`` holds ``content``."""
+    from builder.bundle.cards.image import to_kernel
     from builder.project.cards import ImageCard
 
     (tmp_path / "model.pth").write_bytes(content)
-    return ImageCard(name="m", arch="resnet18", checkpoint="model.pth", num_classes=2)
+    return to_kernel(ImageCard(name="m", arch="resnet18", checkpoint="model.pth", num_classes=2))
 
 
 @pytest.mark.parametrize(
@@ -112,7 +114,7 @@ def test_unreadable_checkpoints_say_what_they_are(tmp_path: Path, content: bytes
     from builder.bundle.models import read_training_checkpoint
 
     with pytest.raises(ModelError) as raised:
-        read_training_checkpoint(_card(tmp_path, content), tmp_path)
+        read_training_checkpoint(_card(tmp_path, content), None, tmp_path, "model.pth")
     assert (raised.value.message, raised.value.hint, raised.value.exit_code) == (message, hint, EXIT_USER)
 
 
@@ -128,7 +130,7 @@ def test_a_pickle_of_objects_is_still_described_as_one(tmp_path: Path) -> None:
     card = _card(tmp_path, (tmp_path / "saved.pth").read_bytes())
     # Issue 12: the refusal quotes torch's line naming the class, and the hint names the per-card opt-in.
     with pytest.raises(ModelError, match="Unsupported global: GLOBAL tests.test_client_hardening.PickledThing") as raised:
-        read_training_checkpoint(card, tmp_path)
+        read_training_checkpoint(card, None, tmp_path, "model.pth")
     assert "allow_pickle = true" in (raised.value.hint or "") and "\x1b[" not in raised.value.message
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from builder.build import BuildSettings, build_kernel
 from builder.errors import DryRunError, SpecError
-from builder.kkb_runtime.config import load_config
+from builder.kkb_runtime.config import InputSection
+from builder.kkb_runtime.config_reader import load_config
 from builder.kkb_runtime.inputs import InputNotFound, find_input
 from builder.project.spec import parse_spec
 from builder.rehearse.dryrun import DryRunSettings, competition_data, dry_run
@@ -128,11 +129,11 @@ def test_build_attaches_each_input_in_its_sources(kernel: Path, tmp_path: Path) 
     assert meta["dataset_sources"] == [build.code_dataset, build.weights_dataset, "bob/tiny-lookup"]
     assert meta["model_sources"] == ["bob/tiny-net/pytorch/default/1"]
     assert meta["kernel_sources"] == ["bob/make-offsets"]
-    assert load_config(build.code_dir).inputs == [
-        {"name": "tiny-lookup", "kind": "dataset", "ref": "bob/tiny-lookup", "mount": "datasets/bob/tiny-lookup"},
-        {"name": "net", "kind": "model", "ref": "bob/tiny-net/pytorch/default/1", "mount": "models/bob/tiny-net/pytorch/default/1"},
-        {"name": "make-offsets", "kind": "notebook", "ref": "bob/make-offsets", "mount": "notebooks/bob/make-offsets"},
-    ]
+    assert load_config(build.code_dir).inputs == (
+        InputSection(name="tiny-lookup", kind="dataset", ref="bob/tiny-lookup", mount="datasets/bob/tiny-lookup"),
+        InputSection(name="net", kind="model", ref="bob/tiny-net/pytorch/default/1", mount="models/bob/tiny-net/pytorch/default/1"),
+        InputSection(name="make-offsets", kind="notebook", ref="bob/make-offsets", mount="notebooks/bob/make-offsets"),
+    )
 
 
 @pytest.mark.parametrize("layout", ["current", "legacy"])
@@ -141,7 +142,7 @@ def test_runtime_finds_each_input_by_name_and_by_reference(kernel: Path, tmp_pat
     config = load_config(build.code_dir)
     root = tmp_path / "kaggle"
     for item in config.inputs:  # mounted as the sandbox (and Kaggle) mounts them
-        (root / "input" / mount_path(item["mount"], layout)).mkdir(parents=True)
+        (root / "input" / mount_path(item.mount, layout)).mkdir(parents=True)
     for name, mount in (("tiny-lookup", "datasets/bob/tiny-lookup"), ("net", "models/bob/tiny-net/pytorch/default/1"),
                         ("bob/make-offsets", "notebooks/bob/make-offsets"),
                         ("bob/tiny-net/pytorch/default/1", "models/bob/tiny-net/pytorch/default/1")):

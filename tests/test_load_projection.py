@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from builder.bundle.kernel_config import section
+from builder.kkb_runtime.config import StepSection
 from builder.kkb_runtime.inputs import Inputs
 from builder.kkb_runtime.steps import run_step
 from builder.kkb_runtime.timing import BatchTiming, FoldTiming, StepTiming
+from builder.project.spec import Step
 from builder.rehearse.projection import RunTimes, project_rerun
 from tests.support.busy import busy_loops
 
@@ -73,7 +76,7 @@ def _on_one_cpu(busy: int) -> Iterator[None]:
 def test_a_projection_with_two_busy_processes_beside_it_stays_within_1_5x_of_the_quiet_one(tmp_path: Path) -> None:
     (tmp_path / "work.py").write_text(WORK)
     inputs = Inputs(code=tmp_path, weights=None, competition=tmp_path, working=tmp_path)
-    step = {"name": "features", "run": "python work.py {out}"}
+    step = section(StepSection, Step(name="features", run="python work.py {out}"), "steps[0]")
 
     def measured(busy: int) -> RunTimes:
         with _on_one_cpu(busy):

@@ -22,7 +22,7 @@ from builder.local_kaggle.scoring import ScoringError, score_submission
 from builder.project.spec import parse_spec
 from builder.rehearse.metric_report import metric_report
 from builder.remote.hints import dry_run_hint
-from tests.support.cards import resolved_stages
+from tests.support.cards import kernel_stages
 
 
 def test_the_registry_covers_every_metric() -> None:
@@ -259,10 +259,10 @@ def test_rounding_for_other_metrics_and_round_false_columns() -> None:
 
 
 def test_unrounded_columns_from_postprocess_stages() -> None:
-    stages = resolved_stages({"kind": "argmax", "into": "label", "round": False}, {"kind": "clip", "columns": ["x"], "min": 0},
-                             {"kind": "function", "function": "m:f", "columns": ["q1", "q2"], "round": False})
+    stages = kernel_stages({"kind": "argmax", "into": "label", "round": False}, {"kind": "clip", "columns": ["x"], "min": 0},
+                           {"kind": "function", "function": "m:f", "columns": ["q1", "q2"], "round": False})
     assert unrounded_columns(stages, ["z"], ["label", "x", "q1", "q2", "z"]) == {"label", "q1", "q2", "z"}
-    assert unrounded_columns([{"kind": "function", "function": "m:f", "round": False}], [], ["a", "b"]) == {"a", "b"}
+    assert unrounded_columns(kernel_stages({"kind": "function", "function": "m:f", "round": False}), [], ["a", "b"]) == {"a", "b"}
 
 
 # --- the dry run's metric report and the hints -------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 
 from builder.build import BuildSettings, build_kernel
 from builder.errors import SpecError
-from builder.kkb_runtime.config import load_config
+from builder.kkb_runtime.config_reader import load_config
 from builder.kkb_runtime.inputs import resolve_inputs
 from builder.local_kaggle import InstantRunner, LocalKaggle
 from builder.project.spec import parse_spec

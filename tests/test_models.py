@@ -13,10 +13,13 @@ import pytest
 torch = pytest.importorskip("torch")
 timm = pytest.importorskip("timm")
 
-from builder.bundle.models import prepare_models  # noqa: E402
+from builder.bundle.cards import prepare_models  # noqa: E402
 from builder.errors import ModelError  # noqa: E402
 from builder.kkb_runtime.cards.common import models as runtime  # noqa: E402
+from builder.kkb_runtime.cards.image import predict  # noqa: E402
 from builder.kkb_runtime.cards.image import transforms as pipelines  # noqa: E402
+from builder.kkb_runtime.config_reader import read_card  # noqa: E402
+from builder.kkb_runtime.typed import write  # noqa: E402
 from builder.project.spec import KernelSpec, parse_spec  # noqa: E402
 from tests.support.files import build_file_tree  # noqa: E402
 
@@ -51,9 +54,16 @@ def save(kernel_dir: Path, obj: Any, name: str = "weights/net.pth") -> Path:
 
 
 def prepare(kernel_dir: Path, spec: KernelSpec, stage: Path | None = None) -> tuple[list[dict[str, Any]], Path]:
+    """The cards prepared into ``stage``, each as kkb_kernel.json holds it."""
     stage = stage or kernel_dir.parent / "stage"
     stage.mkdir(parents=True, exist_ok=True)
-    return prepare_models(spec, kernel_dir, stage), stage
+    return [written(card) for card in prepare_models(spec, kernel_dir, stage)], stage
+
+
+def written(card: object) -> dict[str, Any]:
+    shown = write(card)
+    assert isinstance(shown, dict)
+    return shown
 
 
 def written_state(stage: Path, card: dict[str, Any]) -> dict[str, Any]:
@@ -159,7 +169,7 @@ def test_two_cards_sharing_a_checkpoint_get_their_own_files(tmp_path: Path, stat
                    {"name": "half", "arch": ARCH, "checkpoint": "weights/net.pth", "num_classes": 3, "half": True}],
         "steps": [{"name": "s", "run": "python x.py"}],
     })
-    full, half = prepare_models(spec, tmp_path / "kernel", tmp_path / "stage")
+    full, half = (written(card) for card in prepare_models(spec, tmp_path / "kernel", tmp_path / "stage"))
     assert (full["checkpoint"], half["checkpoint"]) == ("weights/net.safetensors", "weights/net.half.safetensors")
     assert written_state(tmp_path / "stage", half)["conv_stem.weight"].dtype == torch.float16
 
@@ -448,7 +458,9 @@ def test_non_strict_loading_only_when_asked_and_listed(tmp_path: Path, state: di
     assert card["checkpoints"][0]["left_out"] == {"missing": ["classifier.weight", "classifier.bias"],
                                                   "unexpected": ["aux.weight"]}
     assert "aux.weight" not in written_state(stage, card)
-    model = runtime.load_model(card, stage)  # the kernel loads it too
+    typed = read_card(card)
+    model = runtime.load_weights(predict.create_model(typed.card), typed.card, stage,  # type: ignore[arg-type]
+                                 card["checkpoint"], None)  # the kernel loads it too
     assert torch.equal(model.state_dict()["conv_stem.weight"], state["conv_stem.weight"])
 
 
@@ -484,14 +496,16 @@ def test_a_glob_that_matches_nothing_or_the_wrong_number_of_folds_is_refused(tmp
 
 
 def test_the_build_output_records_what_the_opt_ins_did() -> None:
-    from builder.build import model_notes
+    from builder.bundle.cards.unit import fold_notes
+    from builder.kkb_runtime.card import Built, LeftOut
+    from tests.support.cards import fold
 
-    cards = [{"name": "net", "checkpoints": [
-        {"source": "weights/a.pth", "loaded_with": "torch.load(weights_only=False) (allow_pickle = true)",
-         "left_out": {"missing": ["head.weight"], "unexpected": []}}]}]
-    assert model_notes(cards) == (
+    built = Built(checkpoint="weights/a.safetensors", built_with={}, checkpoints=(
+        fold("weights/a.safetensors", "weights/a.pth", loaded_with="torch.load(weights_only=False) (allow_pickle = true)",
+             left_out=LeftOut(missing=("head.weight",), unexpected=())),))
+    assert fold_notes("net", built) == [
         "models.net: weights/a.pth loaded with torch.load(weights_only=False) (allow_pickle = true)",
-        "models.net: weights/a.pth: strict = false left 1 missing key(s) out: head.weight")
+        "models.net: weights/a.pth: strict = false left 1 missing key(s) out: head.weight"]
 
 
 def _pickle_with_a_user_class(kernel: Path, state: dict[str, Any]) -> str:

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from builder.build import BuildSettings, build_kernel
+from builder.bundle.cards.tabular import class_notes, feature_notes
 from builder.errors import BundleError
 from builder.kkb_runtime.cards import tabular
-from builder.kkb_runtime.mapping import class_notes, feature_notes
 
 joblib = pytest.importorskip("joblib")
 pytest.importorskip("sklearn")
@@ -78,12 +78,12 @@ def test_classes_matched_by_label_are_printed_by_the_build(tmp_path: Path) -> No
 ])
 def test_a_missing_or_extra_class_is_refused(classes: list[object], message: str) -> None:
     with pytest.raises(Exception, match="kkb matches classes to columns by exact label") as caught:
-        tabular.class_order(classes, COLUMNS, {"name": "m"})
+        tabular.class_order(classes, COLUMNS, "m")
     assert message in str(caught.value)
 
 
 def test_integer_classes_and_binary_models_are_said() -> None:
-    assert tabular.class_order([0, 1, 2], COLUMNS, {"name": "m"}) == [0, 1, 2]
+    assert tabular.class_order([0, 1, 2], COLUMNS, "m") == [0, 1, 2]
     assert class_notes("m", [0, 1, 2], COLUMNS, 3) == [
         "models.m: integer classes 0..2 fill the columns in order: low = class 0, mid = class 1, high = class 2"]
     assert class_notes("m", ["no", "yes"], ["target"], 2) == [

@@ -14,6 +14,7 @@ import pytest
 from builder.build import BuildSettings, build_kernel
 from builder.errors import BundleError, SpecError
 from builder.kkb_runtime import postprocess
+from tests.support.cards import kernel_stages
 from tests.support.files import KERNELS
 
 ROUNDER = '''
@@ -49,8 +50,8 @@ def test_a_function_stage_loads_a_notebook_pickle_with_pickle_main(tmp_path: Pat
     frame = pd.DataFrame({"id": ["a", "b", "c"], "target": [0.1, 0.5, 0.9]})
     stage = {"kind": "function", "function": "nbrounder:round_targets"}
     with pytest.raises(postprocess.PostprocessError, match="raised AttributeError: Can't get attribute 'OptimizedRounder'"):
-        postprocess.apply(frame, [stage], "id", ["target"])
-    out = postprocess.apply(frame, [{**stage, "pickle_main": "nbrounder"}], "id", ["target"])
+        postprocess.apply(frame, kernel_stages(stage), "id", ["target"])
+    out = postprocess.apply(frame, kernel_stages({**stage, "pickle_main": "nbrounder"}), "id", ["target"])
     assert out["target"].tolist() == [0, 1, 2]
     assert sys.modules["__main__"] is kernel_main  # restored after the stage
 

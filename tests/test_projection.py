@@ -29,7 +29,7 @@ from builder.rehearse.projection import (
     project_rerun,
     timeout_reason,
 )
-from tests.support.cards import resolved_card
+from tests.support.cards import image_built, kernel_card
 
 HOUR = 3600.0
 
@@ -253,12 +253,12 @@ def _slow_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int) -> tu
     monkeypatch.syspath_prepend(str(tmp_path))
     save_file({f"head.{k}": v for k, v in torch.nn.Linear(3, 2).state_dict().items()}, str(tmp_path / "fold.safetensors"))
     Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(tmp_path / "0.png")
-    card = resolved_card({"name": "slow", "factory": "slowmodel:make", "num_classes": 2, "input_size": [8, 8],
-                          "mean": [0.5] * 3, "std": [0.25] * 3, "interpolation": "bilinear", "batch_size": 8,
-                          "num_workers": 0, "activation": "none", "checkpoint": "fold.safetensors"},
-                         checkpoints=[{"file": "fold.safetensors"} for _ in range(FOLDS)])
+    card = kernel_card({"name": "slow", "factory": "slowmodel:make", "num_classes": 2, "batch_size": 8, "num_workers": 0,
+                        "activation": "none", "checkpoint": "fold.safetensors"})
+    built = image_built(*["fold.safetensors"] * FOLDS, input_size=(8, 8))
     paths = [tmp_path / "0.png"] * rows
-    job = predict.Job(card, [str(i) for i in range(rows)], paths, "id", ["a", "b"], tmp_path, tmp_path / "out.csv")
+    job = predict.Job(card, built, [str(i) for i in range(rows)], paths, "id", ["a", "b"], tmp_path,  # type: ignore[arg-type]
+                      tmp_path / "out.csv")
     return job, paths
 
 

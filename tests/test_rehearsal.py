@@ -5,27 +5,31 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import builder.kkb_runtime as kkb
+from builder.bundle.kernel_config import Ids, kernel_config
 from builder.kkb_runtime import commit, rehearsal, scale
-from builder.kkb_runtime.config import load_config
-from builder.project.spec import load_spec
+from builder.kkb_runtime.config import config_text
+from builder.kkb_runtime.config_reader import load_config
+from builder.project.spec import load_spec, parse_spec
 from builder.rehearse.on_kaggle import report_from_kaggle
 from builder.rehearse.verdict import COMPUTE, OK, TIMEOUT
 from tests.support.files import build_file_tree
 
 KERNEL = "me/my-kernel"
-CONFIG = {
-    "kernel": {"id": KERNEL, "type": "notebook"},
-    "competition": {"slug": "comp", "sample_submission": "sample_submission.csv", "test": "test.csv"},
-    "datasets": {"code": "me/my-kernel-code", "weights": None},
-    "steps": [], "submission": {"id_column": "id", "target_columns": ["target"], "file": "submission.csv",
-                                 "combine": "mean", "decimals": 4},
-    "fast_commit": {"enabled": True, "rows_below": 11, "write": "sample", "detect": "env_and_rows"},
-}
+
+
+def config_text_of(kernel_type: str = "notebook") -> str:
+    """``kkb_kernel.json`` as the build writes it for a kernel with no step (its own id, the competition's test)."""
+    spec = parse_spec({"kernel": {"title": "My Kernel", "owner": "me", "type": kernel_type},
+                       "competition": {"slug": "comp", "test": "test.csv"},
+                       "submission": {"target_columns": ["target"], "decimals": 4},
+                       "steps": [{"name": "unused", "run": "python unused.py"}]})
+    return config_text(replace(kernel_config(spec, Ids(KERNEL, "me/my-kernel-code", None)), steps=()))
 
 
 @pytest.fixture
@@ -33,7 +37,7 @@ def kaggle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fake /kaggle: the code dataset, the competition's public test, an empty working dir."""
     root = tmp_path / "kaggle"
     build_file_tree(root, {
-        "input/datasets/me/my-kernel-code/kkb_kernel.json": json.dumps(CONFIG),
+        "input/datasets/me/my-kernel-code/kkb_kernel.json": config_text_of(),
         "input/competitions/comp/sample_submission.csv": "id,target\na,0.0\nb,0.0\n",
         "input/competitions/comp/test.csv": "id,x\na,1\nb,2\n",
         "working/.keep": "",
@@ -96,7 +100,7 @@ def test_a_failed_check_is_the_verdict_with_its_problems(kaggle: Path) -> None:
 
 def test_a_script_kernels_failure_is_notebook_threw_exception(kaggle: Path) -> None:
     config = kaggle / "input" / "datasets" / "me" / "my-kernel-code" / "kkb_kernel.json"
-    config.write_text(json.dumps({**CONFIG, "kernel": {"id": KERNEL, "type": "script"}}))
+    config.write_text(config_text_of("script"))
     _attach(kaggle, scale=1)
     run = kkb.start(config.parent)
     run.predictions = run.sample.iloc[:1]

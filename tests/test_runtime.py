@@ -10,7 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from builder.kkb_runtime import commit, inputs, install, postprocess, steps, submission
+from builder.bundle.kernel_config import section
+from builder.kkb_runtime import commit, config, inputs, install, postprocess, steps, submission
+from builder.project import spec
+from tests.support.cards import kernel_stages
 
 SAMPLE = pd.DataFrame({"id": ["a", "b", "c"], "target": [0.0, 0.0, 0.0]})
 
@@ -79,14 +82,24 @@ def test_write_submission_is_atomic(tmp_path: Path) -> None:
     ],
 )
 def test_fast_commit_decision(environ: dict, rows: int, fast: bool, reason: str) -> None:
-    decision = commit.decide({"enabled": True, "rows_below": 11, "detect": "env_and_rows", "write": "sample"}, rows, environ)
+    decision = commit.decide(fast_commit(enabled=True, rows_below=11, detect="env_and_rows", write="sample"), rows, environ)
     assert (decision.fast, decision.reason) == (fast, reason)
 
 
+def fast_commit(**keys: object) -> config.FastCommitSection:
+    """``[fast_commit]`` as the kernel reads it (the spec's defaults for the keys not given)."""
+    return section(config.FastCommitSection, spec.FastCommitSection.model_validate(keys), "fast_commit")
+
+
+def step(name: str, run: str) -> config.StepSection:
+    """A ``[[steps]]`` entry as the kernel reads it."""
+    return section(config.StepSection, spec.Step(name=name, run=run), "steps[0]")
+
+
 def test_fast_commit_env_only_and_first_rows() -> None:
-    decision = commit.decide({"detect": "env", "write": "first_rows", "first_rows": 3}, 10_000, {})
+    decision = commit.decide(fast_commit(detect="env", write="first_rows", first_rows=3), 10_000, {})
     assert decision.fast and decision.row_limit == 3
-    assert not commit.decide({"enabled": False}, 1, {}).fast
+    assert not commit.decide(fast_commit(enabled=False), 1, {}).fast
 
 
 def _dataset(folder: Path, dataset_id: str) -> Path:
@@ -121,7 +134,7 @@ def test_step_command_and_failure_tail(tmp_path: Path) -> None:
     assert argv == [sys.executable, str(code / "boom.py"), "--out", "/o.csv"]
     found = inputs.Inputs(code=code, weights=None, competition=tmp_path, working=tmp_path)
     with pytest.raises(steps.StepFailed, match=r"step 'boom' failed with exit code 3\n--- stderr \(last 1 lines\) ---\nto stderr"):
-        steps.run_step({"name": "boom", "run": "python boom.py"}, found, tmp_path / "kkb_kernel.json", tmp_path)
+        steps.run_step(step("boom", "python boom.py"), found, tmp_path / "kkb_kernel.json", tmp_path)
 
 
 def test_step_sees_the_kernel_environment(tmp_path: Path) -> None:
@@ -131,7 +144,7 @@ def test_step_sees_the_kernel_environment(tmp_path: Path) -> None:
         "import os, sys\nopen(sys.argv[1], 'w').write(','.join(os.environ[k] for k in "
         "('KKB_STEP_NAME', 'KKB_ROW_LIMIT', 'KKB_COMPETITION_DIR')) + '|' + os.getcwd())\n")
     found = inputs.Inputs(code=code, weights=None, competition=tmp_path / "comp", working=tmp_path)
-    result = steps.run_step({"name": "echo", "run": "python echo.py {out}"}, found, tmp_path / "c.json", tmp_path, row_limit=4)
+    result = steps.run_step(step("echo", "python echo.py {out}"), found, tmp_path / "c.json", tmp_path, row_limit=4)
     assert Path(result.output).read_text() == f"echo,4,{tmp_path / 'comp'}|{tmp_path}"
 
 
@@ -169,11 +182,11 @@ def test_a_step_can_record_its_gpu_peak(tmp_path: Path) -> None:
     runtime = Path(steps.__file__).parent
     (code / "kkb_runtime").symlink_to(runtime)
     found = inputs.Inputs(code=code, weights=None, competition=tmp_path, working=tmp_path)
-    result = steps.run_step({"name": "gpu", "run": "python gpu.py {out}"}, found, tmp_path / "c.json", tmp_path)
+    result = steps.run_step(step("gpu", "python gpu.py {out}"), found, tmp_path / "c.json", tmp_path)
     assert result.peak_gpu_bytes == 123
     steps.record_steps([result], tmp_path)
     assert json.loads((tmp_path / "kkb_steps.json").read_text())[0]["peak_gpu_bytes"] == 123
-    plain = steps.run_step({"name": "echo", "run": "python -c \"import sys; open(sys.argv[1], 'w').write('x')\" {out}"},
+    plain = steps.run_step(step("echo", "python -c \"import sys; open(sys.argv[1], 'w').write('x')\" {out}"),
                            found, tmp_path / "c.json", tmp_path)
     assert plain.peak_gpu_bytes is None
 
@@ -234,10 +247,10 @@ def _probs() -> pd.DataFrame:
 
 
 def test_argmax_into_a_label_through_a_label_map() -> None:
-    out = postprocess.apply(_probs(), [{"kind": "argmax", "into": "label", "labels": [10, 11, 12]}], "id", ["p0", "p1", "p2"])
+    out = postprocess.apply(_probs(), kernel_stages({"kind": "argmax", "into": "label", "labels": [10, 11, 12]}), "id", ["p0", "p1", "p2"])
     assert out.to_dict("list") == {"id": ["a", "b"], "label": [11, 10]}
     assert out["label"].dtype == np.int64
-    named = postprocess.apply(_probs(), [{"kind": "argmax", "into": "label", "labels": ["x", "y", "z"]}], "id", ["p0", "p1", "p2"])
+    named = postprocess.apply(_probs(), kernel_stages({"kind": "argmax", "into": "label", "labels": ["x", "y", "z"]}), "id", ["p0", "p1", "p2"])
     assert named["label"].tolist() == ["y", "x"]
 
 
@@ -245,20 +258,20 @@ def test_threshold_clip_and_a_user_function(tmp_path: Path, monkeypatch: pytest.
     (tmp_path / "userpost.py").write_text("def double(frame):\n    frame['p0'] = frame['p0'] * 2\n    return frame\n"
                                           "def broken(frame):\n    return frame.to_numpy()\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    stages = [{"kind": "function", "function": "userpost:double"}, {"kind": "clip", "columns": ["p0"], "max": 1.0},
-              {"kind": "threshold", "columns": ["p1"], "value": 0.5}]
+    stages = kernel_stages({"kind": "function", "function": "userpost:double"}, {"kind": "clip", "columns": ["p0"], "max": 1.0},
+                           {"kind": "threshold", "columns": ["p1"], "value": 0.5})
     out = postprocess.apply(_probs(), stages, "id", ["p0", "p1", "p2"])
     assert out["p0"].tolist() == pytest.approx([0.2, 1.0])
     assert out["p1"].tolist() == [1, 0]
     broken = r"postprocess\[0\] \(function\): userpost:broken returned ndarray, not a pandas DataFrame"
     with pytest.raises(postprocess.PostprocessError, match=broken):
-        postprocess.apply(_probs(), [{"kind": "function", "function": "userpost:broken"}], "id", ["p0"])
+        postprocess.apply(_probs(), kernel_stages({"kind": "function", "function": "userpost:broken"}), "id", ["p0"])
 
 
 def test_output_columns_follow_the_stages() -> None:
-    stages = [{"kind": "argmax", "into": "label"}, {"kind": "clip", "min": 0}]
+    stages = kernel_stages({"kind": "argmax", "into": "label"}, {"kind": "clip", "min": 0})
     assert postprocess.output_columns(stages, ["p0", "p1"]) == ["label"]
-    assert postprocess.output_columns([{"kind": "function", "function": "m:f"}], ["p0"]) is None
+    assert postprocess.output_columns(kernel_stages({"kind": "function", "function": "m:f"}), ["p0"]) is None
 
 
 def test_column_types_override_a_sample_of_integer_placeholders() -> None:

@@ -22,7 +22,7 @@ from builder.kkb_runtime.cards.common import device as devices  # noqa: E402
 from builder.kkb_runtime.cards.common import models as runtime  # noqa: E402
 from builder.kkb_runtime.cards.image import predict, tta  # noqa: E402
 from builder.kkb_runtime.cards.image import transforms as pipelines  # noqa: E402
-from tests.support.cards import resolved_card  # noqa: E402
+from tests.support.cards import image_built, kernel_card  # noqa: E402
 from tests.support.files import REPO, build_file_tree  # noqa: E402
 
 A = pipelines.albumentations()
@@ -106,7 +106,13 @@ def test_importing_the_runtime_loads_no_heavy_library_and_no_builder(tmp_path: P
 
 # --- loading ---------------------------------------------------------------------------------------
 
-CARD = resolved_card({"name": "net", "arch": "test_efficientnet", "checkpoint": "net.safetensors", "num_classes": 3})
+KEYS = {"name": "net", "arch": "test_efficientnet", "checkpoint": "net.safetensors", "num_classes": 3}
+CARD = kernel_card(KEYS)
+
+
+def load_net(folder: Path) -> Any:
+    """The card's network with ``net.safetensors`` loaded, as the kernel loads it."""
+    return runtime.load_weights(predict.create_model(CARD), CARD, folder, "net.safetensors", None)  # type: ignore[arg-type]
 
 
 def test_load_model_is_strict_and_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,7 +122,7 @@ def test_load_model_is_strict_and_offline(tmp_path: Path, monkeypatch: pytest.Mo
     torch.manual_seed(3)
     source = timm.create_model("test_efficientnet", pretrained=False, num_classes=3)
     save_file(source.state_dict(), str(tmp_path / "net.safetensors"))
-    model = runtime.load_model(CARD, tmp_path)
+    model = load_net(tmp_path)
     assert not model.training
     assert torch.equal(model.state_dict()["conv_stem.weight"], source.state_dict()["conv_stem.weight"])
     import os
@@ -125,14 +131,14 @@ def test_load_model_is_strict_and_offline(tmp_path: Path, monkeypatch: pytest.Mo
     state = {k: v for k, v in source.state_dict().items() if k != "bn1.bias"}
     save_file(state, str(tmp_path / "net.safetensors"))
     with pytest.raises(runtime.ModelLoadError) as caught:
-        runtime.load_model(CARD, tmp_path)
+        load_net(tmp_path)
     assert str(caught.value) == ("model 'net': checkpoint net.safetensors does not fit "
                                  "test_efficientnet(num_classes=3, in_chans=3)\n  missing keys (1): bn1.bias")
 
 
 def test_a_missing_checkpoint_names_the_path(tmp_path: Path) -> None:
     with pytest.raises(runtime.ModelLoadError, match=r"checkpoint not found: .*net.safetensors"):
-        runtime.load_model(CARD, tmp_path)
+        load_net(tmp_path)
 
 
 def test_strip_common_prefix_only_when_it_matches_exactly() -> None:
@@ -222,8 +228,8 @@ def test_round_trip_with_custom_transforms(code_dir: tuple[Path, str]) -> None:
 def test_the_card_normalisation_is_appended(code_dir: tuple[Path, str]) -> None:
     _, package = code_dir
     original, serialized = saved_pipeline(package)
-    card = {"transforms": serialized, "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25], "input_size": [32, 32]}
-    out = pipelines.inference_pipeline(card)(image=image())["image"]
+    built = image_built("net.safetensors", transforms=serialized)
+    out = pipelines.card_pipeline(built)(image=image())["image"]
     expected = (original(image=image())["image"].astype(np.float32) / 255.0 - 0.5) / 0.25
     assert out.dtype == np.float32 and np.allclose(out, expected, atol=1e-6)
 
@@ -231,14 +237,13 @@ def test_the_card_normalisation_is_appended(code_dir: tuple[Path, str]) -> None:
 def test_a_pipeline_that_normalises_itself_is_not_normalised_twice(code_dir: tuple[Path, str]) -> None:
     _, package = code_dir
     original, serialized = saved_pipeline(package, normalize=True)
-    card = {"transforms": serialized, "mean": [0.9, 0.9, 0.9], "std": [9.0, 9.0, 9.0], "input_size": [32, 32]}
-    assert np.allclose(pipelines.inference_pipeline(card)(image=image())["image"], original(image=image())["image"])
+    built = image_built("net.safetensors", transforms=serialized, mean=(0.9,) * 3, std=(9.0,) * 3)
+    assert np.allclose(pipelines.card_pipeline(built)(image=image())["image"], original(image=image())["image"])
 
 
 def test_without_a_pipeline_the_card_resizes_and_normalises() -> None:
-    card = {"transforms": None, "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0], "input_size": [24, 16],
-            "interpolation": "bicubic"}
-    pipeline = pipelines.inference_pipeline(card)
+    built = image_built("net.safetensors", mean=(0.0,) * 3, std=(1.0,) * 3, input_size=(24, 16), interpolation="bicubic")
+    pipeline = pipelines.card_pipeline(built)
     assert pipeline.transforms[0].interpolation == 2  # cv2.INTER_CUBIC
     out = pipeline(image=image())["image"]
     assert out.shape == (24, 16, 3) and out.max() <= 1.0
@@ -298,8 +303,9 @@ def test_images_are_found_by_id(tmp_path: Path) -> None:
 
 def test_num_classes_must_match_the_targets() -> None:
     with pytest.raises(predict.PredictError, match=r"model 'net' has num_classes = 3 but the submission has 2 target column\(s\) \(a, b\)"):
-        predict.output_columns(CARD, ["a", "b"])
-    assert predict.output_columns({**CARD, "features": True}, ["a", "b"], width=3) == ["feat_0", "feat_1", "feat_2"]
+        predict.output_columns(CARD, ["a", "b"])  # type: ignore[arg-type]
+    features = kernel_card({**KEYS, "features": True})
+    assert predict.output_columns(features, ["a", "b"], width=3) == ["feat_0", "feat_1", "feat_2"]  # type: ignore[arg-type]
 
 
 def test_features_are_pooled_pre_logits() -> None:
@@ -320,18 +326,21 @@ def test_run_model_averages_tta_views_and_extracts_features(tmp_path: Path) -> N
     for index in range(5):
         paths.append(tmp_path / f"{index}.png")
         Image.fromarray(image(index, (40, 40))).save(paths[-1])
-    card = {**CARD, "input_size": [32, 32], "mean": [0.5] * 3, "std": [0.25] * 3, "interpolation": "bilinear",
-            "transforms": None, "tta": ["hflip"], "batch_size": 2, "num_workers": 0}
-    job = predict.Job(card, [str(i) for i in range(5)], paths, "id", ["a", "b", "c"], tmp_path, tmp_path / "out.csv")
+    card = kernel_card({**KEYS, "tta": ["hflip"], "batch_size": 2, "num_workers": 0})
+    built = image_built("net.safetensors")
+    job = predict.Job(card, built, [str(i) for i in range(5)], paths, "id", ["a", "b", "c"], tmp_path,  # type: ignore[arg-type]
+                      tmp_path / "out.csv")
     cpu = devices.DeviceChoice("cpu", "test")
     got = predict.run_model(job, cpu)
-    batch = torch.stack([predict.ImageDataset(paths, pipelines.inference_pipeline(card), 3)[i] for i in range(5)])
+    batch = torch.stack([predict.ImageDataset(paths, pipelines.card_pipeline(built), 3)[i] for i in range(5)])
     with torch.no_grad():
         want = (source(batch).softmax(1) + source(batch.flip(3)).softmax(1)) / 2
     assert got.shape == (5, 3) and np.allclose(got, want.numpy(), atol=1e-5)
     with torch.no_grad():  # the CUDA layout, exercised on the CPU: same numbers
-        assert torch.allclose(predict.make_forward(source, card, cpu, channels_last=True)(batch), source(batch).softmax(1), atol=1e-5)
-    feature_job = dataclasses.replace(job, card={**card, "features": True})
+        assert torch.allclose(predict.make_forward(source, card, cpu, channels_last=True)(batch),  # type: ignore[arg-type]
+                              source(batch).softmax(1), atol=1e-5)
+    feature_job = dataclasses.replace(job, card=kernel_card({**KEYS, "tta": ["hflip"], "batch_size": 2, "num_workers": 0,
+                                                             "features": True}))
     features = predict.run_model(feature_job, cpu)
     assert features.shape == (5, source.num_features)
     predict.write_output(feature_job, features)
@@ -353,13 +362,14 @@ def test_folds_run_one_after_another_and_average_with_weights(tmp_path: Path) ->
     for index in range(3):
         paths.append(tmp_path / f"{index}.jpg")
         Image.fromarray(image(index, (32, 32))).save(paths[-1], quality=95)
-    card = {**CARD, "checkpoint": "fold1.safetensors", "input_size": [32, 32], "mean": [0.5] * 3, "std": [0.25] * 3,
-            "interpolation": "bilinear", "transforms": None, "tta": ["hflip"], "tta_weights": {"identity": 3.0, "hflip": 1.0},
-            "batch_size": 2, "num_workers": 0, "fold_weights": [1.0, 3.0],
-            "checkpoints": [{"file": "fold1.safetensors"}, {"file": "fold2.safetensors"}]}
-    job = predict.Job(card, ["0.jpg", "1.jpg", "2.jpg"], paths, "id", ["a", "b", "c"], tmp_path, tmp_path / "out.csv")
+    card = kernel_card({**KEYS, "checkpoint": ["fold1.safetensors", "fold2.safetensors"], "tta": ["hflip"],
+                        "tta_weights": {"identity": 3.0, "hflip": 1.0}, "batch_size": 2, "num_workers": 0,
+                        "fold_weights": [1.0, 3.0]})
+    built = image_built("fold1.safetensors", "fold2.safetensors")
+    job = predict.Job(card, built, ["0.jpg", "1.jpg", "2.jpg"], paths, "id", ["a", "b", "c"], tmp_path,  # type: ignore[arg-type]
+                      tmp_path / "out.csv")
     got = predict.run_model(job, devices.DeviceChoice("cpu", "test"))
-    batch = torch.stack([predict.ImageDataset(paths, pipelines.inference_pipeline(card), 3)[i] for i in range(3)])
+    batch = torch.stack([predict.ImageDataset(paths, pipelines.card_pipeline(built), 3)[i] for i in range(3)])
     with torch.no_grad():
         per_fold = [(3 * model(batch).softmax(1) + model(batch.flip(3)).softmax(1)) / 4 for model in sources]
     assert np.allclose(got, ((per_fold[0] + 3 * per_fold[1]) / 4).numpy(), atol=1e-5)
@@ -367,9 +377,9 @@ def test_folds_run_one_after_another_and_average_with_weights(tmp_path: Path) ->
 
 def test_random_tta_passes_are_seeded_views(monkeypatch: pytest.MonkeyPatch) -> None:
     augment = A.Compose([A.HorizontalFlip(p=0.5), A.RandomBrightnessContrast(p=1.0)])
-    card = {"input_size": [16, 16], "mean": [0.5] * 3, "std": [0.25] * 3, "interpolation": "bilinear", "transforms": None}
+    built = image_built("net.safetensors", input_size=(16, 16))
     monkeypatch.setattr(predict, "read_image", lambda path, in_chans=3: image(0, (16, 16)))
-    dataset = predict.ImageDataset([Path("a"), Path("b")], pipelines.inference_pipeline(card), 3, augment, passes=4, seed=7)
+    dataset = predict.ImageDataset([Path("a"), Path("b")], pipelines.card_pipeline(built), 3, augment, passes=4, seed=7)
     first, again = dataset[0], dataset[0]
     assert first.shape == (5, 3, 16, 16) and torch.equal(first, again)
     assert not torch.equal(first[1], first[2])
@@ -405,4 +415,5 @@ def test_ids_with_extensions_nested_folders_and_a_listing_csv(tmp_path: Path) ->
 ])
 def test_loader_workers_only_where_cores_are_left(kind: str, cpus: int, threads: int, wanted: int, workers: int) -> None:
     choice = devices.DeviceChoice(kind=kind, reason="test")
-    assert predict.loader_workers({"num_workers": wanted}, choice, cpus=cpus, torch_threads=threads) == workers
+    card = kernel_card({**KEYS, "num_workers": wanted})
+    assert predict.loader_workers(card, choice, cpus=cpus, torch_threads=threads) == workers  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.support.cards import resolved_card
+from tests.support.cards import kernel_card
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -28,6 +28,8 @@ from builder.build import BuildSettings, build_kernel  # noqa: E402
 from builder.errors import SpecError  # noqa: E402
 from builder.kkb_runtime.cards import text as runtime_text  # noqa: E402
 from builder.kkb_runtime.cards import text_inputs  # noqa: E402
+from builder.kkb_runtime.cards.common.device import DeviceChoice  # noqa: E402
+from builder.kkb_runtime.cards.common.models import load_weights  # noqa: E402
 from builder.rehearse.dryrun import DryRunSettings, dry_run  # noqa: E402
 
 WORDS = ["the", "a", "cat", "dog", "code", "file", "run", "model", "data", "is", "on", "why", "how", "good", "bad"]
@@ -160,7 +162,7 @@ def test_an_encode_function_with_max_length_padding_equals_the_notebook(tmp_path
     np.testing.assert_allclose(written[["a", "b"]].to_numpy(), direct_run(kernel, table), atol=1e-6, rtol=0)
 
 
-def _encoded(kernel: Path, card: dict[str, Any], table: pd.DataFrame) -> tuple[Any, runtime_text.Encoded]:
+def _encoded(kernel: Path, card: Any, table: pd.DataFrame) -> tuple[Any, runtime_text.Encoded]:
     sys.path.insert(0, str(kernel))
     try:
         tokenizer = runtime_text.load_tokenizer(card, kernel)
@@ -172,17 +174,17 @@ def _encoded(kernel: Path, card: dict[str, Any], table: pd.DataFrame) -> tuple[A
 def test_the_runtime_batches_pads_and_restores_row_order_like_the_notebook(tmp_path: Path) -> None:
     kernel = _kernel(tmp_path / "k", CARD)
     table = _table(14, 0)
-    card = resolved_card({"name": "quest", "kind": "text", "model_dir": "weights/bert", "factory": "parity.net:build",
-                          "encode_function": "parity.net:encode", "max_len": MAX_LEN, "num_classes": 2, "activation": "sigmoid",
-                          "checkpoint": "fold0.pth"})
+    card = kernel_card({"name": "quest", "kind": "text", "model_dir": "weights/bert", "factory": "parity.net:build",
+                        "encode_function": "parity.net:encode", "max_len": MAX_LEN, "num_classes": 2, "activation": "sigmoid",
+                        "checkpoint": "fold0.pth"})
     tokenizer, encoded = _encoded(kernel, card, table)
     assert [len(row) for row in encoded.input_ids] != sorted(len(row) for row in encoded.input_ids)  # batches reorder
     sys.path.insert(0, str(kernel))
     try:
-        model = runtime_text.load_model(card, kernel, kernel / "weights", "fold0.pth")
+        model = load_weights(runtime_text.create_model(card, kernel), card, kernel / "weights", "fold0.pth", None)
     finally:
         sys.path.remove(str(kernel))
-    forward = runtime_text.make_forward(model, card, runtime_text.devices.DeviceChoice("cpu", "cpu"), "cpu")
+    forward = runtime_text.make_forward(model, card, DeviceChoice("cpu", "cpu"), "cpu")
 
     def run(length: int | None) -> np.ndarray:
         return runtime_text.predict_encoded(forward, encoded, 4, runtime_text.pad_id(tokenizer), 2, length)
@@ -195,12 +197,13 @@ def test_the_runtime_batches_pads_and_restores_row_order_like_the_notebook(tmp_p
 def test_column_budgets_cut_each_column_before_joining(tmp_path: Path) -> None:
     kernel = _kernel(tmp_path / "k", CARD)
     table = pd.DataFrame({"title": ["why the cat is good"], "body": ["the dog run on the file the code model data"]})
-    card = resolved_card({"name": "q", "kind": "text", "model_dir": "weights/bert", "text_columns": ["title", "body"],
-                          "max_len": 40, "separator": " ", "truncation": "head", "column_max_len": {"title": 2, "body": 3},
-                          "num_classes": 1, "checkpoint": "fold0.pth"})
+    keys = {"name": "q", "kind": "text", "model_dir": "weights/bert", "text_columns": ["title", "body"], "max_len": 40,
+            "separator": " ", "truncation": "head", "column_max_len": {"title": 2, "body": 3}, "num_classes": 1,
+            "checkpoint": "fold0.pth"}
+    card = kernel_card(keys)
     tokenizer, encoded = _encoded(kernel, card, table)
     assert tokenizer.convert_ids_to_tokens(encoded.input_ids[0]) == ["[CLS]", "why", "the", "the", "dog", "run", "[SEP]"]
-    tail = {**card, "truncation": "tail"}
+    tail = kernel_card({**keys, "truncation": "tail"})
     assert tokenizer.convert_ids_to_tokens(_encoded(kernel, tail, table)[1].input_ids[0]) == [
         "[CLS]", "is", "good", "code", "model", "data", "[SEP]"]
 

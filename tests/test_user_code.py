@@ -13,10 +13,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from builder.bundle.kernel_config import section
 from builder.kkb_runtime import inputs, postprocess, steps
 from builder.kkb_runtime.cards.common.tables import test_rows as rows_of_the_test
+from builder.kkb_runtime.config import StepSection
 from builder.kkb_runtime.user_errors import user_error
+from builder.project.spec import Step
 from tests.support.assets import make_assets
+from tests.support.cards import kernel_stages
 from tests.support.cli import kkb, said
 from tests.support.escapes import HostTraps
 from tests.support.files import KERNELS, build_file_tree
@@ -68,7 +72,8 @@ def test_a_failed_steps_error_names_the_users_file_and_line_first(tmp_path: Path
         "mine/__init__.py": "", "mine/features.py": "def make():\n    return {}['no_such_key']\n"})
     found = inputs.Inputs(code=code, weights=None, competition=tmp_path, working=tmp_path)
     with pytest.raises(steps.StepFailed) as caught:
-        steps.run_step({"name": "p", "run": "python predict.py"}, found, tmp_path / "kkb_kernel.json", tmp_path)
+        steps.run_step(section(StepSection, Step(name="p", run="python predict.py"), "steps[0]"), found,
+                       tmp_path / "kkb_kernel.json", tmp_path)
     assert str(caught.value).splitlines()[0] == ("step 'p' failed with exit code 1: KeyError: 'no_such_key' "
                                                  "(mine/features.py, line 2, in make: return {}['no_such_key'])")
 
@@ -80,7 +85,7 @@ def test_a_post_processing_function_that_raises_is_named_with_its_file_and_line(
     context = postprocess.Context(weights=None, code=code, competition=tmp_path)
     frame = pd.DataFrame({"id": ["a"], "p": [0.5]})
     with pytest.raises(postprocess.PostprocessError) as caught:
-        postprocess.apply(frame, [{"kind": "function", "function": "fixes:fix"}], "id", ["p"], context)
+        postprocess.apply(frame, kernel_stages({"kind": "function", "function": "fixes:fix"}), "id", ["p"], context)
     assert str(caught.value) == ("postprocess[0] (function): fixes:fix raised KeyError: 'no_such_column' (fixes.py, line 2, "
                                  "in fix: return frame['no_such_column'])")
 

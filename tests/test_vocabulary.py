@@ -20,7 +20,6 @@ from builder.bundle import preflight
 from builder.errors import SpecError
 from builder.kkb_runtime import cards as runtime_cards
 from builder.kkb_runtime import metrics, postprocess, submission
-from builder.kkb_runtime.cards.common import card
 from builder.kkb_runtime.vocabulary import (
     CardKind,
     CombineKind,
@@ -38,7 +37,7 @@ from builder.local_kaggle import kernels as local_kernels
 from builder.notebook import render
 from builder.project import cards, spec, spec_errors
 from builder.project.spec_values import SpecErrorType
-from builder.rehearse import card_inputs, dryrun, forms, memory, verdict
+from builder.rehearse import dryrun, forms, memory, verdict
 from builder.remote import hints, rehearsal
 from builder.run import isolation, overlay
 
@@ -57,9 +56,8 @@ REGISTRIES: list[tuple[str, Mapping[Any, Any], type[enum.Enum]]] = [
     ("project/cards/kinds.py CARD_MODELS (each card kind's keys and checks)", cards.CARD_MODELS, CardKind),
     ("bundle/cards BUILD_CARDS (a card's extra, build-time preparation, files and public-data checks)",
      bundle_cards.BUILD_CARDS, CardKind),
-    ("kkb_runtime/cards RUNNERS (the kernel's loader and predictor)", runtime_cards.RUNNERS, CardKind),
-    ("kkb_runtime/cards/common/card.py CARD_TYPES (the card as the kernel reads it)", card.CARD_TYPES, CardKind),
-    ("kkb_runtime/cards/views.py VIEWS (what a card feeds its model, --show-inputs)", card_inputs.VIEWS, CardKind),
+    ("kkb_runtime/cards RUNTIME_CARDS (the kernel's card, record, runner and view of each kind)",
+     runtime_cards.RUNTIME_CARDS, CardKind),
     ("kkb_runtime/metrics.py REGISTRY (score and pre-scoring checks)", metrics.REGISTRY, Metric),
     ("run/isolation.py DESCRIPTIONS (what each sandbox gives the kernel)", isolation.DESCRIPTIONS, Isolation),
     ("rehearse/memory.py AVAILABLE (whether an accounting can run here)", memory.AVAILABLE, MemoryAccounting),

@@ -4,9 +4,10 @@ Started by :mod:`builder.bundle.card_run` in the dry run's sandbox, with the ker
 It does, for every card of the kernel in one process: the cards' own checks against the public test
 (:class:`builder.bundle.preflight.CardCheck`: the feature functions, the first fold's prediction, the images' paths),
 then each card's preparation into the weights stage (checkpoints normalised, models and pickles loaded, factories
-called), then the build's notes (:func:`builder.bundle.mapping_notes.mapping_notes`: what kkb maps, the encode
-functions' unknown tokens). Each piece of user code runs inside :func:`builder.run.calls.calling`, so kkb names the
-one that hangs or crashes. The answer is a JSON file: ``{"cards": [...] | null, "notes": [...]}``, or ``{"error":
+called), then the cards' notes (:func:`builder.bundle.cards.card_notes`: what kkb maps, the encode functions' unknown
+tokens). Each piece of user code runs inside :func:`builder.run.calls.calling`, so kkb names the one that hangs or
+crashes. The answer is a JSON file: ``{"cards": [{"name", "built"}, ...] | null, "notes": [...]}`` (``built``: what the
+build records for the card, as ``kkb_kernel.json`` holds it), or ``{"error":
 {"type", "message", "hint", "user"}}`` for the error the build raises (``user``: made from an exception of the user's
 code). Anything else is kkb's own failure: a traceback on stderr and exit 1.
 """
@@ -19,13 +20,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from builder.bundle.cards import BUILD_CARDS, prepare_models
-from builder.bundle.mapping_notes import mapping_notes
+from builder.bundle.cards import BUILD_CARDS, card_notes, prepare_models
 from builder.bundle.user_code import from_user_code
 from builder.errors import KkbError
 from builder.kkb_runtime.cards.common.models import ModelLoadError
 from builder.kkb_runtime.cards.common.tables import TableError
 from builder.kkb_runtime.submission import read_sample
+from builder.kkb_runtime.typed import write
 from builder.project.spec import SPEC_FILE, KernelSpec
 from builder.run.calls import calling
 
@@ -45,8 +46,9 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
             with calling("on the public test", card=card.name):
                 BUILD_CARDS[card.kind].check_public_data(spec, kernel_dir, data, card, list(check["columns"]), sample)
     prepared = prepare_models(spec, kernel_dir, Path(request["stage"])) if request.get("stage") else None
-    notes = list(mapping_notes(spec, kernel_dir, data)) if request.get("notes") else []
-    return {"cards": prepared, "notes": notes}
+    notes = card_notes(spec, kernel_dir, data) if request.get("notes") else []
+    records = [{"name": card.name, "built": write(card.built)} for card in prepared] if prepared is not None else None
+    return {"cards": records, "notes": notes}
 
 
 def answer_of(request: dict[str, Any]) -> dict[str, Any]:

@@ -34,10 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from builder import __version__, errors
+from builder.bundle.cards import BUILD_CARDS
+from builder.bundle.cards.unit import built_card
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.files import HashCache, hash_file
 from builder.bundle.preflight import CardCheck
 from builder.errors import BundleError, KkbError, ModelError
+from builder.kkb_runtime.card import BuiltCard
+from builder.kkb_runtime.config import KernelConfig, config_text
+from builder.kkb_runtime.config_reader import read_built
+from builder.kkb_runtime.typed import ConfigMalformed, write
 from builder.kkb_runtime.vocabulary import Layout
 from builder.project.cards import ImageCard, ModelCard
 from builder.project.jsonfile import read_object
@@ -62,6 +68,7 @@ class CardRunPlan:
     """What the build's run of the user's code reads and where the kernel would see it."""
 
     spec: KernelSpec
+    config: KernelConfig  # kkb_kernel.json as the build writes it, but the cards (what find_input reads in the run)
     kernel_dir: Path  # absolute
     code_files: dict[str, Path]  # the code dataset's files (relative path -> source)
     weights_files: dict[str, Path]  # the weights dataset's files, checkpoints and card files included
@@ -74,8 +81,8 @@ class CardRunPlan:
 
 @dataclass(frozen=True)
 class CardRun:
-    cards: list[dict[str, Any]]  # each card as kkb_kernel.json holds it
-    notes: tuple[str, ...]  # the build's notes on what kkb maps (builder.bundle.mapping_notes)
+    cards: list[BuiltCard]  # each card as kkb_kernel.json holds it
+    notes: tuple[str, ...]  # the cards' notes on what kkb maps (builder.bundle.cards.card_notes), files left out
     reused: bool  # nothing changed since the last build: nothing ran
 
 
@@ -101,16 +108,39 @@ def run_cards(plan: CardRunPlan, stage: Path, previous: Path, cache: HashCache) 
         return CardRun([], (), reused=False)
     key = run_key(plan, cache)
     record = read_object(previous.parent / MODELS_RECORD)
-    reused = record.get("key") == key and _relink(record, stage, previous)
-    if reused:
-        cards, notes = list(record["cards"]), tuple(record.get("notes") or ())
+    kept = _kept_cards(plan.spec, record.get("cards")) if record.get("key") == key else None
+    reused = kept is not None and _relink(record, stage, previous)
+    if kept is not None and reused:
+        cards, notes = kept, tuple(record.get("notes") or ())
     else:
-        answer = _sandboxed(plan, stage)
-        cards, notes = list(answer["cards"]), tuple(answer["notes"])
-    written = {entry["file"]: _stat(stage / entry["file"]) for card in cards for entry in _entries(card)}  # every fold's
-    (stage.parent / MODELS_RECORD).write_text(json.dumps({"key": key, "cards": cards, "files": written, "notes": list(notes)},
-                                                         sort_keys=True))
+        cards, notes = _sandboxed(plan, stage)
+    written = {fold.file: _stat(stage / fold.file) for card in cards for fold in card.built.checkpoints}  # every fold's
+    recorded = [{"name": card.name, "built": write(card.built)} for card in cards]
+    (stage.parent / MODELS_RECORD).write_text(json.dumps({"key": key, "cards": recorded, "files": written,
+                                                          "notes": list(notes)}, sort_keys=True))
     return CardRun(cards, notes, reused=reused)
+
+
+def built_cards(spec: KernelSpec, answered: object) -> list[BuiltCard]:
+    """The cards as ``kkb_kernel.json`` holds them, from what the run answered for each (``{"name", "built"}``): each
+    card's record read by the kernel's reader as its kind's, with the kernel's card of the spec's and its origins."""
+    records = {str(entry.get("name")): entry.get("built") for entry in answered if isinstance(entry, dict)} \
+        if isinstance(answered, list) else {}
+    cards = []
+    for card in spec.models:
+        record = records.get(card.name)
+        if not isinstance(record, dict):
+            raise ConfigMalformed(f"card '{card.name}': the build's run of your code answered no record of it")
+        cards.append(built_card(BUILD_CARDS[card.kind], card, read_built(card.kind, record, card.name)))
+    return cards
+
+
+def _kept_cards(spec: KernelSpec, answered: object) -> list[BuiltCard] | None:
+    """The last build's cards under the same key, or None when this kkb does not read them (another kkb wrote them)."""
+    try:
+        return built_cards(spec, answered)
+    except ConfigMalformed:
+        return None
 
 
 # --- the key: everything the run reads ----------------------------------------------------------------------------
@@ -177,15 +207,10 @@ def _sha256(path: Path, cache: HashCache) -> str:
     return known
 
 
-def _entries(card: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every fold's prepared file of a card (``checkpoints``; an old record's single ``checkpoint``)."""
-    return list(card.get("checkpoints") or [{"file": card["checkpoint"]}])
-
-
-def _take_prepared(prepared: Path, stage: Path, cards: list[dict[str, Any]]) -> tuple[str, ...]:
+def _take_prepared(prepared: Path, stage: Path, cards: list[BuiltCard]) -> tuple[str, ...]:
     """The cards' prepared files moved from the run's folder into the weights stage (which the run never could write),
     as regular files only; anything else the run of the user's code left there is not taken, and named in a note."""
-    wanted = {entry["file"] for card in cards for entry in _entries(card)}
+    wanted = {fold.file for card in cards for fold in card.built.checkpoints}
     for name in sorted(wanted):
         source = prepared / name
         if source.is_symlink() or not source.is_file():
@@ -257,7 +282,7 @@ class _Places:
         return text
 
 
-def _sandboxed(plan: CardRunPlan, stage: Path) -> dict[str, Any]:
+def _sandboxed(plan: CardRunPlan, stage: Path) -> tuple[list[BuiltCard], tuple[str, ...]]:
     """The guest's answer (cards, notes), its prepared files moved into ``stage``, or its error raised here. The sandbox
     is laid out in the build's staging folder (removed before that is swapped into place), so a prepared file moves
     into the stage without a copy, and whatever folder holds the stage holds the sandbox root, which no launcher binds
@@ -286,20 +311,19 @@ def _sandboxed(plan: CardRunPlan, stage: Path) -> dict[str, Any]:
         run = run_in(box, ["-m", "builder.bundle.card_guest", str(request), str(answer)], env=_variables(places),
                      call_seconds=plan.call_seconds, run_seconds=RUN_SECONDS)
         result = _answer(run, read_object(answer), places)
-        return {**result, "notes": [*result["notes"], *_take_prepared(prepared, stage, result["cards"])]}
+        cards = built_cards(plan.spec, result["cards"])
+        return cards, (*result["notes"], *_take_prepared(prepared, stage, cards))
     finally:
         remove_sandbox(work)
 
 
 def _kernel_view(folder: Path, plan: CardRunPlan) -> Path:
-    """The kernel folder's code and weights files at their relative paths, the runtime, and the inputs' names
-    (``kkb_kernel.json``, what ``find_input`` reads): the code and weights datasets as the kernel sees them."""
+    """The kernel folder's code and weights files at their relative paths, the runtime, and ``kkb_kernel.json`` but its
+    cards (what ``find_input`` reads): the code and weights datasets as the kernel sees them."""
     for relative, source in _view_files(plan).items():
         _place(Path(source).resolve(), folder / relative)
     (folder / "kkb_runtime").symlink_to(RUNTIME_SOURCE, target_is_directory=True)
-    inputs = [{"name": item.input_name, "kind": item.kind, "ref": item.ref, "mount": item.mount_target}
-              for item in plan.spec.inputs]
-    (folder / KERNEL_CONFIG).write_text(json.dumps({"inputs": inputs}), encoding="utf-8")
+    (folder / KERNEL_CONFIG).write_text(config_text(plan.config), encoding="utf-8")
     return folder
 
 

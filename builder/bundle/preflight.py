@@ -106,11 +106,11 @@ def _check_column_groups(spec: KernelSpec, kernel_dir: Path, predictions: list[s
 
 def _check_postprocess(spec: KernelSpec, kernel_dir: Path, sample_path: Path, predictions: list[str],
                        targets: list[str]) -> None:
-    stages = [stage.resolved() for stage in spec.postprocess]
+    stages = [postprocess.read_stage(stage.resolved()) for stage in spec.postprocess]
     result = postprocess.output_columns(stages, predictions)
     if result is None or sorted(result) == sorted(targets):
         return
-    chain = " -> ".join(stage["kind"] for stage in stages) or "no [[postprocess]]"
+    chain = " -> ".join(stage.kind for stage in stages) or "no [[postprocess]]"
     raise BundleError(f"{kernel_dir / SPEC_FILE}: submission: the prediction columns ({', '.join(predictions)}) after "
                       f"{chain} are {', '.join(result) or 'none'}, but {sample_path.name} holds {', '.join(targets)}",
                       hint="make [submission] prediction_columns and [[postprocess]] (argmax into = ...) produce "

@@ -35,7 +35,7 @@ def check_named_columns(spec: KernelSpec, kernel_dir: Path, predictions: Sequenc
                               f"here ({what}: {', '.join(dict.fromkeys(known))})",
                               hint=_guess(unknown[0], known) + "list columns of the submission the stage acts on")
         if columns is not None:
-            columns = postprocess.STAGES[stage.kind].outputs(columns, stage.model_dump(exclude_unset=True), predictions)
+            columns = postprocess.STAGES[stage.kind].outputs(columns, postprocess.read_stage(stage.resolved()), predictions)
     unknown = [column for column in spec.submission.unrounded if column not in targets]
     if unknown:
         raise BundleError(f"{where}: submission.unrounded: {_quoted(unknown)} is no target column "

@@ -17,7 +17,8 @@ from typing import Any
 import pandas as pd
 
 from . import commit, features, install, metrics, postprocess, prerun, rehearsal, rounding, submission  # noqa: F401  (install: the notebook calls kkb.install)
-from .config import KernelConfig, load_config
+from .config import KernelConfig
+from .config_reader import load_config
 from .inputs import InputNotFound, Inputs, find_input, resolve_inputs
 from .postprocess import Context as PostprocessContext
 from .steps import StepFailed, StepResult, record_steps, run_step
@@ -45,25 +46,25 @@ class KernelRun:
 
     @property
     def id_column(self) -> str:
-        return str(self.config.submission["id_column"])
+        return self.config.submission.id_column
 
     @property
     def targets(self) -> list[str]:
-        return submission.target_columns(self.sample, self.id_column, self.config.submission.get("target_columns") or ())
+        return submission.target_columns(self.sample, self.id_column, self.config.submission.target_columns)
 
     @property
     def prediction_columns(self) -> list[str]:
         """What the steps write and combine averages: ``[submission] prediction_columns``, else the targets."""
-        return list(self.config.submission.get("prediction_columns") or self.targets)
+        return list(self.config.submission.prediction_columns or self.targets)
 
     @property
     def metric(self) -> metrics.MetricName:
         """``[competition] metric`` (none set: no metric-specific rounding or check)."""
-        return metrics.parse_metric(self.config.raw["competition"].get("metric"))
+        return metrics.parse_metric(self.config.competition.metric)
 
     @property
     def submission_path(self) -> Path:
-        return self.inputs.working / str(self.config.submission["file"])
+        return self.inputs.working / self.config.submission.file
 
     def fast_commit(self) -> commit.FastCommitDecision:
         """Decide, and for ``write = "sample"`` write the sample's own (valid) file and finish."""
@@ -86,7 +87,7 @@ class KernelRun:
             for step in self.config.steps:
                 self.steps.append(run_step(step, self.inputs, self.config.path, out_dir, limit))
                 record_steps(self.steps, self.inputs.working)
-                print(f"[kkb] step {step['name']}: {self.steps[-1].seconds:.1f} s", flush=True)
+                print(f"[kkb] step {step.name}: {self.steps[-1].seconds:.1f} s", flush=True)
                 self._stage_done("steps")
         return self.steps
 
@@ -95,12 +96,12 @@ class KernelRun:
             return self.predictions
         with self._stage("combine"):
             columns = self.prediction_columns
-            groups = [list(step.get("columns") or columns) for step in self.config.steps]
+            groups = [list(step.columns or columns) for step in self.config.steps]
             outputs = [(result.name, submission.read_step_output(Path(result.output), result.name, self.id_column, own), own)
                        for result, own in zip(self.steps, groups, strict=True)]
-            weights = [float(step.get("weight", 1.0)) for step in self.config.steps]
+            weights = [step.weight for step in self.config.steps]
             self.predictions = submission.combine_groups(outputs, self.id_column, columns,
-                                                         self.config.submission["combine"], weights)
+                                                         self.config.submission.combine, weights)
             if not self.config.postprocess:  # with post-processing, the sample's rows are filled in after it
                 self.predictions = self._fill_from_sample(self.predictions)
         return self.predictions
@@ -117,10 +118,10 @@ class KernelRun:
 
     def postprocess_context(self) -> PostprocessContext:
         """What a post-processing function gets besides the frame (kkb_runtime.postprocess.Context)."""
-        attached = {str(item["name"]): path for item in self.config.inputs
-                    if (path := _attached(str(item["name"]), self.config)) is not None}
+        attached = {item.name: path for item in self.config.inputs
+                    if (path := _attached(item.name, self.config)) is not None}
         return postprocess.Context(weights=self.inputs.weights, code=self.inputs.code, competition=self.inputs.competition,
-                                   inputs=attached, config=self.config.raw, id_column=self.id_column,
+                                   inputs=attached, config=self.config, id_column=self.id_column,
                                    id_type=postprocess.id_type(self.sample[self.id_column]))
 
     def _fill_from_sample(self, combined: pd.DataFrame) -> pd.DataFrame:
@@ -138,11 +139,11 @@ class KernelRun:
             with self._stage("round"):
                 floats = [c for c in self.targets
                           if c not in self.sample.columns or submission.column_kind(self.sample[c]) == "float"]
-                unrounded = rounding.unrounded_columns(self.config.postprocess,
-                                                       list(self.config.submission.get("unrounded") or ()), self.targets)
+                unrounded = rounding.unrounded_columns(self.config.postprocess, self.config.submission.unrounded,
+                                                       self.targets)
                 before = self.predictions
                 self.predictions, self.column_rounding = rounding.round_safely(
-                    self.predictions, self.targets, self.config.submission.get("decimals"), self.metric, floats, unrounded,
+                    self.predictions, self.targets, self.config.submission.decimals, self.metric, floats, unrounded,
                     self.discretised)  # a function's own discretised columns stay as it wrote them
                 said = rounding.summary(self.column_rounding)
                 if said:
@@ -159,7 +160,7 @@ class KernelRun:
             frame = submission.align_to_sample(self.predictions, self.sample, self.id_column)
             frame = submission.cast_like_sample(frame, self.sample, self.targets)
             problems = submission.check_submission(frame, self.sample, self.id_column, self.targets,
-                                                   column_types=self.config.submission.get("column_types"),
+                                                   column_types=self.config.submission.column_types,
                                                    float_targets=metrics.scores_floats(self.metric))
             if problems:
                 raise SubmissionError(problems, file=self.submission_path.name)
@@ -233,9 +234,10 @@ def start(code_dir: Path | str | None = None) -> KernelRun:
     found = rehearsal.find_rehearsal(config)
     if found is not None:
         inputs = rehearsal.begin(found, config, inputs)
-    id_column = str(config.submission["id_column"])
-    sample = submission.retype_sample(submission.read_sample(inputs.competition / config.sample_submission, id_column),
-                                      config.submission.get("column_types"), id_column)
+    id_column = config.submission.id_column
+    sample = submission.retype_sample(
+        submission.read_sample(inputs.competition / config.competition.sample_submission, id_column),
+        config.submission.column_types, id_column)
     print(inputs.describe(), flush=True)
     run = KernelRun(config=config, inputs=inputs, sample=sample)
     if found is not None:

@@ -15,8 +15,6 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .cards import predict
-from .cards.common.card import CardMalformed
 from .cards.common.checkpoints import FoldsMalformed
 from .cards.common.device import DeviceError, choose_device, summary
 from .cards.common.models import ModelLoadError
@@ -24,9 +22,11 @@ from .cards.common.tables import PredictError, TableError
 from .cards.image.transforms import TransformsError
 from .cards.image.tta import TtaError
 from .inputs import InputNotFound
+from .predict import predict
+from .typed import ConfigMalformed
 
 KNOWN_ERRORS = (PredictError, ModelLoadError, TransformsError, TtaError, DeviceError, InputNotFound, TableError,
-                FoldsMalformed, CardMalformed)
+                FoldsMalformed, ConfigMalformed)
 
 
 def _predict(args: argparse.Namespace) -> int:

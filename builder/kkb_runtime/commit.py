@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from .config import FastCommitSection
 
 RERUN_VARIABLE = "KAGGLE_IS_COMPETITION_RERUN"
 
@@ -28,17 +29,17 @@ class FastCommitDecision:
     row_limit: int | None = None
 
 
-def decide(settings: Mapping[str, Any], sample_rows: int, environ: Mapping[str, str] | None = None) -> FastCommitDecision:
+def decide(settings: FastCommitSection, sample_rows: int, environ: Mapping[str, str] | None = None) -> FastCommitDecision:
     """Whether this run may short-circuit, and why (printed in the notebook)."""
-    if not settings.get("enabled", True):
+    if not settings.enabled:
         return FastCommitDecision(False, "fast commit disabled in kernel.toml: running every step")
     if is_rerun(environ):
         return FastCommitDecision(False, f"{RERUN_VARIABLE} is set: scoring rerun, running every step")
-    threshold = int(settings.get("rows_below", 11))
-    if settings.get("detect", "env_and_rows") == "env_and_rows" and sample_rows >= threshold:
+    threshold = settings.rows_below
+    if settings.detect == "env_and_rows" and sample_rows >= threshold:
         return FastCommitDecision(False, f"{RERUN_VARIABLE} is absent but the sample submission has {sample_rows} rows "
                                          f"(>= {threshold}): running every step")
-    write = str(settings.get("write", "sample"))
-    limit = int(settings.get("first_rows", 5)) if write == "first_rows" else None
-    what = "writing the sample submission" if write == "sample" else f"running every step on the first {limit} rows"
-    return FastCommitDecision(True, f"commit run ({RERUN_VARIABLE} absent, sample has {sample_rows} rows): {what}", write, limit)
+    limit = settings.first_rows if settings.write == "first_rows" else None
+    what = "writing the sample submission" if settings.write == "sample" else f"running every step on the first {limit} rows"
+    return FastCommitDecision(True, f"commit run ({RERUN_VARIABLE} absent, sample has {sample_rows} rows): {what}",
+                              settings.write, limit)

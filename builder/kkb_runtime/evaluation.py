@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 from . import commit, prerun, submission
-from .config import KernelConfig, load_config
+from .config import EvaluationApiSection, FastCommitSection, KernelConfig
+from .config_reader import load_config
 from .inputs import Inputs, find_competition, find_dataset, working_dir
 from .install import SANDBOX_MARKER
 from .predict_stats import CallClock, PredictStats, load_now, rows_of, thread_waits
@@ -51,7 +52,7 @@ class EvaluationRun:
 
     config: KernelConfig
     inputs: Inputs
-    settings: dict[str, Any]
+    settings: EvaluationApiSection
     process_started: float
     decision: commit.FastCommitDecision | None = None
     stats: PredictStats = field(default_factory=PredictStats)
@@ -69,14 +70,14 @@ class EvaluationRun:
 
     @property
     def targets(self) -> list[str]:
-        return [str(column) for column in self.config.submission.get("target_columns") or ()]
+        return list(self.config.submission.target_columns)
 
     # --- the fast commit ------------------------------------------------------------------------
 
     def fast_commit(self) -> commit.FastCommitDecision:
         """Decide as for CSV kernels; what a fast commit means here is in :func:`_decision_reason`."""
         rows = public_rows(self.inputs.competition, self.config, self.settings)
-        known_rows = rows if rows is not None else int(self.config.fast_commit.get("rows_below", 11))
+        known_rows = rows if rows is not None else self.config.fast_commit.rows_below
         decision = commit.decide(self.config.fast_commit, known_rows)
         reason = _decision_reason(decision, self.config.fast_commit, self.settings, rows)
         self.decision = commit.FastCommitDecision(decision.fast, reason, decision.write, decision.row_limit)
@@ -92,9 +93,9 @@ class EvaluationRun:
         It is named ``predict`` whatever the user's function is called: the relay registers each
         endpoint under its ``__name__`` and the gateway calls "predict".
         """
-        user = load_function(self.settings["predict"])
+        user = load_function(self.settings.predict)
         fast = self._fast_answer()
-        decimals = self.config.submission.get("decimals")
+        decimals = self.config.submission.decimals
         sandboxed = bool(os.environ.get(SANDBOX_MARKER))  # the wait for a CPU: read in kkb's sandbox only
 
         def predict(*args: Any, **kwargs: Any) -> Any:
@@ -138,17 +139,17 @@ class EvaluationRun:
         """What answers the commit run's batches when the fast commit applies: ``fast_predict``, else the sample."""
         if self.decision is None or not self.decision.fast:
             return None
-        if self.settings.get("fast_predict"):
-            return load_function(self.settings["fast_predict"])
-        return sample_answer(self.inputs.competition / self.config.sample_submission,
-                             str(self.config.submission["id_column"]), self.targets)
+        if self.settings.fast_predict:
+            return load_function(self.settings.fast_predict)
+        return sample_answer(self.inputs.competition / self.config.competition.sample_submission,
+                             self.config.submission.id_column, self.targets)
 
     def _after_call(self, index: int) -> None:
         seconds = self.stats.first_seconds if index == 0 else self.stats.slowest_seconds
         if index == 0:
             print(f"[kkb] first predict call: {seconds:.2f} s (no deadline on the first call: lazy model loading belongs here)",
                   flush=True)
-        timeout = self.settings.get("response_timeout_seconds")
+        timeout = self.settings.response_timeout_seconds
         if index > 0 and timeout and seconds is not None and seconds > timeout and "deadline" not in self._warned:
             self._warned.add("deadline")
             print(f"[kkb] WARNING: predict call {self.stats.slowest_call} took {seconds:.2f} s > the response deadline of "
@@ -184,7 +185,7 @@ class EvaluationRun:
         self.serve_spent = {"cpu_seconds": round(time.process_time(), 3),
                             "waited_seconds": round(max(thread_waits().values(), default=0.0), 3)
                             if os.environ.get(SANDBOX_MARKER) else None, "load": load, "cpus": cpus}
-        limit = self.settings.get("startup_limit_seconds")
+        limit = self.settings.startup_limit_seconds
         print(f"[kkb] scoring rerun: serve() reached {self.serve_seconds:.1f} s after the kernel started "
               f"(the gateway waits {limit} s for it)", flush=True)
         if limit and self.serve_seconds > limit:
@@ -197,7 +198,7 @@ class EvaluationRun:
 
     def _run_local_gateway(self, server: Any) -> None:
         self.mode = "local"
-        paths = tuple(str(self.inputs.competition / path) for path in self.settings.get("gateway_paths") or ())
+        paths = tuple(str(self.inputs.competition / path) for path in self.settings.gateway_paths)
         self._write_state()
         started = time.perf_counter()
         # The gateway writes submission.parquet in the cwd; on Kaggle that is /kaggle/working.
@@ -223,8 +224,8 @@ class EvaluationRun:
     def _write_state(self) -> None:
         data = {**self.summary(), "process_started": self.process_started,
                 "fast_commit_reason": self.decision.reason if self.decision else None,
-                "startup_limit_seconds": self.settings.get("startup_limit_seconds"),
-                "response_timeout_seconds": self.settings.get("response_timeout_seconds")}
+                "startup_limit_seconds": self.settings.startup_limit_seconds,
+                "response_timeout_seconds": self.settings.response_timeout_seconds}
         partial = self.state_path.with_name(STATE_FILE + ".partial")
         try:
             partial.write_text(json.dumps(data, indent=1))
@@ -238,11 +239,11 @@ class EvaluationRun:
 def start(code_dir: Path | str | None = None) -> EvaluationRun:
     """Load ``kkb_kernel.json``, resolve the inputs, and put the competition folder on ``sys.path``."""
     config = load_config(code_dir)
-    settings = config.raw.get("evaluation_api")
-    if not settings:
+    settings = config.evaluation_api
+    if settings is None:
         raise EvaluationSetupError(f"{config.path}: no evaluation_api settings; rebuild with [submission] kind = 'evaluation-api'")
-    weights = find_dataset(config.weights_dataset) if config.weights_dataset else None
-    competition = find_competition(config.competition_slug, COMPETITION_SENTINEL)
+    weights = find_dataset(config.datasets.weights) if config.datasets.weights else None
+    competition = find_competition(config.competition.slug, COMPETITION_SENTINEL)
     inputs = Inputs(code=config.code_dir, weights=weights, competition=competition, working=working_dir())
     inputs.working.mkdir(parents=True, exist_ok=True)
     prerun.before_the_kernel(config, inputs.working)  # the image recorded; in kkb's sandbox, Kaggle's pre-run installs
@@ -252,7 +253,7 @@ def start(code_dir: Path | str | None = None) -> EvaluationRun:
         sys.path.insert(0, str(competition))
     os.environ.update(_kernel_env(config, inputs))
     print(inputs.describe(), flush=True)
-    return EvaluationRun(config=config, inputs=inputs, settings=dict(settings), process_started=process_start_time())
+    return EvaluationRun(config=config, inputs=inputs, settings=settings, process_started=process_start_time())
 
 
 def _kernel_env(config: KernelConfig, inputs: Inputs) -> dict[str, str]:
@@ -278,10 +279,10 @@ def load_function(reference: str) -> Callable[..., Any]:
     return found
 
 
-def public_rows(competition: Path, config: KernelConfig, settings: dict[str, Any]) -> int | None:
+def public_rows(competition: Path, config: KernelConfig, settings: EvaluationApiSection) -> int | None:
     """Rows of the test this run sees: the sample submission, else the first table of ``gateway_paths``."""
-    candidates = [competition / config.sample_submission]
-    candidates += [competition / path for path in settings.get("gateway_paths") or ()]
+    candidates = [competition / config.competition.sample_submission]
+    candidates += [competition / path for path in settings.gateway_paths]
     for path in candidates:
         if path.is_file() and path.suffix == ".csv":
             with path.open("rb") as handle:
@@ -291,21 +292,21 @@ def public_rows(competition: Path, config: KernelConfig, settings: dict[str, Any
     return None
 
 
-def _decision_reason(decision: commit.FastCommitDecision, settings: dict[str, Any], evaluation: dict[str, Any],
+def _decision_reason(decision: commit.FastCommitDecision, settings: FastCommitSection, evaluation: EvaluationApiSection,
                      rows: int | None) -> str:
     """The runtime's words for the decision; kkb dry-run reads them ("commit run (" = the fast path)."""
-    predict = evaluation["predict"]
-    if not settings.get("enabled", True):
+    predict = evaluation.predict
+    if not settings.enabled:
         return f"fast commit disabled in kernel.toml: {predict} answers every batch"
     if commit.is_rerun():
         return f"{commit.RERUN_VARIABLE} is set: scoring rerun, no fast commit: {predict} answers every batch"
-    if rows is None and settings.get("detect", "env_and_rows") == "env_and_rows":
+    if rows is None and settings.detect == "env_and_rows":
         return (f"{commit.RERUN_VARIABLE} is absent but the public test's row count is unknown: no fast commit, "
                 f"{predict} answers every batch")
     if not decision.fast:
         return (f"{commit.RERUN_VARIABLE} is absent but the public test has {rows} rows "
-                f"(>= {settings.get('rows_below', 11)}): no fast commit, {predict} answers every batch")
-    source = evaluation.get("fast_predict") or "the sample submission's rows"
+                f"(>= {settings.rows_below}): no fast commit, {predict} answers every batch")
+    source = evaluation.fast_predict or "the sample submission's rows"
     seen = f"public test has {rows} rows" if rows is not None else "detect = env"
     if decision.row_limit:
         return (f"commit run ({commit.RERUN_VARIABLE} absent, {seen}): fast commit, {predict} answers the first "

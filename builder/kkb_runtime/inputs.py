@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import CONFIG_FILE, KernelConfig, load_config
+from .config import CONFIG_FILE, InputSection, KernelConfig, read_inputs
 
 MANIFEST_FILE = "manifest.json"
 
@@ -191,16 +191,16 @@ def find_input(name: str, root: Path | None = None, config: KernelConfig | None 
     A name is looked up in ``kkb_kernel.json`` (``config``, else the one next to this package); a
     reference of five parts is a model, of two or three a dataset or a notebook's output.
     """
-    config = config if config is not None else _config_or_none()
-    known = [item for item in (config.inputs if config else []) if name in (item.get("name"), item.get("ref"))]
+    listed = config.inputs if config is not None else _listed_inputs()
+    known = [item for item in listed if name in (item.name, item.ref)]
     if known:
-        kinds_refs = [(str(known[0]["kind"]), str(known[0]["ref"]))]
+        kinds_refs = [(known[0].kind, known[0].ref)]
     elif name.count("/") == 4:
         kinds_refs = [("model", name)]
     elif name.count("/") in (1, 2):
         kinds_refs = [("dataset", name), ("notebook", name)]
     else:
-        names = ", ".join(str(item.get("name")) for item in (config.inputs if config else [])) or "none"
+        names = ", ".join(item.name for item in listed) or "none"
         raise InputNotFound(f"input '{name}': no [[inputs]] of that name (known: {names}), and not an "
                             "owner/slug or owner/model/framework/variation/version reference")
     candidates = [path for kind, ref in kinds_refs for path in input_candidates(kind, ref, root)]
@@ -212,11 +212,14 @@ def find_input(name: str, root: Path | None = None, config: KernelConfig | None 
     raise InputNotFound(f"input '{name}': not mounted. Tried:\n{tried}\nWhat is mounted:\n{input_tree(base)}")
 
 
-def _config_or_none() -> KernelConfig | None:
+def _listed_inputs() -> tuple[InputSection, ...]:
+    """The ``[[inputs]]`` of the ``kkb_kernel.json`` this run has (``$KKB_KERNEL_CONFIG``, else the one next to this
+    package); none when there is none to read."""
+    path = os.environ.get("KKB_KERNEL_CONFIG") or Path(__file__).resolve().parent.parent / CONFIG_FILE
     try:
-        return load_config()
+        return read_inputs(path)
     except (OSError, ValueError):
-        return None
+        return ()
 
 
 @dataclass(frozen=True)
@@ -232,11 +235,11 @@ class Inputs:
 
 def resolve_inputs(config: KernelConfig, root: Path | None = None) -> Inputs:
     weights = None
-    if config.weights_dataset and config.raw.get("weights_kind") == "model":
-        weights = find_model_weights(config.weights_dataset, root)
-    elif config.weights_dataset:
-        weights = find_dataset(config.weights_dataset, root)
-    competition = find_competition(config.competition_slug, config.sample_submission, root)
+    if config.datasets.weights and config.weights_kind == "model":
+        weights = find_model_weights(config.datasets.weights, root)
+    elif config.datasets.weights:
+        weights = find_dataset(config.datasets.weights, root)
+    competition = find_competition(config.competition.slug, config.competition.sample_submission, root)
     return Inputs(code=config.code_dir, weights=weights, competition=competition, working=(root or kaggle_root()) / "working")
 
 

@@ -25,14 +25,16 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
 
+from .config import ArgmaxStage, ClipStage, FunctionStage, KernelConfig, PostprocessStage, ThresholdStage
 from .pickles import main_module
+from .typed import read
 from .user_errors import raised
 from .vocabulary import PostprocessKind
 
@@ -54,18 +56,18 @@ class Context:
     code: Path
     competition: Path
     inputs: dict[str, Path] = field(default_factory=dict)
-    config: Mapping[str, Any] = field(default_factory=dict)
+    config: KernelConfig | None = None  # the kernel's kkb_kernel.json, typed
     id_column: str = "id"
     id_type: str = "str"  # "int" where every id of the sample is an integer
 
 
-def apply(frame: pd.DataFrame, stages: Sequence[Mapping[str, Any]], id_column: str,
+def apply(frame: pd.DataFrame, stages: Sequence[PostprocessStage], id_column: str,
           prediction_columns: Sequence[str], context: Context | None = None) -> pd.DataFrame:
     """Run every stage in order; returns a new frame (``attrs[DISCRETISED]``: what a function discretised)."""
     out = frame.copy()
     discretised: list[str] = []
     for index, stage in enumerate(stages):
-        where = f"postprocess[{index}] ({stage['kind']})"
+        where = f"postprocess[{index}] ({stage.kind})"
         out = _apply_one(out, stage, id_column, list(prediction_columns), where, context)
         discretised += [column for column in out.attrs.pop(DISCRETISED, []) if column not in discretised]
     out.attrs[DISCRETISED] = discretised
@@ -78,16 +80,13 @@ def id_type(ids: pd.Series) -> str:
     return "int" if len(text) and bool(text.str.fullmatch(r"-?(0|[1-9]\d*)").all()) else "str"
 
 
-def _apply_one(frame: pd.DataFrame, stage: Mapping[str, Any], id_column: str, predictions: list[str],
+def _apply_one(frame: pd.DataFrame, stage: PostprocessStage, id_column: str, predictions: list[str],
                where: str, context: Context | None = None) -> pd.DataFrame:
-    kind = str(stage["kind"])
-    if kind not in STAGES:
-        raise PostprocessError(f"{where}: unknown kind '{kind}' (use {', '.join(KINDS)})")
-    handler = STAGES[PostprocessKind(kind)]
+    handler = STAGES[stage.kind]
     if handler.default_columns is None:  # a stage that names no columns (a user function sees the whole frame)
         return handler.run(frame, stage, [], where, context)
-    columns = list(stage.get("columns") or (predictions if handler.default_columns == "predictions" else
-                                            [c for c in frame.columns if c != id_column]))
+    columns = list(stage.columns) or (predictions if handler.default_columns == "predictions" else
+                        [c for c in frame.columns if c != id_column])
     if id_column in columns:
         raise PostprocessError(f"{where}: columns names the id column '{id_column}': its values are ids, not "
                                "predictions (list prediction columns only)")
@@ -98,31 +97,31 @@ def _apply_one(frame: pd.DataFrame, stage: Mapping[str, Any], id_column: str, pr
     return handler.run(frame, stage, columns, where, context)
 
 
-def _argmax_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str,
+def _argmax_stage(frame: pd.DataFrame, stage: ArgmaxStage, columns: list[str], where: str,
                   context: Context | None) -> pd.DataFrame:
-    return argmax(frame, columns, str(stage["into"]), stage.get("labels"))
+    return argmax(frame, columns, stage.into, stage.labels)
 
 
-def _threshold_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str,
+def _threshold_stage(frame: pd.DataFrame, stage: ThresholdStage, columns: list[str], where: str,
                      context: Context | None) -> pd.DataFrame:
     out = frame.copy()
     for column in columns:
-        out[column] = (frame[column].astype(float) >= float(stage["value"])).astype(np.int64)
+        out[column] = (frame[column].astype(float) >= stage.value).astype(np.int64)
     return out
 
 
-def _clip_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str,
+def _clip_stage(frame: pd.DataFrame, stage: ClipStage, columns: list[str], where: str,
                 context: Context | None) -> pd.DataFrame:
     out = frame.copy()
-    out[columns] = frame[columns].astype(float).clip(lower=stage.get("min"), upper=stage.get("max"))
+    out[columns] = frame[columns].astype(float).clip(lower=stage.min, upper=stage.max)
     return out
 
 
-def _function_stage(frame: pd.DataFrame, stage: Mapping[str, Any], columns: list[str], where: str,
+def _function_stage(frame: pd.DataFrame, stage: FunctionStage, columns: list[str], where: str,
                     context: Context | None) -> pd.DataFrame:
     """The user's function, with the context; the columns it says it discretised ride in ``attrs`` to :func:`apply`."""
-    with main_module(stage.get("pickle_main")):  # a pickle the function loads names its classes __main__.X
-        result, discretised = _call_user(frame, str(stage["function"]), where, context)
+    with main_module(stage.pickle_main):  # a pickle the function loads names its classes __main__.X
+        result, discretised = _call_user(frame, stage.function, where, context)
     result.attrs[DISCRETISED] = discretised
     return result
 
@@ -180,76 +179,110 @@ def _call_user(frame: pd.DataFrame, reference: str, where: str,
     return result, columns
 
 
-def output_columns(stages: Sequence[Mapping[str, Any]], prediction_columns: Sequence[str]) -> list[str] | None:
+def output_columns(stages: Sequence[PostprocessStage], prediction_columns: Sequence[str]) -> list[str] | None:
     """The target columns after the stages, from the prediction columns; None after a user function (unknowable)."""
     columns = list(prediction_columns)
     for stage in stages:
-        after = STAGES[PostprocessKind(str(stage["kind"]))].outputs(columns, stage, prediction_columns)
+        after = STAGES[stage.kind].outputs(columns, stage, prediction_columns)
         if after is None:
             return None
         columns = after
     return columns
 
 
-def _argmax_outputs(columns: list[str], stage: Mapping[str, Any], predictions: Sequence[str]) -> list[str]:
-    used = list(stage.get("columns") or predictions)
-    into = str(stage["into"])
+def _argmax_outputs(columns: list[str], stage: ArgmaxStage, predictions: Sequence[str]) -> list[str]:
+    used = list(stage.columns or predictions)
     kept = [column for column in columns if column not in used]
-    return kept if into in kept else [*kept, into]
+    return kept if stage.into in kept else [*kept, stage.into]
 
 
-def _same_columns(columns: list[str], stage: Mapping[str, Any], predictions: Sequence[str]) -> list[str]:
+def _same_columns(columns: list[str], stage: PostprocessStage, predictions: Sequence[str]) -> list[str]:
     return columns
 
 
-def _unknowable(columns: list[str], stage: Mapping[str, Any], predictions: Sequence[str]) -> None:
+def _unknowable(columns: list[str], stage: PostprocessStage, predictions: Sequence[str]) -> None:
     return None
 
 
-def _argmax_lacks(stage: Mapping[str, Any]) -> str | None:
+# What a stage of each kind lacks, on kernel.toml's values (the spec's check, before the stage is built).
+
+def _argmax_lacks(stage: Mapping[str, object]) -> str | None:
     labels, columns = stage.get("labels"), stage.get("columns")
-    if labels is not None and columns and len(labels) != len(columns):
+    if isinstance(labels, list) and isinstance(columns, list) and columns and len(labels) != len(columns):
         return f"argmax has {len(labels)} labels for {len(columns)} columns"
     return None
 
 
-def _clip_lacks(stage: Mapping[str, Any]) -> str | None:
+def _clip_lacks(stage: Mapping[str, object]) -> str | None:
     return "kind = 'clip' needs min, max or both" if stage.get("min") is None and stage.get("max") is None else None
 
 
-def _function_lacks(stage: Mapping[str, Any]) -> str | None:
+def _function_lacks(stage: Mapping[str, object]) -> str | None:
     if not stage.get("function"):
         return "kind = 'function' needs function = 'package.module:function' (DataFrame in, DataFrame out)"
     return None
 
 
-@dataclass(frozen=True)
-class Stage:
-    """One post-processing kind: what ``kernel.toml`` may give it, how it runs, what it leaves.
+def _complete(stage: Mapping[str, object]) -> str | None:
+    return None
 
-    ``keys`` are the ``[[postprocess]]`` keys it takes besides ``kind`` (the spec refuses the others);
-    ``lacks`` says what a stage of this kind is missing (None: complete); ``default_columns`` the
-    columns it works on when ``columns`` is not given ("predictions", "all" but the id, or None: it
-    takes no columns); ``run`` applies it; ``outputs`` maps the column names (None: unknowable).
+
+S = TypeVar("S", bound=PostprocessStage)
+
+
+@dataclass(frozen=True)
+class Stage(Generic[S]):
+    """One post-processing kind: its stage as the kernel reads it, how it runs, what it leaves.
+
+    ``type`` is the stage's dataclass (``kkb_runtime.config``): its fields besides ``kind`` and ``round`` are the
+    ``[[postprocess]]`` keys the kind takes (:attr:`keys`; the spec refuses the others); ``lacks`` says what a stage
+    of this kind is missing on kernel.toml's values (None: complete); ``default_columns`` the columns it works on when
+    ``columns`` is not given ("predictions", "all" but the id, or None: it takes no columns); ``run`` applies it;
+    ``outputs`` maps the column names (None: unknowable).
     """
 
-    keys: frozenset[str]
-    lacks: Callable[[Mapping[str, Any]], str | None]
+    type: type[S]
+    lacks: Callable[[Mapping[str, object]], str | None]
     default_columns: str | None
-    run: Callable[[pd.DataFrame, Mapping[str, Any], list[str], str, Context | None], pd.DataFrame]
-    outputs: Callable[[list[str], Mapping[str, Any], Sequence[str]], list[str] | None]
+    apply: Callable[[pd.DataFrame, S, list[str], str, Context | None], pd.DataFrame]
+    names: Callable[[list[str], S, Sequence[str]], list[str] | None]
+
+    @property
+    def keys(self) -> frozenset[str]:
+        return frozenset(entry.name for entry in fields(self.type)) - {"kind", "round"}
+
+    def run(self, frame: pd.DataFrame, stage: PostprocessStage, columns: list[str], where: str,
+            context: Context | None) -> pd.DataFrame:
+        return self.apply(frame, self._narrowed(stage), columns, where, context)
+
+    def outputs(self, columns: list[str], stage: PostprocessStage, predictions: Sequence[str]) -> list[str] | None:
+        return self.names(columns, self._narrowed(stage), predictions)
+
+    def _narrowed(self, stage: PostprocessStage) -> S:
+        if not isinstance(stage, self.type):
+            raise TypeError(f"a {stage.kind} stage is {type(stage).__name__}, not {self.type.__name__}")
+        return stage
 
 
 # The one table of post-processing kinds: the spec's key check, the build's column check and the kernel's run.
-STAGES: dict[PostprocessKind, Stage] = {
-    PostprocessKind.ARGMAX: Stage(frozenset({"columns", "into", "labels"}), _argmax_lacks, "predictions",
-                                  _argmax_stage, _argmax_outputs),
-    PostprocessKind.THRESHOLD: Stage(frozenset({"columns", "value"}), lambda stage: None, "all",
-                                     _threshold_stage, _same_columns),
-    PostprocessKind.CLIP: Stage(frozenset({"columns", "min", "max"}), _clip_lacks, "all", _clip_stage, _same_columns),
-    PostprocessKind.FUNCTION: Stage(frozenset({"function", "columns", "pickle_main"}), _function_lacks, None, _function_stage, _unknowable),
+STAGES: dict[PostprocessKind, Stage[Any]] = {
+    PostprocessKind.ARGMAX: Stage(ArgmaxStage, _argmax_lacks, "predictions", _argmax_stage, _argmax_outputs),
+    PostprocessKind.THRESHOLD: Stage(ThresholdStage, _complete, "all", _threshold_stage, _same_columns),
+    PostprocessKind.CLIP: Stage(ClipStage, _clip_lacks, "all", _clip_stage, _same_columns),
+    PostprocessKind.FUNCTION: Stage(FunctionStage, _function_lacks, None, _function_stage, _unknowable),
 }
 
 
+def stage_type(raw: Mapping[str, object]) -> type[PostprocessStage]:
+    """The dataclass of a written stage, by its ``kind`` (an unknown kind: the base, which refuses its keys)."""
+    kind = raw.get("kind")
+    return STAGES[PostprocessKind(kind)].type if kind in KINDS else PostprocessStage
+
+
+def read_stage(raw: Mapping[str, object], where: str = "postprocess") -> PostprocessStage:
+    """A stage as ``kkb_kernel.json`` holds it (every key of its kind, resolved) as its kind's dataclass."""
+    return read(PostprocessStage, dict(raw), where, {PostprocessStage: stage_type})
+
+
 __all__ = ["DISCRETISED", "KINDS", "STAGES", "Context", "PostprocessError", "Stage", "apply", "id_type", "argmax",
-           "load_function", "output_columns"]
+           "load_function", "output_columns", "read_stage", "stage_type"]

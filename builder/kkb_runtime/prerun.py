@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from . import image_capture, install
 from .config import KernelConfig
@@ -25,24 +24,23 @@ class DependencyManagerFailed(RuntimeError):
 
 
 def before_the_kernel(config: KernelConfig, working: Path) -> None:
-    image_capture.write_capture(working, str(config.raw["kernel"]["id"]))  # the image this run really has
+    image_capture.write_capture(working, config.kernel.id)  # the image this run really has
     rehearse_dependency_manager(config)
 
 
 def rehearse_dependency_manager(config: KernelConfig) -> None:
     """In kkb's sandbox only: the Dependency Manager's pre-run install, offline from its input."""
-    section: dict[str, Any] = config.raw.get("dependency_manager") or {}
-    if not section or not os.environ.get(install.SANDBOX_MARKER):
+    section = config.dependency_manager
+    if section is None or not os.environ.get(install.SANDBOX_MARKER):
         return
-    requirements = [str(text) for text in section.get("requirements") or ()]
-    image = [str(text) for text in section.get("from_image") or ()]
-    where = f"Kaggle's Dependency Manager ({section.get('ref')})"
+    requirements, image = list(section.requirements), list(section.from_image)
+    where = f"Kaggle's Dependency Manager ({section.ref})"
     if not requirements:
         print(f"[kkb] {where}: nothing to install before the kernel ({', '.join(image) or 'no package'} in the image)",
               flush=True)
         return
     try:
-        folder = find_input(str(section["input"]), config=config)
+        folder = find_input(section.input, config=config)
     except InputNotFound as exc:
         raise DependencyManagerFailed(f"{where} is not attached, so nothing installs {', '.join(requirements)}: "
                                       f"{exc}") from None

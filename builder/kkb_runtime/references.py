@@ -70,12 +70,6 @@ class StandInConfig:
     files: tuple[str, ...] = ()
     id: str | None = None
 
-    @classmethod
-    def from_raw(cls, raw: Mapping[str, Any] | None) -> StandInConfig:
-        raw = raw or {}
-        return cls(keys=tuple(raw.get("keys") or ()), tables=tuple(raw.get("tables") or ()),
-                   files=tuple(raw.get("files") or ()), id=raw.get("id"))
-
 
 @dataclass(frozen=True)
 class StandInPlan:

@@ -141,7 +141,7 @@ def find_rehearsal(config: KernelConfig, root: Path | None = None) -> Rehearsal 
     for pattern in (f"datasets/*/*/{REHEARSAL_FILE}", f"*/{REHEARSAL_FILE}", f"*/*/{REHEARSAL_FILE}"):
         for path in sorted(base.glob(pattern)):
             found = read_rehearsal(path)
-            if found.kernel == str(config.raw.get("kernel", {}).get("id")):
+            if found.kernel == config.kernel.id:
                 return found
     return None
 
@@ -171,19 +171,18 @@ def begin(rehearsal: Rehearsal, config: KernelConfig, inputs: Inputs, root: Path
     if rehearsal.scale == 1:
         return inputs
     dest = (root or kaggle_root()) / "temp" / "kkb-rehearsal-data"
-    scaled = scale_competition_data(inputs.competition, dest, rehearsal.scale,
-                                    id_column=str(config.submission["id_column"]),
-                                    sample_submission=config.sample_submission,
-                                    test=config.raw.get("competition", {}).get("test"), fallback="symlink",
-                                    stand_in=StandInConfig.from_raw(config.raw.get("competition", {}).get("stand_in")))
+    stated = config.competition.stand_in
+    stand_in = StandInConfig(stated.keys, stated.tables, stated.files, stated.id) if stated is not None else None
+    scaled = scale_competition_data(inputs.competition, dest, rehearsal.scale, id_column=config.submission.id_column,
+                                    sample_submission=config.competition.sample_submission,
+                                    test=config.competition.test, fallback="symlink", stand_in=stand_in)
     print(f"[kkb] scaled the public test to {scaled.rows} rows in {scaled.path}; {scaled.description}", flush=True)
     return replace(inputs, competition=scaled.path)
 
 
 def recorder(rehearsal: Rehearsal, config: KernelConfig, inputs: Inputs, rows: int) -> RehearsalRecorder:
-    kernel_type = str(config.raw.get("kernel", {}).get("type") or "notebook")
-    found = RehearsalRecorder(rehearsal=rehearsal, report_path=inputs.working / REPORT_FILE, kernel_type=kernel_type,
-                              submission_file=str(config.submission["file"]), rows=rows)
+    found = RehearsalRecorder(rehearsal=rehearsal, report_path=inputs.working / REPORT_FILE, kernel_type=str(config.kernel.type),
+                              submission_file=config.submission.file, rows=rows)
     found.update("inputs")
     return found
 

@@ -18,14 +18,14 @@ and after, and the digits requested and used; the notebook prints one summary li
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .config import ArgmaxStage, PostprocessStage
 from .metrics import MetricName, rules
 
 MAX_DECIMALS = 15  # below this, differences are float noise (a double holds 15-17 significant digits)
@@ -167,17 +167,17 @@ def summary(records: Sequence[ColumnRounding]) -> str | None:
     return "rounding: " + ", ".join(parts) + (f"; ties grew in {tied} column{'s' if tied > 1 else ''}" if tied else "")
 
 
-def unrounded_columns(postprocess: Sequence[Mapping[str, Any]], unrounded: Sequence[str], targets: Sequence[str]) -> set[str]:
+def unrounded_columns(postprocess: Sequence[PostprocessStage], unrounded: Sequence[str], targets: Sequence[str]) -> set[str]:
     """``[submission] unrounded`` plus what each ``round = false`` stage writes (its ``into``, its ``columns``;
     a function stage without ``columns``: every target)."""
     columns = set(unrounded)
     for stage in postprocess:
-        if stage["round"]:
+        if stage.round:
             continue
-        if stage.get("kind") == "argmax":
-            columns.add(str(stage["into"]))
-        elif isinstance(stage.get("columns"), list) and stage["columns"]:
-            columns.update(str(c) for c in stage["columns"])
+        if isinstance(stage, ArgmaxStage):
+            columns.add(stage.into)
+        elif stage.columns:
+            columns.update(stage.columns)
         else:
             columns.update(targets)
     return columns

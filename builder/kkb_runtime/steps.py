@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from .config import StepSection
 from .inputs import Inputs
 from .timing import StepTiming
 from .user_errors import user_error
@@ -100,21 +101,21 @@ def _pump(stream: IO[str], sink: IO[str], tail: collections.deque[str] | None) -
             tail.append(line)
 
 
-def run_step(step: Mapping[str, Any], inputs: Inputs, config_path: Path, out_dir: Path,
+def run_step(step: StepSection, inputs: Inputs, config_path: Path, out_dir: Path,
              row_limit: int | None = None) -> StepResult:
-    name = str(step["name"])
+    name = step.name
     out = out_dir / f"{name}.csv"
     out.unlink(missing_ok=True)
     Path(str(out) + STEP_META_SUFFIX).unlink(missing_ok=True)
     values = {"out": str(out), "code": str(inputs.code), "weights": str(inputs.weights or ""),
               "data": str(inputs.competition), "python": sys.executable}
-    argv = step_command(str(step["run"]), values)
-    timeout = step.get("timeout_seconds")
+    argv = step_command(step.run, values)
+    timeout = step.timeout_seconds
     print(f"[kkb] step {name}: {shlex.join(argv)}", flush=True)
     started, cpu_before = time.perf_counter(), _children_cpu()
     tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
     process = subprocess.Popen(argv, cwd=inputs.working, env=step_environment(inputs, config_path, name, out, row_limit,
-                                                                               dict(step.get("env") or {})),
+                                                                               step.env),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
     delay = _RunDelay(process.pid)
     pumps = [threading.Thread(target=_pump, args=(process.stdout, sys.stdout, None), daemon=True),

@@ -59,7 +59,7 @@ LOCATION_HINTS: tuple[tuple[str, str | None, str], ...] = (
     ("kernel", "title", "use a title of 5 to 50 characters; Kaggle derives the kernel slug from it"),
     ("steps", "run", _PLACEHOLDER_HINT),
     ("models", "tta", _TTA_HINT),
-    ("inputs", None, "see the README section 'Attaching inputs'"),
+    ("inputs", None, "see docs/commands/build.md, 'Attaching inputs kkb does not build'"),
     ("push", None, f"a wait is a number of seconds, more than 0 and at most {MAX_WAIT_SECONDS} (48 h), e.g. 3600"),
     ("evaluation_api", None, "see kernels/evalapi/kernel.toml: predict = 'module:function' in your code, "
                              "module = 'kaggle_evaluation.<comp>_inference_server'"),

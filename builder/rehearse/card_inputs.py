@@ -1,7 +1,7 @@
 """What each card feeds its model, for the first test rows: ``kkb dry-run --show-inputs [N]`` prints it, and
 ``report.json`` (``inputs``) always carries it.
 
-The views themselves are the kernel runtime's (:mod:`builder.kkb_runtime.cards.views`): each card step of the dry
+The views themselves are the kernel runtime's (each kind's unit, :mod:`builder.kkb_runtime.cards.views`): each card step of the dry
 run makes its own, in its process, over the test it ran on (the dry run sets ``$KKB_SHOW_INPUTS``), so the view is
 what that process fed its model and costs kkb no import of torch or transformers. A card no step ran (a fast commit
 with no rerun, a failed step) gets its view here, beside the sandbox, from the built code and weights
@@ -19,9 +19,7 @@ from typing import Any
 
 from builder.build import BuildResult
 from builder.bundle.card_run import call_seconds
-from builder.kkb_runtime.cards.views import VIEWS
-from builder.kkb_runtime.config import load_config
-from builder.kkb_runtime.vocabulary import CardKind
+from builder.kkb_runtime.config_reader import load_config
 from builder.project.layout import KERNEL_CONFIG
 from builder.run.program import ProgramCall, call_program
 from builder.run.sandbox import Mount
@@ -44,14 +42,13 @@ def card_inputs(build: BuildResult, data: Path, rows: int = DEFAULT_ROWS, steps:
         return []
     config = load_config(config_path)
     made = _step_views(steps, rows)
-    missing = [str(card["name"]) for card in config.models if str(card["name"]) not in made]
+    missing = [card.name for card in config.models if card.name not in made]
     if missing:
         made.update((make_views or sandboxed_views)(build, data, rows, missing))
     entries = []
     for card in config.models:
-        kind = CardKind(card.get("kind") or CardKind.IMAGE)
-        entry: dict[str, Any] = {"card": str(card["name"]), "kind": str(kind)}
-        entry.update(made[str(card["name"])])
+        entry: dict[str, Any] = {"card": card.name, "kind": str(card.kind)}
+        entry.update(made[card.name])
         entry["lines"] = lines(entry)
         entries.append(entry)
     return entries
@@ -113,4 +110,4 @@ def lines(entry: Mapping[str, Any]) -> list[str]:
     return out
 
 
-__all__ = ["DEFAULT_ROWS", "VIEWS", "ViewMaker", "card_inputs", "lines", "sandboxed_views"]
+__all__ = ["DEFAULT_ROWS", "ViewMaker", "card_inputs", "lines", "sandboxed_views"]

@@ -17,7 +17,7 @@ from typing import Any
 
 from builder.bundle.models import offline_environment, user_code_importable
 from builder.kkb_runtime.cards.views import card_view
-from builder.kkb_runtime.config import load_config
+from builder.kkb_runtime.config_reader import load_config
 from builder.run.calls import calling
 from builder.run.program import read_request, write_answer
 
@@ -28,7 +28,7 @@ def views(request: dict[str, Any]) -> dict[str, Any]:
     wanted, made = set(request["cards"]), {}
     with user_code_importable(code), offline_environment():
         for card in config.models:
-            name = str(card["name"])
+            name = card.name
             if name in wanted:
                 with calling("the view of its inputs", card=name):
                     made[name] = card_view(config, card, weights, data, int(request["rows"]))

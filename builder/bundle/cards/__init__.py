@@ -2,20 +2,21 @@
 table.
 
 Each entry (:class:`~builder.bundle.cards.unit.BuildCard`) is the kind's whole build side: the pip extra its
-build imports, its preparation, the files it ships besides its checkpoints, and its checks against the public
-data (``tests/test_vocabulary.py`` checks that the table covers every :class:`CardKind`).
+build imports, the kernel's card it makes of the spec's, its preparation (what the build records), the files it
+ships besides its checkpoints, its checks against the public data and its notes (``tests/test_vocabulary.py`` checks
+that the table covers every :class:`CardKind`).
 """
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
 
 from builder.bundle.cards import image, tabular, text
 from builder.bundle.cards import torch as torch_card
-from builder.bundle.cards.unit import BuildCard, Extra
+from builder.bundle.cards.unit import BuildCard, Extra, built_card
 from builder.errors import BundleError
+from builder.kkb_runtime.card import BuiltCard
 from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.cards import CardBase
 from builder.project.spec import SPEC_FILE, KernelSpec
@@ -30,15 +31,29 @@ BUILD_CARDS: dict[CardKind, BuildCard] = {
 }
 
 
-def prepare_models(spec: KernelSpec, kernel_dir: Path, weights_stage: Path) -> list[dict[str, Any]]:
-    """Every card prepared by its kind into ``weights_stage``; the cards for ``kkb_kernel.json``. Each card is a call
+def prepare_models(spec: KernelSpec, kernel_dir: Path, weights_stage: Path) -> list[BuiltCard]:
+    """Every card prepared by its kind into ``weights_stage``: the cards for ``kkb_kernel.json``. Each card is a call
     of the user's code (its factory, its pickles), recorded where the build's sandboxed run watches it."""
     written: dict[str, str] = {}  # output path -> sha256, so cards sharing a checkpoint do not clobber each other
     prepared = []
     for card in spec.models:
+        unit = BUILD_CARDS[card.kind]
         with calling("preparing the card", card=card.name, function=_factory(card)):
-            prepared.append(BUILD_CARDS[card.kind].prepare(card, kernel_dir, weights_stage, written))
+            prepared.append(built_card(unit, card, unit.prepare(card, kernel_dir, weights_stage, written)))
     return prepared
+
+
+def card_notes(spec: KernelSpec, kernel_dir: Path, data: Path | None) -> list[str]:
+    """Each card's notes on what kkb maps or cannot read in its input (on the public test, ``data``), card by card."""
+    found: list[str] = []
+    for card in spec.models:
+        found += BUILD_CARDS[card.kind].notes(spec, kernel_dir, data, card)
+    return found
+
+
+def record_notes(cards: list[BuiltCard]) -> tuple[str, ...]:
+    """What each card's preparation did that the user should know (opt-ins used, keys left out, the preprocessing)."""
+    return tuple(note for card in cards for note in BUILD_CARDS[card.kind].record_notes(card.name, card.built))
 
 
 def _factory(card: CardBase) -> str | None:
@@ -73,4 +88,5 @@ def _installed(module: str) -> bool:
         return False
 
 
-__all__ = ["BUILD_CARDS", "BuildCard", "Extra", "card_files", "prepare_models", "require_card_extras"]
+__all__ = ["BUILD_CARDS", "BuildCard", "Extra", "card_files", "card_notes", "prepare_models", "record_notes",
+           "require_card_extras"]

@@ -1,84 +1,96 @@
-"""Image cards at build time: ``builder.bundle.models`` prepares them; a transforms factory is proven to run; the
+"""Image cards at build time: the network built as the kernel builds it and its normalisation resolved
+(``image_checks``), every fold normalised and loaded back (``builder.bundle.models``), each pipeline proven to run; the
 preprocessing the kernel will apply is stated with where each value came from; the public test's ids must
 resolve to images."""
 
 from __future__ import annotations
 
+from importlib import metadata
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from builder.bundle.cards.unit import Extra, build_card
-from builder.bundle.models import offline_environment, prepare_model, user_code_importable
-from builder.errors import BundleError, ModelError
+from builder.bundle.cards.image_checks import (
+    Normalisation,
+    build_model,
+    check_output_width,
+    check_random_tta,
+    check_transforms,
+    check_transforms_factory,
+    pipeline_normalisation,
+    resolve_normalisation,
+)
+from builder.bundle.cards.unit import Extra, build_card, built_as, fold_notes, kernel_card
+from builder.bundle.checkpoints import checkpoint_sources
+from builder.bundle.models import prepare_source, user_code_importable
+from builder.errors import BundleError
+from builder.kkb_runtime.card import Built
 from builder.kkb_runtime.cards.image import predict as runtime_predict
 from builder.kkb_runtime.cards.image import transforms as pipelines
+from builder.kkb_runtime.cards.image.card import ImageBuilt
+from builder.kkb_runtime.cards.image.card import ImageCard as KernelImageCard
 from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.cards import ImageCard, kinds_words
 from builder.project.spec import SPEC_FILE, KernelSpec
 
-
-def prepare(card: ImageCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
-    prepared = prepare_model(card, kernel_dir, weights_stage, written)
-    if card.transforms and ":" in card.transforms:
-        prepared.update(check_transforms_factory(card, kernel_dir, prepared))
-    prepared["preprocessing"] = preprocessing(card, prepared)
-    return prepared
+RECORDED_VERSIONS = ("torch", "timm", "albumentations")
 
 
-def check_transforms_factory(card: ImageCard, kernel_dir: Path, prepared: dict[str, Any]) -> dict[str, Any]:
-    """``transforms = "module:function"``: called here as the kernel will call it, run on a test image."""
-    reference = str(card.transforms)
-    height, width = prepared["input_size"]
-    try:
-        with user_code_importable(kernel_dir), offline_environment():
-            own = pipelines.pipeline_from_factory(reference)
-            names = pipelines.class_names(own)
-            pipeline = pipelines.inference_pipeline({**prepared, "transforms": None, "transforms_factory": reference})
-            image = np.random.default_rng(0).integers(0, 256, (2 * height, 2 * width, card.in_chans), dtype=np.uint8)
-            pipeline(image=image)
-    except pipelines.TransformsError as exc:
-        raise ModelError(f"[[models]] '{card.name}': transforms {reference}: {exc}",
-                         hint="the factory lives in the code dataset and returns the inference A.Compose") from None
-    except Exception as exc:
-        raise ModelError(f"[[models]] '{card.name}': transforms {reference} fails on a {2 * height}x{2 * width} test image: "
-                         f"{type(exc).__name__}: {exc}", hint="check the pipeline against the card's in_chans") from None
-    recorded: dict[str, Any] = {"transforms_factory": reference, "transforms": None,
-                                "normalize_in_pipeline": pipelines.NORMALIZE in names}
-    normalize = next((node for node in _nodes(own) if type(node).__name__ == pipelines.NORMALIZE), None)
-    if normalize is not None:
-        recorded.update({field: [float(value) for value in np.ravel(getattr(normalize, field))] for field in ("mean", "std")})
-    return recorded
+def to_kernel(card: ImageCard) -> KernelImageCard:
+    """The kernel's card of an image card (kernel.toml's keys; the normalisation, the pipelines and the checkpoint are
+    what its preparation resolves: :class:`ImageBuilt`)."""
+    return kernel_card(KernelImageCard, card)
 
 
-def _nodes(pipeline: Any) -> list[Any]:
-    found, stack = [], [pipeline]
-    while stack:
-        node = stack.pop()
-        found.append(node)
-        stack.extend(getattr(node, "transforms", None) or [])
-    return found
+def prepare(card: ImageCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> ImageBuilt:
+    """The network built as the kernel builds it, its normalisation resolved, every fold normalised into the weights
+    and loaded back, the pipelines proven to run: what the kernel needs. The user's code is importable throughout, as
+    the code dataset is in the kernel: a factory lives there, and so do the classes an ``allow_pickle`` checkpoint
+    names."""
+    kernel = to_kernel(card)
+    with user_code_importable(kernel_dir):
+        model = build_model(card, kernel)
+        normalisation = resolve_normalisation(card, model)
+        check_output_width(card, model, normalisation)
+        folds = [fold for source in checkpoint_sources(card, kernel_dir, must_exist=False)
+                 for fold in prepare_source(kernel, card.checkpoint_key, model, kernel_dir, source, weights_stage, written)]
+        serialized = check_transforms(card, kernel_dir, normalisation)
+        normalisation = pipeline_normalisation(serialized, normalisation)
+        tta_random = check_random_tta(card, kernel_dir, normalisation)
+    factory = card.transforms if card.transforms and ":" in card.transforms else None
+    if factory is not None:
+        normalisation = check_transforms_factory(card, kernel_dir, normalisation)
+    first = folds[0]
+    return ImageBuilt(
+        checkpoint=first.file, checkpoint_sha256=first.sha256, checkpoint_source=first.source,
+        checkpoints=tuple(folds),  # one entry per fold, run one after another and averaged
+        checkpoint_key=None,  # the written files are plain state dicts
+        source_key=first.source_key, stripped_prefix=first.stripped_prefix, dtype="float16" if card.half else "float32",
+        input_size=normalisation.input_size, mean=normalisation.mean, std=normalisation.std,
+        interpolation=normalisation.interpolation, normalize_in_pipeline=normalisation.in_pipeline,
+        transforms=serialized, transforms_source=card.transforms, transforms_factory=factory,
+        custom_transforms=tuple(pipelines.custom_classes(serialized)) if serialized else (), tta_random=tta_random,
+        num_params=sum(int(parameter.numel()) for parameter in model.parameters()),
+        built_with={package: metadata.version(package) for package in RECORDED_VERSIONS},
+        preprocessing=preprocessing(card, normalisation))
 
 
-def preprocessing(card: ImageCard, prepared: dict[str, Any]) -> dict[str, str]:
+def preprocessing(card: ImageCard, normalisation: Normalisation) -> dict[str, str]:
     """What the kernel does to each image before the model, and where each value came from."""
     own = card.transforms is not None
-    from_pipeline = bool(prepared.get("normalize_in_pipeline"))
 
     def source(field: str) -> str:
-        if from_pipeline and field in ("mean", "std"):
+        if normalisation.in_pipeline and field in ("mean", "std"):
             return "the pipeline's Normalize"
         return "the card" if getattr(card, field) is not None else "timm's pretrained config"
 
-    height, width = prepared["input_size"]
+    height, width = normalisation.input_size
     resize = ("the pipeline's own (kkb adds no Resize)" if own else
-              f"{height}x{width} ({source('input_size')}), {prepared['interpolation']} ({source('interpolation')})")
+              f"{height}x{width} ({source('input_size')}), {normalisation.interpolation} ({source('interpolation')})")
     return {
         "resize": resize,
-        "normalize": f"mean {prepared['mean']}, std {prepared['std']} ({source('mean')}), "
-                     f"{'in the pipeline' if from_pipeline else 'added by kkb after the pipeline'}",
+        "normalize": f"mean {list(normalisation.mean)}, std {list(normalisation.std)} ({source('mean')}), "
+                     f"{'in the pipeline' if normalisation.in_pipeline else 'added by kkb after the pipeline'}",
         "channels": "grayscale (PIL 'L')" if card.in_chans == 1 else "RGB (PIL), HWC uint8 into the pipeline, CHW float "
                                                                      "into the model",
     }
@@ -117,5 +129,14 @@ def modules(card: ImageCard) -> tuple[str, ...]:
     return (*VISION.modules, *(("albumentations",) if card.transforms else ()))
 
 
+def record_notes(name: str, built: Built) -> list[str]:
+    """What the kernel does to each image before the model, then the folds' opt-ins."""
+    record = built_as(built, ImageBuilt)
+    return [f"models.{name}: {what}: {how}" for what, how in record.preprocessing.items()] + fold_notes(name, built)
+
+
 VISION = Extra("vision", ("torch", "timm", "safetensors"))
-BUILD = build_card(ImageCard, VISION, prepare, extra_files, check_public_data, modules)
+BUILD = build_card(ImageCard, VISION, to_kernel, prepare, extra_files, check_public_data, modules,
+                   record_notes=record_notes)
+
+__all__ = ["BUILD", "check_public_data", "extra_files", "prepare", "preprocessing", "to_kernel"]

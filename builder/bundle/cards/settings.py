@@ -8,10 +8,11 @@ card, one line each, grouped by card, so that a user sees what the kernel will d
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 
+from builder.kkb_runtime.card import BuiltCard
+from builder.kkb_runtime.typed import write
 from builder.project.cards import SET, CardBase
 
 
@@ -28,27 +29,27 @@ class ResolvedSetting:
         return self.value in ("null", "[]", "{}")
 
 
-def with_origins(cards: Sequence[Mapping[str, Any]], models: Sequence[CardBase]) -> list[dict[str, Any]]:
-    """The prepared cards with where each key's value came from (``origins``), for ``kkb_kernel.json``."""
-    origins = {model.name: model.origins for model in models}
-    return [{**card, "origins": origins.get(str(card["name"]), {})} for card in cards]
+def kernel_value(card: BuiltCard, key: str) -> object:
+    """A key of kernel.toml's card as the kernel reads it: the card's, or what the build resolved it to (its record)."""
+    part = card.card if key in {field.name for field in fields(card.card)} else card.built
+    return write(getattr(part, key))
 
 
-def resolved_settings(cards: Sequence[Mapping[str, Any]], models: Sequence[CardBase]) -> tuple[ResolvedSetting, ...]:
+def resolved_settings(cards: Sequence[BuiltCard], models: Sequence[CardBase]) -> tuple[ResolvedSetting, ...]:
     """Per card, each key the user did not set on it, with the value the kernel reads (the built card's, where the
     build resolved it further: an image card's input size and normalisation from timm's config)."""
-    written = {str(card["name"]): card for card in cards}
+    written = {card.name: card for card in cards}
     found = []
     for model in models:
-        card = written.get(model.name, {})
+        card = written.get(model.name)
         for key, origin in model.origins.items():
             if origin == SET:
                 continue
-            value = card.get(key, getattr(model, key))
+            value = kernel_value(card, key) if card is not None else getattr(model, key)
             if isinstance(value, dict) and not isinstance(getattr(model, key), dict):
                 value = getattr(model, key)  # a pipeline the build serialised: the card's own setting
             found.append(ResolvedSetting(model.name, key, json.dumps(value, default=str), origin))
     return tuple(found)
 
 
-__all__ = ["ResolvedSetting", "resolved_settings", "with_origins"]
+__all__ = ["ResolvedSetting", "kernel_value", "resolved_settings"]

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from builder.bundle.cards.text_checks import check_files, check_max_len
-from builder.bundle.cards.unit import Extra, build_card
+from builder.bundle.cards.unit import Extra, build_card, kernel_card, public_test_rows
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
 from builder.bundle.user_code import user_code
@@ -25,16 +25,19 @@ from builder.kkb_runtime.cards import text as runtime_text
 from builder.kkb_runtime.cards import text_inputs
 from builder.kkb_runtime.cards.common import checkpoints
 from builder.kkb_runtime.cards.common import models as runtime
-from builder.kkb_runtime.cards.common.tables import TableError, read_table, require_columns
+from builder.kkb_runtime.cards.common.tables import DEFAULT_TEST_TABLE, TableError, read_table, require_columns
+from builder.kkb_runtime.submission import read_sample
 from builder.project.cards import TextCard
 from builder.project.spec import SPEC_FILE, KernelSpec
 
 RECORDED_VERSIONS = ("torch", "transformers", "tokenizers")
 CHECK_TEXT = "kkb checks the model on this sentence"
+SHOWN_ROWS = 64  # the public test's rows an encode function is run on at build time, for the notes
 
 
-def _card(card: TextCard) -> dict[str, Any]:
-    return card.model_dump(mode="json")
+def to_kernel(card: TextCard) -> runtime_text.TextCard:
+    """The kernel's card of a text card (kernel.toml's keys, resolved)."""
+    return kernel_card(runtime_text.TextCard, card)
 
 
 def build(card: TextCard, kernel_dir: Path) -> tuple[Any, Any]:
@@ -50,8 +53,8 @@ def build(card: TextCard, kernel_dir: Path) -> tuple[Any, Any]:
                            function=card.factory, file=card.model_dir, error=ModelError,
                            hint="build the backbone from a local config (AutoModel.from_config), never from the hub: "
                                 "the kernel has no internet"):
-                model = runtime_text.create_model(_card(card), kernel_dir)
-                tokenizer = runtime_text.load_tokenizer(_card(card), kernel_dir)
+                model = runtime_text.create_model(to_kernel(card), kernel_dir)
+                tokenizer = runtime_text.load_tokenizer(to_kernel(card), kernel_dir)
         except runtime.ModelLoadError as exc:
             raise ModelError(f"[[models]] '{card.name}': {exc}",
                              hint="model_dir is a folder of the kernel with config.json; the tokenizer's files "
@@ -59,7 +62,7 @@ def build(card: TextCard, kernel_dir: Path) -> tuple[Any, Any]:
     if not hasattr(model, "state_dict"):
         raise ModelError(f"[[models]] '{card.name}': the factory returned {type(model).__name__}, not a torch nn.Module",
                          hint="return the nn.Module from the factory")
-    check_max_len(card, kernel_dir, model, tokenizer)
+    check_max_len(card, to_kernel(card), kernel_dir, model, tokenizer)
     return model, tokenizer
 
 
@@ -76,11 +79,11 @@ def check_output_width(card: TextCard, model: Any, tokenizer: Any) -> None:
     import torch
 
     try:
-        encoded = text_inputs.probe_rows(tokenizer, _card(card), [CHECK_TEXT, CHECK_TEXT + " twice " + CHECK_TEXT])
+        encoded = text_inputs.probe_rows(tokenizer, to_kernel(card), [CHECK_TEXT, CHECK_TEXT + " twice " + CHECK_TEXT])
     except runtime.ModelLoadError as exc:
         raise ModelError(f"[[models]] '{card.name}': {str(exc).removeprefix(f'model {card.name!r}: ')}",
                          hint="tokenizer_class in tokenizer_config.json names the model's tokenizer class") from None
-    batch = runtime_text.padded(encoded, [0, 1], runtime_text.pad_id(tokenizer), text_inputs.padding_length(_card(card)))
+    batch = runtime_text.padded(encoded, [0, 1], runtime_text.pad_id(tokenizer), text_inputs.padding_length(to_kernel(card)))
     keys = runtime_text.accepted_inputs(model)
     width = batch["input_ids"].shape[1]
     try:
@@ -103,21 +106,18 @@ def check_output_width(card: TextCard, model: Any, tokenizer: Any) -> None:
                          hint=f"set num_classes = {output.shape[1]} or fix model_kwargs / the model's config")
 
 
-def prepare(card: TextCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
+def prepare(card: TextCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> runtime_text.TextBuilt:
     model, tokenizer = build(card, kernel_dir)
     check_output_width(card, model, tokenizer)
+    kernel = to_kernel(card)
     folds = [fold for source in checkpoint_sources(card, kernel_dir, must_exist=False)
-             for fold in prepare_source(card, model, kernel_dir, source, weights_stage, written)]
+             for fold in prepare_source(kernel, card.checkpoint_key, model, kernel_dir, source, weights_stage, written)]
     first = folds[0]
-    return {
-        **card.model_dump(mode="json"),
-        "checkpoint": first["file"], "checkpoint_sha256": first["sha256"], "checkpoint_source": first["source"],
-        "checkpoints": folds, "checkpoint_key": None, "source_key": first["source_key"],
-        "dtype": "float16" if card.half else "float32",
-        "tokenizer_class": type(tokenizer).__name__,
-        "num_params": sum(int(parameter.numel()) for parameter in model.parameters()),
-        "built_with": {package: metadata.version(package) for package in RECORDED_VERSIONS},
-    }
+    return runtime_text.TextBuilt(
+        checkpoint=first.file, checkpoint_sha256=first.sha256, checkpoint_source=first.source, checkpoints=tuple(folds),
+        checkpoint_key=None, source_key=first.source_key, dtype="float16" if card.half else "float32",
+        tokenizer_class=type(tokenizer).__name__, num_params=sum(int(parameter.numel()) for parameter in model.parameters()),
+        built_with={package: metadata.version(package) for package in RECORDED_VERSIONS})
 
 
 def extra_files(card: TextCard, kernel_dir: Path) -> list[str]:
@@ -136,7 +136,7 @@ def extra_files(card: TextCard, kernel_dir: Path) -> list[str]:
 def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: TextCard, columns: list[str],
                       sample: pd.DataFrame) -> None:
     """The public test table has the id column and every text column the card joins."""
-    path = data / (spec.competition.test or "test.csv")
+    path = data / (spec.competition.test or DEFAULT_TEST_TABLE)
     if not path.is_file():
         raise BundleError(f"{kernel_dir / SPEC_FILE}: competition.test: no test table {path} in the public data "
                           f"for the text card '{card.name}'",
@@ -144,13 +144,78 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Text
     try:
         table = read_table(path, spec.submission.id_column)
         require_columns(table, [spec.submission.id_column, *card.text_columns, *card.text_pair_columns],
-                        _card(card), path)
+                        to_kernel(card), path)
     except (TableError, OSError, ValueError) as exc:
         raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}: {exc}",
                           hint="text_columns and text_pair_columns name columns of the test table") from None
 
 
-BUILD = build_card(TextCard, Extra("text", ("torch", "transformers", "safetensors")), prepare, extra_files,
-                   check_public_data)
+# --- the build's notes: tokens the tokenizer does not know ---------------------------------------------------------
+# A notebook's separator written into a card (``separator = " [SEP] "``) is text to the tokenizer: a tokenizer saved
+# lower-cased turns it into ``[sep]``, then into the unknown token, and the model sees ``[UNK]`` where it was trained on
+# ``[SEP]``, silently. The build names each such token: the card's separator, the special tokens kkb adds around the
+# segments, and (a card with an encode function) an unknown token in every row of the public test, where a per-row
+# token or a separator the function adds is the likely cause. A few unknown tokens in some rows are ordinary text.
 
-__all__ = ["BUILD", "check_public_data", "extra_files", "prepare"]
+
+def notes(spec: KernelSpec, kernel_dir: Path, data: Path | None, card: TextCard) -> list[str]:
+    """One warning per token the card's input maps to the unknown token (``data``: the public data, or None)."""
+    kernel = to_kernel(card)
+    with user_code_importable(kernel_dir), offline_environment():
+        tokenizer = runtime_text.load_tokenizer(kernel, kernel_dir)
+        return _unknown_tokens(kernel, tokenizer, spec, kernel_dir, data)
+
+
+def _unknown_tokens(card: runtime_text.TextCard, tokenizer: Any, spec: KernelSpec, kernel_dir: Path,
+                    data: Path | None) -> list[str]:
+    unknown = getattr(tokenizer, "unk_token_id", None)
+    if unknown is None:
+        return []
+    name = getattr(tokenizer, "unk_token", None) or "the unknown token"
+    where = f"warning: models.{card.name}"
+    found = []
+    if card.encode_function is None:
+        separator = tokenizer(card.separator, add_special_tokens=False)["input_ids"] if card.separator.strip() else []
+        if unknown in separator:
+            found.append(f"{where}: separator = {card.separator!r} becomes {name} ({_decoded(tokenizer, separator)}): the "
+                         "model sees the unknown token where the notebook meant a separator")
+        shape = runtime_text.special_tokens(tokenizer, card, bool(card.text_pair_columns))
+        added = [*shape.prefix[0], *shape.middle[0], *shape.suffix[0]]
+        if unknown in added:
+            found.append(f"{where}: the special tokens around the texts include {name} ({_decoded(tokenizer, added)})")
+        return found
+    rows = _public_rows(card, tokenizer, spec, kernel_dir, data)
+    if rows and all(unknown in row for row in rows):
+        found.append(f"{where}: {name} is in every row {card.encode_function} encodes on the public test "
+                     f"({len(rows)} rows; the first: {_decoded(tokenizer, rows[0])[:300]}): a separator or a per-row "
+                     "token the tokenizer does not know (a lower-cased tokenizer turns '[SEP]' into '[sep]')?")
+    return found
+
+
+def _public_rows(card: runtime_text.TextCard, tokenizer: Any, spec: KernelSpec, kernel_dir: Path,
+                 data: Path | None) -> list[list[int]]:
+    """The encode function's token rows of the public test's first rows, handed to it as the kernel hands them."""
+    if data is None:
+        return []
+    path = data / (spec.competition.test or DEFAULT_TEST_TABLE)
+    sample_path = data / spec.competition.sample_submission
+    if not path.is_file() or not sample_path.is_file():
+        return []
+    try:
+        table = public_test_rows(spec, data, path, read_sample(sample_path, spec.submission.id_column), SHOWN_ROWS)
+    except TableError:
+        return []  # ids the test lacks: the card's own check (and the dry run) say it
+    with user_code(f"{kernel_dir / SPEC_FILE}: models.{card.name}", "on the public test", [kernel_dir], card=card.name,
+                   function=card.encode_function, hint="the encode function gets the test rows and the tokenizer and "
+                                                       "returns the input ids per row"):
+        return text_inputs.encode_rows(tokenizer, card, table.reset_index(drop=True)).input_ids
+
+
+def _decoded(tokenizer: Any, ids: list[int]) -> str:
+    return " ".join(str(token) for token in tokenizer.convert_ids_to_tokens(ids))
+
+
+BUILD = build_card(TextCard, Extra("text", ("torch", "transformers", "safetensors")), to_kernel, prepare, extra_files,
+                   check_public_data, notes=notes)
+
+__all__ = ["BUILD", "check_public_data", "extra_files", "notes", "prepare", "to_kernel"]

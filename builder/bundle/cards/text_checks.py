@@ -52,12 +52,13 @@ def check_files(card: TextCard, kernel_dir: Path) -> None:
                               "the folder that holds its files")
 
 
-def check_max_len(card: TextCard, kernel_dir: Path, model: Any, tokenizer: Any) -> None:
-    """Refuse a ``max_len`` past the model's positions when a text of that length fails in the model."""
+def check_max_len(card: TextCard, kernel: runtime_text.TextCard, kernel_dir: Path, model: Any, tokenizer: Any) -> None:
+    """Refuse a ``max_len`` past the model's positions when a text of that length fails in the model (``kernel``: the
+    card as the kernel reads it)."""
     limits = _limits(card, model, tokenizer)
     if not limits or card.max_len <= min(limits.values()):
         return
-    width, problem = _run_at(card, model, tokenizer)
+    width, problem = _run_at(kernel, model, tokenizer)
     if problem is None:
         return
     said = " and ".join(f"{what} = {limit}" for what, limit in limits.items())
@@ -79,13 +80,13 @@ def _limits(card: TextCard, model: Any, tokenizer: Any) -> dict[str, int]:
     return limits
 
 
-def _run_at(card: TextCard, model: Any, tokenizer: Any) -> tuple[int, str | None]:
+def _run_at(card: runtime_text.TextCard, model: Any, tokenizer: Any) -> tuple[int, str | None]:
     """(the width reached, the model's error or None) for one text of ``max_len`` tokens, encoded as the kernel does."""
     import torch
 
     columns = [*card.text_columns, *card.text_pair_columns]
     table = pd.DataFrame({column: [CHECK_WORD * (card.max_len + 8)] for column in columns})
-    encoded = runtime_text.encode(tokenizer, card.model_dump(mode="json"), table)
+    encoded = runtime_text.encode(tokenizer, card, table)
     batch = runtime_text.padded(encoded, [0], runtime_text.pad_id(tokenizer))
     keys = runtime_text.accepted_inputs(model)
     width = int(batch["input_ids"].shape[1])

@@ -19,11 +19,12 @@ from typing import Any
 
 import pandas as pd
 
-from builder.bundle.cards.unit import Extra, build_card, public_test_rows, public_test_table
+from builder.bundle.cards.unit import Extra, build_card, built_as, fold_notes, kernel_card, public_test_rows, public_test_table
 from builder.bundle.checkpoints import GLOB_CHARACTERS, checkpoint_sources
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
 from builder.bundle.user_code import user_code
 from builder.errors import BundleError, ModelError
+from builder.kkb_runtime.card import Built, NetworkFold
 from builder.kkb_runtime.cards import torch as runtime_torch
 from builder.kkb_runtime.cards.common import checkpoints
 from builder.kkb_runtime.cards.common import device as devices
@@ -39,8 +40,9 @@ RECORDED_VERSIONS = ("torch", "safetensors")
 CPU = devices.DeviceChoice("cpu", "the build runs the net on the CPU")
 
 
-def _card(card: TorchCard) -> dict[str, Any]:
-    return card.model_dump(mode="json")
+def to_kernel(card: TorchCard) -> runtime_torch.TorchCard:
+    """The kernel's card of a torch card (kernel.toml's keys, resolved)."""
+    return kernel_card(runtime_torch.TorchCard, card)
 
 
 def build(card: TorchCard, kernel_dir: Path) -> Any:
@@ -49,7 +51,7 @@ def build(card: TorchCard, kernel_dir: Path) -> Any:
         try:
             with user_code(f"[[models]] '{card.name}'", f"the factory {card.factory} fails", [kernel_dir], card=card.name,
                            function=card.factory, hint="model_kwargs are passed to it as keyword arguments", error=ModelError):
-                return runtime.create_model(_card(card))
+                return runtime.from_factory(to_kernel(card))
         except runtime.ModelLoadError as exc:
             raise ModelError(f"[[models]] '{card.name}': {exc}",
                              hint="factory is 'package.module:function' in your code, returning the nn.Module") from None
@@ -63,7 +65,7 @@ def check_width(card: TorchCard, model: Any) -> None:
 
     zeros = np.zeros((2, len(card.feature_columns)), dtype=np.float32)
     try:
-        runtime_torch.predict_array(_card(card), model.eval(), zeros, CPU, "cpu")
+        runtime_torch.predict_array(to_kernel(card), model.eval(), zeros, CPU, "cpu")
     except runtime.ModelLoadError as exc:
         raise ModelError(f"[[models]] '{card.name}': {str(exc).removeprefix(f'model {card.name!r}: ')}",
                          hint="set num_classes to the net's output width, or fix model_kwargs") from None
@@ -89,27 +91,28 @@ def preprocessor_sources(card: TorchCard, kernel_dir: Path) -> list[str]:
     return found
 
 
-def pair_preprocessors(card: TorchCard, kernel_dir: Path, folds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def pair_preprocessors(card: TorchCard, kernel_dir: Path, folds: list[NetworkFold]) -> list[runtime_torch.TorchFold]:
     """Each fold's preprocessor (one for all, or one per fold in sorted order), each loaded once as the kernel loads it."""
     files = preprocessor_sources(card, kernel_dir)
     if not files:
-        return folds
+        return [runtime_torch.TorchFold(**vars(fold), preprocessor=None) for fold in folds]
     if len(files) not in (1, len(folds)):
         raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}.preprocessor: {len(files)} files "
-                          f"({', '.join(files)}) for {len(folds)} folds ({', '.join(fold['source'] for fold in folds)})",
+                          f"({', '.join(files)}) for {len(folds)} folds ({', '.join(fold.source for fold in folds)})",
                           hint="give one preprocessor for every fold, or one per fold (sorted in the folds' order)")
     with user_code_importable(kernel_dir), offline_environment():
         for name in files:
             with calling("loading the preprocessor", card=card.name, file=name):  # a crash names the file
                 _load_preprocessor(card, kernel_dir / name)
-    return [{**fold, "preprocessor": files[0] if len(files) == 1 else files[index]} for index, fold in enumerate(folds)]
+    return [runtime_torch.TorchFold(**vars(fold), preprocessor=files[0] if len(files) == 1 else files[index])
+            for index, fold in enumerate(folds)]
 
 
 def _load_preprocessor(card: TorchCard, path: Path) -> Any:
     hint = ("save the fitted scaler/encoder with joblib.dump(scaler, path); a class defined in a notebook needs "
             "pickle_main = 'module' naming the module of your code that defines it")
     try:
-        loaded = load_estimator(_card(card), path)
+        loaded = load_estimator(to_kernel(card), path)
     except runtime.ModelLoadError as exc:
         raise ModelError(f"[[models]] '{card.name}': preprocessor {exc}".replace(f"model '{card.name}': ", ""),
                          hint=hint) from None
@@ -122,31 +125,30 @@ def _load_preprocessor(card: TorchCard, path: Path) -> Any:
     return loaded
 
 
-def prepare(card: TorchCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> dict[str, Any]:
+def prepare(card: TorchCard, kernel_dir: Path, weights_stage: Path, written: dict[str, str]) -> runtime_torch.TorchBuilt:
     model = build(card, kernel_dir)
     check_width(card, model)
+    kernel = to_kernel(card)
     with user_code_importable(kernel_dir):  # the classes an allow_pickle checkpoint names
-        folds = [fold for source in checkpoint_sources(card, kernel_dir, must_exist=False)
-                 for fold in prepare_source(card, model, kernel_dir, source, weights_stage, written)]
-    folds = pair_preprocessors(card, kernel_dir, folds)
+        written_folds = [fold for source in checkpoint_sources(card, kernel_dir, must_exist=False)
+                         for fold in prepare_source(kernel, card.checkpoint_key, model, kernel_dir, source, weights_stage,
+                                                    written)]
+    folds = pair_preprocessors(card, kernel_dir, written_folds)
     first = folds[0]
-    return {
-        **_card(card),
-        "checkpoint": first["file"], "checkpoint_sha256": first["sha256"], "checkpoint_source": first["source"],
-        "checkpoints": folds, "checkpoint_key": None, "source_key": first["source_key"],
-        "dtype": "float16" if card.half else "float32",
-        "num_params": sum(int(parameter.numel()) for parameter in model.parameters()),
-        "built_with": {package: metadata.version(package) for package in RECORDED_VERSIONS},
-        "preprocessing": preprocessing(card, folds),
-    }
+    return runtime_torch.TorchBuilt(
+        checkpoint=first.file, checkpoint_sha256=first.sha256, checkpoint_source=first.source, checkpoints=tuple(folds),
+        checkpoint_key=None, source_key=first.source_key, dtype="float16" if card.half else "float32",
+        num_params=sum(int(parameter.numel()) for parameter in model.parameters()),
+        built_with={package: metadata.version(package) for package in RECORDED_VERSIONS},
+        preprocessing=preprocessing(card, folds))
 
 
-def preprocessing(card: TorchCard, folds: list[dict[str, Any]]) -> dict[str, str]:
+def preprocessing(card: TorchCard, folds: list[runtime_torch.TorchFold]) -> dict[str, str]:
     """What the kernel does to the feature table before the net (the build's notes show it)."""
     columns = (f"feature_columns, in that order ({len(card.feature_columns)}: {', '.join(card.feature_columns[:6])}"
                f"{', ...' if len(card.feature_columns) > 6 else ''})" if card.feature_columns
                else "every column the feature function returns, in its order")
-    scalers = sorted({str(fold["preprocessor"]) for fold in folds if fold.get("preprocessor")})
+    scalers = sorted({fold.preprocessor for fold in folds if fold.preprocessor})
     shown = {"features": f"{card.feature_function or 'the test table without the id column'}: {columns}",
              "net": f"float32 batches of {card.batch_size} rows, activation {card.activation}, "
                     f"{'autocast on CUDA (amp = true)' if card.amp else 'no autocast (amp = false)'}"}
@@ -167,7 +169,7 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Torc
     id_column = spec.submission.id_column
     path = public_test_table(spec, kernel_dir, data, card)
     where = f"{kernel_dir / SPEC_FILE}: models.{card.name}"
-    resolved = _card(card)
+    resolved = to_kernel(card)
     scalers = preprocessor_sources(card, kernel_dir)  # the first fold's is the first (prepare checked the pairing)
     if card.num_classes != len(columns):
         raise BundleError(f"{where}: num_classes = {card.num_classes} but its step writes {len(columns)} column(s) "
@@ -199,7 +201,14 @@ def modules(card: TorchCard) -> tuple[str, ...]:
     return TORCH_EXTRA.modules + (("joblib",) if card.preprocessor is not None else ())
 
 
-TORCH_EXTRA = Extra("torch", ("torch", "safetensors"))
-BUILD = build_card(TorchCard, TORCH_EXTRA, prepare, extra_files, check_public_data, modules)
+def record_notes(name: str, built: Built) -> list[str]:
+    """What the kernel does to the feature table before the net, then the folds' opt-ins."""
+    record = built_as(built, runtime_torch.TorchBuilt)
+    return [f"models.{name}: {what}: {how}" for what, how in record.preprocessing.items()] + fold_notes(name, built)
 
-__all__ = ["BUILD", "check_public_data", "extra_files", "prepare", "preprocessor_sources"]
+
+TORCH_EXTRA = Extra("torch", ("torch", "safetensors"))
+BUILD = build_card(TorchCard, TORCH_EXTRA, to_kernel, prepare, extra_files, check_public_data, modules,
+                   record_notes=record_notes)
+
+__all__ = ["BUILD", "check_public_data", "extra_files", "prepare", "preprocessor_sources", "to_kernel"]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -26,6 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from builder.bundle.wheels.target import WheelTarget
 from builder.errors import WheelhouseError
+from builder.kkb_runtime.config import DependencyManagerSection
 from builder.project.image import KaggleImage
 from builder.project.image_facts import ImageFacts
 from builder.project.pm_requirements import REQUIREMENTS_FILE, pip_lines
@@ -43,10 +43,10 @@ class DependencyManager:
     from_input: tuple[str, ...] = ()       # a wheel for the image's Python in the input's folder
     notes: tuple[str, ...] = field(default=())
 
-    def to_config(self) -> dict[str, Any]:
+    def to_kernel(self) -> DependencyManagerSection:
         """What ``kkb_kernel.json`` carries for the dry run's pre-run step (Kaggle's own install needs nothing)."""
-        return {"input": self.input.input_name, "ref": self.input.ref, "requirements": list(self.from_input),
-                "from_image": list(self.from_image)}
+        return DependencyManagerSection(input=self.input.input_name, ref=self.input.ref, requirements=self.from_input,
+                                        from_image=self.from_image)
 
 
 def dependency_manager(spec: KernelSpec, kernel_dir: Path, image: ImageFacts, described: KaggleImage) -> DependencyManager | None:

@@ -18,14 +18,41 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
+from ..card import NetworkBuilt, NetworkCard
 from .common import device as devices
 from .common import models
 from .common.models import activation
+
+
+@dataclass(frozen=True)
+class TextCard(NetworkCard):
+    model_dir: str | None  # config.json (and the tokenizer's files), in the weights
+    tokenizer: str | None  # the tokenizer's folder, when it is not model_dir
+    text_columns: tuple[str, ...]
+    text_pair_columns: tuple[str, ...]  # the second segment of a pair
+    separator: str
+    max_len: int
+    truncation: Literal["head_tail", "head", "tail"]
+    head_tokens: int | None
+    output: int | str | None  # what forward() returns, when it is not the logits
+    encode_function: str | None  # the notebook's own tokenization (kkb_runtime.cards.text_inputs)
+    padding: Literal["dynamic", "max_length"]
+    column_max_len: Mapping[str, int]
+
+    def describe(self) -> str:
+        if self.factory or not self.model_dir:
+            return super().describe()
+        return f"{self.model_dir}/config.json (num_labels={self.num_classes})"
+
+
+@dataclass(frozen=True)
+class TextBuilt(NetworkBuilt):
+    tokenizer_class: str  # the class the build loaded the tokenizer as
 
 
 @dataclass(frozen=True)
@@ -40,49 +67,48 @@ class Encoded:
         return len(self.input_ids)
 
 
-def folder(card: Mapping[str, Any], root: Path, key: str) -> Path:
-    relative = card.get(key) or card.get("model_dir")
+def folder(card: TextCard, root: Path, which: str | None) -> Path:
+    """The folder of the tokenizer (``which``: the card's ``tokenizer``), else ``model_dir``."""
+    relative = which or card.model_dir
     if not relative:
-        raise models.ModelLoadError(f"model '{card['name']}': no {key} (a folder with the tokenizer's files)")
-    return root / str(relative)
+        raise models.ModelLoadError(f"model '{card.name}': no tokenizer (a folder with the tokenizer's files)")
+    return root / relative
 
 
-def load_tokenizer(card: Mapping[str, Any], root: Path) -> Any:
+def load_tokenizer(card: TextCard, root: Path) -> Any:
     models.offline()
     from transformers import AutoTokenizer
 
-    where = folder(card, root, "tokenizer")
+    where = folder(card, root, card.tokenizer)
     try:
         return AutoTokenizer.from_pretrained(str(where), local_files_only=True)
     except (OSError, ValueError) as exc:
-        raise models.ModelLoadError(f"model '{card['name']}': no tokenizer in {where}: {exc}") from None
+        raise models.ModelLoadError(f"model '{card.name}': no tokenizer in {where}: {exc}") from None
 
 
-def create_model(card: Mapping[str, Any], root: Path) -> Any:
+def create_model(card: TextCard, root: Path) -> Any:
     """The card's network with fresh weights, on the CPU: the factory's, or transformers' from config.json."""
     models.offline()
-    if card.get("factory"):
-        factory = models.load_factory(str(card["factory"]))
-        kwargs = dict(card.get("model_kwargs") or {})
-        if card.get("model_dir") and "model_dir" in inspect.signature(factory).parameters:
-            kwargs["model_dir"] = str(root / str(card["model_dir"]))
+    if card.factory:
+        factory = models.load_factory(card.factory)
+        kwargs = dict(card.model_kwargs)
+        if card.model_dir and "model_dir" in inspect.signature(factory).parameters:
+            kwargs["model_dir"] = str(root / card.model_dir)
         return factory(**kwargs)
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    where = root / str(card["model_dir"])
+    where = root / str(card.model_dir)
     try:
-        config = AutoConfig.from_pretrained(str(where), num_labels=int(card["num_classes"]), local_files_only=True,
-                                            **dict(card.get("model_kwargs") or {}))
+        config = AutoConfig.from_pretrained(str(where), num_labels=card.num_classes, local_files_only=True,
+                                            **dict(card.model_kwargs))
     except (OSError, ValueError) as exc:
-        raise models.ModelLoadError(f"model '{card['name']}': no transformers config in {where}: {exc}") from None
+        raise models.ModelLoadError(f"model '{card.name}': no transformers config in {where}: {exc}") from None
     return AutoModelForSequenceClassification.from_config(config)
 
 
-def load_model(card: Mapping[str, Any], root: Path, weights: Path, checkpoint: str) -> Any:
-    model = create_model(card, root)
-    state, _ = models.clean_state_dict(models.read_checkpoint(weights / checkpoint), card.get("checkpoint_key"))
-    state, _ = models.strip_common_prefix(state, list(model.state_dict()))
-    return models.load_into(model, state, card, checkpoint).eval()
+def load_model(card: TextCard, built: TextBuilt, root: Path, checkpoint: str) -> Any:
+    """The card's network with one fold the build wrote (``checkpoint``, under ``root``: the weights), in eval mode."""
+    return models.load_weights(create_model(card, root), card, root, checkpoint, built.checkpoint_key)
 
 
 def texts(table: pd.DataFrame, columns: Sequence[str], separator: str) -> list[str]:
@@ -117,15 +143,14 @@ def budgets(first: int, second: int, room: int) -> tuple[int, int]:
     return half, room - half
 
 
-def encode(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) -> Encoded:
-    separator = str(card["separator"])
-    first = texts(table, list(card.get("text_columns") or ()), separator)
-    second = texts(table, list(card.get("text_pair_columns") or ()), separator)
+def encode(tokenizer: Any, card: TextCard, table: pd.DataFrame) -> Encoded:
+    first = texts(table, card.text_columns, card.separator)
+    second = texts(table, card.text_pair_columns, card.separator)
     ids_a = tokenizer(first, add_special_tokens=False)["input_ids"] if first else []
     ids_b = tokenizer(second, add_special_tokens=False)["input_ids"] if second else [None] * len(ids_a)
     shape = special_tokens(tokenizer, card, bool(second))
-    room = int(card["max_len"]) - shape.count
-    mode, head = str(card["truncation"]), card.get("head_tokens")
+    room = card.max_len - shape.count
+    mode, head = card.truncation, card.head_tokens
     input_ids, token_types = [], []
     for a, b in zip(ids_a, ids_b, strict=True):
         keep_a, keep_b = budgets(len(a), len(b or ()), room)
@@ -158,7 +183,7 @@ class SpecialTokens:
         return ids, types
 
 
-def special_tokens(tokenizer: Any, card: Mapping[str, Any], pair: bool) -> SpecialTokens:
+def special_tokens(tokenizer: Any, card: TextCard, pair: bool) -> SpecialTokens:
     """The special tokens' places, found by tokenizing two probe words with and without them."""
     probe_a = list(tokenizer("a", add_special_tokens=False)["input_ids"])
     probe_b = list(tokenizer("b", add_special_tokens=False)["input_ids"]) if pair else []
@@ -169,7 +194,7 @@ def special_tokens(tokenizer: Any, card: Mapping[str, Any], pair: bool) -> Speci
     start_b = _find(ids, probe_b, start_a + len(probe_a)) if pair and start_a >= 0 else start_a + len(probe_a)
     if start_a < 0 or start_b < 0:
         raise models.ModelLoadError(
-            f"model '{card['name']}': {type(tokenizer).__name__} does not keep a text's own tokens when it adds its special "
+            f"model '{card.name}': {type(tokenizer).__name__} does not keep a text's own tokens when it adds its special "
             "tokens, so kkb cannot cut the text first and add them after: save the tokenizer with its model's own class "
             "(tokenizer_config.json's tokenizer_class, e.g. BertTokenizerFast)")
     end_a, end_b = start_a + len(probe_a), start_b + len(probe_b)
@@ -227,18 +252,18 @@ def select_output(output: Any, selector: int | str | None) -> Any:
     return output
 
 
-def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoice, target: Any) -> Callable[[dict[str, Any]], Any]:
+def make_forward(model: Any, card: TextCard, choice: devices.DeviceChoice, target: Any) -> Callable[[dict[str, Any]], Any]:
     """One batch of token tensors to activated float outputs on the CPU."""
     import torch
 
-    act = activation(str(card["activation"]))
-    amp = choice.kind == "cuda" and bool(card["amp"])
+    act = activation(card.activation)
+    amp = choice.kind == "cuda" and card.amp
     keys = accepted_inputs(model)
 
     def forward(batch: dict[str, Any]) -> Any:
         inputs = {key: value.to(target) for key, value in batch.items() if keys is None or key in keys}
         with torch.autocast(device_type="cuda", dtype=torch.float16) if amp else contextlib.nullcontext():
-            output = select_output(model(**inputs), card.get("output"))
+            output = select_output(model(**inputs), card.output)
         return act(output.float()).cpu()
 
     return forward
@@ -260,5 +285,5 @@ def pad_id(tokenizer: Any) -> int:
     return int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
 
 
-__all__ = ["Encoded", "budgets", "create_model", "cut", "encode", "length_sorted_batches", "load_model",
+__all__ = ["Encoded", "TextBuilt", "TextCard", "budgets", "create_model", "cut", "encode", "length_sorted_batches", "load_model",
            "load_tokenizer", "make_forward", "padded", "predict_encoded", "select_output"]

@@ -18,47 +18,48 @@ import pandas as pd
 
 from . import text
 from .common import models
+from .text import TextCard
 
 PARTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def padding_length(card: Mapping[str, Any]) -> int | None:
+def padding_length(card: TextCard) -> int | None:
     """What every batch is padded to: ``max_len`` with ``padding = "max_length"``, else None (its longest row)."""
-    return int(card["max_len"]) if card["padding"] == "max_length" else None
+    return card.max_len if card.padding == "max_length" else None
 
 
-def encode_rows(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) -> text.Encoded:
+def encode_rows(tokenizer: Any, card: TextCard, table: pd.DataFrame) -> text.Encoded:
     """The card's token rows for ``table``: its encode function's, kkb's with per-column budgets, or kkb's own."""
-    if card["encode_function"]:
-        encoded = encode_with_function(tokenizer, card, table)
-    elif card["column_max_len"]:
+    if card.encode_function:
+        encoded = encode_with_function(tokenizer, card, card.encode_function, table)
+    elif card.column_max_len:
         encoded = encode_with_budgets(tokenizer, card, table)
     else:
         encoded = text.encode(tokenizer, card, table)
     length = padding_length(card)
     longest = max((len(row) for row in encoded.input_ids), default=0)
     if length is not None and longest > length:
-        raise models.ModelLoadError(f"model '{card['name']}': a row has {longest} tokens, more than max_len = {length} "
+        raise models.ModelLoadError(f"model '{card.name}': a row has {longest} tokens, more than max_len = {length} "
                                     "that padding = 'max_length' pads to (kkb never cuts what the encode function "
                                     "returned): raise max_len or cut in the function")
     return encoded
 
 
-def probe_rows(tokenizer: Any, card: Mapping[str, Any], sentences: Sequence[str]) -> text.Encoded:
+def probe_rows(tokenizer: Any, card: TextCard, sentences: Sequence[str]) -> text.Encoded:
     """Rows to check a model's output on: the card's own encoding of ``sentences`` in every text column, or (a card
     with an encode function, whose columns kkb does not know) the tokenizer's own encoding of them."""
-    if card["encode_function"]:
+    if card.encode_function:
         batch = tokenizer(list(sentences), add_special_tokens=True)
         ids = [list(row) for row in batch["input_ids"]]
         return text.Encoded(ids, [[0] * len(row) for row in ids])
-    columns = [*(card["text_columns"] or ()), *(card["text_pair_columns"] or ())]
+    columns = [*card.text_columns, *card.text_pair_columns]
     return encode_rows(tokenizer, card, pd.DataFrame({column: list(sentences) for column in columns}))
 
 
-def encode_with_function(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) -> text.Encoded:
-    reference = str(card["encode_function"])  # the notebook's tokenization, from the code dataset
+def encode_with_function(tokenizer: Any, card: TextCard, reference: str, table: pd.DataFrame) -> text.Encoded:
+    """``reference`` (the card's encode function: the notebook's tokenization, from the code dataset) on the rows."""
     result = models.load_factory(reference)(table.copy(), tokenizer)
-    where = f"model '{card['name']}': {reference}"
+    where = f"model '{card.name}': {reference}"
     parts = _parts(result)
     if parts is None or "input_ids" not in parts:
         raise models.ModelLoadError(f"{where} returned {type(result).__name__}: return the input ids per row "
@@ -95,12 +96,12 @@ def _rows(value: Any, where: str, name: str, count: int) -> list[list[int]]:
         raise models.ModelLoadError(f"{where}: {name} must hold a list of integer token ids per row") from None
 
 
-def encode_with_budgets(tokenizer: Any, card: Mapping[str, Any], table: pd.DataFrame) -> text.Encoded:
+def encode_with_budgets(tokenizer: Any, card: TextCard, table: pd.DataFrame) -> text.Encoded:
     """kkb's tokenization, each column cut to its ``column_max_len`` budget first, joined by the separator's tokens."""
-    separator = str(card["separator"])
+    separator = card.separator
     joiner = list(tokenizer(separator, add_special_tokens=False)["input_ids"]) if separator.strip() else []
-    mode, head = str(card["truncation"]), card["head_tokens"]
-    budgets = {str(column): int(tokens) for column, tokens in dict(card["column_max_len"] or {}).items()}
+    mode, head = card.truncation, card.head_tokens
+    budgets = dict(card.column_max_len)
 
     def segment(columns: Sequence[str]) -> list[list[int]]:
         per_column = [_column_tokens(tokenizer, table, column, budgets.get(column), mode, head) for column in columns]
@@ -112,11 +113,11 @@ def encode_with_budgets(tokenizer: Any, card: Mapping[str, Any], table: pd.DataF
             rows.append(row)
         return rows
 
-    first = segment(list(card["text_columns"] or ()))
-    pairs = list(card["text_pair_columns"] or ())
+    first = segment(list(card.text_columns))
+    pairs = list(card.text_pair_columns)
     second: list[list[int] | None] = list(segment(pairs)) if pairs else [None] * len(first)
     shape = text.special_tokens(tokenizer, card, bool(pairs))
-    room = int(card["max_len"]) - shape.count
+    room = card.max_len - shape.count
     input_ids, token_types = [], []
     for a, b in zip(first, second, strict=True):
         keep_a, keep_b = text.budgets(len(a), len(b or ()), room)

@@ -9,17 +9,19 @@
 * :func:`remap_keys`: a checkpoint saved by another wrapper (``backbone.`` vs ``model.``, a renamed
   head) is renamed with the card's ``strip_prefix``, ``key_rename`` (regex, replacement) pairs and
   ``add_prefix``, in that order, after kkb's own ``module.``/``_orig_mod.`` stripping.
-* :func:`checkpoint_entries`: a card's checkpoints (one, or one per fold) as the build recorded them.
+* :func:`averaged_folds`: every fold the build wrote (``Built.checkpoints``), averaged with ``fold_weights``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ...card import Built, Card, Fold, NetworkCard, weighted_folds
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 UNSUPPORTED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
@@ -78,11 +80,11 @@ def load_pickle(path: Path, allow_pickle: bool = False) -> Any:
                                 match.group(1) if match else None) from None
 
 
-def remap_keys(state: Mapping[str, Any], card: Mapping[str, Any]) -> dict[str, Any]:
+def remap_keys(state: Mapping[str, Any], card: NetworkCard) -> dict[str, Any]:
     """The card's ``strip_prefix``, ``key_rename`` and ``add_prefix``, in that order."""
-    strip = str(card.get("strip_prefix") or "")
-    renames = [(re.compile(str(pattern)), str(replacement)) for pattern, replacement in card.get("key_rename") or ()]
-    add = str(card.get("add_prefix") or "")
+    strip = card.strip_prefix or ""
+    renames = [(re.compile(pattern), replacement) for pattern, replacement in card.key_rename]
+    add = card.add_prefix or ""
     out: dict[str, Any] = {}
     for name, value in state.items():
         if strip and name.startswith(strip):
@@ -129,25 +131,14 @@ def fold_states(checkpoint: Any) -> list[tuple[str, Any]] | None:
     return entries
 
 
-def checkpoint_entries(card: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``[{"file", "weight", ...}]``: every checkpoint (fold) of a built card; a card of one has one."""
-    entries = [dict(entry) for entry in card.get("checkpoints") or ()]
-    if not entries:
-        entries = [{"file": card["checkpoint"]}]
-    weights: Sequence[float] | None = card.get("fold_weights")
-    for index, entry in enumerate(entries):
-        entry.setdefault("weight", float(weights[index]) if weights else 1.0)
-    return entries
-
-
-def averaged_folds(card: Mapping[str, Any], fold: Callable[[dict[str, Any]], Any]) -> Any:
+def averaged_folds(card: Card, built: Built, fold: Callable[[Fold], Any]) -> Any:
     """Every fold's predictions (``fold(entry)``, a numpy array) averaged with the fold weights."""
-    entries = checkpoint_entries(card)
-    total = sum(fold(entry) * float(entry["weight"]) for entry in entries)
-    return np.asarray(total, dtype=np.float64) / sum(float(entry["weight"]) for entry in entries)
+    weighted = weighted_folds(card, built.checkpoints)
+    total = sum(fold(entry) * weight for entry, weight in weighted)
+    return np.asarray(total, dtype=np.float64) / sum(weight for _, weight in weighted)
 
 
 __all__ = [
-    "CheckpointRefused", "FoldsMalformed", "averaged_folds", "checkpoint_entries", "fold_states",
+    "CheckpointRefused", "FoldsMalformed", "averaged_folds", "fold_states",
     "load_pickle", "numpy_safe_globals", "plain", "remap_keys",
 ]

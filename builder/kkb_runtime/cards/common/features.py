@@ -5,7 +5,7 @@ through :mod:`kkb_runtime.features`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -14,30 +14,40 @@ from . import models
 from .tables import TableJob
 
 
-def features(card: Mapping[str, Any], table: pd.DataFrame, id_column: str) -> pd.DataFrame:
+class Featured(Protocol):
+    """The keys of a card over the feature function's table (gbdt, sklearn, torch)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def feature_function(self) -> str | None: ...
+
+
+def features(card: Featured, table: pd.DataFrame, id_column: str) -> pd.DataFrame:
     """``feature_function`` on the test rows (the id column included), its id column dropped; without one, every
     column of the table but the id."""
-    reference = card.get("feature_function")
+    reference = card.feature_function
     if not reference:
         return table.drop(columns=[id_column])
-    result = models.load_factory(str(reference))(table.copy())
+    result = models.load_factory(reference)(table.copy())
     if not isinstance(result, pd.DataFrame):
-        raise models.ModelLoadError(f"model '{card['name']}': {reference} returned {type(result).__name__}, "
+        raise models.ModelLoadError(f"model '{card.name}': {reference} returned {type(result).__name__}, "
                                     "not a pandas DataFrame of features")
     if len(result) != len(table):
-        raise models.ModelLoadError(f"model '{card['name']}': {reference} returned {len(result)} rows for "
+        raise models.ModelLoadError(f"model '{card.name}': {reference} returned {len(result)} rows for "
                                     f"{len(table)} test rows (one row of features per row, in the same order)")
     return result.drop(columns=[id_column], errors="ignore").reset_index(drop=True)
 
 
-def feature_table(job: TableJob, environ: Mapping[str, str]) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+def feature_table(card: Featured, job: TableJob, environ: Mapping[str, str]) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """The card's features of the test rows, and the step's record of where they came from (None without a
     feature function: the table's own columns)."""
-    reference = job.card.get("feature_function")
+    reference = card.feature_function
     if not reference:
-        return features(job.card, job.table, job.id_column), None
-    who = {"step": str(environ.get("KKB_STEP_NAME") or job.card["name"]), "card": str(job.card["name"])}
-    return shared_features(str(reference), job.ids, who, lambda: features(job.card, job.table, job.id_column), environ)
+        return features(card, job.table, job.id_column), None
+    who = {"step": str(environ.get("KKB_STEP_NAME") or card.name), "card": card.name}
+    return shared_features(reference, job.ids, who, lambda: features(card, job.table, job.id_column), environ)
 
 
-__all__ = ["feature_table", "features"]
+__all__ = ["Featured", "feature_table", "features"]

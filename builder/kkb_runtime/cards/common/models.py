@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...card import NetworkCard
 from . import checkpoints
 
 # timm's order (timm.models._helpers.load_state_dict, use_ema=True), plus the common spellings.
@@ -158,17 +159,6 @@ def diff_state_dicts(model_state: Mapping[str, Any], checkpoint: Mapping[str, An
     return StateDictDiff(missing, unexpected, mismatched)
 
 
-def describe_card(card: Mapping[str, Any]) -> str:
-    """``test_efficientnet(num_classes=4, in_chans=3, drop_rate=0.1)``: the call the kernel makes."""
-    if card.get("factory"):
-        kwargs = dict(card.get("model_kwargs") or {})
-        return f"{card['factory']}(" + ", ".join(f"{key}={value!r}" for key, value in kwargs.items()) + ")"
-    if card.get("model_dir"):  # a transformers model from its config (a text card)
-        return f"{card['model_dir']}/config.json (num_labels={card['num_classes']})"
-    kwargs = {"num_classes": card["num_classes"], "in_chans": card["in_chans"], **dict(card.get("model_kwargs") or {})}
-    return f"{card['arch']}(" + ", ".join(f"{key}={value!r}" for key, value in kwargs.items()) + ")"
-
-
 def load_factory(reference: str) -> Any:
     """``package.module:function`` from the code dataset (on ``sys.path`` in every step)."""
     module, _, name = reference.partition(":")
@@ -183,50 +173,38 @@ def load_factory(reference: str) -> Any:
     return function
 
 
-def create_model(card: Mapping[str, Any]) -> Any:
-    """The card's ``factory(**model_kwargs)``, else ``timm.create_model(arch, pretrained=False, ...)``, on the CPU."""
+def from_factory(card: NetworkCard) -> Any:
+    """The card's ``factory(**model_kwargs)`` on the CPU: an ``nn.Module``."""
     offline()
-    if card.get("factory"):
-        model = load_factory(str(card["factory"]))(**dict(card.get("model_kwargs") or {}))
-        if not hasattr(model, "state_dict") or not hasattr(model, "load_state_dict"):
-            raise ModelLoadError(f"factory '{card['factory']}' returned {type(model).__name__}, not a torch nn.Module")
-        return model
-    import timm
-
-    return timm.create_model(
-        str(card["arch"]),
-        pretrained=False,
-        num_classes=int(card["num_classes"]),
-        in_chans=int(card["in_chans"]),
-        **dict(card.get("model_kwargs") or {}),
-    )
-
-
-def load_into(model: Any, state_dict: Mapping[str, Any], card: Mapping[str, Any], source: str) -> Any:
-    """Strict load; a mismatch raises with the keys named. ``strict = false`` on the card tolerates
-    missing and unexpected keys (the build listed them), never a shape mismatch."""
-    diff = diff_state_dicts(model.state_dict(), state_dict)
-    strict = bool(card["strict"])
-    if not diff.ok and (strict or diff.mismatched):
-        raise ModelLoadError(mismatch_message(card, source, diff))
-    model.load_state_dict({name: value for name, value in state_dict.items() if name not in diff.unexpected},
-                          strict=strict)
+    if not card.factory:
+        raise ModelLoadError(f"model '{card.name}': no factory ('package.module:function' returning the nn.Module)")
+    model = load_factory(card.factory)(**dict(card.model_kwargs))
+    if not hasattr(model, "state_dict") or not hasattr(model, "load_state_dict"):
+        raise ModelLoadError(f"factory '{card.factory}' returned {type(model).__name__}, not a torch nn.Module")
     return model
 
 
-def mismatch_message(card: Mapping[str, Any], source: str, diff: StateDictDiff) -> str:
-    head = f"model '{card['name']}': checkpoint {source} does not fit {describe_card(card)}"
+def load_into(model: Any, state_dict: Mapping[str, Any], card: NetworkCard, source: str) -> Any:
+    """Strict load; a mismatch raises with the keys named. ``strict = false`` on the card tolerates missing and
+    unexpected keys (the build listed them), never a shape mismatch."""
+    diff = diff_state_dicts(model.state_dict(), state_dict)
+    if not diff.ok and (card.strict or diff.mismatched):
+        raise ModelLoadError(mismatch_message(card, source, diff))
+    model.load_state_dict({name: value for name, value in state_dict.items() if name not in diff.unexpected},
+                          strict=card.strict)
+    return model
+
+
+def mismatch_message(card: NetworkCard, source: str, diff: StateDictDiff) -> str:
+    head = f"model '{card.name}': checkpoint {source} does not fit {card.describe()}"
     return head + "".join(f"\n  {line}" for line in diff.lines())
 
 
-def load_model(card: Mapping[str, Any], weights_dir: Path, checkpoint: str | None = None) -> Any:
-    """Rebuild the card's model on the CPU with its (build-time normalised) checkpoint, in eval mode;
-    ``checkpoint`` picks one fold of a card with several."""
-    model = create_model(card)
-    relative = checkpoint or str(card["checkpoint"])
-    state_dict, _ = clean_state_dict(read_checkpoint(weights_dir / relative), card.get("checkpoint_key"))
+def load_weights(model: Any, card: NetworkCard, weights_dir: Path, checkpoint: str, key: str | None) -> Any:
+    """``model`` (fresh, on the CPU) with a fold the build wrote (``checkpoint``, under the weights), in eval mode."""
+    state_dict, _ = clean_state_dict(read_checkpoint(weights_dir / checkpoint), key)
     state_dict, _ = strip_common_prefix(state_dict, list(model.state_dict()))
-    return load_into(model, state_dict, card, relative).eval()
+    return load_into(model, state_dict, card, checkpoint).eval()
 
 
 def activation(name: str) -> Callable[[Any], Any]:
@@ -240,10 +218,11 @@ __all__ = [
     "ModelLoadError",
     "StateDictDiff",
     "clean_state_dict",
-    "create_model",
     "diff_state_dicts",
+    "from_factory",
     "load_into",
-    "load_model",
+    "load_weights",
+    "mismatch_message",
     "offline",
     "read_checkpoint",
     "strip_common_prefix",

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...card import Card
 from ...config import KernelConfig
 from ...inputs import find_competition, find_dataset
 from ...submission import read_sample, target_columns, write_submission
@@ -39,7 +40,6 @@ class TableError(RuntimeError):
 class TableJob:
     """One ``predict`` run of a table card: the rows (in the sample's order) and where the output goes."""
 
-    card: Mapping[str, Any]
     table: pd.DataFrame
     ids: list[str]
     id_column: str
@@ -51,15 +51,15 @@ class TableJob:
 def weights_dir(config: KernelConfig, environ: Mapping[str, str]) -> Path:
     if environ.get("KKB_WEIGHTS_DIR"):
         return Path(environ["KKB_WEIGHTS_DIR"])
-    if not config.weights_dataset:
+    if not config.datasets.weights:
         raise PredictError("no weights dataset: set KKB_WEIGHTS_DIR or list the checkpoints under [weights] in kernel.toml")
-    return find_dataset(config.weights_dataset)
+    return find_dataset(config.datasets.weights)
 
 
 def competition_dir(config: KernelConfig, environ: Mapping[str, str]) -> Path:
     if environ.get("KKB_COMPETITION_DIR"):
         return Path(environ["KKB_COMPETITION_DIR"])
-    return find_competition(config.competition_slug, config.sample_submission)
+    return find_competition(config.competition.slug, config.competition.sample_submission)
 
 
 def row_limit(environ: Mapping[str, str]) -> int | None:
@@ -67,27 +67,27 @@ def row_limit(environ: Mapping[str, str]) -> int | None:
     return int(value) if value else None
 
 
-def step_columns(config: KernelConfig, environ: Mapping[str, str], card: Mapping[str, Any],
-                 predictions: Sequence[str]) -> list[str]:
+def step_columns(config: KernelConfig, environ: Mapping[str, str], card: Card, predictions: Sequence[str]) -> list[str]:
     """The columns this step writes: its own ``columns``, else the card's, else every prediction column."""
     name = environ.get("KKB_STEP_NAME")
-    step = next((step for step in config.steps if step.get("name") == name), {})
-    declared = list(step.get("columns") or card.get("columns") or ())
+    step = config.step(name)
+    declared = list((step.columns if step is not None else ()) or card.columns)
     unknown = [column for column in declared if column not in predictions]
     if unknown:
-        raise TableError(f"step '{name or card['name']}' declares column(s) {', '.join(unknown)}, which are no "
+        raise TableError(f"step '{name or card.name}' declares column(s) {', '.join(unknown)}, which are no "
                          f"prediction column ({', '.join(predictions)})")
     return declared or list(predictions)
 
 
-def prediction_columns(config: KernelConfig, sample: pd.DataFrame, id_column: str) -> list[str]:
-    return list(config.submission.get("prediction_columns") or ()) or target_columns(
-        sample, id_column, config.submission.get("target_columns") or ())
+def prediction_columns(config: KernelConfig, sample: pd.DataFrame) -> list[str]:
+    """``[submission] prediction_columns``, else the sample's target columns."""
+    submission = config.submission
+    return list(submission.prediction_columns) or target_columns(sample, submission.id_column, submission.target_columns)
 
 
 def table_path(config: KernelConfig, competition: Path) -> Path:
-    configured = config.raw.get("competition", {}).get("test")
-    path = competition / str(configured or DEFAULT_TEST_TABLE)
+    configured = config.competition.test
+    path = competition / (configured or DEFAULT_TEST_TABLE)
     if not path.is_file() or path.suffix.lower() not in TABLE_SUFFIXES:
         where = f"[competition] test = {configured!r}" if configured else "set [competition] test to the test table"
         raise TableError(f"test table not found: {path} ({where}; a CSV or parquet file with the id column)")
@@ -143,25 +143,25 @@ def rows_in_sample_order(table: pd.DataFrame, ids: Sequence[str], id_column: str
     return keyed.loc[list(ids)].reset_index()
 
 
-def require_columns(frame: pd.DataFrame, wanted: Sequence[str], card: Mapping[str, Any], where: Path) -> None:
+def require_columns(frame: pd.DataFrame, wanted: Sequence[str], card: Card, where: Path) -> None:
     missing = [column for column in wanted if column not in frame.columns]
     if missing:
-        raise TableError(f"model '{card['name']}': the test table {where.name} has no column(s) {', '.join(missing)} "
+        raise TableError(f"model '{card.name}': the test table {where.name} has no column(s) {', '.join(missing)} "
                          f"(it has: {', '.join(map(str, frame.columns))})")
 
 
-def make_table_job(card: Mapping[str, Any], out: Path, config: KernelConfig, competition: Path, weights: Path,
+def make_table_job(card: Card, out: Path, config: KernelConfig, competition: Path, weights: Path,
                    environ: Mapping[str, str], row_limit: int | None) -> TableJob:
-    id_column = str(config.submission.get("id_column", "id"))
-    sample = read_sample(competition / config.sample_submission, id_column)
-    columns = step_columns(config, environ, card, prediction_columns(config, sample, id_column))
-    if int(card["num_classes"]) != len(columns):
-        raise TableError(f"model '{card['name']}' has num_classes = {card['num_classes']} but its step writes "
+    id_column = config.submission.id_column
+    sample_path = competition / config.competition.sample_submission
+    sample = read_sample(sample_path, id_column)
+    columns = step_columns(config, environ, card, prediction_columns(config, sample))
+    if card.num_classes != len(columns):
+        raise TableError(f"model '{card.name}' has num_classes = {card.num_classes} but its step writes "
                          f"{len(columns)} column(s) ({', '.join(columns)})")
     ids = sample[id_column].astype(str).tolist()[:row_limit]
-    path = table_path(config, competition)
-    table = test_rows(path, competition / config.sample_submission, ids, id_column)
-    return TableJob(card, table, ids, id_column, columns, weights, out)
+    table = test_rows(table_path(config, competition), sample_path, ids, id_column)
+    return TableJob(table, ids, id_column, columns, weights, out)
 
 
 def write_table_output(job: TableJob, values: np.ndarray) -> Path:
@@ -171,14 +171,27 @@ def write_table_output(job: TableJob, values: np.ndarray) -> Path:
     return write_submission(frame, job.out)  # a step's output is written as atomically as the submission
 
 
-def table_job(name: str, out: Path, environ: Mapping[str, str], config: KernelConfig) -> TableJob:
-    card = config.model(name)
+def table_job(card: Card, out: Path, environ: Mapping[str, str], config: KernelConfig) -> TableJob:
     return make_table_job(card, out, config, competition_dir(config, environ), weights_dir(config, environ), environ,
                           row_limit(environ))
 
 
+def first_rows(config: KernelConfig, data: Path, rows: int) -> pd.DataFrame:
+    """The first ``rows`` test rows in the sample's order, as the kernel hands them to a card (a view's rows)."""
+    id_column = config.submission.id_column
+    sample = data / config.competition.sample_submission
+    ids = read_sample(sample, id_column)[id_column].astype(str).tolist()[:rows]
+    test = data / (config.competition.test or DEFAULT_TEST_TABLE)
+    return test_rows(test, sample, ids, id_column).reset_index(drop=True)
+
+
+def plain(value: Any) -> Any:
+    """A numpy scalar as the Python value JSON writes (a view's values)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 __all__ = [
-    "PredictError", "TableError", "TableJob", "competition_dir", "make_table_job", "prediction_columns",
+    "PredictError", "TableError", "TableJob", "competition_dir", "first_rows", "make_table_job", "plain", "prediction_columns",
     "as_sample_ids", "read_table", "row_limit", "rows_in_sample_order", "sample_id_dtype", "step_columns", "table_job",
     "table_path", "test_rows", "weights_dir", "write_table_output",
 ]

@@ -22,15 +22,18 @@ import numpy as np
 import pandas as pd
 
 from ... import timing
-from ...config import KernelConfig, load_config
+from ...card import weighted_folds
+from ...config import KernelConfig
 from ...steps import write_step_meta
-from ...submission import read_sample, target_columns, write_submission
-from ..common import checkpoints, models
+from ...submission import read_sample, write_submission
 from ..common import device as devices
+from ..common import models
 from ..common.device import free_memory
 from ..common.models import activation
-from ..common.tables import PredictError, competition_dir, row_limit, step_columns, weights_dir
+from ..common.tables import PredictError, competition_dir, prediction_columns, row_limit, step_columns, weights_dir
+from ..common.unit import ViewRows, runtime_card
 from . import transforms, tta
+from .card import ImageBuilt, ImageCard
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".npy")
 DEFAULT_TEST_DIR = "test"
@@ -40,7 +43,8 @@ DEFAULT_TEST_DIR = "test"
 class Job:
     """Everything one ``predict`` run needs, resolved from the environment and ``kkb_kernel.json``."""
 
-    card: Mapping[str, Any]
+    card: ImageCard
+    built: ImageBuilt
     ids: list[str]
     paths: list[Path]
     id_column: str
@@ -57,8 +61,8 @@ TABLE_SUFFIXES = (".csv",)
 def images_dir(config: KernelConfig, competition: Path) -> Path:
     """``[competition] test`` inside the competition data (a folder or a CSV of paths), else ``test/``, else
     the data folder itself."""
-    configured = config.raw.get("competition", {}).get("test")
-    candidate = competition / str(configured or DEFAULT_TEST_DIR)
+    configured = config.competition.test
+    candidate = competition / (configured or DEFAULT_TEST_DIR)
     if configured and not (candidate.is_dir() or (candidate.is_file() and candidate.suffix in TABLE_SUFFIXES)):
         raise PredictError(f"test images folder or CSV not found: {candidate} ([competition] test = {configured!r})")
     return candidate if candidate.exists() else competition
@@ -99,29 +103,23 @@ def image_paths(ids: Sequence[str], folder: Path, id_column: str = "id") -> list
     return [index[image_id] for image_id in ids]
 
 
-def output_columns(card: Mapping[str, Any], targets: Sequence[str], width: int | None = None) -> list[str]:
-    if card.get("features"):
+def output_columns(card: ImageCard, targets: Sequence[str], width: int | None = None) -> list[str]:
+    if card.features:
         return [f"feat_{index}" for index in range(int(width or 0))]
-    if len(targets) != int(card["num_classes"]):
-        raise PredictError(f"model '{card['name']}' has num_classes = {card['num_classes']} but the submission has "
+    if len(targets) != card.num_classes:
+        raise PredictError(f"model '{card.name}' has num_classes = {card.num_classes} but the submission has "
                            f"{len(targets)} target column(s) ({', '.join(targets)})")
     return list(targets)
 
 
-def make_job(model_name: str, out: Path, config: KernelConfig, environ: Mapping[str, str]) -> Job:
-    try:
-        card = config.model(model_name)
-    except KeyError as exc:
-        raise PredictError(str(exc.args[0])) from None
+def make_job(card: ImageCard, built: ImageBuilt, out: Path, config: KernelConfig, environ: Mapping[str, str]) -> Job:
     competition = competition_dir(config, environ)
-    id_column = str(config.submission.get("id_column", "id"))
-    sample = read_sample(competition / config.sample_submission, id_column)
-    targets = list(config.submission.get("prediction_columns") or ()) or target_columns(
-        sample, id_column, config.submission.get("target_columns") or ())
-    targets = step_columns(config, environ, card, targets)  # the step's column group, if it declares one
+    id_column = config.submission.id_column
+    sample = read_sample(competition / config.competition.sample_submission, id_column)
+    targets = step_columns(config, environ, card, prediction_columns(config, sample))  # the step's column group, if any
     output_columns(card, targets)
     ids = sample[id_column].astype(str).tolist()[: row_limit(environ)]
-    return Job(card, ids, image_paths(ids, images_dir(config, competition), id_column), id_column, targets,
+    return Job(card, built, ids, image_paths(ids, images_dir(config, competition), id_column), id_column, targets,
                weights_dir(config, environ), out)
 
 
@@ -182,13 +180,13 @@ class ImageDataset:
         return torch.stack(views)
 
 
-def loader_workers(card: Mapping[str, Any], choice: devices.DeviceChoice, cpus: int | None = None,
+def loader_workers(card: ImageCard, choice: devices.DeviceChoice, cpus: int | None = None,
                    torch_threads: int | None = None) -> int:
     """The card's ``num_workers``, except where they would only compete with the forward pass: on the CPU
     the model already uses ``torch_threads`` of the ``cpus`` cores, so only the cores left over decode in
     parallel (measured on 2 cores: 0 workers 1605 img/s, 2 workers 1390, a worker's start included).
     On an accelerator the cores are free for decoding: the card's number stands."""
-    wanted = int(card["num_workers"])
+    wanted = card.num_workers
     if choice.kind != "cpu":
         return wanted
     import torch
@@ -198,12 +196,12 @@ def loader_workers(card: Mapping[str, Any], choice: devices.DeviceChoice, cpus: 
     return max(0, min(wanted, cpus - threads))
 
 
-def data_loader(dataset: ImageDataset, card: Mapping[str, Any], choice: devices.DeviceChoice) -> Any:
+def data_loader(dataset: ImageDataset, card: ImageCard, choice: devices.DeviceChoice) -> Any:
     from torch.utils.data import DataLoader, Dataset
 
     workers = loader_workers(card, choice)
     # DataLoader takes any map-style object; ImageDataset is one without importing torch at module level.
-    return DataLoader(cast("Dataset[Any]", dataset), batch_size=int(card["batch_size"]), shuffle=False, num_workers=workers,
+    return DataLoader(cast("Dataset[Any]", dataset), batch_size=card.batch_size, shuffle=False, num_workers=workers,
                       pin_memory=choice.kind == "cuda", persistent_workers=False,
                       prefetch_factor=2 if workers else None)
 
@@ -224,57 +222,68 @@ def has_convolutions(model: Any) -> bool:
     return any(isinstance(module, torch.nn.Conv2d) for module in model.modules())
 
 
-def prepare_model(card: Mapping[str, Any], weights: Path, choice: devices.DeviceChoice, target: Any,
-                  checkpoint: str | None = None) -> tuple[Any, bool]:
+def create_model(card: ImageCard) -> Any:
+    """The card's ``factory(**model_kwargs)``, else ``timm.create_model(arch, pretrained=False, ...)``, on the CPU."""
+    models.offline()
+    if card.factory:
+        return models.from_factory(card)
+    import timm
+
+    kwargs: dict[str, Any] = dict(card.model_kwargs)  # the card's, as JSON holds them
+    return timm.create_model(str(card.arch), pretrained=False, num_classes=card.num_classes, in_chans=card.in_chans,
+                             **kwargs)
+
+
+def prepare_model(card: ImageCard, built: ImageBuilt, weights: Path, choice: devices.DeviceChoice, target: Any,
+                  checkpoint: str) -> tuple[Any, bool]:
     """The loaded model (one fold: ``checkpoint``) on its device; returns (model, channels_last)."""
     import torch
 
-    model = models.load_model(card, weights, checkpoint)
+    model = models.load_weights(create_model(card), card, weights, checkpoint, built.checkpoint_key)
     # channels_last pays off for convolutions under CUDA AMP (tensor cores); it does nothing for ViTs.
     channels_last = choice.kind == "cuda" and has_convolutions(model)
     model = model.to(target, memory_format=torch.channels_last) if channels_last else model.to(target)
-    if choice.kind == "cuda" and choice.count > 1 and not card.get("features"):
+    if choice.kind == "cuda" and choice.count > 1 and not card.features:
         model = torch.nn.DataParallel(model)  # Kaggle's "T4 x2": both GPUs, one process
     return model, channels_last
 
 
-def make_forward(model: Any, card: Mapping[str, Any], choice: devices.DeviceChoice,
+def make_forward(model: Any, card: ImageCard, choice: devices.DeviceChoice,
                  channels_last: bool = False) -> Callable[[Any], Any]:
     """The model's activated output (or pooled features) for one TTA view of a batch."""
     import contextlib
 
     import torch
 
-    act = activation(str(card["activation"]))
-    amp = choice.kind == "cuda" and bool(card["amp"])
+    act = activation(card.activation)
+    amp = choice.kind == "cuda" and card.amp
 
     def forward(batch: Any) -> Any:
         if channels_last:  # per view: a flipped or rotated batch comes back in the default layout
             batch = batch.contiguous(memory_format=torch.channels_last)
         # fp16 autocast only on CUDA (T4s have no fast bf16); elsewhere no autocast at all.
         with torch.autocast(device_type="cuda", dtype=torch.float16) if amp else contextlib.nullcontext():
-            output = pooled_features(model, batch) if card.get("features") else model(batch)
-        return output.float() if card.get("features") else act(output.float())
+            output = pooled_features(model, batch) if card.features else model(batch)
+        return output.float() if card.features else act(output.float())
 
     return forward
 
 
-def random_tta(card: Mapping[str, Any]) -> tuple[Any, int, int]:
+def random_tta(built: ImageBuilt) -> tuple[Any, int, int]:
     """(pipeline, passes, seed) of the card's seeded random TTA, or (None, 0, 0)."""
-    spec = card.get("tta_random")
-    if not spec:
+    spec = built.tta_random
+    if spec is None:
         return None, 0, 0
-    return transforms.pipeline_from_dict(spec["transforms"]), int(spec["passes"]), int(spec["seed"])
+    return transforms.pipeline_from_dict(spec.transforms), spec.passes, spec.seed
 
 
 def make_loader(job: Job, choice: devices.DeviceChoice) -> Any:
-    random, passes, seed = random_tta(job.card)
-    dataset = ImageDataset(job.paths, transforms.inference_pipeline(job.card), int(job.card["in_chans"]),
-                           random, passes, seed)
+    random, passes, seed = random_tta(job.built)
+    dataset = ImageDataset(job.paths, transforms.card_pipeline(job.built), job.card.in_chans, random, passes, seed)
     return data_loader(dataset, job.card, choice)
 
 
-def run_fold(job: Job, choice: devices.DeviceChoice, checkpoint: str | None = None,
+def run_fold(job: Job, choice: devices.DeviceChoice, checkpoint: str,
              timings: dict[str, Any] | None = None) -> np.ndarray:
     """One checkpoint's predictions (or features), one row per id, with the card's TTA averaged by weight.
 
@@ -289,11 +298,11 @@ def run_fold(job: Job, choice: devices.DeviceChoice, checkpoint: str | None = No
     started = time.perf_counter()
     target = devices.torch_device(choice)
     with fold.loading():
-        model, channels_last = prepare_model(job.card, job.weights_dir, choice, target, checkpoint)
+        model, channels_last = prepare_model(job.card, job.built, job.weights_dir, choice, target, checkpoint)
     timings["load_seconds"] = round(timings.get("load_seconds", 0.0) + time.perf_counter() - started, 4)
     forward = make_forward(model, job.card, choice, channels_last)
-    views = tta.resolve(list(job.card.get("tta") or ()))
-    weights = dict(job.card.get("tta_weights") or {})
+    views = tta.resolve(list(job.card.tta))
+    weights = dict(job.card.tta_weights)
     outputs = []
     # inference_mode is not supported by every torch_xla release; no_grad is.
     context = torch.no_grad if choice.kind == "xla" else torch.inference_mode
@@ -308,7 +317,7 @@ def run_fold(job: Job, choice: devices.DeviceChoice, checkpoint: str | None = No
         timings["infer_seconds"] = round(timings.get("infer_seconds", 0.0) + time.perf_counter() - inferring, 4)
         probe_fold(job, choice, timing.timer_of(timings), fold, (forward, target, views, weights))
     del model, forward
-    width = int(job.card["num_classes"]) if not job.card.get("features") else 0
+    width = job.card.num_classes if not job.card.features else 0
     return np.concatenate(outputs) if outputs else np.zeros((0, width), dtype=np.float32)
 
 
@@ -320,7 +329,7 @@ def probe_fold(job: Job, choice: devices.DeviceChoice, timer: timing.StepTimer, 
     missing = timer.probe_batches - fold.full_steady()
     if missing <= 0 or len(timer.folds) != 1 or not job.paths:
         return
-    rows = (missing + 1) * int(job.card["batch_size"])  # + 1: the probe loader's own first batch
+    rows = (missing + 1) * job.card.batch_size  # + 1: the probe loader's own first batch
     paths = [job.paths[index % len(job.paths)] for index in range(rows)]
     forward, target, views, weights = model
     for batch in fold.timed(make_loader(replace(job, paths=paths), choice), probe=True):
@@ -329,20 +338,20 @@ def probe_fold(job: Job, choice: devices.DeviceChoice, timer: timing.StepTimer, 
 
 def run_model(job: Job, choice: devices.DeviceChoice, timings: dict[str, Any] | None = None) -> np.ndarray:
     """Every fold of the card, one after another in this process, averaged with ``fold_weights`` (default: mean)."""
-    entries = checkpoints.checkpoint_entries(job.card)
+    folds = weighted_folds(job.card, job.built.checkpoints)
     total: np.ndarray | None = None
-    for index, entry in enumerate(entries):
+    for index, (fold, weight) in enumerate(folds):
         started = time.perf_counter()
-        values = run_fold(job, choice, str(entry["file"]), timings).astype(np.float64) * float(entry["weight"])
+        values = run_fold(job, choice, fold.file, timings).astype(np.float64) * weight
         total = values if total is None else total + values
-        if index + 1 < len(entries):  # a full collection costs ~0.2 s: only when another fold needs the memory
+        if index + 1 < len(folds):  # a full collection costs ~0.2 s: only when another fold needs the memory
             free_memory(choice)
-        if len(entries) > 1:
-            print(f"[kkb] {job.card['name']}: fold {index + 1}/{len(entries)} ({entry['file']}) "
+        if len(folds) > 1:
+            print(f"[kkb] {job.card.name}: fold {index + 1}/{len(folds)} ({fold.file}) "
                   f"in {time.perf_counter() - started:.1f} s", flush=True)
-    if total is None:  # checkpoint_entries always names one at least
-        raise PredictError(f"{job.card['name']}: the card names no checkpoint")
-    return total / sum(float(entry["weight"]) for entry in entries)
+    if total is None:  # the build writes one fold at least
+        raise PredictError(f"{job.card.name}: the card names no checkpoint")
+    return total / sum(weight for _, weight in folds)
 
 
 # --- output -------------------------------------------------------------------------------------
@@ -354,43 +363,36 @@ def write_output(job: Job, values: np.ndarray) -> Path:
     return write_submission(frame, job.out)  # a step's output is written as atomically as the submission
 
 
-def version_skew(card: Mapping[str, Any]) -> list[str]:
+def version_skew(built: ImageBuilt) -> list[str]:
     """Libraries whose installed major.minor differs from the build's: the first suspect for a changed score."""
     from importlib import metadata
 
     notes = []
-    for package, built in dict(card.get("built_with") or {}).items():
+    for package, version in built.built_with.items():
         try:
             installed = metadata.version(package)
         except metadata.PackageNotFoundError:
             installed = "not installed"
-        if installed.split(".")[:2] != str(built).split(".")[:2]:
-            notes.append(f"{package} {installed} here, {built} at build time")
+        if installed.split(".")[:2] != version.split(".")[:2]:
+            notes.append(f"{package} {installed} here, {version} at build time")
     return notes
 
 
-def predict(model_name: str, out: Path | None = None, environ: Mapping[str, str] | None = None,
-            config: KernelConfig | None = None) -> Path:
-    """Run one model over the test ids and write its CSV to ``out`` (default ``$KKB_STEP_OUT``)."""
+def run(card: ImageCard, built: ImageBuilt, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
+    """Run one image card over the test ids and write its CSV to ``out``."""
     models.offline()  # before the user's code (TTA, transforms) can import timm or huggingface_hub
-    environ = os.environ if environ is None else environ
-    target = out or (Path(environ["KKB_STEP_OUT"]) if environ.get("KKB_STEP_OUT") else None)
-    if target is None:
-        raise PredictError("no output file: pass --out FILE or set KKB_STEP_OUT")
     timer = timing.StepTimer(probe_batches=timing.probe_batches(environ))
     with timer.phase("setup"):
-        job = make_job(model_name, target, config or load_config(environ.get("KKB_KERNEL_CONFIG") or None), environ)
+        job = make_job(card, built, out, config, environ)
     with timer.phase("imports"):  # torch (and CUDA) for the device choice and its description
         choice = devices.choose_device(environ)
         device_line = devices.summary(choice)
-    for note in version_skew(job.card):
+    for note in version_skew(built):
         print(f"[kkb] warning: {note}", file=sys.stderr, flush=True)
-    folds = len(checkpoints.checkpoint_entries(job.card))
-    random = job.card.get("tta_random") or {}
-    print(f"[kkb] {model_name}: {job.card.get('arch') or job.card.get('factory')} on {device_line}; "
-          f"{len(job.ids)} images, {folds} checkpoint(s), "
-          f"TTA: {', '.join(name for name, _ in tta.resolve(list(job.card.get('tta') or ())))}"
-          + (f" + {random['passes']} random pass(es)" if random else ""), flush=True)
+    random = f" + {built.tta_random.passes} random pass(es)" if built.tta_random else ""
+    print(f"[kkb] {card.name}: {card.arch or card.factory} on {device_line}; "
+          f"{len(job.ids)} images, {len(built.checkpoints)} checkpoint(s), "
+          f"TTA: {', '.join(name for name, _ in tta.resolve(list(card.tta)))}{random}", flush=True)
     started = time.perf_counter()
     timings: dict[str, Any] = {"rows": len(job.ids), timing.TIMER_KEY: timer}
     values = run_model(job, choice, timings)
@@ -402,8 +404,28 @@ def predict(model_name: str, out: Path | None = None, environ: Mapping[str, str]
 
         timings["peak_gpu_bytes"] = int(max(torch.cuda.max_memory_allocated(index) for index in range(torch.cuda.device_count())))
     write_step_meta(written, **timings)
-    print(f"[kkb] {model_name}: wrote {written} in {time.perf_counter() - started:.1f} s", flush=True)
+    print(f"[kkb] {card.name}: wrote {written} in {time.perf_counter() - started:.1f} s", flush=True)
     return written
 
 
-__all__ = ["ImageDataset", "Job", "PredictError", "index_images", "make_job", "predict", "read_image", "run_model"]
+def view(card: ImageCard, built: ImageBuilt, config: KernelConfig, weights: Path, data: Path, rows: int) -> ViewRows:
+    """The tensor after the card's pipeline: shape, dtype, per-channel mean and std, value range."""
+    id_column = config.submission.id_column
+    ids = read_sample(data / config.competition.sample_submission, id_column)[id_column].astype(str).tolist()[:rows]
+    paths = image_paths(ids, images_dir(config, data), id_column)
+    dataset = ImageDataset(paths, transforms.card_pipeline(built), card.in_chans)
+    out = []
+    for index, path in enumerate(paths):
+        tensor = dataset[index].numpy()
+        flat = tensor.reshape(tensor.shape[0], -1)
+        out.append({"image": path.name, "shape": list(tensor.shape), "dtype": str(tensor.dtype),
+                    "mean": [round(float(v), 4) for v in flat.mean(axis=1)],
+                    "std": [round(float(v), 4) for v in flat.std(axis=1)],
+                    "range": [round(float(tensor.min()), 4), round(float(tensor.max()), 4)]})
+    return out
+
+
+UNIT = runtime_card(ImageCard, ImageBuilt, run, view)
+
+__all__ = ["UNIT", "ImageDataset", "Job", "PredictError", "create_model", "image_paths", "index_images", "make_job",
+           "read_image", "run", "run_model", "view"]

@@ -15,9 +15,11 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from .card import ImageBuilt
 
 # cv2's interpolation flags (stable ints, so cv2 need not be imported to name them).
 INTERPOLATIONS = {"nearest": 0, "bilinear": 1, "bicubic": 2, "area": 3, "lanczos": 4, "random": 1}
@@ -105,12 +107,11 @@ def normalize_params(serialized: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def default_transforms(card: Mapping[str, Any]) -> list[Any]:
+def default_transforms(input_size: Sequence[int], interpolation: str) -> list[Any]:
     """Without a user pipeline: resize to the card's input size with the card's interpolation."""
     A = albumentations()
-    height, width = card["input_size"]
-    interpolation = INTERPOLATIONS.get(str(card.get("interpolation") or "bilinear"), 1)
-    return [A.Resize(height=int(height), width=int(width), interpolation=interpolation, p=1.0)]
+    height, width = input_size
+    return [A.Resize(height=int(height), width=int(width), interpolation=INTERPOLATIONS.get(interpolation, 1), p=1.0)]
 
 
 TO_TENSOR = ("ToTensorV2", "ToTensor")
@@ -140,33 +141,39 @@ def class_names(pipeline: Any) -> list[str]:
     return names
 
 
-def user_pipeline(card: Mapping[str, Any]) -> Any | None:
-    """The card's own pipeline: from its factory (evaluated here), else its serialised JSON, else None."""
-    if card.get("transforms_factory"):
-        return pipeline_from_factory(str(card["transforms_factory"]))
-    serialized = card.get("transforms")
+def user_pipeline(serialized: Mapping[str, Any] | None, factory: str | None) -> Any | None:
+    """A card's own pipeline: from its factory (evaluated here), else its serialised JSON, else None."""
+    if factory:
+        return pipeline_from_factory(factory)
     return pipeline_from_dict(serialized) if serialized else None
 
 
-def inference_pipeline(card: Mapping[str, Any]) -> Any:
-    """The card's pipeline, then the card's normalisation unless the pipeline normalises itself."""
+def inference_pipeline(own: Any | None, input_size: Sequence[int], interpolation: str, mean: Sequence[float],
+                       std: Sequence[float]) -> Any:
+    """The card's pipeline (``own``; None: kkb's resize), then its normalisation unless the pipeline normalises itself."""
     A = albumentations()
-    own = user_pipeline(card)
-    steps = [own] if own is not None else default_transforms(card)
+    steps = [own] if own is not None else default_transforms(input_size, interpolation)
     normalises = own is not None and NORMALIZE in class_names(own)
     if not normalises:
         if own is not None and set(TO_TENSOR) & set(class_names(own)):
             raise TransformsError("the pipeline converts to a tensor (ToTensorV2) without normalising first, and kkb "
                                   "cannot normalise after it: add A.Normalize(mean, std) before ToTensorV2, or remove "
                                   "ToTensorV2 and let kkb normalise with the card's mean/std")
-        steps.append(A.Normalize(mean=tuple(card["mean"]), std=tuple(card["std"]), max_pixel_value=255.0, p=1.0))
+        steps.append(A.Normalize(mean=tuple(mean), std=tuple(std), max_pixel_value=255.0, p=1.0))
     return A.Compose(steps)
+
+
+def card_pipeline(built: ImageBuilt) -> Any:
+    """A built image card's whole pipeline, as the kernel runs it on each image."""
+    return inference_pipeline(user_pipeline(built.transforms, built.transforms_factory), built.input_size,
+                              built.interpolation, built.mean, built.std)
 
 
 __all__ = [
     "INTERPOLATIONS",
     "TransformsError",
     "albumentations",
+    "card_pipeline",
     "custom_classes",
     "import_custom_transforms",
     "inference_pipeline",
