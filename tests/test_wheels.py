@@ -6,6 +6,7 @@ No internet: the packages are tiny projects built here and served from a folder 
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import subprocess
@@ -26,7 +27,7 @@ from builder.project.image_facts import described_image
 from builder.project.layout import HELPER_DIR, WHEELS_DIR
 from builder.project.spec import load_spec
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
-from builder.remote.wheels import WheelsSettings, build_wheels, helper_kernel
+from builder.remote.wheels import RUNTIME_MODULES, WheelsSettings, build_wheels, helper_kernel
 from tests.support.files import KERNELS
 from tests.support.kernels import kernel_with
 from tests.support.wheels import PYTHON_HERE, index_args, pip_env, write_tinyext
@@ -54,12 +55,20 @@ def install_cell(notebook: Path) -> str:
     return cell.source
 
 
+def test_the_runtime_modules_the_helper_embeds_import_only_each_other() -> None:
+    """The wheels helper kernel unpacks these files alone: a relative import of a module left out fails on Kaggle."""
+    for name in RUNTIME_MODULES:
+        tree = ast.parse((RUNTIME / f"{name}.py").read_text(encoding="utf-8"))
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1}
+        assert imported <= set(RUNTIME_MODULES), f"{name}.py imports {sorted(imported - set(RUNTIME_MODULES))}"
+
+
 def run_cell_in_venv(python: Path, cell: str, code_dir: Path, kaggle_root: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """Execute a rendered install cell with the venv's Python, as the notebook would (kkb_runtime on the path)."""
     runtime = tmp_path / "runtime" / "kkb_runtime"
     runtime.mkdir(parents=True)
     (runtime / "__init__.py").write_text("")  # the real one imports pandas, which this bare venv lacks
-    for module in ("config", "inputs", "install"):
+    for module in RUNTIME_MODULES:  # what the wheels helper kernel embeds: the same files suffice here
         shutil.copy(RUNTIME / f"{module}.py", runtime / f"{module}.py")
     driver = tmp_path / "driver.py"
     driver.write_text(textwrap.dedent(f"""\
