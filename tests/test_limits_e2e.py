@@ -51,11 +51,12 @@ def gates() -> SlugGates:
 
 @pytest.fixture
 def server(tmp_path: Path, gates: SlugGates, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
-    """A local Kaggle on Wednesday noon (UTC) whose competition allows one submission a day."""
+    """A local Kaggle on Wednesday noon (UTC) whose competition allows one submission a day, and whose list answers
+    hold one item each: kkb finds the account's kernels only by following every page."""
     competition = Path(shutil.copytree(KERNELS / "minimal" / "data" / "competition", tmp_path / "competition"))
     toml = competition / "competition.toml"
     toml.write_text(toml.read_text().replace("daily_submission_limit = 5", "daily_submission_limit = 1"))
-    serving = serve_local_kaggle(tmp_path, monkeypatch, gates, competition=competition, workers=4)
+    serving = serve_local_kaggle(tmp_path, monkeypatch, gates, competition=competition, workers=4, max_page_size=1)
     local = next(serving)
     local.clock.set(WEDNESDAY)
     yield local
@@ -169,7 +170,7 @@ def test_a_gpu_push_at_the_session_cap_is_refused_naming_the_sessions_and_waits_
     asked = _count_calls(server, "kernels.KernelsApiService/ListKernels")
     waiting = subprocess.Popen([str(Path(sys.executable).with_name("kkb")), "push", ".", "--wait-for-slot"], cwd=kernel,
                                env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: asked[0] >= 2, 120)  # it looked twice and is waiting
+    wait_for(lambda: asked[0] >= 4, 120)  # it listed the kernels twice (two pages each) and is waiting
     assert _versions(server) == []
     gates.gates["gpu-kernel-one"].set()  # one session ends: a slot
     _, err = waiting.communicate(timeout=120)
