@@ -339,13 +339,8 @@ def dry_run(
         local_only = (scenario not in ("both", "rerun") or data is not None or legacy_layout or keep_sandbox
                       or timeout is not None or rerun_data is not None or memory is not None or as_json
                       or answers is not None or reference is not None or bool(reference_step) or bool(env))
-        if local_only:
-            raise typer.BadParameter("--on-kaggle rehearses the scoring rerun with Kaggle's own inputs and limits: --scenario, "
-                                     "--data, --rerun-data, --answers, --memory, --timeout, --legacy-layout, --keep-sandbox, "
-                                     "--reference, --env and --json do not apply")
-        _dry_run_on_kaggle(resolved(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale,
-                                                      again=again, yes=yes, wait_for_slot=wait_for_slot, force=force,
-                                                      replace=replace)), hidden_rows)
+        _dry_run_on_kaggle(resolved(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale, again=again,
+                                                      yes=yes, wait_for_slot=wait_for_slot, force=force, replace=replace)), hidden_rows, local_only)
         return
     if again or yes:
         raise typer.BadParameter("--again and --yes go with --on-kaggle")
@@ -382,7 +377,11 @@ def _raise_unless_ok(report: DryRunReport) -> None:
                            hint=f"the table above and report.html compare each column; {report.report_path}")
 
 
-def _dry_run_on_kaggle(settings: RehearsalSettings, hidden_rows: int | None) -> None:
+def _dry_run_on_kaggle(settings: RehearsalSettings, hidden_rows: int | None, local_only: bool) -> None:
+    if local_only:
+        raise typer.BadParameter("--on-kaggle rehearses the scoring rerun with Kaggle's own inputs and limits: --scenario, "
+                                 "--data, --rerun-data, --answers, --memory, --timeout, --legacy-layout, --keep-sandbox, "
+                                 "--reference, --env and --json do not apply")
     with _ProgressView() as view:
         result = rehearse_on_kaggle(RehearsalSettings(**{**settings.__dict__, "progress": view}))
     report = report_from_kaggle(result.report, result.spec, kernel_name=Path(settings.kernel_dir).resolve().name,

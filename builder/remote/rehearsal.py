@@ -310,6 +310,8 @@ def _rehearse(ctx: Session, build: BuildResult, plan: RehearsalPlan, folder: Pat
     adopted = _adoptable(ctx, plan.rehearsal_id, key, current)
     if adopted is None:  # a new version will run: Kaggle's limits first, before any upload
         check_before_run(ctx, _planned_run(build, plan), current=current)
+        if settings.replace:  # --replace may have deleted the kernel: its next version is 1
+            current = ctx.adapter.kernel_version(plan.rehearsal_id)
     code, weights, wheels = sync_bundles(ctx, build, notes)
     rehearsal_meta = folder / "kernel" / KERNEL_METADATA
     _attach_model_sources(Path(build.kernel_dir) / KERNEL_METADATA, rehearsal_meta)
