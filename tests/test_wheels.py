@@ -7,6 +7,7 @@ No internet: the packages are tiny projects built here and served from a folder 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from builder.project.layout import HELPER_DIR, WHEELS_DIR
 from builder.project.spec import load_spec
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
 from builder.remote.kaggle_api import Quota, QuotaLine
-from builder.remote.wheels import WheelsSettings, build_wheels, helper_kernel
+from builder.remote.wheels import RUNTIME_MODULES, WheelsSettings, build_wheels, helper_kernel
 from tests.support.fake_kaggle import FAKE_WAITS, FakeKaggle
 from tests.support.files import KERNELS
 from tests.support.kernels import kernel_with
@@ -62,7 +63,7 @@ def run_cell_in_venv(python: Path, cell: str, code_dir: Path, kaggle_root: Path,
     runtime = tmp_path / "runtime" / "kkb_runtime"
     runtime.mkdir(parents=True)
     (runtime / "__init__.py").write_text("")  # the real one imports pandas, which this bare venv lacks
-    for module in ("config", "inputs", "install"):
+    for module in ("card", "config", "inputs", "install", "typed", "vocabulary"):
         shutil.copy(RUNTIME / f"{module}.py", runtime / f"{module}.py")
     driver = tmp_path / "driver.py"
     driver.write_text(textwrap.dedent(f"""\
@@ -393,3 +394,10 @@ def test_a_helper_compiling_cuda_extensions_asks_kaggles_gpu_quota_before_any_up
     assert (fake.calls, fake.uploaded_bytes) == ([], 0)
     pushed = build_wheels(replace(settings, force=True))  # --force: pushed past the limit, as kkb push --force
     assert pushed.action == "pushed" and f"kernel {HELPER_ID}" in fake.calls
+
+
+def test_the_helper_embeds_every_runtime_module_its_own_modules_import() -> None:
+    """The helper unpacks only RUNTIME_MODULES on Kaggle: one that imports another left out fails there, at import."""
+    imported = {name for module in RUNTIME_MODULES
+                for name in re.findall(r"^from \.(\w+) import", (RUNTIME / f"{module}.py").read_text(), re.MULTILINE)}
+    assert imported <= set(RUNTIME_MODULES), sorted(imported - set(RUNTIME_MODULES))

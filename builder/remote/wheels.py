@@ -95,7 +95,8 @@ def build_wheels(settings: WheelsSettings) -> WheelsResult:
 # Building on Kaggle: the helper kernel
 # --------------------------------------------------------------------------------------------
 
-RUNTIME_MODULES = ("config", "inputs", "install", "wheelhouse")  # stdlib only; embedded in the helper
+# stdlib only; embedded in the helper: wheelhouse and what it imports (kkb_kernel.json's typed reader included)
+RUNTIME_MODULES = ("card", "config", "inputs", "install", "typed", "vocabulary", "wheelhouse")
 HELPER_GPU_NEEDS_S = 3600.0  # the quota a helper compiling CUDA extensions (apex) on a T4 is allowed
 
 
