@@ -62,6 +62,9 @@ def test_the_minimal_kernel_passes_both_scenarios(tmp_path: Path) -> None:
     assert "ensemble members: correlation" in (out / "report.html").read_text()
     saved = json.loads((out / "report.json").read_text())
     assert saved["ok"] is True and [s["verdict"]["name"] for s in saved["scenarios"]] == [OK, OK]
+    # each run read the inputs kkb built (equal by construction here), and the report says it checked
+    checked = ["code kkb-demo/kkb-minimal-inference-code", "weights kkb-demo/kkb-minimal-inference-weights"]
+    assert [s["mounted"] for s in saved["scenarios"]] == [{"ok": True, "inputs": checked, "differences": []}] * 2
     # nothing the runs wrote escaped their sandboxes: the project and the bundles are as built
     assert _tree_hash(KERNELS / "minimal") == project
     assert _manifest_holds(tmp_path / "build" / "minimal" / "code")

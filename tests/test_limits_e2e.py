@@ -21,10 +21,13 @@ from typing import Any
 
 import pytest
 
-from builder.errors import EXIT_REMOTE, InputsDiffer, LimitReached
+from builder.errors import EXIT_REMOTE, EXIT_USAGE, InputsDiffer, LimitReached
 from builder.local_kaggle import LocalKaggle
+from builder.rehearse.on_kaggle import report_from_kaggle
+from builder.remote.image import ImageSettings, capture_image
 from builder.remote.push import push
 from builder.remote.queries import QuerySettings, history, stop
+from builder.remote.rehearsal import RehearsalSettings, rehearse_on_kaggle
 from builder.remote.session import PushSettings
 from builder.remote.submit import SubmitSettings, submit
 from tests.support.demo_kaggle import DEMO_USER, LOOPBACK_WAITS, demo_adapter, serve_local_kaggle
@@ -36,6 +39,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.loopback]
 GPU = "NvidiaTeslaT4"
 WEDNESDAY = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)  # mid-week: the quota's week does not turn meanwhile
 KERNEL_ID = "kkb-demo/kkb-minimal-inference"
+REHEARSAL_ID = "kkb-demo/kkb-minimal-inference-rehearsal"
 SLUG = "kkb-minimal-inference"
 WEIGHTS = "kkb-demo/kkb-minimal-inference-weights"
 
@@ -47,11 +51,12 @@ def gates() -> SlugGates:
 
 @pytest.fixture
 def server(tmp_path: Path, gates: SlugGates, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKaggle]:
-    """A local Kaggle on Wednesday noon (UTC) whose competition allows one submission a day."""
+    """A local Kaggle on Wednesday noon (UTC) whose competition allows one submission a day, and whose list answers
+    hold one item each: kkb finds the account's kernels only by following every page."""
     competition = Path(shutil.copytree(KERNELS / "minimal" / "data" / "competition", tmp_path / "competition"))
     toml = competition / "competition.toml"
     toml.write_text(toml.read_text().replace("daily_submission_limit = 5", "daily_submission_limit = 1"))
-    serving = serve_local_kaggle(tmp_path, monkeypatch, gates, competition=competition, workers=4)
+    serving = serve_local_kaggle(tmp_path, monkeypatch, gates, competition=competition, workers=4, max_page_size=1)
     local = next(serving)
     local.clock.set(WEDNESDAY)
     yield local
@@ -128,17 +133,22 @@ def test_submit_stops_before_uploading_when_no_submission_is_left_and_waits_for_
     assert "pushing now, submitting once the limit resets (--wait-for-slot)" in " ".join(events)
 
 
-def test_a_gpu_push_at_the_session_cap_is_refused_naming_the_sessions_and_waits_for_a_slot(
-        kernel: Path, server: LocalKaggle, gates: SlugGates, tmp_path: Path) -> None:
-    _gpu(kernel, gates)
+def _gpu_sessions(server: LocalKaggle, gates: SlugGates, tmp_path: Path, names: tuple[str, ...] = ("One", "Two")) -> None:
+    """Other GPU kernels of the account, running (and billing) until their gates open: one session each."""
     api = demo_adapter(server).api
-    for name in ("One", "Two"):
+    for name in names:
         folder = make_kernel(tmp_path / name, title=f"Gpu Kernel {name}", owner=DEMO_USER, competitions=["kkb-minimal"])
         meta = json.loads((folder / "kernel-metadata.json").read_text())
         (folder / "kernel-metadata.json").write_text(json.dumps({**meta, "machine_shape": GPU}))
         gates.gates[f"gpu-kernel-{name.lower()}"] = threading.Event()
         api.kernels_push(str(folder))
-    wait_for(lambda: len([s for s in server.accounts.live(DEMO_USER) if s["started"]]) == 2)
+    wait_for(lambda: len([s for s in server.accounts.live(DEMO_USER) if s["started"]]) == len(names))
+
+
+def test_a_gpu_push_at_the_session_cap_is_refused_naming_the_sessions_and_waits_for_a_slot(
+        kernel: Path, server: LocalKaggle, gates: SlugGates, tmp_path: Path) -> None:
+    _gpu(kernel, gates)
+    _gpu_sessions(server, gates, tmp_path)
 
     refused = _kkb("push", ".", cwd=kernel)
     told = " ".join(refused.stderr.split())
@@ -160,7 +170,7 @@ def test_a_gpu_push_at_the_session_cap_is_refused_naming_the_sessions_and_waits_
     asked = _count_calls(server, "kernels.KernelsApiService/ListKernels")
     waiting = subprocess.Popen([str(Path(sys.executable).with_name("kkb")), "push", ".", "--wait-for-slot"], cwd=kernel,
                                env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: asked[0] >= 2, 120)  # it looked twice and is waiting
+    wait_for(lambda: asked[0] >= 4, 120)  # it listed the kernels twice (two pages each) and is waiting
     assert _versions(server) == []
     gates.gates["gpu-kernel-one"].set()  # one session ends: a slot
     _, err = waiting.communicate(timeout=120)
@@ -174,11 +184,7 @@ def test_a_push_kaggle_itself_refuses_at_the_cap_waits_for_a_slot_and_goes_throu
     could not tell apart), and with --wait-for-slot it is pushed again once a slot is free."""
     _gpu(kernel, gates)
     server.accounts.configure(DEMO_USER, gpu_sessions=1)
-    folder = make_kernel(tmp_path / "one", title="Gpu Kernel One", owner=DEMO_USER, competitions=["kkb-minimal"])
-    meta = json.loads((folder / "kernel-metadata.json").read_text())
-    (folder / "kernel-metadata.json").write_text(json.dumps({**meta, "machine_shape": GPU}))
-    gates.gates["gpu-kernel-one"] = threading.Event()
-    demo_adapter(server).api.kernels_push(str(folder))
+    _gpu_sessions(server, gates, tmp_path, ("One",))
     events: list[str] = []
     waits = replace(LOOPBACK_WAITS, rounds=40, rounds_total_s=60)
     done: dict[str, Any] = {}
@@ -282,3 +288,48 @@ def test_a_throttled_html_429_is_retried_and_a_503_after_the_push_committed_is_r
     assert "pushing the kernel: Kaggle is throttling (HTTP 429, an HTML page), retrying in" in told
     assert "Kaggle is throttling: it answered HTTP 503 with an HTML page" in told
     assert f"but Kaggle had created {KERNEL_ID} v1: kept it (nothing pushed twice)" in told
+
+
+def test_a_rehearsal_and_an_image_capture_at_the_session_cap_are_refused_before_any_upload(
+        kernel: Path, server: LocalKaggle, gates: SlugGates, tmp_path: Path) -> None:
+    """The kernels kkb pushes besides the submission kernel meet the same limits, in the same words."""
+    _gpu(kernel, gates)
+    _gpu_sessions(server, gates, tmp_path)
+    refused = _kkb("dry-run", ".", "--on-kaggle", cwd=kernel)
+    told = " ".join(refused.stderr.split())
+    assert refused.returncode == EXIT_REMOTE, refused.stderr
+    assert "your account runs 2 GPU sessions, the most Kaggle allows at once (2): kkb-demo/gpu-kernel-" in told
+    assert "--wait-for-slot waits until one ends, then pushes; --force pushes anyway" in told
+    assert (_received(server), _versions(server, f"{SLUG}-rehearsal")) == (0, [])
+
+    with pytest.raises(LimitReached) as capture:
+        capture_image(ImageSettings(adapter=demo_adapter(server), waits=LOOPBACK_WAITS))
+    assert capture.value.message.startswith("your account runs 2 GPU sessions, the most Kaggle allows at once (2)")
+    assert _versions(server, "kkb-image-capture") == []
+    usage = _kkb("image", "--force", cwd=kernel)
+    assert usage.returncode == EXIT_USAGE and "--force goes with --on-kaggle" in " ".join(usage.stderr.split())
+
+
+def test_a_rehearsal_whose_weights_pin_was_dropped_says_so_and_one_that_read_them_records_it(
+        kernel: Path, server: LocalKaggle) -> None:
+    settings = RehearsalSettings(kernel_dir=kernel, out_dir=kernel / "build" / kernel.name, adapter=demo_adapter(server),
+                                 waits=LOOPBACK_WAITS)
+    first = rehearse_on_kaggle(settings)
+    code = f"{DEMO_USER}/{SLUG}-code"
+    assert first.ok and first.report["mounted"] == {
+        "ok": True, "inputs": [f"code {code} v1", f"weights {WEIGHTS} v1"], "differences": []}
+    shown = report_from_kaggle(first.report, first.spec, kernel_name="minimal", kernel_id=KERNEL_ID, out_dir=first.out_dir)
+    assert shown.scenarios[0].mounted == first.report["mounted"]
+
+    weights = kernel / "weights" / "linear.json"
+    weights.write_text(weights.read_text().replace("1", "2", 1))
+    server.faults.stale_mount(WEIGHTS)  # the pin /2 is dropped for Kaggle's older complete version
+    with pytest.raises(InputsDiffer) as refused:
+        rehearse_on_kaggle(settings)
+    assert refused.value.message == (
+        f"{REHEARSAL_ID} v2 ran on other inputs than kkb pushed: the weights Kaggle mounted are version 1, kkb pushed "
+        f"version 2 ({WEIGHTS}; the pin {WEIGHTS}/2 was dropped). Nothing was submitted")
+    pushed = json.loads((server.store.root / "kernels" / REHEARSAL_ID / "versions" / "2" / "version.json").read_text())
+    assert f"{WEIGHTS}/2" in json.dumps(pushed)  # the rehearsal kernel pinned what was just synced
+    kept = [row for row in history(kernel) if row.kind == "rehearsal"]
+    assert len(kept) == 2  # the rehearsal itself is kept, its inputs named

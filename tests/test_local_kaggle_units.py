@@ -17,7 +17,7 @@ from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import UploadRejected, materialize, tree
 from builder.local_kaggle.scoring import ScoringError, score_submission
 from builder.local_kaggle.store import Store
-from builder.local_kaggle.wire import ApiError
+from builder.local_kaggle.wire import ApiError, Call, paginate_call
 from tests.support.files import build_file_tree
 from tests.support.local_kaggle import make_competition
 
@@ -229,3 +229,22 @@ def test_a_corrupt_record_is_reported(tmp_path: Path) -> None:
     (tmp_path / "users.json").write_text("{broken")
     with pytest.raises(LocalKaggleError, match="users.json is corrupt"):
         LocalKaggle(tmp_path).add_user("alice", "key")
+
+
+@pytest.mark.parametrize(("body", "cap", "pages"), [
+    ({"pageSize": 100}, None, [[0, 1, 2, 3, 4]]),
+    ({"pageSize": 100}, 2, [[0, 1], [2, 3], [4]]),  # the server's page size wins over a larger request
+    ({"pageSize": 1}, 2, [[0], [1], [2], [3], [4]]),  # and a smaller request is the request's
+    ({}, 3, [[0, 1, 2], [3, 4]]),
+])
+def test_a_list_answer_holds_at_most_the_servers_page_size(body: dict[str, int], cap: int | None,
+                                                           pages: list[list[int]]) -> None:
+    got, token = [], ""
+    while True:
+        call = Call(method="kernels.KernelsApiService/ListKernels", body={**body, "pageToken": token}, user="alice",
+                    base_url="http://127.0.0.1", max_page_size=cap)
+        page, token = paginate_call(list(range(5)), call)
+        got.append(page)
+        if not token:
+            break
+    assert got == pages

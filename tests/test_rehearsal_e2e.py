@@ -80,7 +80,9 @@ def test_a_passing_rehearsal_runs_the_rerun_at_scale_and_is_then_reused(kernel: 
     meta = json.loads((server.store.root / "kernels" / REHEARSAL_ID / "versions" / "1" / "version.json").read_text())
     assert meta["isPrivate"] is True and meta["enableInternet"] is False
     assert meta["competitionSources"] == ["kkb-minimal"]
-    assert REHEARSAL_ID in meta["datasetSources"] and "kkb-demo/kkb-minimal-inference-code" in meta["datasetSources"]
+    # pinned to the versions just synced, as kkb push pins the real kernel's (a dropped pin is then named)
+    assert meta["datasetSources"] == ["kkb-demo/kkb-minimal-inference-code/1", "kkb-demo/kkb-minimal-inference-weights/1",
+                                      f"{REHEARSAL_ID}/1"]
     assert _submissions(server) == []
 
     again = rehearse_on_kaggle(_settings(kernel, server, rerun_scale=3))
@@ -165,6 +167,11 @@ def test_usage_errors_of_the_flags(kernel: Path, capsys: pytest.CaptureFixture[s
     assert "--on-kaggle rehearses the scoring rerun" in capsys.readouterr().err
     assert cli.main(["dry-run", str(kernel), "--again"]) == 64
     assert "--again and --yes go with --on-kaggle" in capsys.readouterr().err
+    assert cli.main(["dry-run", str(kernel), "--force", "--replace"]) == 64
+    assert "--force and --replace go with --on-kaggle: only a kernel pushed to run meets Kaggle's limits" in \
+        " ".join(capsys.readouterr().err.split())
+    assert cli.main(["wheels", str(kernel), "--wait-for-slot"]) == 64
+    assert "--wait-for-slot goes with --on-kaggle" in " ".join(capsys.readouterr().err.split())
 
 
 def test_without_credentials_nothing_is_pushed(kernel: Path, monkeypatch: pytest.MonkeyPatch,

@@ -6,12 +6,13 @@ No internet: the packages are tiny projects built here and served from a folder 
 
 from __future__ import annotations
 
-import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -20,14 +21,16 @@ import pytest
 from builder import cli
 from builder.build import BuildSettings, build_kernel
 from builder.bundle.wheels import WheelTarget, check_offline_install, incompatible_wheels, kernel_requirements, stand_in
-from builder.errors import BundleError, DryRunError, KernelFailed, SpecError, WheelhouseError
+from builder.errors import BundleError, DryRunError, KernelFailed, LimitReached, SpecError, WheelhouseError
 from builder.kkb_runtime import inputs
 from builder.project.image import preinstalled_patterns
 from builder.project.image_facts import described_image
 from builder.project.layout import HELPER_DIR, WHEELS_DIR
 from builder.project.spec import load_spec
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
+from builder.remote.kaggle_api import Quota, QuotaLine
 from builder.remote.wheels import RUNTIME_MODULES, WheelsSettings, build_wheels, helper_kernel
+from tests.support.fake_kaggle import FAKE_WAITS, FakeKaggle
 from tests.support.files import KERNELS
 from tests.support.kernels import kernel_with
 from tests.support.wheels import PYTHON_HERE, index_args, pip_env, write_tinyext
@@ -53,14 +56,6 @@ def plain_venv(tmp_path_factory: pytest.TempPathFactory, index: Path) -> Path:
 def install_cell(notebook: Path) -> str:
     cell = next(c for c in nbformat.read(notebook, 4).cells if c.get("id") == "kkb-install")
     return cell.source
-
-
-def test_the_runtime_modules_the_helper_embeds_import_only_each_other() -> None:
-    """The wheels helper kernel unpacks these files alone: a relative import of a module left out fails on Kaggle."""
-    for name in RUNTIME_MODULES:
-        tree = ast.parse((RUNTIME / f"{name}.py").read_text(encoding="utf-8"))
-        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1}
-        assert imported <= set(RUNTIME_MODULES), f"{name}.py imports {sorted(imported - set(RUNTIME_MODULES))}"
 
 
 def run_cell_in_venv(python: Path, cell: str, code_dir: Path, kaggle_root: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -381,3 +376,28 @@ def test_cli_wheels_without_requirements(tmp_path: Path, capsys: pytest.CaptureF
     assert cli.main(["wheels", str(kernel), "--out", str(tmp_path / "build")]) == 0
     assert "nothing to build" in capsys.readouterr().out
     assert not (tmp_path / "build" / HELPER_DIR).exists()
+
+
+def test_a_helper_compiling_cuda_extensions_asks_kaggles_gpu_quota_before_any_upload(tmp_path: Path) -> None:
+    kernel = kernel_with(tmp_path, ON_KAGGLE)
+    (kernel / "kernel.toml").write_text((kernel / "kernel.toml").read_text().replace('accelerator = "none"', 'accelerator = "gpu"'))
+    write_tinyext(kernel / "tinyext")
+    fake = FakeKaggle()
+    fake.quota = lambda: Quota(gpu=QuotaLine(used_s=29.5 * 3600, total_s=30 * 3600), tpu=None, refresh=None)  # type: ignore[method-assign]
+    settings = WheelsSettings(kernel_dir=kernel, out_dir=tmp_path / "build", on_kaggle=True, adapter=fake,  # type: ignore[arg-type]
+                              waits=FAKE_WAITS, wait=False)
+    with pytest.raises(LimitReached) as refused:
+        build_wheels(settings)
+    assert refused.value.message == ("GPU quota: 0.5 h left this week (29.5 h of 30.0 h used), the run needs 1.0 h "
+                                     "(compiling CUDA extensions: an hour allowed)")
+    assert "[kernel] accelerator in kernel.toml: CUDA extensions compile on its GPU" in (refused.value.hint or "")
+    assert (fake.calls, fake.uploaded_bytes) == ([], 0)
+    pushed = build_wheels(replace(settings, force=True))  # --force: pushed past the limit, as kkb push --force
+    assert pushed.action == "pushed" and f"kernel {HELPER_ID}" in fake.calls
+
+
+def test_the_helper_embeds_every_runtime_module_its_own_modules_import() -> None:
+    """The helper unpacks only RUNTIME_MODULES on Kaggle: one that imports another left out fails there, at import."""
+    imported = {name for module in RUNTIME_MODULES
+                for name in re.findall(r"^from \.(\w+) import", (RUNTIME / f"{module}.py").read_text(), re.MULTILINE)}
+    assert imported <= set(RUNTIME_MODULES), sorted(imported - set(RUNTIME_MODULES))

@@ -19,6 +19,7 @@ import typer
 
 from builder import __version__, api
 from builder.build import BuildSettings
+from builder.cli import limit_options
 from builder.cli.image import image as image_command
 from builder.cli.remote_views import show_history, show_status, show_stop
 from builder.cli.views import (
@@ -174,14 +175,6 @@ _WAIT_SCORE_OPT = typer.Option(None, "--wait-score", callback=_wait_seconds,
                                "time limit plus an hour).")
 
 
-_WAIT_SLOT_OPT = typer.Option(False, "--wait-for-slot", help="When a limit of Kaggle's stops the run (a GPU session slot, "
-                               "this kernel's version still running, no submission left today), wait for it instead.")
-_FORCE_OPT = typer.Option(False, "--force", help="Push even when Kaggle's limits say the run cannot end in a submission "
-                          "(it bills; Kaggle may refuse or queue it).")
-_REPLACE_OPT = typer.Option(False, "--replace", help="Stop this kernel's version still running on Kaggle first (its "
-                            "API can only delete the kernel: every version goes).")
-
-
 def _waits(dataset: float | None, run: float | None = None, score: float | None = None) -> Waits:
     return Waits(dataset_timeout_s=dataset, run_timeout_s=run, scoring_timeout_s=score)
 
@@ -193,9 +186,9 @@ def push(
     owner: str | None = _OWNER_OPT,
     message: str | None = typer.Option(None, "--message", "-m", help="Dataset version notes."),
     wait_dataset: float | None = _WAIT_DATASET_OPT,
-    wait_for_slot: bool = _WAIT_SLOT_OPT,
-    force: bool = _FORCE_OPT,
-    replace: bool = _REPLACE_OPT,
+    wait_for_slot: bool = limit_options.WAIT_FOR_SLOT,
+    force: bool = limit_options.FORCE,
+    replace: bool = limit_options.REPLACE,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress stays on stderr)."),
 ) -> None:
     """Build, upload only what changed, and push a kernel version (internet off) to Kaggle."""
@@ -220,9 +213,9 @@ def submit(
     wait_dataset: float | None = _WAIT_DATASET_OPT,
     wait_run: float | None = _WAIT_RUN_OPT,
     wait_score: float | None = _WAIT_SCORE_OPT,
-    wait_for_slot: bool = _WAIT_SLOT_OPT,
-    force: bool = _FORCE_OPT,
-    replace: bool = _REPLACE_OPT,
+    wait_for_slot: bool = limit_options.WAIT_FOR_SLOT,
+    force: bool = limit_options.FORCE,
+    replace: bool = limit_options.REPLACE,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress stays on stderr)."),
 ) -> None:
     """Push (unless --version), wait for the kernel run, submit it, and print the public score."""
@@ -330,6 +323,9 @@ def dry_run(
                                    "private rehearsal kernel, never submitted."),
     again: bool = typer.Option(False, "--again", help="--on-kaggle: rehearse even if nothing changed since the last one."),
     yes: bool = typer.Option(False, "--yes", help="--on-kaggle: spend more than an hour of Kaggle quota."),
+    wait_for_slot: bool = limit_options.WAIT_FOR_SLOT,
+    force: bool = limit_options.FORCE,
+    replace: bool = limit_options.REPLACE,
     image_env: bool = typer.Option(False, "--image-env", help="Run the kernel in kkb env's environment: Kaggle's image's "
                                    "versions of what it imports (built once, then cached)."),
     reference: Path | None = _REFERENCE_OPT,
@@ -343,15 +339,12 @@ def dry_run(
         local_only = (scenario not in ("both", "rerun") or data is not None or legacy_layout or keep_sandbox
                       or timeout is not None or rerun_data is not None or memory is not None or as_json
                       or answers is not None or reference is not None or bool(reference_step) or bool(env))
-        if local_only:
-            raise typer.BadParameter("--on-kaggle rehearses the scoring rerun with Kaggle's own inputs and limits: --scenario, "
-                                     "--data, --rerun-data, --answers, --memory, --timeout, --legacy-layout, --keep-sandbox, "
-                                     "--reference, --env and --json do not apply")
-        _dry_run_on_kaggle(resolved(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale,
-                                                      again=again, yes=yes)), hidden_rows)
+        _dry_run_on_kaggle(resolved(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale, again=again,
+                                                      yes=yes, wait_for_slot=wait_for_slot, force=force, replace=replace)), hidden_rows, local_only)
         return
     if again or yes:
         raise typer.BadParameter("--again and --yes go with --on-kaggle")
+    limit_options.refuse_without("--on-kaggle", wait_for_slot=wait_for_slot, force=force, replace=replace)
     memory_bytes = parse_size(memory) if memory else None
     references = ReferenceSettings(reference, reference_tolerance, tuple(parse_step_reference(text) for text in reference_step))
     with _DryRunProgress(enabled=not as_json) as progress:
@@ -384,7 +377,11 @@ def _raise_unless_ok(report: DryRunReport) -> None:
                            hint=f"the table above and report.html compare each column; {report.report_path}")
 
 
-def _dry_run_on_kaggle(settings: RehearsalSettings, hidden_rows: int | None) -> None:
+def _dry_run_on_kaggle(settings: RehearsalSettings, hidden_rows: int | None, local_only: bool) -> None:
+    if local_only:
+        raise typer.BadParameter("--on-kaggle rehearses the scoring rerun with Kaggle's own inputs and limits: --scenario, "
+                                 "--data, --rerun-data, --answers, --memory, --timeout, --legacy-layout, --keep-sandbox, "
+                                 "--reference, --env and --json do not apply")
     with _ProgressView() as view:
         result = rehearse_on_kaggle(RehearsalSettings(**{**settings.__dict__, "progress": view}))
     report = report_from_kaggle(result.report, result.spec, kernel_name=Path(settings.kernel_dir).resolve().name,
@@ -436,18 +433,24 @@ def wheels(
                                    "(needs [install] on_kaggle = true)."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
     owner: str | None = _OWNER_OPT,
-    force: bool = typer.Option(False, "--force", help="Resolve and build again even if nothing changed."),
+    force: bool = typer.Option(False, "--force", help="Resolve and build again even if nothing changed (--on-kaggle: "
+                               "push the helper again, past Kaggle's limits too)."),
     no_check: bool = typer.Option(False, "--no-check", help="Skip the offline install check."),
     index_url: str | None = typer.Option(None, "--index-url", help="Package index for the local build."),
     find_links: list[str] = typer.Option([], "--find-links", help="Extra wheel folder or URL for the local build."),
     no_wait: bool = typer.Option(False, "--no-wait", help="--on-kaggle: push the helper kernel and return."),
+    wait_for_slot: bool = limit_options.WAIT_FOR_SLOT,
+    replace: bool = limit_options.REPLACE,
 ) -> None:
     """Build the offline wheelhouse of [install] requirements (cached by content)."""
+    if not on_kaggle:
+        limit_options.refuse_without("--on-kaggle", wait_for_slot=wait_for_slot, replace=replace)
     index_args = (*(("--index-url", index_url) if index_url else ()), *(a for link in find_links for a in ("--find-links", link)))
     with _ProgressView() as view:
         result = build_wheels(resolved(WheelsSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, on_kaggle=on_kaggle,
                                                       force=force, check=not no_check, index_args=tuple(index_args),
-                                                      wait=not no_wait, progress=view)))
+                                                      wait=not no_wait, progress=view, wait_for_slot=wait_for_slot,
+                                                      replace=replace)))
     _show_wheels(result)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from builder.cli import limit_options
 from builder.cli.views import _escape, _print_json, _ProgressView, console
 from builder.project.image import image_summary, load_image, package_lines
 from builder.project.image_diff import ImageDiff, default_pair, diff_images, load_view
@@ -39,6 +40,9 @@ def image(
     out: Path | None = typer.Option(None, "--out", metavar="FILE", help="--refresh: where to write it (default: where kkb reads a "
                                     "description first; builder/data/kaggle-image.json in a checkout of kkb)."),
     as_json: bool = typer.Option(False, "--json", help="Print the image description kkb uses as JSON on stdout."),
+    wait_for_slot: bool = limit_options.WAIT_FOR_SLOT,
+    force: bool = limit_options.FORCE,
+    replace: bool = limit_options.REPLACE,
 ) -> None:
     """The Kaggle image description kkb uses (Python, packages, CUDA); --on-kaggle captures it on Kaggle, --refresh
     rebuilds it from docker-python's freeze, --diff compares two images."""
@@ -47,6 +51,8 @@ def image(
         raise typer.BadParameter("image names go with --diff (kkb image --diff [A [B]])")
     if sum((on_kaggle, diff, refresh is not None)) > 1:
         raise typer.BadParameter("--on-kaggle, --diff and --refresh are separate actions: pick one")
+    if not on_kaggle:
+        limit_options.refuse_without("--on-kaggle", wait_for_slot=wait_for_slot, force=force, replace=replace)
     if diff:
         _show_diff(images, as_json)
     elif refresh is not None:
@@ -54,7 +60,8 @@ def image(
         _print_json("image", {"path": str(result.path), **result.data}) if as_json else \
             console.print(f"[green]refreshed[/green] {_escape(result.summary())}", highlight=False)
     elif on_kaggle:
-        _capture(accelerator, owner, as_json)
+        _capture(ImageSettings(owner=owner, accelerator=accelerator, wait_for_slot=wait_for_slot, force=force,
+                               replace=replace), as_json)
     elif as_json:
         _print_json("image", dataclasses.asdict(load_image()))
     else:
@@ -72,9 +79,9 @@ def _show_described(packages: bool) -> None:
         console.print(f"  age: {age} days{stale}", highlight=False)
 
 
-def _capture(accelerator: str, owner: str | None, as_json: bool) -> None:
+def _capture(settings: ImageSettings, as_json: bool) -> None:
     with _ProgressView() as view:
-        result = capture_image(ImageSettings(owner=owner, accelerator=accelerator, progress=view))
+        result = capture_image(dataclasses.replace(settings, progress=view))
     if as_json:
         _print_json("image", dataclasses.asdict(result))
         return

@@ -45,10 +45,13 @@ def serve(
                                          help="Largest file a blob upload may announce; larger ones get 413."),
     honour_pins: bool = typer.Option(False, "--honour-pins", help="Mount the version a source pins (owner/slug/N); "
                                      "by default a pin is dropped for the latest version, as Kaggle was seen to do."),
+    max_page_size: int | None = typer.Option(None, "--max-page-size", min=1, help="The most items one answer of a list "
+                                             "call holds, whatever the request asks (a small one: every list spans pages)."),
 ) -> None:
     """Serve until interrupted (Ctrl-C). Point kkb at it with KKB_KAGGLE_API=<the printed URL>."""
     settings = ServerSettings(dataset_ready_seconds=ready_seconds, rerun_timeout_seconds=rerun_timeout,
-                              max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes, honour_pins=honour_pins)
+                              max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes, honour_pins=honour_pins,
+                              max_page_size=max_page_size)
     server = LocalKaggle(data_dir, port=port, settings=settings)
     for entry in user:
         name, sep, key = entry.partition(":")

@@ -158,7 +158,8 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
             user = None if method in PUBLIC_METHODS else app.users.authenticate(self.headers.get("Authorization"))
-            return handler(Call(method=method, body=body, user=user, base_url=self._base_url()))
+            return handler(Call(method=method, body=body, user=user, base_url=self._base_url(),
+                                max_page_size=app.settings.max_page_size))
         except ApiError as exc:
             self._error(exc)
         except (ValueError, UnicodeDecodeError) as exc:

@@ -29,7 +29,7 @@ from builder.local_kaggle.blobs import Blob, Blobs
 from builder.local_kaggle.files import UploadRejected, storage_url, store_version, tree, uploaded_files
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.store import SLUG, OwnedRecords, Store
-from builder.local_kaggle.wire import Call, Handler, Json, Redirect, bad_request, compact, iso, not_found, now, paginate
+from builder.local_kaggle.wire import Call, Handler, Json, Redirect, bad_request, compact, iso, not_found, now, paginate_call
 
 SERVICE = "models.ModelApiService"
 READY, PROCESSING = "READY", "PROCESSING"
@@ -188,7 +188,7 @@ class Models:
         folder = self._files_dir(record, instance, version["number"])
         rows = [{"name": rel, "size": path.stat().st_size, "creationDate": iso(version["created"])}
                 for rel, path in tree(folder)]
-        page, token = paginate(rows, call.text("pageToken"), call.integer("pageSize"))
+        page, token = paginate_call(rows, call)
         return {"files": page, "nextPageToken": token}
 
     def download_model_instance_version(self, call: Call) -> Redirect:

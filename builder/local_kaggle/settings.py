@@ -35,6 +35,9 @@ class ServerSettings:
             capture), read when each run ends and put in its output as ``kkb_image.json``, as a kkb kernel's run on
             Kaggle records its image (``builder.local_kaggle.image``). Rewrite the file and the image "moves". No
             file: runs record nothing (the sandbox is this machine, not Kaggle's image).
+        max_page_size: the most items one answer of a list call holds, whatever ``pageSize`` the request asks
+            (Kaggle pages every list, and the client caps ``pageSize`` at 100); a small one makes every list span
+            several pages, so a client that reads only the first page is caught. None: the request's size.
     """
 
     dataset_ready_seconds: float = 1.0
@@ -49,3 +52,4 @@ class ServerSettings:
     internet_folders: tuple[Path, ...] = ()
     honour_pins: bool = False
     image: Path | None = None
+    max_page_size: int | None = None

@@ -55,6 +55,7 @@ class Call:
     user: str | None            # None: anonymous
     base_url: str               # how the client reaches us, e.g. "http://127.0.0.1:8123"
     extra: dict[str, Any] = field(default_factory=dict)
+    max_page_size: int | None = None  # ServerSettings.max_page_size: a list answer holds at most this many
 
     def require_user(self) -> str:
         if self.user is None:
@@ -127,8 +128,12 @@ def paginate(items: Sequence[Any], page_token: str | None, page_size: int | None
 
 
 def paginate_call(items: Sequence[Any], call: Call, default_size: int = 20) -> tuple[list[Any], str]:
-    """:func:`paginate` with the request's ``pageToken``, ``pageSize`` and ``page``."""
-    return paginate(items, call.text("pageToken"), call.integer("pageSize"), default_size, page=call.integer("page"))
+    """:func:`paginate` with the request's ``pageToken``, ``pageSize`` and ``page``, within the server's page size."""
+    size = call.integer("pageSize")
+    size = size if size and size > 0 else default_size
+    if call.max_page_size:
+        size = min(size, call.max_page_size)
+    return paginate(items, call.text("pageToken"), size, default_size, page=call.integer("page"))
 
 
 def version_number(label: str | None) -> int | None:

@@ -66,6 +66,28 @@ class Difference:
         return f"{told} ({want.ref}; {pin})"
 
 
+@dataclass(frozen=True)
+class MountedCheck:
+    """The comparison of one run: ``ok`` None when the run recorded nothing (a notebook older than the file)."""
+
+    ok: bool | None
+    inputs: tuple[str, ...]  # what was compared: "weights me/x-weights v4"
+    differences: tuple[str, ...]  # each difference's sentence
+
+    @classmethod
+    def of(cls, found: Sequence[MountedInput] | None, expected: Sequence[Expected],
+           version_of: Callable[[MountedInput], int | None] = lambda item: None) -> MountedCheck:
+        inputs = tuple(f"{want.role} {want.ref}" + (f" v{want.version}" if want.version else "") for want in expected)
+        if found is None:
+            return cls(None, inputs, ())
+        diffs = differences(found, expected, version_of)
+        return cls(not diffs, inputs, tuple(diff.sentence() for diff in diffs))
+
+    def to_json(self) -> dict[str, object]:
+        """The report's ``mounted``: ``{"ok": true, "inputs": [...], "differences": []}``."""
+        return {"ok": self.ok, "inputs": list(self.inputs), "differences": list(self.differences)}
+
+
 def read_mounted(path: Path) -> list[MountedInput] | None:
     """The inputs ``kkb_mounted.json`` lists; None when the run wrote none (a notebook older than the file)."""
     try:

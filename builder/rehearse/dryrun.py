@@ -59,7 +59,7 @@ from builder.rehearse.image_notes import image_notes
 from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport
 from builder.rehearse.metric_run import check_before_rerun, float_targets, rerun_metric_report, step_rounding
-from builder.rehearse.mounted import mounted_warnings
+from builder.rehearse.mounted import mounted_check, mounted_warnings
 from builder.rehearse.own_imports import own_modules
 from builder.rehearse.projection import (
     PROBE_BATCHES,
@@ -364,7 +364,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
     own = own_modules(settings.kernel_dir, spec)
     warnings += skew_warnings(result.version_skew, own) + rerun_collapse(scenario, out, members, result.working_dir / expected,
                                                                          competition_data(settings, spec) / sample.name, spec.submission)
-    warnings += mounted_warnings(result.working_dir, build)
+    warnings += mounted_warnings(mounted := mounted_check(result.working_dir, build))  # equal here, recorded
     metric = _metric_report(scenario, settings, spec, result.working_dir / expected, sample, result.working_dir, data)
     if scenario == "rerun":  # a step that rounds its own output under a relative-error metric
         warnings += step_rounding(spec, Path(settings.kernel_dir), result.steps, result.working_dir, sample)
@@ -387,7 +387,7 @@ def scenario_report(scenario: Scenario, settings: DryRunSettings, build: BuildRe
         memory_limit=memory_enforcement(result.memory_limit_bytes, result.memory_accounting).how, working_bytes=result.working_bytes,
         working_limit=working_enforcement(result.working_limit_bytes).how,
         projection=projection.to_json() if projection else None, warnings=tuple(warnings),
-        member_outputs=members,
+        member_outputs=members, mounted=mounted.to_json(),
         metric=metric.to_json() if metric is not None else None, version_skew=skew_records(result.version_skew, own),
         variables=result.environment.listing(), variables_summary=result.environment.summary() if result.environment.given else "",
     )

@@ -66,6 +66,7 @@ def scenario_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, out_dir: P
         projection=projection.to_json() if projection is not None else None,
         warnings=((limit_warning(projection),) if projection is not None and projection.may_pass_limit() else ())
         + tuple(_collapsed(report, spec, public_sample)),
+        mounted=dict(report["mounted"]) if isinstance(report.get("mounted"), Mapping) else None,
     )
 
 

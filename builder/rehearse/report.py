@@ -65,6 +65,8 @@ class ScenarioReport:
     # the kernel's environment, every variable with its origin, secrets redacted (builder.project.kaggle_env)
     variables: list[dict[str, str]] = field(default_factory=list)
     variables_summary: str = ""
+    # what the run found mounted for kkb's inputs against what kkb built or pushed (builder.project.mounted.MountedCheck)
+    mounted: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

@@ -10,7 +10,9 @@ the run and ``verified: true``, checks its shape and stores it with ``builder.pr
 where the dry run and ``kkb wheels`` look before the shipped description.
 
 The capture kernel is ``<owner>/kkb-image-capture``, one per account, versioned at each capture; its
-folder and history live in ``$XDG_CONFIG_HOME/kkb/image-kernel`` (not in any kernel project).
+folder and history live in ``$XDG_CONFIG_HOME/kkb/image-kernel`` (not in any kernel project). It is pushed after
+Kaggle's limits were asked as for ``kkb push`` (``preflight.check_before_run``: a capture still running, the
+quota, the GPU session cap; ``--wait-for-slot``, ``--force``, ``--replace``).
 """
 
 from __future__ import annotations
@@ -32,12 +34,17 @@ from builder.project.layout import KERNEL_METADATA
 from builder.project.spec import DEFAULT_GPU_SHAPE, MACHINE_SHAPES
 from builder.remote.hints import exception_tail
 from builder.remote.kaggle_api import KaggleAdapter
+from builder.remote.limits import accelerator_of
+from builder.remote.preflight import Needed, PlannedRun, check_before_run, push_when_slot
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits, open_session
 
 TITLE = "kkb image capture"
 OUTPUT = "kaggle-image.json"
 WORK_DIR = "image-kernel"
 RUN_TIMEOUT_S = 3600.0
+# What a capture needs of the accelerator quota: it imports torch, lists the installed distributions and times one
+# small forward pass on the GPU and the CPU, a few minutes with the session's start; a quarter of an hour allowed.
+CAPTURE_NEEDS = Needed(900.0, "a capture runs for minutes: a quarter of an hour allowed")
 
 # Runs inside Kaggle's image: standard library only, torch only if the image has it. The base is what every kkb
 # kernel records of its own run (kkb_runtime.image_capture); this kernel adds what needs torch imported.
@@ -100,6 +107,10 @@ class ImageSettings:
     waits: Waits = field(default_factory=Waits)
     progress: ProgressFn | None = None
     adapter: KaggleAdapter | None = None
+    # Kaggle's limits before the capture kernel is pushed (builder.remote.preflight), as for kkb push.
+    wait_for_slot: bool = False  # wait for a GPU session slot, or for a capture still running
+    force: bool = False  # push anyway (it bills; Kaggle may refuse or queue it)
+    replace: bool = False  # stop a capture still running first (Kaggle's API: deleting the capture kernel)
 
 
 @dataclass(frozen=True)
@@ -124,12 +135,15 @@ def capture_image(settings: ImageSettings) -> ImageResult:
     shape = _shape(settings.accelerator)
     folder = config_dir() / WORK_DIR
     ctx = open_session(PushSettings(kernel_dir=folder, owner=settings.owner, base_url=settings.base_url,
-                                    waits=settings.waits, progress=settings.progress, adapter=settings.adapter))
+                                    waits=settings.waits, progress=settings.progress, adapter=settings.adapter,
+                                    wait_for_slot=settings.wait_for_slot, force=settings.force, replace=settings.replace))
     owner = settings.owner or kaggle_username() or ctx.adapter.username
     kernel_id = f"{owner}/{kernel_slug(TITLE)}"
     _write_kernel(folder, kernel_id, shape)
+    run = PlannedRun(kernel_id, shape, accelerator_of(shape, False, False), CAPTURE_NEEDS, chosen_by="--accelerator")
+    check_before_run(ctx, run, current=ctx.adapter.kernel_version(kernel_id))
     ctx.emit("image", f"pushing {kernel_id} (private script, internet off, machine {shape or 'CPU'})")
-    pushed = ctx.adapter.push_kernel(folder)
+    pushed = push_when_slot(ctx, lambda: ctx.adapter.push_kernel(folder))
     version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(kernel_id)
     status = _await(ctx, kernel_id, version, settings.waits)
     output = folder / "output"

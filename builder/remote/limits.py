@@ -5,8 +5,8 @@ Kaggle's API has no call for it (kaggle-runtime.md §9):
 
 * the daily submission limit is team-wide and resets at **00:00 UTC** (observed; the API gives counts only);
 * an account runs at most **2 GPU batch sessions** at once (observed; not in the API): the sessions running are
-  found by asking the status of the recent versions of the user's recently run GPU kernels (``ListKernels``),
-  since a session is visible only through its kernel's versions;
+  found by asking the status of the recent versions of the user's GPU kernels run within 12 h (``ListKernels``,
+  every page), since a session is visible only through its kernel's versions;
 * a version of *this* kernel still queued or running is found the same way, plus every version kkb pushed
   within a session's longest life (12 h) that it has not seen end.
 
@@ -29,7 +29,6 @@ GPU_SESSION_CAP = 2  # observed (kaggle-runtime.md §9.2); Kaggle publishes no c
 SESSION_LIMIT_S = 12 * 3600.0  # Kaggle's longest session: an older version cannot still run
 LIVE = ("queued", "running")
 RECENT_VERSIONS = 3  # versions of another kernel looked at (a push to a running kernel starts a second session)
-RECENT_KERNELS = 10  # recently run GPU kernels of the account looked at
 T = TypeVar("T")
 
 
@@ -167,11 +166,12 @@ def kernel_runs(ctx: Session, kernel_id: str, current: int | None, machine_shape
 
 
 def running_sessions(ctx: Session) -> tuple[RunningSession, ...]:
-    """The account's sessions Kaggle says are queued or running, among its recently run GPU and TPU kernels."""
+    """The account's sessions Kaggle says are queued or running, among its GPU and TPU kernels run within a
+    session's longest life (every page of the account's kernels: one on page 2 runs as well)."""
     since = now_utc() - timedelta(seconds=SESSION_LIMIT_S)
     found = []
     kernels = [k for k in ctx.adapter.my_kernels() if (k.gpu or k.tpu) and k.current_version
-               and (k.last_run is None or k.last_run >= since)][:RECENT_KERNELS]
+               and (k.last_run is None or k.last_run >= since)]
     for kernel in kernels:
         accelerator = accelerator_of(kernel.machine_shape, kernel.gpu, kernel.tpu)
         newest = int(kernel.current_version or 0)

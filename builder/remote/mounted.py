@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.errors import InputsDiffer
-from builder.project.mounted import MOUNTED_FILE, Difference, Expected, MountedInput, differences, model_version, read_mounted
+from builder.project.mounted import MOUNTED_FILE, Difference, Expected, MountedCheck, MountedInput, model_version, read_mounted
 from builder.remote.history import DATASET, MOUNTED, PUSH
 from builder.remote.push import DatasetResult, PushResult
 from builder.remote.session import Session
@@ -41,16 +41,16 @@ def expected_from(code: DatasetResult, weights: DatasetResult | None, wheels: Da
 
 
 def verify_mounted(ctx: Session, kernel_id: str, version: int, output: Path, expected: list[Expected]) -> dict[str, Any]:
-    """Compare the run's ``kkb_mounted.json`` (in ``output``) with ``expected``; record and return the answer."""
+    """Compare the run's ``kkb_mounted.json`` (in ``output``) with ``expected``; record and return the answer (the
+    ``mounted`` record: ``ok``, ``inputs``, ``differences``, as a report's ``mounted`` has them, and ``found``)."""
     found = next((read_mounted(path) for path in sorted(Path(output).rglob(MOUNTED_FILE))), None)
+    check = MountedCheck.of(found, expected, lambda item: _version_of(ctx, item))
     if found is None:
         ctx.emit("inputs", f"{kernel_id} v{version} recorded no {MOUNTED_FILE}: kkb cannot tell which versions it read")
-        return ctx.history.append(MOUNTED, kernel=kernel_id, kernel_version=version, ok=None, differences=[])
-    diffs = differences(found, expected, lambda item: _version_of(ctx, item))
-    record = ctx.history.append(MOUNTED, kernel=kernel_id, kernel_version=version, ok=not diffs,
-                                differences=[diff.sentence() for diff in diffs],
+        return ctx.history.append(MOUNTED, kernel=kernel_id, kernel_version=version, **check.to_json())
+    record = ctx.history.append(MOUNTED, kernel=kernel_id, kernel_version=version, **check.to_json(),
                                 found=[{"ref": item.ref, "digest": item.digest, "path": item.path} for item in found])
-    if not diffs:
+    if check.ok:
         versions = ", ".join(f"{e.role} v{e.version}" if e.version else e.role for e in expected)
         ctx.emit("inputs", f"{kernel_id} v{version} read what kkb pushed ({versions or 'nothing of kkb'})")
     return record

@@ -1,6 +1,9 @@
 """Before a push that will run, and before a submission: Kaggle's limits, asked first, so nothing is spent blind.
 
-A push that starts a run is checked before anything is uploaded (``check_before_run``), in this order:
+Every kernel kkb pushes to run is checked before anything is uploaded, by the one function ``check_before_run``
+given the run it plans (a :class:`PlannedRun`): ``kkb push``/``kkb submit``'s kernel (:func:`planned_run`), the
+rehearsal kernel of ``kkb dry-run --on-kaggle``, the capture kernel of ``kkb image --on-kaggle`` and the helper
+kernel of ``kkb wheels --on-kaggle``; each takes ``--wait-for-slot``, ``--force`` and ``--replace``. In this order:
 
 1. **one run per kernel**: a version of this kernel still queued or running is refused (a new version would be
    a second session while the first keeps running and billing); ``--replace`` stops it first (Kaggle's API:
@@ -14,7 +17,9 @@ A push that starts a run is checked before anything is uploaded (``check_before_
    waits for one to end, ``--force`` pushes anyway.
 
 Each refusal is a :class:`~builder.errors.LimitReached` (exit 3) with the way on in its hint. Before
-submitting, ``await_submission_slot`` asks again: the team may have used the last one during the run.
+submitting, ``await_submission_slot`` asks again: the team may have used the last one during the run. When Kaggle
+itself refuses a push at the session cap (a session kkb could not see), ``push_when_slot`` waits for a slot with
+``--wait-for-slot`` and pushes again.
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from builder.build import BuildResult
-from builder.errors import AuthError, LimitReached, RemoteError
+from builder.errors import AuthError, LimitReached, RemoteError, SessionCapReached
 from builder.project.jsonfile import read_object
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import KernelSpec
+from builder.remote.backoff import Retrying
 from builder.remote.history import ENDED_REPLACED
 from builder.remote.limits import (
     GPU_SESSION_CAP,
@@ -51,26 +57,71 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Needed:
+    """The accelerator time a run needs, and where that number comes from (said in the quota's refusal)."""
+
     seconds: float
     basis: str
 
 
-def check_before_run(ctx: Session, build: BuildResult, *, current: int | None, submitting: bool) -> None:
-    """Refuse (or wait, or stop what runs) before a push that starts a run; see the module's doc for the order."""
-    accelerator = spec_accelerator(build.spec)
-    one_run_per_kernel(ctx, build, current, accelerator)
-    if submitting:
-        daily_limit(ctx, build.spec)
-    if accelerator != "CPU":
-        quota_left(ctx, build, accelerator)
-    if accelerator == "GPU":
+@dataclass(frozen=True)
+class PlannedRun:
+    """A kernel version kkb is about to push, which will run (a session)."""
+
+    kernel_id: str
+    machine_shape: str | None  # None: CPU
+    accelerator: str  # GPU | TPU | CPU
+    needed: Needed  # for the quota: what the run takes
+    submit_to: str | None = None  # the competition, when the run must end in a submission (kkb submit)
+    chosen_by: str = "[kernel] accelerator in kernel.toml"  # where the run's accelerator is chosen (the quota's hint)
+
+
+def planned_run(build: BuildResult, *, submitting: bool) -> PlannedRun:
+    """The run of the kernel ``kkb push``/``kkb submit`` pushes."""
+    return PlannedRun(build.kernel_id, build.spec.kernel.machine_shape, spec_accelerator(build.spec),
+                      needed_seconds(build), build.spec.competition.slug if submitting else None)
+
+
+def check_before_run(ctx: Session, run: PlannedRun, *, current: int | None) -> None:
+    """Refuse (or wait, or stop what runs) before a push that starts ``run``; ``current``: the kernel's version on
+    Kaggle now (None: none yet). See the module's doc for the order."""
+    one_run_per_kernel(ctx, run, current)
+    if run.submit_to is not None:
+        daily_limit(ctx, run.submit_to)
+    if run.accelerator != "CPU":
+        quota_left(ctx, run)
+    if run.accelerator == "GPU":
         session_cap(ctx)
 
 
-def one_run_per_kernel(ctx: Session, build: BuildResult, current: int | None, accelerator: str) -> None:
-    kernel_id, settings = build.kernel_id, ctx.settings
+def push_when_slot(ctx: Session, push: Callable[[], T]) -> T:
+    """``push()``; refused by Kaggle itself at the GPU session cap, with ``--wait-for-slot``: wait and push again."""
+    rounds = ctx.rounds()
+    while True:
+        try:
+            return push()
+        except SessionCapReached as exc:
+            if not waited_for_slot(ctx, rounds, exc):
+                raise
+
+
+def waited_for_slot(ctx: Session, rounds: Retrying, exc: SessionCapReached) -> bool:
+    """Kaggle itself refused the push at the GPU session cap (a session kkb could not see, or one that started since
+    it looked): with ``--wait-for-slot``, wait until a slot is free; False when the push is not to be tried again."""
+    if not ctx.settings.wait_for_slot:
+        return False
+    session_cap(ctx)  # waits while the account's sessions kkb sees are at the cap
+    delay = rounds.next_delay()
+    if delay is None:
+        return False
+    ctx.emit("limits", f"{exc.message}: pushing again in {delay:.0f}s (--wait-for-slot)")
+    ctx.sleep(delay)
+    return True
+
+
+def one_run_per_kernel(ctx: Session, run: PlannedRun, current: int | None) -> None:
+    kernel_id, settings = run.kernel_id, ctx.settings
     runs = _asked(ctx, "whether the kernel still runs", lambda: kernel_runs(
-        ctx, kernel_id, current, build.spec.kernel.machine_shape, accelerator))
+        ctx, kernel_id, current, run.machine_shape, run.accelerator))
     if not runs:
         return
     names = "; ".join(run.label for run in runs)
@@ -80,7 +131,7 @@ def one_run_per_kernel(ctx: Session, build: BuildResult, current: int | None, ac
         ctx.emit("limits", f"{names} keeps running (and billing) beside the new version (--force)")
     elif settings.wait_for_slot:
         def probe() -> tuple[str, bool]:
-            left = kernel_runs(ctx, kernel_id, current, build.spec.kernel.machine_shape, accelerator)
+            left = kernel_runs(ctx, kernel_id, current, run.machine_shape, run.accelerator)
             return ("; ".join(run.label for run in left) or "ended"), not left
 
         ctx.wait("limits", f"{kernel_id}'s running version to end", probe, SESSION_LIMIT_S,
@@ -93,18 +144,19 @@ def one_run_per_kernel(ctx: Session, build: BuildResult, current: int | None, ac
                  "first (Kaggle's API stops a run only by deleting the kernel: every version goes); --force runs both")
 
 
-def daily_limit(ctx: Session, spec: KernelSpec) -> None:
-    """No submission left today: refuse before the run (unless --wait-for-slot or --force say how to go on)."""
-    left = _asked(ctx, "the submissions left", lambda: submissions_left(ctx, spec.competition.slug))
+def daily_limit(ctx: Session, slug: str) -> None:
+    """No submission left today in competition ``slug``: refuse before the run (unless --wait-for-slot or --force
+    say how to go on)."""
+    left = _asked(ctx, "the submissions left", lambda: submissions_left(ctx, slug))
     if left is None:
         return
     if left.no_team:
-        ctx.emit("limits", f"not checked: Kaggle counts no submissions for you in {spec.competition.slug} yet (no team)")
+        ctx.emit("limits", f"not checked: Kaggle counts no submissions for you in {slug} yet (no team)")
         return
     if left.left_today > 0:
-        ctx.emit("limits", f"{spec.competition.slug}: {left.left_today} submission(s) left today")
+        ctx.emit("limits", f"{slug}: {left.left_today} submission(s) left today")
         return
-    what = _no_submission(spec.competition.slug, left)
+    what = _no_submission(slug, left)
     if left.limited_by_total:
         raise LimitReached(what, hint="the competition allows no more submissions from your team")
     if ctx.settings.wait_for_slot:
@@ -137,12 +189,12 @@ def await_submission_slot(ctx: Session, spec: KernelSpec, kernel_id: str, versio
              max(wait_s, 60.0), hint=f"kkb submit --version {version} submits it later")
 
 
-def quota_left(ctx: Session, build: BuildResult, accelerator: str) -> None:
+def quota_left(ctx: Session, run: PlannedRun) -> None:
+    accelerator, needed = run.accelerator, run.needed
     quota = _asked(ctx, "the accelerator quota", lambda: read_quota(ctx))
     line = (quota.gpu if accelerator == "GPU" else quota.tpu) if quota is not None else None
     if quota is None or line is None:
         return
-    needed = needed_seconds(build)
     state = (f"{accelerator} quota: {hours(line.left_s)} left this week ({hours(line.used_s)} of "
              f"{hours(line.total_s)} used), the run needs {hours(needed.seconds)} ({needed.basis})")
     if line.left_s >= needed.seconds:
@@ -152,8 +204,7 @@ def quota_left(ctx: Session, build: BuildResult, accelerator: str) -> None:
         ctx.emit("limits", f"{state}: pushing anyway (--force); Kaggle stops the session when the quota runs out")
         return
     refresh = f"it refreshes {quota.refresh:%a %d %b %H:%M} UTC" if quota.refresh else "it refreshes weekly"
-    raise LimitReached(state, hint=f"{refresh}; run on another accelerator ([kernel] accelerator in kernel.toml), "
-                                   "or --force to push anyway")
+    raise LimitReached(state, hint=f"{refresh}; run on another accelerator ({run.chosen_by}), or --force to push anyway")
 
 
 def session_cap(ctx: Session) -> None:

@@ -27,14 +27,13 @@ from builder.project.credentials import kaggle_username
 from builder.project.image_facts import kernel_image
 from builder.project.layout import KERNEL_METADATA, MANIFEST_FILE
 from builder.project.spec import KernelSpec, spec_of
-from builder.remote.backoff import Retrying
 from builder.remote.history import DATASET, DATASET_INTENT, KERNEL_INTENT, KERNEL_REFUSED, MOUNTED, PUSH
 from builder.remote.inputs import check_inputs
 from builder.remote.kaggle_api import NotFoundError, TransientRemoteError
 from builder.remote.kernel_stamp import stamp, stamped_hash, unstamped_bytes
 from builder.remote.lock import kernel_lock
 from builder.remote.model_weights import attach_model_weights, sync_model_weights
-from builder.remote.preflight import check_before_run, session_cap
+from builder.remote.preflight import check_before_run, planned_run, waited_for_slot
 from builder.remote.run_image import record_last_push_image
 from builder.remote.session import ProgressEvent, PushSettings, Session, open_session, private_tmpdir
 
@@ -125,7 +124,7 @@ def push_built(ctx: Session, build: BuildResult, *, submitting: bool = False) ->
                                (build.weights_hash or "") + (found_wheels[2] if found_wheels else ""))
     current = ctx.adapter.kernel_version(build.kernel_id)
     if _will_run(ctx, build, kernel_hash, current):
-        check_before_run(ctx, build, current=current, submitting=submitting)
+        check_before_run(ctx, planned_run(build, submitting=submitting), current=current)
     code, weights, wheels = sync_bundles(ctx, build, notes, competition_checked=True, wheels=found_wheels)
     pins = pin_sources(Path(build.kernel_dir), [item for item in (code, weights, wheels) if item is not None])
     version, url, action = _sync_kernel(ctx, build, kernel_hash)
@@ -442,7 +441,7 @@ def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[in
                 return adopted, default_url, "adopted"
             continue
         except RemoteError as exc:
-            if isinstance(exc, SessionCapReached) and _waited_for_slot(ctx, rounds, exc):
+            if isinstance(exc, SessionCapReached) and waited_for_slot(ctx, rounds, exc):
                 continue
             # Kaggle answered and refused (it may still have saved a version without its inputs): the
             # next push must push again, not adopt that version as if an interrupted push had made it.
@@ -451,20 +450,6 @@ def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[in
         version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(kernel_id)
         ctx.emit("kernel", f"{kernel_id} v{version} pushed")
         return version, pushed.url or default_url, "pushed"
-
-
-def _waited_for_slot(ctx: Session, rounds: Retrying, exc: SessionCapReached) -> bool:
-    """Kaggle itself refused the push at the GPU session cap (a session kkb could not see, or one that started since
-    it looked): with ``--wait-for-slot``, wait until a slot is free and push again, a bounded number of times."""
-    if not ctx.settings.wait_for_slot:
-        return False
-    session_cap(ctx)  # waits while the account's sessions kkb sees are at the cap
-    delay = rounds.next_delay()
-    if delay is None:
-        return False
-    ctx.emit("limits", f"{exc.message}: pushing again in {delay:.0f}s (--wait-for-slot)")
-    ctx.sleep(delay)
-    return True
 
 
 def _current_is(ctx: Session, kernel_id: str, kernel_hash: str, current: int, last: dict[str, object] | None) -> bool:

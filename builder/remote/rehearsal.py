@@ -15,9 +15,12 @@ the next real run a rehearsal too. The real kernel never attaches the settings d
 The flow: read the local dry run's report (before the build replaces it) for the projected time; build;
 say the machine shape and the projection (``--yes`` is needed over an hour of quota); reuse the last
 rehearsal when nothing changed (same content hashes, notebook and scale; ``--again`` runs anyway); sync
-the datasets exactly as ``kkb push`` does (``push.sync_bundles``); push the rehearsal kernel; wait
-(bounded, with progress); download its output and log into ``build/NAME/dryrun-kaggle/``; record a
-``rehearsal`` in the history. Nothing here calls a submission API.
+the datasets exactly as ``kkb push`` does (``push.sync_bundles``), after Kaggle's limits were asked as for ``kkb
+push`` (``preflight.check_before_run``: the rehearsal kernel's running version, the quota against the projection, the
+GPU session cap; ``--wait-for-slot``, ``--force``, ``--replace``); pin them in the rehearsal kernel's sources; push
+the rehearsal kernel; wait (bounded, with progress); download its output and log into ``build/NAME/dryrun-kaggle/``;
+compare what the run found mounted with what was synced (a dropped pin stops it, named); record a ``rehearsal`` in
+the history. Nothing here calls a submission API.
 """
 
 from __future__ import annotations
@@ -54,8 +57,10 @@ from builder.remote.history import REHEARSAL, REHEARSAL_INTENT, History
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.lock import LOCK_WAIT_S, kernel_lock
 from builder.remote.mounted import expected_from, raise_if_differs, read_other_inputs, verify_mounted
-from builder.remote.push import DatasetResult, LazySession, build_for_push, sync_bundles, sync_dataset
+from builder.remote.preflight import Needed, PlannedRun, check_before_run, push_when_slot
+from builder.remote.push import DatasetResult, LazySession, build_for_push, pin_sources, sync_bundles, sync_dataset
 from builder.remote.run_image import record_run_image
+from builder.remote.runs import spec_accelerator
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits
 
 REHEARSAL_FILE = "kkb_rehearsal.json"  # kkb_runtime.rehearsal.REHEARSAL_FILE (the runtime imports nothing of builder)
@@ -87,6 +92,10 @@ class RehearsalSettings:
     adapter: KaggleAdapter | None = None  # the seam tests hand in
     lock_wait_s: float = LOCK_WAIT_S  # how long to wait for a push/submit of the kernel to finish
     spec: KernelSpec | None = None  # the command's loaded kernel.toml (read once per command); None: load kernel_dir's
+    # Kaggle's limits before the rehearsal kernel is pushed (builder.remote.preflight), as for kkb push.
+    wait_for_slot: bool = False  # wait for a GPU session slot, or for the rehearsal kernel's running version
+    force: bool = False  # push anyway (it bills; Kaggle may refuse or queue it)
+    replace: bool = False  # stop the rehearsal kernel's running version first (Kaggle's API: deleting the kernel)
 
     def __post_init__(self) -> None:
         if self.rerun_scale < 1:
@@ -144,7 +153,8 @@ def _rehearse_locked(settings: RehearsalSettings) -> RehearsalResult:
     local = _local_projection(out_dir / DRYRUN_DIR / REPORT_FILE, spec, kernel_dir, settings.rerun_scale)
     push_settings = PushSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=settings.owner,
                                  base_url=settings.base_url, waits=settings.waits, progress=settings.progress,
-                                 adapter=settings.adapter, spec=spec)
+                                 adapter=settings.adapter, spec=spec, wait_for_slot=settings.wait_for_slot,
+                                 force=settings.force, replace=settings.replace)
     lazy = LazySession(push_settings)
     build = build_for_push(push_settings, lazy)
     ctx = lazy.get()
@@ -296,25 +306,39 @@ def _rehearsal_key(folder: Path, build: BuildResult, scale: int) -> str:
 def _rehearse(ctx: Session, build: BuildResult, plan: RehearsalPlan, folder: Path, key: str,
               settings: RehearsalSettings, out_dir: Path) -> RehearsalResult:
     notes = f"kkb dry-run --on-kaggle {plan.rehearsal_id}"
+    current = ctx.adapter.kernel_version(plan.rehearsal_id)
+    adopted = _adoptable(ctx, plan.rehearsal_id, key, current)
+    if adopted is None:  # a new version will run: Kaggle's limits first, before any upload
+        check_before_run(ctx, _planned_run(build, plan), current=current)
+        if settings.replace:  # --replace may have deleted the kernel: its next version is 1
+            current = ctx.adapter.kernel_version(plan.rehearsal_id)
     code, weights, wheels = sync_bundles(ctx, build, notes)
     rehearsal_meta = folder / "kernel" / KERNEL_METADATA
     _attach_model_sources(Path(build.kernel_dir) / KERNEL_METADATA, rehearsal_meta)
     settings_hash = manifest_for(folder / "settings", plan.settings_dataset).content_hash
-    sync_dataset(ctx, "rehearsal", folder / "settings", plan.settings_dataset, settings_hash, notes)
-    version, url = _push_or_adopt(ctx, folder / "kernel", plan.rehearsal_id, key, build.spec.kernel.timeout_seconds)
+    settings_dataset = sync_dataset(ctx, "rehearsal", folder / "settings", plan.settings_dataset, settings_hash, notes)
+    # Pinned as kkb push pins the real kernel's: a run that mounted another version says which pin was dropped.
+    pins = tuple(pin_sources(folder / "kernel", [item for item in (code, weights, wheels, settings_dataset) if item]))
+    version: int | None
+    if adopted is not None:
+        ctx.emit("kernel", f"{plan.rehearsal_id}: adopting v{adopted}, pushed by an interrupted rehearsal")
+        version, url = adopted, ctx.adapter.web_url(f"code/{plan.rehearsal_id}")
+    else:
+        version, url = _push(ctx, folder / "kernel", plan.rehearsal_id, key, current, build.spec.kernel.timeout_seconds)
     status = _await_run(ctx, plan.rehearsal_id, version, settings.waits)
     target = out_dir / ON_KAGGLE_DIR
     shutil.rmtree(target, ignore_errors=True)
     files = ctx.adapter.kernel_output(plan.rehearsal_id, version, target)
     record_run_image(ctx, plan.rehearsal_id, version, target)  # the image the rehearsal ran on: the drift guard's evidence
     report = _read_report(target, files, plan, version, status, ctx)
-    mounted = verify_mounted(ctx, plan.rehearsal_id, version or 0, target, expected_from(code, weights, wheels))
+    mounted = verify_mounted(ctx, plan.rehearsal_id, version or 0, target, expected_from(code, weights, wheels, pins))
+    report = {**report, "mounted": {key: mounted.get(key) for key in ("ok", "inputs", "differences")}}
     record = ctx.history.append(
         REHEARSAL, kernel=plan.rehearsal_id, of=plan.kernel_id, kernel_version=version, key=key,
         scale=settings.rerun_scale, status=status, verdict=report.get("verdict"), url=url,
         code_dataset=code.ref, code_hash=code.content_hash, code_version=code.version,
         weights_dataset=_ref(weights), weights_hash=weights.content_hash if weights else None,
-        weights_version=weights.version if weights else None, report=report,
+        weights_version=weights.version if weights else None, pins=list(pins), report=report,
     )
     raise_if_differs(mounted, plan.rehearsal_id, version or 0,  # recorded: the rehearsal itself is not lost
                      hint="Kaggle mounted another version than the one just synced; once it is ready on Kaggle, "
@@ -322,18 +346,33 @@ def _rehearse(ctx: Session, build: BuildResult, plan: RehearsalPlan, folder: Pat
     return RehearsalResult(plan, build.spec, "rehearsed", version, status, report, target, str(record["time"]), url)
 
 
-def _push_or_adopt(ctx: Session, folder: Path, kernel_id: str, key: str, timeout: int | None) -> tuple[int | None, str]:
-    """Push the rehearsal kernel, unless an interrupted run of this very rehearsal already did: GPU hours are
-    not spent twice for one question."""
-    current = ctx.adapter.kernel_version(kernel_id)
+def _planned_run(build: BuildResult, plan: RehearsalPlan) -> PlannedRun:
+    """The rehearsal kernel's run for Kaggle's limits: the real kernel's machine, the time the plan projects (else
+    the kernel's timeout, else the competition's limit); it never submits."""
+    spec = build.spec
+    if plan.projected_seconds is not None:
+        needed = Needed(plan.projected_seconds, f"the rehearsal's projection, {plan.projection_basis}")
+    elif spec.kernel.timeout_seconds:
+        needed = Needed(float(spec.kernel.timeout_seconds), "[kernel] timeout_seconds")
+    else:
+        needed = Needed(spec.competition.time_limit_hours * 3600, "the competition's time limit: no dry run projects it")
+    return PlannedRun(plan.rehearsal_id, spec.kernel.machine_shape, spec_accelerator(spec), needed)
+
+
+def _adoptable(ctx: Session, kernel_id: str, key: str, current: int | None) -> int | None:
+    """The version an interrupted run of this very rehearsal pushed (GPU hours are not spent twice for one question)."""
     intent = ctx.history.open_intent(REHEARSAL_INTENT, REHEARSAL, "key", key)
     before = intent.get("version_before") if intent else None
     if intent is not None and current is not None and (before is None or current > before):
-        ctx.emit("kernel", f"{kernel_id}: adopting v{current}, pushed by an interrupted rehearsal")
-        return current, ctx.adapter.web_url(f"code/{kernel_id}")
+        return current
+    return None
+
+
+def _push(ctx: Session, folder: Path, kernel_id: str, key: str, current: int | None,
+          timeout: int | None) -> tuple[int | None, str]:
     ctx.history.append(REHEARSAL_INTENT, kernel=kernel_id, key=key, version_before=current)
     ctx.emit("kernel", f"pushing the rehearsal kernel {kernel_id} (private, internet off)")
-    pushed = ctx.adapter.push_kernel(folder, timeout_seconds=timeout)
+    pushed = push_when_slot(ctx, lambda: ctx.adapter.push_kernel(folder, timeout_seconds=timeout))
     version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(kernel_id)
     return version, pushed.url or ctx.adapter.web_url(f"code/{kernel_id}")
 

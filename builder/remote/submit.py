@@ -67,7 +67,7 @@ def _submit(settings: SubmitSettings) -> SubmitResult:
         ctx = open_session(settings)
         kernel_id, version = kernel_id_of(ctx, spec), settings.version
     if (pushed is None or pushed.kernel_action != "pushed") and _needs_submission(ctx, settings, kernel_id, version):
-        daily_limit(ctx, spec)  # no run is started, but waiting for one that cannot be submitted is no better
+        daily_limit(ctx, spec.competition.slug)  # no run is started, but waiting for one that cannot be submitted is no better
     _await_run(ctx, spec, kernel_id, version)
     _after_run(ctx, spec, kernel_id, version, pushed)
     return _submit_version(ctx, settings, spec, kernel_id, version, pushed)

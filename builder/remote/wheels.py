@@ -3,7 +3,9 @@
 With ``[install] on_kaggle`` a helper kernel with internet on builds every wheel, source packages such as
 apex included, inside Kaggle's own image and keeps them as its output; the inference kernel attaches it
 through ``kernel_sources``. The helper is pushed and awaited through the same session as ``kkb push``
-(its adapter, retries, progress events and polling), and pushed again only when its key changed.
+(its adapter, retries, progress events and polling), pushed again only when its key changed, and only after
+Kaggle's limits were asked as for ``kkb push`` (``preflight.check_before_run``; ``--wait-for-slot``, ``--force``,
+``--replace``).
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from builder.project.layout import HELPER_DIR, KERNEL_METADATA, out_dir_of
 from builder.project.spec import CUDA_ARCH, SPEC_FILE, KernelSpec, spec_of
 from builder.remote.hints import exception_tail
 from builder.remote.kaggle_api import KaggleAdapter
+from builder.remote.limits import accelerator_of
 from builder.remote.lock import kernel_lock
+from builder.remote.preflight import Needed, PlannedRun, check_before_run, push_when_slot
 from builder.remote.push import sync_dataset
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits, open_session, private_tmpdir
 
@@ -59,6 +63,10 @@ class WheelsSettings:
     adapter: KaggleAdapter | None = None     # --on-kaggle: the seam (tests hand one in)
     progress: ProgressFn | None = None
     spec: KernelSpec | None = None  # the command's loaded kernel.toml (read once per command); None: load kernel_dir's
+    # --on-kaggle: Kaggle's limits before the helper kernel is pushed (builder.remote.preflight), as for kkb push;
+    # ``force`` (above) pushes past them too.
+    wait_for_slot: bool = False              # wait for a GPU session slot, or for the helper's running version
+    replace: bool = False                    # stop the helper's running version first (deleting the helper kernel)
 
 
 def build_wheels(settings: WheelsSettings) -> WheelsResult:
@@ -87,9 +95,10 @@ def build_wheels(settings: WheelsSettings) -> WheelsResult:
 # Building on Kaggle: the helper kernel
 # --------------------------------------------------------------------------------------------
 
-# stdlib only; embedded in the helper. Closed under their relative imports (tests/test_wheels.py checks it): the
+# stdlib only; embedded in the helper. Closed under their relative imports (a test checks it): the
 # typed kernel config reads through card, typed and vocabulary.
 RUNTIME_MODULES = ("vocabulary", "typed", "card", "config", "inputs", "install", "wheelhouse")
+HELPER_GPU_NEEDS_S = 3600.0  # the quota a helper compiling CUDA extensions (apex) on a T4 is allowed
 
 
 @dataclass(frozen=True)
@@ -196,8 +205,9 @@ def _push_helper(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, o
     record = read_object(folder / HELPER_RECORD)
     # push's session: the same adapter, retries, progress events and polling as kkb push.
     ctx = open_session(PushSettings(kernel_dir=kernel_dir, out_dir=out_dir, owner=owner, base_url=settings.base_url,
-                                progress=settings.progress, adapter=settings.adapter, waits=settings.waits or Waits(),
-                                    spec=spec))
+                                    progress=settings.progress, adapter=settings.adapter, waits=settings.waits or Waits(),
+                                    spec=spec, wait_for_slot=settings.wait_for_slot, force=settings.force,
+                                    replace=settings.replace))
     name = kernel_dir.resolve().name
     current = ctx.adapter.kernel_version(helper.kernel_id)
     if not settings.force and record.get("key") == helper.key and current is not None and record.get("version") == current:
@@ -205,12 +215,13 @@ def _push_helper(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, o
         if status is not None:  # this key's run finished (or is still running and we do not wait): no new push
             action = "unchanged" if status == "complete" else "pending"
             return WheelsResult(name, "kernel", helper.kernel_id, action, helper.key, folder, kernel_version=current)
+    check_before_run(ctx, _planned_run(helper, settings), current=current)  # a new version runs: before any upload
     if build is not None:
         with private_tmpdir(kernel_dir, ctx.adapter.endpoint):
             sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash,
                           f"kkb wheels {helper.kernel_id}")
     ctx.emit("wheels", f"pushing the helper kernel {helper.kernel_id}")
-    pushed = ctx.adapter.push_kernel(folder)
+    pushed = push_when_slot(ctx, lambda: ctx.adapter.push_kernel(folder))
     version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(helper.kernel_id)
     record = {"key": helper.key, "kernel": helper.kernel_id, "version": version, "built_for": image.to_json()}
     _write_json(folder / HELPER_RECORD, {**record, "status": "pushed"})
@@ -218,6 +229,15 @@ def _push_helper(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, o
     _write_json(folder / HELPER_RECORD, {**record, "status": status})
     return WheelsResult(name, "kernel", helper.kernel_id, "pushed", helper.key, folder, kernel_version=version,
                         kernel_url=pushed.url or None)
+
+
+def _planned_run(helper: HelperKernel, settings: WheelsSettings) -> PlannedRun:
+    """The helper's run for Kaggle's limits: on a GPU only to compile CUDA extensions (an hour allowed, within the
+    time kkb waits for it), else on a CPU, which bills no quota."""
+    shape = helper.metadata.get("machine_shape") if helper.metadata.get("enable_gpu") else None
+    needed = Needed(min(HELPER_GPU_NEEDS_S, settings.run_timeout_s), "compiling CUDA extensions: an hour allowed")
+    return PlannedRun(helper.kernel_id, shape, accelerator_of(shape, bool(shape), False), needed,
+                      chosen_by="[kernel] accelerator in kernel.toml: CUDA extensions compile on its GPU")
 
 
 def _settle_helper(ctx: Session, settings: WheelsSettings, folder: Path, record: Mapping[str, Any], kernel_id: str,

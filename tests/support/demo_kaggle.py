@@ -27,13 +27,13 @@ LOOPBACK_WAITS = Waits(poll_initial_s=0.05, poll_max_s=0.3, dataset_timeout_s=30
 def serve_local_kaggle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: KernelRunner | None,
                        competition: Path = KERNELS / "minimal" / "data" / "competition",
                        internet: tuple[Path, ...] = (), ready_polls: int = 0, workers: int = 1,
-                       image: Path | None = None) -> Iterator[LocalKaggle]:
+                       image: Path | None = None, max_page_size: int | None = None) -> Iterator[LocalKaggle]:
     """A local Kaggle with the test user signed in (env) and ``competition`` registered; ``internet``: the folders
     an internet-on kernel may read (a local package index); ``ready_polls``: status polls a new version answers
     "not ready" first (a push must wait for it); ``workers``: kernel runs at once; ``image``: the description file
-    of the image its runs declare."""
+    of the image its runs declare; ``max_page_size``: the most items a list answer holds (more pages)."""
     settings = ServerSettings(dataset_ready_seconds=0.0, dataset_ready_polls=ready_polls, internet_folders=internet,
-                              workers=workers, image=image)
+                              workers=workers, image=image, max_page_size=max_page_size)
     with LocalKaggle(tmp_path / "kaggle", port=0, settings=settings, runner=runner) as local:
         local.add_user(DEMO_USER, DEMO_KEY)
         local.add_competition(competition)

@@ -2,7 +2,7 @@
 
 * ``GetAcceleratorQuotaStatistics`` (``kaggle quota``): GPU and TPU time used and allowed this week, and when
   the window resets;
-* ``ListKernels`` (``--mine``, most recently run first): what may be running, with its machine shape;
+* ``ListKernels`` (``--mine``, most recently run first, every page): what may be running, with its machine shape;
 * ``DeleteKernel``: Kaggle's API stops a running session no other way. ``CancelKernelSession`` exists in the
   client but takes a session id that no answer of Kaggle's API carries (kaggle-cli #1169, #1174).
 """
@@ -16,6 +16,8 @@ from typing import Any
 from builder.errors import RemoteError
 from builder.remote.kaggle_api.calls import KaggleCalls, split_ref
 from builder.remote.kaggle_api.translate import scrub
+
+MAX_PAGES = 50  # a bound against a list that never ends: 50 pages of 100 kernels
 
 
 @dataclass(frozen=True)
@@ -61,13 +63,21 @@ class AccountCalls(KaggleCalls):
         return Quota(gpu=_line(getattr(response, "gpu_quota", None)), tpu=_line(getattr(response, "tpu_quota", None)),
                      refresh=_utc(getattr(response, "quota_refresh_time", None)))
 
-    def my_kernels(self, limit: int = 50) -> list[KernelInfo]:
-        """The user's kernels, most recently run first (one page of ``limit``)."""
+    def my_kernels(self, page_size: int = 100) -> list[KernelInfo]:
+        """The user's kernels, most recently run first: every page of ``ListKernels`` (its page token followed to
+        the end, ``MAX_PAGES`` at most), so a kernel that runs is found however many the account has."""
+        rows: list[Any] = []
+        token = ""
+        for _ in range(MAX_PAGES):
+            def get(token: str = token) -> Any:
+                return self.api.kernels_list_with_response(mine=True, sort_by="dateRun", page_size=page_size,
+                                                           page_token=token)
 
-        def get() -> Any:
-            return self.api.kernels_list(mine=True, sort_by="dateRun", page_size=limit)
-
-        rows = self.call("listing your kernels", get) or []
+            response = self.call("listing your kernels", get)
+            rows += list(getattr(response, "kernels", None) or [])
+            token = str(getattr(response, "next_page_token", "") or "")
+            if not token:
+                break
         return [_kernel_info(row) for row in rows if row is not None and str(getattr(row, "ref", None) or "")]
 
     def delete_kernel(self, kernel: str) -> None:

@@ -1,0 +1,1 @@
+"""Image cards: the test images (``predict``), their pipelines (``transforms``) and test-time augmentation (``tta``)."""

@@ -1,0 +1,192 @@
+"""Torch cards: the user's ``nn.Module`` over float32 tensors of the feature function's table.
+
+* The features: ``feature_function`` on the test rows (shared with every card naming the same function:
+  ``common.features``), then ``feature_columns`` selected in their order (default: every column
+  the function returns, in its order). A column the table lacks, or one that is not numeric, stops the
+  step naming it.
+* ``preprocessor``: the fitted scaler / encoder the training saved (joblib, the card's ``allow_joblib``;
+  ``pickle_main`` for classes saved from a notebook), its ``transform`` on those columns: given a
+  DataFrame when it was fitted on one (``feature_names_in_``), else the array. One for every fold, or
+  one per fold (the build pairs them, recorded in each checkpoint entry).
+* The net: ``factory(**model_kwargs)`` with each fold's state dict loaded strictly (the build wrote
+  them as safetensors, ``{fold: state_dict}`` files split), in eval mode, on CUDA when there; batches of
+  ``batch_size`` rows, ``activation`` on the output, autocast only with ``amp``. Folds are averaged by
+  ``fold_weights``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..card import NetworkBuilt, NetworkCard, NetworkFold, weighted_folds
+from ..config import KernelConfig
+from ..steps import write_step_meta
+from ..typed import omitted
+from .common import device as devices
+from .common import models
+from .common.estimators import load_estimator
+from .common.features import feature_table, features
+from .common.tables import first_rows, plain, table_job, write_table_output
+from .common.unit import ViewRows, runtime_card
+
+
+@dataclass(frozen=True)
+class TorchCard(NetworkCard):
+    feature_function: str | None
+    feature_columns: tuple[str, ...]  # the net's inputs in its training order (none: every column, in its order)
+    preprocessor: str | tuple[str, ...] | None  # the file(s) as kernel.toml names them; each fold's is in its record
+    allow_joblib: bool
+    pickle_main: str | None
+
+
+@dataclass(frozen=True)
+class TorchFold(NetworkFold):
+    preprocessor: str | None = field(metadata=omitted())  # this fold's fitted scaler / encoder (None: none)
+
+
+@dataclass(frozen=True)
+class TorchBuilt(NetworkBuilt):
+    checkpoints: tuple[TorchFold, ...]
+    preprocessing: Mapping[str, str]  # what the kernel does to the feature table before the net, in words
+
+
+def select_columns(card: TorchCard, frame: pd.DataFrame) -> pd.DataFrame:
+    """``feature_columns`` in their order (all columns without it); every one numeric."""
+    wanted = list(card.feature_columns)
+    if wanted:
+        missing = [column for column in wanted if column not in frame.columns]
+        if missing:
+            raise models.ModelLoadError(
+                f"model '{card.name}': feature_columns names {len(missing)} column(s) the feature table lacks: "
+                f"{', '.join(_with_match(column, frame.columns) for column in missing[:8])} "
+                f"(it has: {', '.join(map(str, list(frame.columns)[:20]))})")
+        frame = frame[wanted]
+    return frame
+
+
+def _with_match(column: str, columns: Sequence[Any]) -> str:
+    close = difflib.get_close_matches(column, [str(name) for name in columns], n=1, cutoff=0.75)
+    return f"{column} (did you mean {close[0]}?)" if close else column
+
+
+def as_inputs(card: TorchCard, frame: pd.DataFrame, preprocessor: Any = None) -> np.ndarray:
+    """The net's input: the preprocessor's transform when there is one, as a (rows, features) float32 array."""
+    if preprocessor is not None:
+        names = getattr(preprocessor, "feature_names_in_", None)
+        try:
+            values = preprocessor.transform(frame if names is not None else frame.to_numpy())
+        except Exception as exc:
+            raise models.ModelLoadError(f"model '{card.name}': the preprocessor's transform fails on the "
+                                        f"{frame.shape[1]} feature column(s): {type(exc).__name__}: {exc}") from None
+        values = values.toarray() if hasattr(values, "toarray") else values  # a sparse one-hot encoder
+        values = values.to_numpy() if isinstance(values, pd.DataFrame) else values
+    else:
+        text = [str(column) for column, dtype in frame.dtypes.items()
+                if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype))]
+        if text:
+            raise models.ModelLoadError(f"model '{card.name}': feature column(s) {', '.join(text[:8])} are not numeric: "
+                                        "a net reads float32 (encode them in the feature function, or set preprocessor)")
+        values = frame.to_numpy()
+    try:
+        array = np.ascontiguousarray(np.asarray(values, dtype=np.float32))
+    except (TypeError, ValueError) as exc:
+        raise models.ModelLoadError(f"model '{card.name}': the features are not numbers: {exc}") from None
+    if array.ndim != 2 or array.shape[0] != len(frame):
+        raise models.ModelLoadError(f"model '{card.name}': the features are shaped {tuple(array.shape)} for "
+                                    f"{len(frame)} rows, not (rows, features)")
+    return array
+
+
+def load_preprocessors(card: TorchCard, built: TorchBuilt, weights: Path) -> dict[str, Any]:
+    """Each preprocessor file the build recorded, loaded once (the card's allow_joblib and pickle_main)."""
+    files = {fold.preprocessor for fold in built.checkpoints if fold.preprocessor}
+    return {name: load_estimator(card, weights / name) for name in sorted(files)}
+
+
+def predict_array(card: TorchCard, model: Any, inputs: np.ndarray, choice: devices.DeviceChoice,
+                  target: Any) -> np.ndarray:
+    """The net over ``inputs`` in batches: (rows, num_classes) after the card's activation."""
+    import torch
+
+    model = model.to(target)
+    finish = models.activation(card.activation)
+    batch = card.batch_size
+    autocast = torch.autocast("cuda") if card.amp and choice.kind == "cuda" else contextlib.nullcontext()
+    parts = []
+    with torch.inference_mode(), autocast:
+        for start in range(0, len(inputs), batch):
+            output = model(torch.from_numpy(inputs[start:start + batch]).to(target))
+            if not isinstance(output, torch.Tensor):
+                raise models.ModelLoadError(f"model '{card.name}': forward returned {type(output).__name__}, "
+                                            "not a tensor of (rows, num_classes)")
+            output = output.float().reshape(len(output), -1)
+            parts.append(finish(output).cpu().numpy())
+    values = np.concatenate(parts).astype(np.float64) if parts else np.zeros((0, card.num_classes))
+    if values.shape != (len(inputs), card.num_classes):
+        raise models.ModelLoadError(f"model '{card.name}': the net outputs {values.shape[1]} value(s) per row, "
+                                    f"num_classes = {card.num_classes}")
+    return values
+
+
+def run(card: TorchCard, built: TorchBuilt, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
+    """``predict --model NAME`` for a torch card: features (once per run), each fold, averaged, written."""
+    job = table_job(card, out, environ, config)
+    started = time.perf_counter()
+    frame, shared = feature_table(card, job, environ)
+    frame = select_columns(card, frame)
+    choice = devices.choose_device(environ)
+    target = devices.torch_device(choice)
+    folds = weighted_folds(card, built.checkpoints)
+    print(f"[kkb] {card.name}: torch net on {devices.summary(choice)}; {len(job.ids)} rows x {frame.shape[1]} features, "
+          f"{len(folds)} fold(s)" + (f"; features {'computed' if shared['computed'] else 'read from step ' + shared['computed_by']}"
+                                     if shared else ""), flush=True)
+    scalers = load_preprocessors(card, built, job.weights_dir)
+    inputs: dict[str | None, np.ndarray] = {}
+    weighted, load_seconds = [], 0.0
+    for fold, weight in folds:
+        loaded = time.perf_counter()
+        model = models.load_weights(models.from_factory(card), card, job.weights_dir, fold.file, built.checkpoint_key)
+        load_seconds += time.perf_counter() - loaded
+        key = fold.preprocessor
+        if key not in inputs:
+            inputs[key] = as_inputs(card, frame, scalers[key] if key else None)
+        weighted.append(predict_array(card, model, inputs[key], choice, target) * weight)
+        del model
+        devices.free_memory(choice)
+    values = np.sum(weighted, axis=0) / sum(weight for _, weight in folds)
+    written = write_table_output(job, values)
+    write_step_meta(written, rows=len(job.ids), load_seconds=round(load_seconds, 4),
+                    infer_seconds=round(time.perf_counter() - started - load_seconds, 4),
+                    features=shared)
+    return written
+
+
+def view(card: TorchCard, built: TorchBuilt, config: KernelConfig, weights: Path, data: Path, rows: int) -> ViewRows:
+    """The feature row in the net's order (``feature_columns``), and the float32 values the net receives after the
+    first fold's preprocessor, when it has one."""
+    frame = select_columns(card, features(card, first_rows(config, data, rows), config.submission.id_column))
+    scaler = built.checkpoints[0].preprocessor
+    inputs = as_inputs(card, frame, load_estimator(card, weights / scaler) if scaler else None)
+    out = []
+    for index, (_, row) in enumerate(frame.iterrows()):
+        entry: dict[str, Any] = {"features": [{"name": str(column), "dtype": str(frame[column].dtype), "value": plain(value)}
+                                              for column, value in row.items()]}
+        if scaler:
+            entry["net_input"] = [round(float(value), 6) for value in inputs[index]]
+        out.append(entry)
+    return out
+
+
+UNIT = runtime_card(TorchCard, TorchBuilt, run, view)
+
+__all__ = ["UNIT", "TorchBuilt", "TorchCard", "TorchFold", "as_inputs", "load_preprocessors", "predict_array", "run",
+           "select_columns", "view"]
