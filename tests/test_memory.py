@@ -172,6 +172,21 @@ def test_far_below_the_limit_the_memory_is_read_rarely_but_at_once_when_the_resi
         process.wait()
 
 
+def test_growth_up_to_an_earlier_high_waits_for_its_reading_and_past_the_limit_reads_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second step loading the same libraries again grows to the first one's high: read when due, not at once.
+    A resident total past the limit is read at once, whenever due (PSS may be past it too)."""
+    resident = [100 * MIB]
+    monkeypatch.setattr(memory, "resident_bytes", lambda processes: resident[0])
+    watch = MemoryWatch(os.getpid(), 2 * 1024 * MIB, lambda: None, kind=MemoryAccounting.PSS)
+    readings: list[int] = []
+    monkeypatch.setattr(watch.accountant, "sample", lambda processes: readings.append(resident[0]) or 50 * MIB)
+    for total in (100, 900, 150, 890, 1200, 1950, 2100):  # MiB, one tick each, long before a reading is due
+        resident[0] = total * MIB
+        watch.tick(processes=[])
+    assert [reading // MIB for reading in readings] == [100, 900, 1200, 1950, 2100]  # the last: past the limit alone
+
+
 def test_a_cgroup_accountant_sets_the_limit_and_reads_the_oom_killer(tmp_path: Path) -> None:
     """Against a folder laid out like a cgroup (the real one needs a delegated controller: skipped below)."""
     accountant = CgroupAccountant(tmp_path, 512 * MIB)
@@ -214,7 +229,7 @@ def test_the_choice_falls_back_and_says_why(monkeypatch: pytest.MonkeyPatch) -> 
 def test_the_report_names_the_accounting_that_ran() -> None:
     assert memory_enforcement(2 * 1024**3, MemoryAccounting.PSS).how == (
         "2.0 GiB, pss: the run's summed PSS (shared pages once), read every 0.1-2 s and at once when the resident total "
-        "grows; the whole run is killed past it")
+        "reaches a new high; the whole run is killed past it")
 
 
 def test_the_watch_remembers_the_tree_it_saw() -> None:

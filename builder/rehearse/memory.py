@@ -15,7 +15,8 @@ never counted (a torch process reserves twice what it uses). Three accountants, 
     sizes over the kernel's process tree, plus what the sandbox's own ``/dev/shm`` holds that no process maps
     (:mod:`builder.run.shared_memory`: the container's cgroup charges those pages too), read every 0.1-2 s (less
     often far below the limit, and never more than 5 % of a core) and at once when the tree's resident total
-    (cheap, checked every 0.1 s) grows. A page shared by n processes counts 1/n in each, so the sum counts it
+    (cheap, checked every 0.1 s) grows past its highest so far or past the limit (PSS ≤ RSS: below the limit in
+    RSS, the run is below it). A page shared by n processes counts 1/n in each, so the sum counts it
     once. Past the limit the whole tree is killed with SIGKILL.
 ``none``
     Where neither works (macOS, a locked /proc): the summed RSS is sampled for the report only and
@@ -294,7 +295,7 @@ ACCOUNTANTS: dict[MemoryAccounting, Callable[[int | None], Accountant]] = {
 DESCRIPTIONS: dict[MemoryAccounting, str] = {
     MemoryAccounting.CGROUP: "cgroup v2 memory.max on the whole run (the kernel's OOM killer ends it, as on Kaggle)",
     MemoryAccounting.PSS: "the run's summed PSS (shared pages once), read every 0.1-2 s and at once when the resident "
-                          "total grows; the whole run is killed past it",
+                          "total reaches a new high; the whole run is killed past it",
     MemoryAccounting.NONE: "not enforced while the run goes: the summed RSS is judged afterwards",
 }
 
@@ -313,7 +314,7 @@ class MemoryWatch:
         self.seen: dict[int, psutil.Process] = {pid: self.root}
         self._parents: dict[int, int] = {}  # every pid in /proc at the last tick -> its parent when first seen
         self._members: set[int] = {pid}  # the live pids of the tree
-        self._due, self._resident_seen = 0.0, 0  # the next reading of the memory; the resident total at the last
+        self._due, self._resident_seen = 0.0, 0  # the next reading of the memory; the highest resident total a reading saw
         self.peak = 0
         self.exceeded_at: int | None = None  # the total that passed the limit (this watch killed the run)
         self.accountant.attach([process.pid for process in self.tree()])
@@ -352,13 +353,17 @@ class MemoryWatch:
         # what a sandbox's /dev/shm holds grows no process's resident size: it is part of the cheap total too
         started = time.monotonic()
         resident = resident_bytes(processes) + sandbox_shm_bytes(process.pid for process in processes)
-        if now or started >= self._due or resident > self._resident_seen * GROWTH + GROWTH_BYTES:
+        # Read at once only where it may matter: past the highest resident total read so far (a new peak), or past
+        # the limit (PSS <= RSS: below it, the limit cannot have been passed). A run's second and later steps load
+        # the same libraries again; their growth up to the earlier high is read when due, not at every 10 %.
+        grew = resident > self._resident_seen * GROWTH + GROWTH_BYTES or (self.limit and resident > self.limit)
+        if now or started >= self._due or grew:
             # The cost in this thread's CPU time, not the wall clock: on a loaded machine a reading waits for a CPU,
             # and a wall-clock cost would stretch the interval past short runs' peaks.
             cpu = time.thread_time()
             total = self.sample(processes)
             self._due = started + self.interval(total, time.thread_time() - cpu)
-            self._resident_seen = resident
+            self._resident_seen = max(self._resident_seen, resident)
 
     def interval(self, total: int, cost: float) -> float:
         """The wait before the next reading of the memory, ``cost`` the CPU seconds the last one took: it keeps to a
