@@ -38,6 +38,7 @@ from builder.bundle.files import (
     swap_into_place,
     write_metadata,
 )
+from builder.bundle.function_args import check_function_args
 from builder.bundle.kernel_config import Ids, kernel_config
 from builder.bundle.model_weights import DRY_RUN_VERSION, model_source, publishes_model, weights_model_id, write_model_metadata
 from builder.bundle.preflight import CardCheck, check_against_public_data
@@ -258,6 +259,7 @@ def _selections(spec: KernelSpec, kernel_dir: Path, secrets: tuple[Secret, ...],
     refuse_credentials(weights, "weights", secrets, scans, hashes)
     _check_step_scripts(spec, kernel_dir, code)
     check_postprocess(spec, kernel_dir, code)  # functions in the code dataset, no stage on the id column
+    check_function_args(spec, kernel_dir, code)  # encode_args, feature_args, a stage's args: the signatures take them
     return code, dict(sorted(weights.items()))
 
 

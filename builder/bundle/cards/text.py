@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from builder.bundle.cards.text_checks import check_files, check_max_len
-from builder.bundle.cards.unit import Extra, build_card, kernel_card, public_test_rows
+from builder.bundle.cards.unit import Extra, build_card, build_context, kernel_card, public_test_rows
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
 from builder.bundle.user_code import user_code
@@ -208,7 +208,8 @@ def _public_rows(card: runtime_text.TextCard, tokenizer: Any, spec: KernelSpec, 
     with user_code(f"{kernel_dir / SPEC_FILE}: models.{card.name}", "on the public test", [kernel_dir], card=card.name,
                    function=card.encode_function, hint="the encode function gets the test rows and the tokenizer and "
                                                        "returns the input ids per row"):
-        return text_inputs.encode_rows(tokenizer, card, table.reset_index(drop=True)).input_ids
+        return text_inputs.encode_rows(tokenizer, card, table.reset_index(drop=True),
+                                       build_context(card, kernel_dir, data)).input_ids
 
 
 def _decoded(tokenizer: Any, ids: list[int]) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from builder.bundle.cards.unit import Extra, build_card, built_as, fold_notes, kernel_card, public_test_rows, public_test_table
+from builder.bundle.cards.unit import Extra, build_card, build_context, built_as, fold_notes, kernel_card, public_test_rows, public_test_table
 from builder.bundle.checkpoints import GLOB_CHARACTERS, checkpoint_sources
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
 from builder.bundle.user_code import user_code
@@ -180,7 +180,8 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Torc
             rows = public_test_rows(spec, data, path, sample)
             with user_code(where, "on the public test", [kernel_dir], card=card.name, function=card.feature_function,
                            hint=_predict_hint()):
-                frame = runtime_torch.select_columns(resolved, features(resolved, rows, id_column))
+                frame = runtime_torch.select_columns(resolved, features(resolved, rows, id_column,
+                                                                        build_context(resolved, kernel_dir, data)))
             with user_code(where, "on the public test", [kernel_dir], card=card.name, file=scalers[0] if scalers else None,
                            hint=_predict_hint()):
                 scaler = load_estimator(resolved, kernel_dir / scalers[0]) if scalers else None

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..card import NetworkBuilt, NetworkCard
+from ..typed import JsonValue
 from .common import device as devices
 from .common import models
 from .common.models import activation
@@ -41,6 +42,7 @@ class TextCard(NetworkCard):
     head_tokens: int | None
     output: int | str | None  # what forward() returns, when it is not the logits
     encode_function: str | None  # the notebook's own tokenization (kkb_runtime.cards.text_inputs)
+    encode_args: Mapping[str, JsonValue]  # the encode function's keyword arguments
     padding: Literal["dynamic", "max_length"]
     column_max_len: Mapping[str, int]
 

@@ -30,18 +30,19 @@ import pandas as pd
 from ..card import NetworkBuilt, NetworkCard, NetworkFold, weighted_folds
 from ..config import KernelConfig
 from ..steps import write_step_meta
-from ..typed import omitted
+from ..typed import JsonValue, omitted
 from .common import device as devices
 from .common import models
 from .common.estimators import load_estimator
 from .common.features import feature_table, features
-from .common.tables import first_rows, plain, table_job, write_table_output
+from .common.tables import first_rows, plain, table_job, view_context, write_table_output
 from .common.unit import ViewRows, runtime_card
 
 
 @dataclass(frozen=True)
 class TorchCard(NetworkCard):
     feature_function: str | None
+    feature_args: Mapping[str, JsonValue]  # the feature function's keyword arguments
     feature_columns: tuple[str, ...]  # the net's inputs in its training order (none: every column, in its order)
     preprocessor: str | tuple[str, ...] | None  # the file(s) as kernel.toml names them; each fold's is in its record
     allow_joblib: bool
@@ -141,7 +142,7 @@ def run(card: TorchCard, built: TorchBuilt, out: Path, environ: Mapping[str, str
     """``predict --model NAME`` for a torch card: features (once per run), each fold, averaged, written."""
     job = table_job(card, out, environ, config)
     started = time.perf_counter()
-    frame, shared = feature_table(card, job, environ)
+    frame, shared = feature_table(card, job, environ, job.context(card, config))
     frame = select_columns(card, frame)
     choice = devices.choose_device(environ)
     target = devices.torch_device(choice)
@@ -173,7 +174,8 @@ def run(card: TorchCard, built: TorchBuilt, out: Path, environ: Mapping[str, str
 def view(card: TorchCard, built: TorchBuilt, config: KernelConfig, weights: Path, data: Path, rows: int) -> ViewRows:
     """The feature row in the net's order (``feature_columns``), and the float32 values the net receives after the
     first fold's preprocessor, when it has one."""
-    frame = select_columns(card, features(card, first_rows(config, data, rows), config.submission.id_column))
+    frame = select_columns(card, features(card, first_rows(config, data, rows), config.submission.id_column,
+                                          view_context(card, config, weights, data)))
     scaler = built.checkpoints[0].preprocessor
     inputs = as_inputs(card, frame, load_estimator(card, weights / scaler) if scaler else None)
     out = []

@@ -38,6 +38,13 @@ def check_module(value: str | None) -> str | None:
     return value
 
 
+def check_arguments(card: CardBase, function: str, arguments: str) -> None:
+    """A card's ``*_args`` only beside the function they are passed to (never ignored)."""
+    if getattr(card, arguments) and getattr(card, function) is None:
+        raise ValueError(f"[[models]] '{card.name}': {arguments} are passed to {function} as keyword arguments, and the "
+                         f"card has no {function}: set it, or drop {arguments}")
+
+
 class CardBase(StrictModel):
     """The keys of every kind: its name, its kind, its step, its columns, its checkpoints (folds), its width."""
 
@@ -138,4 +145,5 @@ class NetworkCard(CardBase):
         return value
 
 
-__all__ = ["DEFAULT", "MODEL_DEFAULTS", "ORIGINS_KEY", "SET", "CardBase", "NetworkCard", "check_module", "check_reference"]
+__all__ = ["DEFAULT", "MODEL_DEFAULTS", "ORIGINS_KEY", "SET", "CardBase", "NetworkCard", "check_arguments", "check_module",
+           "check_reference"]

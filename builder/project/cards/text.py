@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from builder.kkb_runtime.vocabulary import CardKind
-from builder.project.cards.base import NetworkCard, check_reference
+from builder.project.cards.base import NetworkCard, check_arguments, check_reference
 from builder.project.spec_values import relative_path
 from builder.project.text_inputs import check_text_inputs
 
@@ -33,6 +33,8 @@ class TextCard(NetworkCard):
     # --- parity with a notebook's own input (builder.project.text_inputs, docs/parity.md) ---------------
     # "module:function": the notebook's own tokenization (the test table and the tokenizer in, input ids per row out).
     encode_function: str | None = None
+    # The encode function's own arguments, passed as keyword arguments (two cards, one function, two budgets).
+    encode_args: dict[str, Any] = Field(default_factory=dict)
     # "dynamic": each length-sorted batch padded to its longest row; "max_length": every batch to max_len.
     padding: Literal["dynamic", "max_length"] = "dynamic"
     # Where kkb's own truncation is used: each text column's own budget of tokens, before the columns are joined.
@@ -62,6 +64,7 @@ class TextCard(NetworkCard):
             raise ValueError(f"[[models]] '{self.name}': a text card needs model_dir (a folder with the transformers "
                              "config.json) or factory ('package.module:function' returning the nn.Module), or both")
         check_text_inputs(self)  # encode_function, or text_columns (and column_max_len naming them)
+        check_arguments(self, "encode_function", "encode_args")
         return self
 
 
