@@ -22,7 +22,7 @@ from typing import Any
 from builder import __version__
 from builder.bundle.card_run import CardRunPlan, call_seconds, run_cards
 from builder.bundle.cards import card_files, record_notes, require_card_extras
-from builder.bundle.cards.settings import ResolvedSetting, resolved_settings
+from builder.bundle.cards.settings import ResolvedSetting, blend_note, resolved_settings
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.clean_scans import CleanScans
 from builder.bundle.competition_checks import check_competition, with_competition_metric
@@ -263,6 +263,11 @@ def _selections(spec: KernelSpec, kernel_dir: Path, secrets: tuple[Secret, ...],
     return code, dict(sorted(weights.items()))
 
 
+def blend_notes(spec: KernelSpec) -> tuple[str, ...]:
+    note = blend_note(spec)
+    return (note,) if note else ()
+
+
 def _not_built(selected: dict[str, Path], kernel_dir: Path, out_dir: Path) -> dict[str, Path]:
     """The selection without kkb's own output: ``kkb build .`` from inside the kernel folder builds into its
     ``build/NAME`` (and stages beside it), which a pattern such as ``**/*.py`` would otherwise take in."""
@@ -325,7 +330,7 @@ def _build_into(stage: Path, out_dir: Path, names: _Names, plan: CardRunPlan, ma
         weights_hash=weights_manifest.content_hash if weights_manifest else None,
         code_bytes=code_manifest.total_bytes, weights_bytes=weights_manifest.total_bytes if weights_manifest else 0,
         # every reorder/mapping of a model's input or output; what the Dependency Manager installs
-        model_notes=record_notes(cards) + notes + (manager.notes if manager else ()),
+        model_notes=record_notes(cards) + notes + (manager.notes if manager else ()) + blend_notes(spec),
         card_settings=resolved_settings(cards, spec.models),
     )
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass, fields
 
 from builder.kkb_runtime.card import BuiltCard
 from builder.kkb_runtime.typed import write
+from builder.kkb_runtime.vocabulary import CombineKind
 from builder.project.cards import SET, CardBase
+from builder.project.spec import KernelSpec
 
 
 @dataclass(frozen=True)
@@ -52,4 +54,17 @@ def resolved_settings(cards: Sequence[BuiltCard], models: Sequence[CardBase]) ->
     return tuple(found)
 
 
-__all__ = ["ResolvedSetting", "kernel_value", "resolved_settings"]
+def blend_note(spec: KernelSpec) -> str | None:
+    """The blend the kernel computes, when its steps are weighted: ``blend: submission = 0.2 × lgbm + 0.4 × net
+    (combine = weighted_sum)``; None for an unweighted combine."""
+    combine = spec.submission.combine
+    if combine not in (CombineKind.WEIGHTED_SUM, CombineKind.WEIGHTED_MEAN) or not spec.steps:
+        return None
+    terms = " + ".join(f"{step.weight:g} × {step.name}" for step in spec.steps)
+    total = sum(step.weight for step in spec.steps)
+    blend = terms if combine == CombineKind.WEIGHTED_SUM else f"({terms}) / {total:g}"
+    origin = "from the cards' weights" if any(card.weight is not None for card in spec.models) else "from [[steps]] weight"
+    return f"blend: submission = {blend} (combine = {combine}, {origin})"
+
+
+__all__ = ["ResolvedSetting", "blend_note", "kernel_value", "resolved_settings"]

@@ -54,6 +54,8 @@ class CardBase(StrictModel):
     step: bool = True
     # The prediction columns this card writes, when not all of them (a column group: copied to its implicit step).
     columns: list[str] = Field(default_factory=list)
+    # This card's weight in a blend of cards (copied to its implicit step): `combine` sums weight × prediction.
+    weight: float | None = Field(default=None, gt=0)
     checkpoint: str | list[str]
     fold_weights: list[float] | None = None
     num_classes: int = Field(gt=0)
