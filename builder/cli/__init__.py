@@ -336,6 +336,8 @@ def dry_run(
     reference_tolerance: float | None = _REFERENCE_TOLERANCE_OPT,
     reference_step: list[str] = _REFERENCE_STEP_OPT,
     show_inputs: int | None = _SHOW_INPUTS_OPT,
+    all_columns: bool = typer.Option(False, "--all-columns", help="--show-inputs: every value of a row (default: what "
+                                     "fits in 200 characters)."),
     env: list[str] = _ENV_OPT,
 ) -> None:
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
@@ -365,7 +367,7 @@ def dry_run(
     if as_json:
         _print_json("dry-run", report.to_json())
     else:
-        _show_dry_run(report, show_inputs=show_inputs is not None)
+        _show_dry_run(report, show_inputs=show_inputs is not None, all_columns=all_columns)
     _raise_unless_ok(report)
 
 

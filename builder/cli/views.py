@@ -21,6 +21,7 @@ from builder.bundle.cards.settings import ResolvedSetting
 from builder.bundle.wheels import WheelsResult
 from builder.errors import KkbError
 from builder.project.init import InitResult
+from builder.rehearse.card_inputs import lines as input_lines
 from builder.rehearse.report import DryRunReport, ScenarioReport
 from builder.remote.push import PushResult
 from builder.remote.rehearsal import RehearsalResult
@@ -188,7 +189,8 @@ def _show_heading(report: DryRunReport, heading: str | None) -> None:
         console.print(f"[yellow]image:[/yellow] {_escape(note)}", highlight=False)
 
 
-def _show_dry_run(report: DryRunReport, heading: str | None = None, show_inputs: bool = False) -> None:
+def _show_dry_run(report: DryRunReport, heading: str | None = None, show_inputs: bool = False,
+                  all_columns: bool = False) -> None:
     _show_heading(report, heading)
     table = Table(box=None, header_style="bold")
     for name in ("scenario", "verdict", "time", "projected", "limit", "peak RAM", "peak GPU"):
@@ -223,15 +225,16 @@ def _show_dry_run(report: DryRunReport, heading: str | None = None, show_inputs:
         if last.variables_summary:  # every variable with its value and origin: report.json
             console.print(f"[dim]kernel environment: {_escape(last.variables_summary)}[/dim]", highlight=False)
     _show_reference(report.reference)
-    _show_inputs(report.inputs if show_inputs else [])
+    _show_inputs(report.inputs if show_inputs else [], all_columns)
     console.print(f"notebooks and report: {report.out_dir} (report.html)", highlight=False)
 
 
-def _show_inputs(inputs: list[dict[str, Any]]) -> None:
-    """``--show-inputs``: what each card feeds its model, for the first test rows."""
+def _show_inputs(inputs: list[dict[str, Any]], all_columns: bool = False) -> None:
+    """``--show-inputs``: what each card feeds its model, for the first test rows (every value with ``--all-columns``)."""
     if inputs:
         console.print("[bold]inputs[/bold] (what each card feeds its model)", highlight=False)
-    for line in (line for entry in inputs for line in entry.get("lines", [])):
+    shown = (input_lines(entry, None) if all_columns else entry.get("lines", []) for entry in inputs)
+    for line in (line for entry_lines in shown for line in entry_lines):
         console.print(f"  {_escape(line)}", highlight=False, soft_wrap=True)
 
 

@@ -133,10 +133,17 @@ def check_blend_written(steps: Any, cards: list[Any]) -> None:
         if not isinstance(step, Mapping):
             continue
         for name, weight in weighted.items():
+            if _own_step(step, name, weight):
+                continue  # the card's step as kkb added it (a spec read back from what the build wrote)
             if re.search(rf"--model(=|\s+){re.escape(name)}(\s|$)", str(step.get("run", ""))):
                 raise ValueError(f"[[steps]] '{step.get('name')}' runs models.{name}, which has weight = {weight}: a "
                                  "card's weight weighs the step kkb adds for it, and this step has its own (weight, "
                                  f"default 1.0): give the step its weight and drop the card's, or drop the step")
+
+
+def _own_step(step: Mapping[str, Any], name: str, weight: Any) -> bool:
+    return (step.get("name") == name and step.get("run") == PREDICT_STEP.format(name=name)
+            and step.get("weight") == weight)
 
 
 def blend_combine(submission: Any, steps: Any, cards: list[Any]) -> Any:
