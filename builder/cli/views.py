@@ -60,14 +60,17 @@ def _show_card_settings(settings: tuple[ResolvedSetting, ...]) -> None:
     for card in dict.fromkeys(setting.card for setting in settings):
         own = [setting for setting in settings if setting.card == card]
         console.print(f"  card     models.{card}: not set on the card, the kernel uses", markup=False, highlight=False)
-        shown = [setting for setting in own if not setting.unset]
+        shown = [setting for setting in own if not setting.unset and not setting.unused]
         width = max((len(setting.key) for setting in shown), default=0)
         for setting in shown:
             console.print(f"             {setting.key:<{width}} = {setting.value}  ({setting.origin})", markup=False,
                           highlight=False)
-        off = [setting.key for setting in own if setting.unset]
+        off = [setting.key for setting in own if setting.unset and not setting.unused]
         if off:
             console.print(f"             unset: {', '.join(off)}", markup=False, highlight=False)
+        for why in dict.fromkeys(setting.unused for setting in own if setting.unused):
+            keys = [setting.key for setting in own if setting.unused == why]
+            console.print(f"             unused ({why}): {', '.join(keys)}", markup=False, highlight=False)
 
 
 def _shown_path(path: Path, kernel_dir: Path) -> str:

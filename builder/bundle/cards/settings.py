@@ -24,6 +24,7 @@ class ResolvedSetting:
     key: str
     value: str  # the value as the kernel reads it (JSON)
     origin: str  # default, [model_defaults], base 'NAME'
+    unused: str | None = None  # why the kernel ignores it (an encode function does the tokenization), or None
 
     @property
     def unset(self) -> bool:
@@ -50,7 +51,8 @@ def resolved_settings(cards: Sequence[BuiltCard], models: Sequence[CardBase]) ->
             value = kernel_value(card, key) if card is not None else getattr(model, key)
             if isinstance(value, dict) and not isinstance(getattr(model, key), dict):
                 value = getattr(model, key)  # a pipeline the build serialised: the card's own setting
-            found.append(ResolvedSetting(model.name, key, json.dumps(value, default=str), origin))
+            found.append(ResolvedSetting(model.name, key, json.dumps(value, default=str), origin,
+                                         model.unused_keys().get(key)))
     return tuple(found)
 
 

@@ -161,9 +161,12 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Text
 def notes(spec: KernelSpec, kernel_dir: Path, data: Path | None, card: TextCard) -> list[str]:
     """One warning per token the card's input maps to the unknown token (``data``: the public data, or None)."""
     kernel = to_kernel(card)
+    precision = [f"models.{card.name}: amp = true: float16 autocast on a GPU, where the notebook's plain forward ran "
+                 "float32; a dry run on the CPU (and --reference there) runs float32 and cannot see the difference"] \
+        if card.amp else []
     with user_code_importable(kernel_dir), offline_environment():
         tokenizer = runtime_text.load_tokenizer(kernel, kernel_dir)
-        return _unknown_tokens(kernel, tokenizer, spec, kernel_dir, data)
+        return precision + _unknown_tokens(kernel, tokenizer, spec, kernel_dir, data)
 
 
 def _unknown_tokens(card: runtime_text.TextCard, tokenizer: Any, spec: KernelSpec, kernel_dir: Path,

@@ -83,6 +83,10 @@ class CardBase(StrictModel):
     def origins(self) -> dict[str, str]:
         return {key: self.origin(key) for key in type(self).model_fields}
 
+    def unused_keys(self) -> dict[str, str]:
+        """Keys this card's other settings make the kernel ignore, and why (``kkb build`` shows them as unused)."""
+        return {}
+
     @field_validator("checkpoint")
     @classmethod
     def _checkpoints_inside(cls, value: str | list[str]) -> str | list[str]:

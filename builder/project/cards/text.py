@@ -9,13 +9,15 @@ from pydantic import Field, field_validator, model_validator
 from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.cards.base import NetworkCard, check_arguments, check_reference
 from builder.project.spec_values import relative_path
-from builder.project.text_inputs import check_text_inputs
+from builder.project.text_inputs import OWN_TOKENIZATION, check_text_inputs
 
 
 class TextCard(NetworkCard):
     """``model_dir`` (config.json and the tokenizer's files) or ``factory``, and the text columns it reads."""
 
     kind: Literal[CardKind.TEXT]
+    # float16 autocast on a GPU only when asked: a notebook's transformers inference runs float32 unless it says so.
+    amp: bool = False
     # A folder in the kernel folder with config.json (and the tokenizer's files): shipped in the weights.
     model_dir: str | None = None
     # The tokenizer's folder, when it is not model_dir.
@@ -57,6 +59,14 @@ class TextCard(NetworkCard):
         if bad:
             raise ValueError(f"column_max_len: {', '.join(bad)}: a budget is a positive number of tokens")
         return value
+
+    def unused_keys(self) -> dict[str, str]:
+        """With an encode function, kkb's own tokenization keys (and ``max_len``, unless rows are padded to it)."""
+        if self.encode_function is None:
+            return {}
+        why = f"encode_function {self.encode_function} does the tokenization"
+        keys = ["text_columns", *OWN_TOKENIZATION, *(["max_len"] if self.padding != "max_length" else [])]
+        return dict.fromkeys(keys, why)
 
     @model_validator(mode="after")
     def _consistent(self) -> TextCard:
