@@ -19,11 +19,9 @@ import pytest
 
 from builder.kkb_runtime.cards import torch as runtime_torch
 from builder.kkb_runtime.cards.common.models import ModelLoadError
-from tests.support.assets import make_assets
 from tests.support.cards import kernel_card
 from tests.support.cli import kkb, said
-from tests.support.files import KERNELS
-from tests.support.tabular_style import features_by_hand, lgbm_by_hand, net_by_hand
+from tests.support.tabular_style import features_by_hand, lgbm_by_hand, net_by_hand, tabular_style_assets
 
 NET = {"name": "net", "kind": "torch", "factory": "pkg.net:make", "checkpoint": "net.pt", "num_classes": 1,
        "activation": "none"}
@@ -72,11 +70,7 @@ def test_a_mapping_preprocessor_runs_per_column_in_order_as_the_notebooks_loop()
 
 @pytest.fixture(scope="module")
 def tabular_style() -> Path:
-    pytest.importorskip("lightgbm")
-    pytest.importorskip("torch")
-    made = make_assets(KERNELS / "tabular-style")
-    assert made.returncode == 0, made.stdout + made.stderr
-    return KERNELS / "tabular-style"
+    return tabular_style_assets()
 
 
 def _blend_port(source: Path, root: Path) -> Path:

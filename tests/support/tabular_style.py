@@ -11,6 +11,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+
+def tabular_style_assets() -> Path:
+    """``kernels/tabular-style`` with its generated assets (skipped without lightgbm or torch)."""
+    import pytest
+
+    from tests.support.assets import make_assets
+    from tests.support.files import KERNELS
+
+    pytest.importorskip("lightgbm")
+    pytest.importorskip("torch")
+    made = make_assets(KERNELS / "tabular-style")
+    assert made.returncode == 0, made.stdout + made.stderr
+    return KERNELS / "tabular-style"
+
+
 NET_COLUMNS = ["x1_x2", "x1", "x2", "x3", "x4", "x3_minus_x4", "colour_red", "colour_green", "colour_blue"]
 
 
@@ -53,4 +68,4 @@ def net_by_hand(kernel: Path, features: pd.DataFrame) -> np.ndarray:
     return np.mean(nets, axis=0)
 
 
-__all__ = ["NET_COLUMNS", "features_by_hand", "lgbm_by_hand", "net_by_hand"]
+__all__ = ["NET_COLUMNS", "features_by_hand", "lgbm_by_hand", "net_by_hand", "tabular_style_assets"]
