@@ -85,7 +85,7 @@ def _probing_tabular_kernel(source: Path, root: Path, traps: HostTraps) -> Path:
     (package / "net.py").write_text(net.replace("    return nn.Sequential(", "    raise_if_out('the factory')\n"
                                                 "    return nn.Sequential(", 1) + "\nfrom kkb_escapes import raise_if_out\n")
     _probing_pickle(kernel / "weights" / "logreg.joblib", "the scikit-learn pickle")
-    _probing_pickle(kernel / "weights" / "net_scaler.joblib", "the preprocessor pickle")
+    _probing_pickle(kernel / "weights" / "net_qt_map.pkl", "the preprocessor pickle")
     spec = (kernel / "kernel.toml").read_text()
     (kernel / "kernel.toml").write_text(spec.replace('include = ["tabkernel/**/*.py"]',
                                                      'include = ["tabkernel/**/*.py", "kkb_escapes.py", "kkb_host.json"]'))
