@@ -22,7 +22,7 @@ from typing import Any
 from builder import __version__
 from builder.bundle.card_run import CardRunPlan, call_seconds, run_cards
 from builder.bundle.cards import card_files, record_notes, require_card_extras
-from builder.bundle.cards.settings import ResolvedSetting, resolved_settings
+from builder.bundle.cards.settings import ResolvedSetting, blend_note, resolved_settings
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.clean_scans import CleanScans
 from builder.bundle.competition_checks import check_competition, with_competition_metric
@@ -38,6 +38,7 @@ from builder.bundle.files import (
     swap_into_place,
     write_metadata,
 )
+from builder.bundle.function_args import check_function_args
 from builder.bundle.kernel_config import Ids, kernel_config
 from builder.bundle.model_weights import DRY_RUN_VERSION, model_source, publishes_model, weights_model_id, write_model_metadata
 from builder.bundle.preflight import CardCheck, check_against_public_data
@@ -258,7 +259,13 @@ def _selections(spec: KernelSpec, kernel_dir: Path, secrets: tuple[Secret, ...],
     refuse_credentials(weights, "weights", secrets, scans, hashes)
     _check_step_scripts(spec, kernel_dir, code)
     check_postprocess(spec, kernel_dir, code)  # functions in the code dataset, no stage on the id column
+    check_function_args(spec, kernel_dir, code)  # encode_args, feature_args, a stage's args: the signatures take them
     return code, dict(sorted(weights.items()))
+
+
+def blend_notes(spec: KernelSpec) -> tuple[str, ...]:
+    note = blend_note(spec)
+    return (note,) if note else ()
 
 
 def _not_built(selected: dict[str, Path], kernel_dir: Path, out_dir: Path) -> dict[str, Path]:
@@ -323,7 +330,7 @@ def _build_into(stage: Path, out_dir: Path, names: _Names, plan: CardRunPlan, ma
         weights_hash=weights_manifest.content_hash if weights_manifest else None,
         code_bytes=code_manifest.total_bytes, weights_bytes=weights_manifest.total_bytes if weights_manifest else 0,
         # every reorder/mapping of a model's input or output; what the Dependency Manager installs
-        model_notes=record_notes(cards) + notes + (manager.notes if manager else ()),
+        model_notes=record_notes(cards) + notes + (manager.notes if manager else ()) + blend_notes(spec),
         card_settings=resolved_settings(cards, spec.models),
     )
 

@@ -27,6 +27,7 @@ from builder.local_kaggle.scoring import score_submission
 from tests.support.assets import make_assets
 from tests.support.cli import build_every_way, dry_run, ways
 from tests.support.files import KERNELS
+from tests.support.tabular_style import features_by_hand, lgbm_by_hand, net_by_hand
 
 pytestmark = pytest.mark.slow
 
@@ -75,35 +76,16 @@ def direct_text(kernel: Path, table: pd.DataFrame) -> pd.DataFrame:
 
 def direct_tabular(kernel: Path, table: pd.DataFrame) -> pd.DataFrame:
     """The LightGBM folds averaged, the pipeline's probabilities put in the columns' order, the torch net's folds
-    (softmax over the scaled features in the net's training order) averaged; then the three averaged."""
+    (softmax over its columns after the notebook's per-feature loop) averaged; then the three averaged."""
     import joblib
-    import lightgbm as lgb
-    import torch
 
-    sys.path.insert(0, str(kernel))
-    try:
-        from tabkernel.features import make
-        from tabkernel.net import make_net
-    finally:
-        sys.path.remove(str(kernel))
-    features = make(table)
-    boosters = [lgb.Booster(model_file=str(path)) for path in sorted((kernel / "weights").glob("lgbm_fold*.txt"))]
-    gbdt = np.mean([booster.predict(features) for booster in boosters], axis=0)
+    features = features_by_hand(kernel, table)
     pipeline = joblib.load(kernel / "weights" / "logreg.joblib")
     classes = list(pipeline.classes_)
     assert classes == ["high", "low", "mid"]  # sorted by scikit-learn, not in the submission's order
     proba = pipeline.predict_proba(features)[:, [classes.index(column) for column in ("low", "mid", "high")]]
-    scaler = joblib.load(kernel / "weights" / "net_scaler.joblib")
-    inputs = torch.tensor(scaler.transform(features[list(scaler.feature_names_in_)]), dtype=torch.float32)
-    assert list(scaler.feature_names_in_)[:2] == ["x1_x2", "x1"]  # the net's own order, not the feature function's
-    nets = []
-    for state in torch.load(kernel / "weights" / "net_folds.pt", weights_only=True).values():
-        net = make_net(9)
-        net.load_state_dict(state)
-        with torch.no_grad():
-            nets.append(torch.softmax(net.eval()(inputs), dim=1).numpy())
     out = pd.DataFrame({"id": table["id"].astype(str)})
-    out[["low", "mid", "high"]] = (gbdt + proba + np.mean(nets, axis=0)) / 3
+    out[["low", "mid", "high"]] = (lgbm_by_hand(kernel, features) + proba + net_by_hand(kernel, features)) / 3
     return out
 
 

@@ -456,7 +456,7 @@ def test_a_postprocess_function_gets_typed_ids_and_context_and_names_what_it_dis
     (tmp_path / "scale.txt").write_text("2")
     monkeypatch.syspath_prepend(str(tmp_path))
     frame = pd.DataFrame({"qa_id": ["7", "12"], "a": [0.1234, 0.3333], "b": [0.5, 0.25]})
-    context = postprocess.Context(weights=tmp_path, code=tmp_path, competition=tmp_path, id_column="qa_id",
+    context = postprocess.Context(weights_dir=tmp_path, code_dir=tmp_path, competition_dir=tmp_path, id_column="qa_id",
                                   id_type=postprocess.id_type(pd.Series(["7", "12"])))
     out = postprocess.apply(frame, kernel_stages({"kind": "function", "function": "post:snap"},
                                                  {"kind": "function", "function": "post:plain"}), "qa_id", ["a", "b"], context)

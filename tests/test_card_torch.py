@@ -98,9 +98,9 @@ def test_a_preprocessor_fitted_on_a_frame_gets_the_frame() -> None:
 
     frame = pd.DataFrame({"a": [1.0, 3.0], "b": [0.0, 4.0]})
     scaler = StandardScaler().fit(frame)
-    assert runtime_torch.as_inputs(torch_card(), frame, scaler).tolist() == [[-1.0, -1.0], [1.0, 1.0]]
-    with pytest.raises(runtime_models.ModelLoadError, match="the preprocessor's transform fails on the 1 feature"):
-        runtime_torch.as_inputs(torch_card(), frame[["b"]], scaler)
+    assert runtime_torch.as_inputs(torch_card(), frame, [("s.joblib", scaler)]).tolist() == [[-1.0, -1.0], [1.0, 1.0]]
+    with pytest.raises(runtime_models.ModelLoadError, match="the preprocessor s.joblib fails on the 1 feature"):
+        runtime_torch.as_inputs(torch_card(), frame[["b"]], [("s.joblib", scaler)])
 
 
 def test_the_net_output_width_must_be_num_classes() -> None:
@@ -191,22 +191,24 @@ def test_prepare_splits_the_folds_and_pairs_one_preprocessor_per_fold(tmp_path: 
                     "feature_columns": ["c", "a", "b"]}).models
     stage = tmp_path / "stage"
     prepared = bundle_torch.prepare(card, kernel, stage, {})
-    assert [(fold.source, fold.preprocessor) for fold in prepared.checkpoints] == [
-        ("weights/net.pt#0", "weights/scaler_0.joblib"), ("weights/net.pt#1", "weights/scaler_1.joblib")]
+    assert [(fold.source, fold.preprocessors) for fold in prepared.checkpoints] == [
+        ("weights/net.pt#0", ("weights/scaler_0.joblib",)), ("weights/net.pt#1", ("weights/scaler_1.joblib",))]
     assert all((stage / fold.file).is_file() for fold in prepared.checkpoints)
     kernel_side = bundle_torch.to_kernel(card)
     assert (kernel_side.amp, kernel_side.batch_size) == (False, 1024)
     assert prepared.preprocessing == {  # the build's notes: what the kernel does before the net
         "features": "tnet.model:feats: feature_columns, in that order (3: c, a, b)",
         "net": "float32 batches of 1024 rows, activation softmax, no autocast (amp = false)",
-        "preprocessor": "one per fold: weights/scaler_0.joblib, weights/scaler_1.joblib (joblib.load: allow_joblib = true)"}
+        "preprocessor": "one per fold: weights/scaler_0.joblib, weights/scaler_1.joblib: StandardScaler on the selected "
+                        "columns (joblib.load: allow_joblib = true)"}
     assert bundle_torch.extra_files(card, kernel) == ["weights/scaler_0.joblib", "weights/scaler_1.joblib"]
     json.dumps(write(prepared))  # what kkb_kernel.json holds
 
 
 @pytest.mark.parametrize(("extra", "error", "message"), [
     pytest.param({"preprocessor": "weights/scaler_*.joblib", "allow_joblib": True}, BundleError,
-                 "models.net.preprocessor: 2 files (weights/scaler_0.joblib, weights/scaler_1.joblib) for 3 folds",
+                 "models.net.preprocessor: 'weights/scaler_*.joblib' matches 2 files (weights/scaler_0.joblib, "
+                 "weights/scaler_1.joblib) for 3 folds",
                  id="pairing"),
     pytest.param({"feature_columns": ["a", "b"]}, ModelError,
                  "'net': the net fails on a (2, 2) float32 batch (one value per feature_columns entry)", id="width"),
@@ -274,7 +276,7 @@ def test_the_kernel_runs_each_fold_with_its_scaler_and_equals_torch_itself(tmp_p
     from builder.kkb_runtime.cards import torch as runtime_torch
 
     kernel = write_kernel(tmp_path / "k", folds=2, scalers=2)
-    loaded = spec({**TORCH, "preprocessor": ["weights/scaler_0.joblib", "weights/scaler_1.joblib"], "allow_joblib": True,
+    loaded = spec({**TORCH, "preprocessor": "weights/scaler_*.joblib", "allow_joblib": True,
                    "feature_columns": ["c", "a", "b"], "batch_size": 3})
     (card,) = loaded.models
     weights = tmp_path / "weights"
@@ -349,6 +351,7 @@ def test_show_inputs_gives_the_feature_row_in_the_nets_order_and_what_the_net_re
     assert [(f["name"], f["value"]) for f in first["features"]] == [("c", 3.0), ("a", 1.5), ("b", 3.0)]
     scaler = joblib.load(kernel / "weights" / "scaler_0.joblib")
     expected = scaler.transform(pd.DataFrame({"c": [3.0], "a": [1.5], "b": [3.0]}))[0]
-    np.testing.assert_allclose(first["net_input"], expected, atol=1e-5)
-    assert entry["lines"][1] == "  row 0: c:float64=3.0, a:float64=1.5, b:float64=3.0"
-    assert entry["lines"][2].startswith("    net input (float32, after the preprocessor): [")
+    assert [value["name"] for value in first["net_input"]] == ["c", "a", "b"]
+    np.testing.assert_allclose([value["value"] for value in first["net_input"]], expected, atol=1e-5)
+    assert entry["lines"][1] == "  row 0: the net receives 3 float32 values after weights/scaler_0.joblib:"
+    assert entry["lines"][2].startswith("    c=")

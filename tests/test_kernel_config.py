@@ -41,7 +41,8 @@ def test_every_section_and_card_is_typed() -> None:
     assert [type(card.card) for card in config.models] == [GbdtCard, SklearnCard, TorchCard]
     net = config.model("net")
     assert isinstance(net.card, TorchCard) and isinstance(net.built, TorchBuilt)
-    assert net.card.feature_columns[:2] == ("x1_x2", "x1") and net.built.checkpoints[0].preprocessor == "weights/net_scaler.joblib"
+    assert net.card.feature_columns == ("x1_x2", "x*", "colour_*")
+    assert net.built.checkpoints[0].preprocessors == ("weights/net_qt_map.pkl", "weights/net_scaler_map.pkl")
     assert net.origins["batch_size"] == "default" and net.kind == CardKind.TORCH
     leaves = load_config(GOLDEN / "cassava-style.json")
     resnet = leaves.model("resnet")

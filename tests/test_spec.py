@@ -70,7 +70,7 @@ def test_valid_spec_defaults() -> None:
                      "kernel.toml: [[steps]] names must be unique; repeated: a",
                      "see kernels/minimal/kernel.toml for a valid example", id="duplicate-steps"),
         pytest.param(_with("submission.combine", "median"),
-                     "kernel.toml: submission.combine: Input should be 'mean', 'weighted_mean' or 'rank_mean'",
+                     "kernel.toml: submission.combine: Input should be 'mean', 'weighted_mean', 'weighted_sum' or 'rank_mean'",
                      "see kernels/minimal/kernel.toml for a valid example", id="combine"),
         pytest.param(_with("fast_commit.rows_bellow", 5), "kernel.toml: fast_commit.rows_bellow: unknown key",
                      "did you mean 'fast_commit.rows_below'?", id="nested-typo"),

@@ -82,7 +82,7 @@ def test_a_post_processing_function_that_raises_is_named_with_its_file_and_line(
                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     code = build_file_tree(tmp_path / "code", {"fixes.py": "def fix(frame):\n    return frame['no_such_column']\n"})
     monkeypatch.syspath_prepend(str(code))
-    context = postprocess.Context(weights=None, code=code, competition=tmp_path)
+    context = postprocess.Context(weights_dir=None, code_dir=code, competition_dir=tmp_path)
     frame = pd.DataFrame({"id": ["a"], "p": [0.5]})
     with pytest.raises(postprocess.PostprocessError) as caught:
         postprocess.apply(frame, kernel_stages({"kind": "function", "function": "fixes:fix"}), "id", ["p"], context)

@@ -24,10 +24,9 @@ from builder.kkb_runtime.metric_file import MetricFile
 from builder.kkb_runtime.vocabulary import Isolation
 from builder.rehearse.metric_sandbox import MetricJob, score_metric_file
 from builder.run.isolation import probe
-from tests.support.assets import make_assets
 from tests.support.cli import kkb, said
 from tests.support.escapes import HostTraps
-from tests.support.files import KERNELS
+from tests.support.tabular_style import tabular_style_assets
 
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]  # a server on the host's loopback is one of the traps
 CONFINING = ["bwrap", "namespace"]
@@ -71,11 +70,7 @@ def _probing_pickle(real: Path, who: str) -> None:
 
 @pytest.fixture(scope="module")
 def tabular_assets() -> Path:
-    pytest.importorskip("lightgbm")
-    pytest.importorskip("torch")
-    made = make_assets(KERNELS / "tabular-style")
-    assert made.returncode == 0, made.stdout + made.stderr
-    return KERNELS / "tabular-style"
+    return tabular_style_assets()
 
 
 def _probing_tabular_kernel(source: Path, root: Path, traps: HostTraps) -> Path:
@@ -90,7 +85,7 @@ def _probing_tabular_kernel(source: Path, root: Path, traps: HostTraps) -> Path:
     (package / "net.py").write_text(net.replace("    return nn.Sequential(", "    raise_if_out('the factory')\n"
                                                 "    return nn.Sequential(", 1) + "\nfrom kkb_escapes import raise_if_out\n")
     _probing_pickle(kernel / "weights" / "logreg.joblib", "the scikit-learn pickle")
-    _probing_pickle(kernel / "weights" / "net_scaler.joblib", "the preprocessor pickle")
+    _probing_pickle(kernel / "weights" / "net_qt_map.pkl", "the preprocessor pickle")
     spec = (kernel / "kernel.toml").read_text()
     (kernel / "kernel.toml").write_text(spec.replace('include = ["tabkernel/**/*.py"]',
                                                      'include = ["tabkernel/**/*.py", "kkb_escapes.py", "kkb_host.json"]'))

@@ -294,6 +294,8 @@ _REFERENCE_STEP_OPT = typer.Option([], "--reference-step", help="NAME=FILE: comp
                                    "with FILE; may be repeated.")
 _SHOW_INPUTS_OPT = typer.Option(None, "--show-inputs", metavar="[N]", help=f"Print what each card feeds its model for the first N test rows (default "
                                 f"{DEFAULT_ROWS}; report.json always carries them).")
+_ALL_COLUMNS_OPT = typer.Option(False, "--all-columns", help="--show-inputs: every value of a row (default: what fits in "
+                                "200 characters).")
 
 _ENV_OPT = typer.Option([], "--env", metavar="NAME=VALUE", help="A variable for the kernel's environment (besides "
                         "Kaggle's and kkb's; nothing else of this machine's); may be repeated.")
@@ -332,6 +334,7 @@ def dry_run(
     reference_tolerance: float | None = _REFERENCE_TOLERANCE_OPT,
     reference_step: list[str] = _REFERENCE_STEP_OPT,
     show_inputs: int | None = _SHOW_INPUTS_OPT,
+    all_columns: bool = _ALL_COLUMNS_OPT,
     env: list[str] = _ENV_OPT,
 ) -> None:
     """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
@@ -353,12 +356,9 @@ def dry_run(
                                             layout=Layout.LEGACY if legacy_layout else Layout.CURRENT, out_dir=out, owner=owner,
                                             keep_sandbox=keep_sandbox, rerun_data_dir=rerun_data, memory_bytes=memory_bytes,
                                             image_env=image_env, progress=progress, answers=answers, reference=references,
-                                            show_inputs=DEFAULT_ROWS if show_inputs is None else show_inputs,
-                                            env=parse_env_options(env)))
-    if as_json:
-        _print_json("dry-run", report.to_json())
-    else:
-        _show_dry_run(report, show_inputs=show_inputs is not None)
+                                            env=parse_env_options(env),
+                                            show_inputs=DEFAULT_ROWS if show_inputs is None else show_inputs))
+    _print_json("dry-run", report.to_json()) if as_json else _show_dry_run(report, None, show_inputs is not None, all_columns)
     _raise_unless_ok(report)
 
 

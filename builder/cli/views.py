@@ -21,6 +21,7 @@ from builder.bundle.cards.settings import ResolvedSetting
 from builder.bundle.wheels import WheelsResult
 from builder.errors import KkbError
 from builder.project.init import InitResult
+from builder.rehearse.card_inputs import lines as input_lines
 from builder.rehearse.report import DryRunReport, ScenarioReport
 from builder.remote.push import PushResult
 from builder.remote.rehearsal import RehearsalResult
@@ -59,14 +60,17 @@ def _show_card_settings(settings: tuple[ResolvedSetting, ...]) -> None:
     for card in dict.fromkeys(setting.card for setting in settings):
         own = [setting for setting in settings if setting.card == card]
         console.print(f"  card     models.{card}: not set on the card, the kernel uses", markup=False, highlight=False)
-        shown = [setting for setting in own if not setting.unset]
+        shown = [setting for setting in own if not setting.unset and not setting.unused]
         width = max((len(setting.key) for setting in shown), default=0)
         for setting in shown:
             console.print(f"             {setting.key:<{width}} = {setting.value}  ({setting.origin})", markup=False,
                           highlight=False)
-        off = [setting.key for setting in own if setting.unset]
+        off = [setting.key for setting in own if setting.unset and not setting.unused]
         if off:
             console.print(f"             unset: {', '.join(off)}", markup=False, highlight=False)
+        for why in dict.fromkeys(setting.unused for setting in own if setting.unused):
+            keys = [setting.key for setting in own if setting.unused == why]
+            console.print(f"             unused ({why}): {', '.join(keys)}", markup=False, highlight=False)
 
 
 def _shown_path(path: Path, kernel_dir: Path) -> str:
@@ -188,7 +192,8 @@ def _show_heading(report: DryRunReport, heading: str | None) -> None:
         console.print(f"[yellow]image:[/yellow] {_escape(note)}", highlight=False)
 
 
-def _show_dry_run(report: DryRunReport, heading: str | None = None, show_inputs: bool = False) -> None:
+def _show_dry_run(report: DryRunReport, heading: str | None = None, show_inputs: bool = False,
+                  all_columns: bool = False) -> None:
     _show_heading(report, heading)
     table = Table(box=None, header_style="bold")
     for name in ("scenario", "verdict", "time", "projected", "limit", "peak RAM", "peak GPU"):
@@ -223,15 +228,16 @@ def _show_dry_run(report: DryRunReport, heading: str | None = None, show_inputs:
         if last.variables_summary:  # every variable with its value and origin: report.json
             console.print(f"[dim]kernel environment: {_escape(last.variables_summary)}[/dim]", highlight=False)
     _show_reference(report.reference)
-    _show_inputs(report.inputs if show_inputs else [])
+    _show_inputs(report.inputs if show_inputs else [], all_columns)
     console.print(f"notebooks and report: {report.out_dir} (report.html)", highlight=False)
 
 
-def _show_inputs(inputs: list[dict[str, Any]]) -> None:
-    """``--show-inputs``: what each card feeds its model, for the first test rows."""
+def _show_inputs(inputs: list[dict[str, Any]], all_columns: bool = False) -> None:
+    """``--show-inputs``: what each card feeds its model, for the first test rows (every value with ``--all-columns``)."""
     if inputs:
         console.print("[bold]inputs[/bold] (what each card feeds its model)", highlight=False)
-    for line in (line for entry in inputs for line in entry.get("lines", [])):
+    shown = (input_lines(entry, None) if all_columns else entry.get("lines", []) for entry in inputs)
+    for line in (line for entry_lines in shown for line in entry_lines):
         console.print(f"  {_escape(line)}", highlight=False, soft_wrap=True)
 
 

@@ -120,9 +120,10 @@ class KernelRun:
         """What a post-processing function gets besides the frame (kkb_runtime.postprocess.Context)."""
         attached = {item.name: path for item in self.config.inputs
                     if (path := _attached(item.name, self.config)) is not None}
-        return postprocess.Context(weights=self.inputs.weights, code=self.inputs.code, competition=self.inputs.competition,
-                                   inputs=attached, config=self.config, id_column=self.id_column,
-                                   id_type=postprocess.id_type(self.sample[self.id_column]))
+        return postprocess.Context(weights_dir=self.inputs.weights, code_dir=self.inputs.code,
+                                   competition_dir=self.inputs.competition, inputs=attached, config=self.config,
+                                   steps={result.name: Path(result.output) for result in self.steps},
+                                   id_column=self.id_column, id_type=postprocess.id_type(self.sample[self.id_column]))
 
     def _fill_from_sample(self, combined: pd.DataFrame) -> pd.DataFrame:
         """With the fast commit's first-rows mode, the rest of the rows keep the sample's values."""

@@ -37,6 +37,7 @@ class Card:
     kind: CardKind
     step: bool
     columns: tuple[str, ...]
+    weight: float | None  # its weight in a blend of cards (its implicit step's weight)
     fold_weights: tuple[float, ...] | None
     num_classes: int
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from .card import BuiltCard
-from .typed import CONFIG_FILE, ConfigMalformed, items, local, omitted, read, write
+from .typed import CONFIG_FILE, ConfigMalformed, JsonValue, items, local, omitted, read, write
 from .vocabulary import CombineKind, KernelForm, PostprocessKind, SubmissionKind
 
 
@@ -151,6 +151,7 @@ class ClipStage(PostprocessStage):
 class FunctionStage(PostprocessStage):
     function: str  # "module:function" in the code dataset
     pickle_main: str | None
+    args: Mapping[str, JsonValue]  # passed to the function as keyword arguments
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ combined frame (id column included):
 * ``clip``: ``columns`` clipped to ``[min, max]``.
 * ``function``: ``module:function`` from the code dataset, called with a copy of the frame (ids typed
   as in the sample: integers where the sample's ids are integers) and, when it takes a second
-  parameter, a :class:`Context` (the weights folder, the code folder, the competition data, the
-  attached inputs by name, the kernel's config). It returns a DataFrame, or ``(frame, columns)``
+  parameter (or a parameter named ``ctx``), the kernel's :class:`~.context.Context` (``weights_dir``,
+  ``code_dir``, ``competition_dir``, the steps' outputs, the attached inputs by name, the kernel's config);
+  ``args = {...}`` on the stage are its keyword arguments. It returns a DataFrame, or ``(frame, columns)``
   naming the columns it discretised: kkb does not round those.
 
 Rounding, the cast to the sample's column types and the check come after, in the notebook's next
@@ -23,18 +24,18 @@ a model's width against the sample before anything runs.
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from pathlib import Path
+from dataclasses import dataclass, fields
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
 
-from .config import ArgmaxStage, ClipStage, FunctionStage, KernelConfig, PostprocessStage, ThresholdStage
+from .config import ArgmaxStage, ClipStage, FunctionStage, PostprocessStage, ThresholdStage
+from .context import Context
 from .pickles import main_module
-from .typed import read
+from .typed import JsonValue, read
+from .user_calls import POSITIONAL, Parameter, argument_problems, call_with, parameters_of, takes_context
 from .user_errors import raised
 from .vocabulary import PostprocessKind
 
@@ -46,19 +47,6 @@ DISCRETISED = "kkb_discretised"  # frame.attrs key: the columns a function discr
 
 class PostprocessError(ValueError):
     """A post-processing stage cannot run on the frame it was given."""
-
-
-@dataclass(frozen=True)
-class Context:
-    """What a post-processing function may need besides the frame."""
-
-    weights: Path | None
-    code: Path
-    competition: Path
-    inputs: dict[str, Path] = field(default_factory=dict)
-    config: KernelConfig | None = None  # the kernel's kkb_kernel.json, typed
-    id_column: str = "id"
-    id_type: str = "str"  # "int" where every id of the sample is an integer
 
 
 def apply(frame: pd.DataFrame, stages: Sequence[PostprocessStage], id_column: str,
@@ -121,7 +109,7 @@ def _function_stage(frame: pd.DataFrame, stage: FunctionStage, columns: list[str
                     context: Context | None) -> pd.DataFrame:
     """The user's function, with the context; the columns it says it discretised ride in ``attrs`` to :func:`apply`."""
     with main_module(stage.pickle_main):  # a pickle the function loads names its classes __main__.X
-        result, discretised = _call_user(frame, stage.function, where, context)
+        result, discretised = _call_user(frame, stage.function, stage.args, where, context)
     result.attrs[DISCRETISED] = discretised
     return result
 
@@ -154,7 +142,18 @@ def load_function(reference: str) -> Any:
     return function
 
 
-def _call_user(frame: pd.DataFrame, reference: str, where: str,
+def passed_names(parameters: Sequence[Parameter], args: Mapping[str, object]) -> list[str]:
+    """kkb's positional arguments to a post-processing function: the frame, and the context as the second one where
+    the function takes it that way (a second parameter that is neither ``ctx`` nor one of ``args``, without a
+    default: the older form)."""
+    second = parameters[1] if len(parameters) > 1 else None
+    if (second is not None and second.kind == POSITIONAL and not second.has_default and second.name not in args
+            and not takes_context(parameters)):
+        return ["frame", second.name]
+    return ["frame"]
+
+
+def _call_user(frame: pd.DataFrame, reference: str, args: Mapping[str, JsonValue], where: str,
                context: Context | None = None) -> tuple[pd.DataFrame, list[str]]:
     function = load_function(reference)
     typed = frame.copy()
@@ -162,9 +161,14 @@ def _call_user(frame: pd.DataFrame, reference: str, where: str,
     integer_ids = id_column is not None and id_column in typed.columns
     if integer_ids:
         typed[id_column] = typed[id_column].astype(np.int64)
-    takes_context = len(inspect.signature(function).parameters) >= 2
+    parameters = parameters_of(function)
+    names = passed_names(parameters, args)
+    passed: dict[str, object] = {"frame": typed, **({names[1]: context} if len(names) > 1 else {})}
+    problems = argument_problems(parameters, names, args, "args")
+    if problems:
+        raise PostprocessError(f"{where}: {reference}: {'; '.join(problems)}")
     try:
-        result = function(typed, context) if takes_context else function(typed)
+        result = call_with(function, reference, passed, args, "args", context)
     except Exception as exc:  # the user's own error: named with its file and line, its traceback chained below
         raise PostprocessError(f"{where}: {reference} raised {raised(exc, context.code if context else None)}") from exc
     columns: list[str] = []
@@ -285,4 +289,4 @@ def read_stage(raw: Mapping[str, object], where: str = "postprocess") -> Postpro
 
 
 __all__ = ["DISCRETISED", "KINDS", "STAGES", "Context", "PostprocessError", "Stage", "apply", "id_type", "argmax",
-           "load_function", "output_columns", "read_stage", "stage_type"]
+           "load_function", "output_columns", "passed_names", "read_stage", "stage_type"]

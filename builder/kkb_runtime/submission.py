@@ -56,19 +56,21 @@ class Combiner:
 
     weighted: bool
     prepare: Callable[[pd.DataFrame], pd.DataFrame]
+    normalised: bool = True  # divided by the weights' sum (a mean); False: the weighted sum as a notebook writes it
 
 
 # Ranks scaled to (0, 1]: for rank metrics (AUC, Spearman) where the models' scales differ.
 COMBINERS: dict[CombineKind, Combiner] = {
     CombineKind.MEAN: Combiner(weighted=False, prepare=lambda block: block),
     CombineKind.WEIGHTED_MEAN: Combiner(weighted=True, prepare=lambda block: block),
+    CombineKind.WEIGHTED_SUM: Combiner(weighted=True, prepare=lambda block: block, normalised=False),
     CombineKind.RANK_MEAN: Combiner(weighted=False, prepare=lambda block: block.rank(method="average", pct=True)),
 }
 
 
 def combine(frames: Sequence[pd.DataFrame], id_column: str, targets: Sequence[str], method: str = "mean",
             weights: Sequence[float] | None = None) -> pd.DataFrame:
-    """Ensemble step outputs row-aligned by id: ``mean``, ``weighted_mean`` or ``rank_mean``."""
+    """Ensemble step outputs row-aligned by id: ``mean``, ``weighted_mean``, ``weighted_sum`` or ``rank_mean``."""
     if not frames:
         raise ValueError("no step outputs to combine")
     combiner = COMBINERS[CombineKind(method)]
@@ -82,7 +84,9 @@ def combine(frames: Sequence[pd.DataFrame], id_column: str, targets: Sequence[st
         if set(indexed.index) != set(ids):
             raise ValueError("step outputs cover different ids; every step must predict the same rows")
         aligned.append(combiner.prepare(indexed.loc[ids, list(targets)].astype(float)).to_numpy())
-    stacked = np.average(np.stack(aligned), axis=0, weights=np.asarray(weights, dtype=float))
+    factors = np.asarray(weights, dtype=float)
+    stacked = (np.average(np.stack(aligned), axis=0, weights=factors) if combiner.normalised
+               else np.tensordot(factors, np.stack(aligned), axes=1))
     out = pd.DataFrame(stacked, columns=list(targets))
     out.insert(0, id_column, ids.to_numpy())
     return out

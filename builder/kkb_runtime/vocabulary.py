@@ -71,6 +71,7 @@ class CombineKind(StrEnum):
 
     MEAN = "mean"
     WEIGHTED_MEAN = "weighted_mean"
+    WEIGHTED_SUM = "weighted_sum"  # a notebook's blend line: Σ weight × prediction, the weights as written
     RANK_MEAN = "rank_mean"
 
 

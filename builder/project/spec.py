@@ -307,6 +307,8 @@ class PostprocessStage(_Strict):
     # A function stage: the module of the code dataset that stands in for __main__ while the function runs
     # (a pickle saved from a notebook names its classes __main__.X: an OptimizedRounder's coefficients).
     pickle_main: str | None = Field(default=None, pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+    # A function stage: the function's own arguments, passed as keyword arguments.
+    args: dict[str, Any] = Field(default_factory=dict)
     # false: kkb does not round what this stage writes (a function stage: its `columns`, else every target)
     round: bool = True
 

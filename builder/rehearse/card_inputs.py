@@ -89,8 +89,27 @@ def _step_views(steps: Iterable[Mapping[str, Any]], rows: int) -> dict[str, dict
     return views
 
 
-def lines(entry: Mapping[str, Any]) -> list[str]:
-    """The entry as plain text lines (what the terminal shows)."""
+ROW_CHARACTERS = 199  # a line of values stays under 200 characters, unless every column is asked for (--all-columns)
+
+
+def clipped(head: str, items: list[str], limit: int | None = ROW_CHARACTERS) -> str:
+    """``head`` and ``items`` joined, as many items as fit in ``limit`` characters, then how many are left out."""
+    line = head + ", ".join(items)
+    if limit is None or len(line) <= limit:
+        return line
+    shown: list[str] = []
+    for item in items:
+        rest = len(items) - len(shown) - 1
+        tail = f", ... (+{rest} more; --all-columns shows them)"
+        if len(head + ", ".join([*shown, item]) + tail) > limit:
+            break
+        shown.append(item)
+    return head + ", ".join(shown) + f", ... (+{len(items) - len(shown)} more; --all-columns shows them)"
+
+
+def lines(entry: Mapping[str, Any], limit: int | None = ROW_CHARACTERS) -> list[str]:
+    """The entry as plain text lines (what the terminal shows): each line of values clipped to ``limit`` characters
+    (None: every value)."""
     head = f"{entry['card']} ({entry['kind']})"
     if "error" in entry:
         return [f"{head}: no view of its inputs: {entry['error']}"]
@@ -99,15 +118,18 @@ def lines(entry: Mapping[str, Any]) -> list[str]:
         if "tokens" in row:
             padded = f", padded to {row['padded_to']}" if row.get("padded_to") else ""
             out.append(f"  row {index}: {row['length']} tokens{padded}" + (f"; cut: {row['cut']}" if row.get("cut") else ""))
-            out.append(f"    {row['tokens']}")
+            out.append(clipped("    ", str(row["tokens"]).split(" "), limit).replace(", ", " "))
+        elif "net_input" in row:  # a torch card: what the net receives, after feature_columns and the preprocessors
+            values = [f"{value['name']}={value['value']}" for value in row["net_input"]]
+            after = f" after {', '.join(row['preprocessors'])}" if row.get("preprocessors") else ""
+            out.append(f"  row {index}: the net receives {len(values)} float32 values{after}:")
+            out.append(clipped("    ", values, limit))
         elif "features" in row:
-            out.append(f"  row {index}: " + ", ".join(f"{f['name']}:{f['dtype']}={f['value']}" for f in row["features"]))
-            if "net_input" in row:  # a torch card's features after its preprocessor
-                out.append(f"    net input (float32, after the preprocessor): {row['net_input']}")
+            out.append(clipped(f"  row {index}: ", [f"{f['name']}:{f['dtype']}={f['value']}" for f in row["features"]], limit))
         else:
             out.append(f"  row {index}: {row['image']}: tensor {tuple(row['shape'])} {row['dtype']}, mean "
                        f"{row['mean']}, std {row['std']}, range {row['range']}")
     return out
 
 
-__all__ = ["DEFAULT_ROWS", "ViewMaker", "card_inputs", "lines", "sandboxed_views"]
+__all__ = ["DEFAULT_ROWS", "ROW_CHARACTERS", "ViewMaker", "card_inputs", "clipped", "lines", "sandboxed_views"]

@@ -40,7 +40,7 @@ from builder.kkb_runtime.rounding import ROUNDING_RECORD, ColumnRounding, summar
 from builder.kkb_runtime.submission import target_columns
 from builder.project.public_ids import read_public_ids
 from builder.rehearse.metric_sandbox import MetricJob, score_metric_file
-from builder.rehearse.rounding_score import Scorer, rounding_effect, unrounded_file
+from builder.rehearse.rounding_score import Scorer, rounding_effect, unrounded_file, with_metric_rounding
 
 # Above this chance of a constant public (or private) part, the report warns: one in a thousand submissions is
 # already more than a careful user wants to spend on a file the scorer refuses.
@@ -143,7 +143,8 @@ def _file_report(name: MetricName, submission: Path | None, sample: Path, id_col
     outcome = score_metric_file(MetricJob(reference, source.base_dir, answers, id_column, tuple(targets), source.arguments,
                                           public_ids), submission, unrounded=unrounded if unrounded.is_file() else None,
                                 rounding=rounding, label=name.label)
-    report = MetricReport(metric, False, split, note, outcome.failures, outcome.warnings
+    said = tuple(with_metric_rounding(outcome.warnings, source.base_dir / reference.path))
+    report = MetricReport(metric, False, split, note, outcome.failures, said
                           + _public_ids_note(frame, id_column, public_ids, split, sample), (), rounding, outcome.expected)
     return _finish(report, name)
 

@@ -8,6 +8,7 @@ in the dry run's sandbox that is the ``temp`` folder beside the working dir.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,9 +46,47 @@ class RoundingEffect:
                           for c, d, k in self.culprits[:6]) + (", ..." if len(self.culprits) > 6 else "")
         kept = [d for _, d, _ in self.culprits if d is not None]
         fix = f"; set [submission] decimals = {max(kept)}" if kept and len(kept) == len(self.culprits) else ""
-        return (f"{label}: rounding moves the expected score by {self.moved:.2g} (public {self.unrounded.public:.7g} -> "
+        return (f"{label}: {ROUNDING_MOVES} by {self.moved:.2g} (public {self.unrounded.public:.7g} -> "
                 f"{self.rounded.public:.7g}, private {self.unrounded.private:.7g} -> {self.rounded.private:.7g}): "
                 f"columns {named or '(none alone)'}{fix}")
+
+
+ROUNDING_MOVES = "rounding moves the expected score"  # what :meth:`RoundingEffect.warning` says
+
+
+def metric_roundings(path: Path) -> list[str]:
+    """Where a metric file rounds numbers itself (``round(x, 6)``, ``frame.round(6)``, ``np.round(x, 6)``): each
+    ``file:line: call``, read from its source (``ast``: nothing of it runs here)."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.id if isinstance(node.func, ast.Name) else \
+            node.func.attr if isinstance(node.func, ast.Attribute) else None
+        digits = node.args[1:] if isinstance(node.func, ast.Name) or _module_call(node.func) else node.args[:1]
+        keywords = [keyword for keyword in node.keywords if keyword.arg in ("decimals", "ndigits")]
+        if name in ("round", "around") and (digits or keywords):
+            found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)[:80]}")
+    return found
+
+
+def _module_call(func: ast.expr) -> bool:
+    """``np.round(x, 6)``: a module's function, whose first argument is the values (not the digits)."""
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("np", "numpy")
+
+
+def with_metric_rounding(warnings: Sequence[str], metric_file: Path | None) -> list[str]:
+    """A rounding warning names the metric file's own rounding as the cause where the file rounds its inputs."""
+    where = metric_roundings(metric_file) if metric_file is not None and metric_file.is_file() else []
+    if not where:
+        return list(warnings)
+    cause = (f"; the metric file rounds numbers itself ({'; '.join(where[:3])}): the score sees its rounding, so "
+             "more [submission] decimals cannot keep what it cuts")
+    return [warning + cause if ROUNDING_MOVES in warning else warning for warning in warnings]
 
 
 def unrounded_file(working_dir: Path) -> Path:
@@ -81,4 +120,5 @@ def _moves(score: Scorer, before: PartScores, unrounded: pd.DataFrame, column: s
     return max(abs(after.public - before.public), abs(after.private - before.private)) > SCORE_TOLERANCE
 
 
-__all__ = ["SCORE_TOLERANCE", "RoundingEffect", "Scorer", "rounding_effect", "unrounded_file"]
+__all__ = ["ROUNDING_MOVES", "SCORE_TOLERANCE", "RoundingEffect", "Scorer", "metric_roundings", "rounding_effect",
+           "unrounded_file", "with_metric_rounding"]

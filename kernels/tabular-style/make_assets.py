@@ -11,7 +11,9 @@ Shaped like an atmaCup-style table notebook (seeded, offline, CPU, a few seconds
                         logreg.joblib (a scikit-learn Pipeline: StandardScaler + LogisticRegression,
                         classes "high", "low", "mid" in sklearn's sorted order, not the columns')
                         net_folds.pt ({fold: state_dict} of tabkernel.net.make_net, one file for the three
-                        folds) and net_scaler.joblib (the StandardScaler fitted on NET_COLUMNS, in that order)
+                        folds), net_qt_map.pkl (a QuantileTransformer per continuous feature) and
+                        net_scaler_map.pkl (a MinMaxScaler per net input): dicts feature → fitted transformer,
+                        applied in that order, per column, as an Optiver notebook's loop does
 
 The net trains deterministically (seeded, full-batch Adam, one thread, CPU). The class is the tertile of
 x1 * x2 + the colour's offset + noise. Skipped when ``data/.stamp.json``
@@ -105,18 +107,42 @@ def train(weights: Path, rng: np.random.Generator) -> dict[str, float]:
     return scores
 
 
+def net_preprocessors(features: pd.DataFrame) -> tuple[dict[str, object], dict[str, object]]:
+    """As an Optiver notebook fits them: a QuantileTransformer per continuous feature, then a MinMaxScaler per net
+    input, each a dict feature name → the transformer fitted on that one column (pickled as they are)."""
+    from sklearn.preprocessing import MinMaxScaler, QuantileTransformer
+
+    continuous = [column for column in NET_COLUMNS if not column.startswith("colour_")]
+    quantiles = {column: QuantileTransformer(n_quantiles=100, output_distribution="normal", random_state=SEED)
+                 .fit(features[[column]]) for column in continuous}
+    scaled = net_inputs(features, quantiles, {})
+    scalers = {column: MinMaxScaler().fit(scaled[[column]]) for column in NET_COLUMNS}
+    return quantiles, scalers
+
+
+def net_inputs(features: pd.DataFrame, *maps: dict[str, object]) -> pd.DataFrame:
+    """The notebook's loop: the net's columns, each mapping's transformers applied column by column, in its order."""
+    frame = features[NET_COLUMNS].copy()
+    for mapping in maps:
+        for column, transformer in mapping.items():
+            frame[column] = transformer.transform(frame[[column]])[:, 0]  # type: ignore[attr-defined]
+    return frame
+
+
 def train_net(weights: Path, features: pd.DataFrame, labels: np.ndarray) -> dict[str, float]:
-    """The torch net's folds on the scaled NET_COLUMNS, in one {fold: state_dict} file, and the scaler."""
-    import joblib
+    """The torch net's folds on the per-feature transformed NET_COLUMNS, in one {fold: state_dict} file, and the two
+    per-feature preprocessors (net_qt_map.pkl, net_scaler_map.pkl)."""
+    import pickle
+
     import torch
-    from sklearn.preprocessing import StandardScaler
     from tabkernel.net import make_net
 
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    scaler = StandardScaler().fit(features[NET_COLUMNS])
-    joblib.dump(scaler, weights / "net_scaler.joblib")
-    inputs = torch.tensor(scaler.transform(features[NET_COLUMNS]), dtype=torch.float32)
+    quantiles, scalers = net_preprocessors(features)
+    for name, mapping in (("net_qt_map.pkl", quantiles), ("net_scaler_map.pkl", scalers)):
+        (weights / name).write_bytes(pickle.dumps(mapping))
+    inputs = torch.tensor(net_inputs(features, quantiles, scalers).to_numpy(), dtype=torch.float32)
     targets = torch.tensor(labels, dtype=torch.long)
     folds, scores = {}, {}
     for fold in range(FOLDS):

@@ -13,7 +13,9 @@ from dataclasses import dataclass, fields
 
 from builder.kkb_runtime.card import BuiltCard
 from builder.kkb_runtime.typed import write
+from builder.kkb_runtime.vocabulary import CombineKind
 from builder.project.cards import SET, CardBase
+from builder.project.spec import KernelSpec
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,7 @@ class ResolvedSetting:
     key: str
     value: str  # the value as the kernel reads it (JSON)
     origin: str  # default, [model_defaults], base 'NAME'
+    unused: str | None = None  # why the kernel ignores it (an encode function does the tokenization), or None
 
     @property
     def unset(self) -> bool:
@@ -48,8 +51,22 @@ def resolved_settings(cards: Sequence[BuiltCard], models: Sequence[CardBase]) ->
             value = kernel_value(card, key) if card is not None else getattr(model, key)
             if isinstance(value, dict) and not isinstance(getattr(model, key), dict):
                 value = getattr(model, key)  # a pipeline the build serialised: the card's own setting
-            found.append(ResolvedSetting(model.name, key, json.dumps(value, default=str), origin))
+            found.append(ResolvedSetting(model.name, key, json.dumps(value, default=str), origin,
+                                         model.unused_keys().get(key)))
     return tuple(found)
 
 
-__all__ = ["ResolvedSetting", "kernel_value", "resolved_settings"]
+def blend_note(spec: KernelSpec) -> str | None:
+    """The blend the kernel computes, when its steps are weighted: ``blend: submission = 0.2 × lgbm + 0.4 × net
+    (combine = weighted_sum)``; None for an unweighted combine."""
+    combine = spec.submission.combine
+    if combine not in (CombineKind.WEIGHTED_SUM, CombineKind.WEIGHTED_MEAN) or not spec.steps:
+        return None
+    terms = " + ".join(f"{step.weight:g} × {step.name}" for step in spec.steps)
+    total = sum(step.weight for step in spec.steps)
+    blend = terms if combine == CombineKind.WEIGHTED_SUM else f"({terms}) / {total:g}"
+    origin = "from the cards' weights" if any(card.weight is not None for card in spec.models) else "from [[steps]] weight"
+    return f"blend: submission = {blend} (combine = {combine}, {origin})"
+
+
+__all__ = ["ResolvedSetting", "blend_note", "kernel_value", "resolved_settings"]

@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from builder.bundle.cards.unit import Extra, build_card, kernel_card, public_test_rows, public_test_table
+from builder.bundle.cards.unit import Extra, build_card, build_context, kernel_card, public_test_rows, public_test_table
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.models import offline_environment, user_code_importable
 from builder.bundle.user_code import user_code
@@ -124,7 +124,8 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Tabu
             rows = public_test_rows(spec, data, path, sample)
             with user_code(where, "on the public test", [kernel_dir], card=card.name, function=card.feature_function,
                            hint=_predict_hint(card)):
-                frame = runtime_tabular.features(kernel, rows, spec.submission.id_column)
+                frame = runtime_tabular.features(kernel, rows, spec.submission.id_column,
+                                                 build_context(kernel, kernel_dir, data))
             with user_code(where, "on the public test", [kernel_dir], card=card.name, file=source, hint=_predict_hint(card)):
                 runtime_tabular.predict_fold(kernel, kernel_dir / source, frame, columns)
         except (TableError, runtime.ModelLoadError) as exc:
@@ -157,7 +158,8 @@ def notes(spec: KernelSpec, kernel_dir: Path, data: Path | None, card: TabularCa
         for step in steps:
             with user_code(f"{kernel_dir / SPEC_FILE}: models.{card.name}", "on the public test", [kernel_dir],
                            card=card.name, function=card.feature_function, hint="the feature function gets the test rows"):
-                frame = runtime_tabular.features(kernel, public_test_rows(spec, data, test, sample), id_column)
+                frame = runtime_tabular.features(kernel, public_test_rows(spec, data, test, sample), id_column,
+                                                 build_context(kernel, kernel_dir, data))
             found += _mapped(kernel, kernel_dir / checkpoint_sources(card, kernel_dir)[0], frame,
                              list(step.columns or card.columns) or predictions)
     return list(dict.fromkeys(found))

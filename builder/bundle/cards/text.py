@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from builder.bundle.cards.text_checks import check_files, check_max_len
-from builder.bundle.cards.unit import Extra, build_card, kernel_card, public_test_rows
+from builder.bundle.cards.unit import Extra, build_card, build_context, kernel_card, public_test_rows
 from builder.bundle.checkpoints import checkpoint_sources
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
 from builder.bundle.user_code import user_code
@@ -161,9 +161,12 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Text
 def notes(spec: KernelSpec, kernel_dir: Path, data: Path | None, card: TextCard) -> list[str]:
     """One warning per token the card's input maps to the unknown token (``data``: the public data, or None)."""
     kernel = to_kernel(card)
+    precision = [f"models.{card.name}: amp = true: float16 autocast on a GPU, where the notebook's plain forward ran "
+                 "float32; a dry run on the CPU (and --reference there) runs float32 and cannot see the difference"] \
+        if card.amp else []
     with user_code_importable(kernel_dir), offline_environment():
         tokenizer = runtime_text.load_tokenizer(kernel, kernel_dir)
-        return _unknown_tokens(kernel, tokenizer, spec, kernel_dir, data)
+        return precision + _unknown_tokens(kernel, tokenizer, spec, kernel_dir, data)
 
 
 def _unknown_tokens(card: runtime_text.TextCard, tokenizer: Any, spec: KernelSpec, kernel_dir: Path,
@@ -208,7 +211,8 @@ def _public_rows(card: runtime_text.TextCard, tokenizer: Any, spec: KernelSpec, 
     with user_code(f"{kernel_dir / SPEC_FILE}: models.{card.name}", "on the public test", [kernel_dir], card=card.name,
                    function=card.encode_function, hint="the encode function gets the test rows and the tokenizer and "
                                                        "returns the input ids per row"):
-        return text_inputs.encode_rows(tokenizer, card, table.reset_index(drop=True)).input_ids
+        return text_inputs.encode_rows(tokenizer, card, table.reset_index(drop=True),
+                                       build_context(card, kernel_dir, data)).input_ids
 
 
 def _decoded(tokenizer: Any, ids: list[int]) -> str:

@@ -58,6 +58,8 @@ def check_max_len(card: TextCard, kernel: runtime_text.TextCard, kernel_dir: Pat
     limits = _limits(card, model, tokenizer)
     if not limits or card.max_len <= min(limits.values()):
         return
+    if card.encode_function is not None and card.padding != "max_length":
+        return  # the function's rows are never cut or padded to max_len: it does not reach the model
     width, problem = _run_at(kernel, model, tokenizer)
     if problem is None:
         return
@@ -84,9 +86,13 @@ def _run_at(card: runtime_text.TextCard, model: Any, tokenizer: Any) -> tuple[in
     """(the width reached, the model's error or None) for one text of ``max_len`` tokens, encoded as the kernel does."""
     import torch
 
-    columns = [*card.text_columns, *card.text_pair_columns]
-    table = pd.DataFrame({column: [CHECK_WORD * (card.max_len + 8)] for column in columns})
-    encoded = runtime_text.encode(tokenizer, card, table)
+    if card.encode_function is not None:  # padding = "max_length": every row reaches the model max_len tokens wide
+        ids = list(tokenizer(CHECK_WORD * (card.max_len + 8), truncation=True, max_length=card.max_len)["input_ids"])
+        encoded = runtime_text.Encoded([ids], [[0] * len(ids)])
+    else:
+        columns = [*card.text_columns, *card.text_pair_columns]
+        table = pd.DataFrame({column: [CHECK_WORD * (card.max_len + 8)] for column in columns})
+        encoded = runtime_text.encode(tokenizer, card, table)
     batch = runtime_text.padded(encoded, [0], runtime_text.pad_id(tokenizer))
     keys = runtime_text.accepted_inputs(model)
     width = int(batch["input_ids"].shape[1])

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from builder.bundle.cards.unit import Extra, build_card, built_as, fold_notes, kernel_card, public_test_rows, public_test_table
+from builder.bundle.cards.unit import Extra, build_card, build_context, built_as, fold_notes, kernel_card, public_test_rows, public_test_table
 from builder.bundle.checkpoints import GLOB_CHARACTERS, checkpoint_sources
 from builder.bundle.models import offline_environment, prepare_source, user_code_importable
 from builder.bundle.user_code import user_code
@@ -31,7 +31,8 @@ from builder.kkb_runtime.cards.common import device as devices
 from builder.kkb_runtime.cards.common import models as runtime
 from builder.kkb_runtime.cards.common.estimators import load_estimator
 from builder.kkb_runtime.cards.common.features import features
-from builder.kkb_runtime.cards.common.tables import TableError
+from builder.kkb_runtime.cards.common.tables import DEFAULT_TEST_TABLE, TableError
+from builder.kkb_runtime.submission import read_sample
 from builder.project.cards import TorchCard
 from builder.project.spec import SPEC_FILE, KernelSpec
 from builder.run.calls import calling
@@ -58,9 +59,9 @@ def build(card: TorchCard, kernel_dir: Path) -> Any:
 
 
 def check_width(card: TorchCard, model: Any) -> None:
-    """With ``feature_columns``: two rows of zeros of that width give (2, num_classes)."""
-    if not card.feature_columns:
-        return
+    """With ``feature_columns`` (names, no glob): two rows of zeros of that width give (2, num_classes)."""
+    if not card.feature_columns or any(runtime_torch.is_pattern(entry) for entry in card.feature_columns):
+        return  # a glob's width is known on the feature table: the public test's check runs the net on it
     import numpy as np
 
     zeros = np.zeros((2, len(card.feature_columns)), dtype=np.float32)
@@ -75,9 +76,9 @@ def check_width(card: TorchCard, model: Any) -> None:
                          hint="feature_columns lists the net's inputs in its training order; model_kwargs its sizes") from None
 
 
-def preprocessor_sources(card: TorchCard, kernel_dir: Path) -> list[str]:
-    """The preprocessor files (globs expanded, sorted), each in the kernel folder."""
-    found: list[str] = []
+def preprocessor_sources(card: TorchCard, kernel_dir: Path) -> list[list[str]]:
+    """Each preprocessor of the chain, in order: its file, or (a glob) its files, one per fold, sorted."""
+    found: list[list[str]] = []
     for pattern in card.preprocessor_patterns:
         if any(character in pattern for character in GLOB_CHARACTERS):
             matches = sorted(Path(path).relative_to(kernel_dir).as_posix()
@@ -87,30 +88,45 @@ def preprocessor_sources(card: TorchCard, kernel_dir: Path) -> list[str]:
         if not matches:
             raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}.preprocessor: '{pattern}' matches no file in "
                               f"{kernel_dir}", hint="save the fitted scaler/encoder there with joblib.dump, or fix the path")
-        found += [match for match in matches if match not in found]
+        found.append(matches)
     return found
 
 
-def pair_preprocessors(card: TorchCard, kernel_dir: Path, folds: list[NetworkFold]) -> list[runtime_torch.TorchFold]:
-    """Each fold's preprocessor (one for all, or one per fold in sorted order), each loaded once as the kernel loads it."""
-    files = preprocessor_sources(card, kernel_dir)
-    if not files:
-        return [runtime_torch.TorchFold(**vars(fold), preprocessor=None) for fold in folds]
-    if len(files) not in (1, len(folds)):
-        raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}.preprocessor: {len(files)} files "
-                          f"({', '.join(files)}) for {len(folds)} folds ({', '.join(fold.source for fold in folds)})",
-                          hint="give one preprocessor for every fold, or one per fold (sorted in the folds' order)")
-    with user_code_importable(kernel_dir), offline_environment():
-        for name in files:
-            with calling("loading the preprocessor", card=card.name, file=name):  # a crash names the file
-                _load_preprocessor(card, kernel_dir / name)
-    return [runtime_torch.TorchFold(**vars(fold), preprocessor=files[0] if len(files) == 1 else files[index])
-            for index, fold in enumerate(folds)]
+def pair_preprocessors(card: TorchCard, kernel_dir: Path,
+                       folds: list[NetworkFold]) -> tuple[list[runtime_torch.TorchFold], list[str]]:
+    """Each fold's chain of preprocessors (each entry one file for all folds, or one per fold in sorted order), each
+    file loaded once as the kernel loads it; and what each entry is, in words."""
+    stages = preprocessor_sources(card, kernel_dir)
+    described = []
+    for index, files in enumerate(stages):
+        if len(files) not in (1, len(folds)):
+            raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}.preprocessor: '{card.preprocessor_patterns[index]}'"
+                              f" matches {len(files)} files ({', '.join(files)}) for {len(folds)} folds "
+                              f"({', '.join(fold.source for fold in folds)})",
+                              hint="each preprocessor entry is one file for every fold, or a glob of one per fold (sorted "
+                                   "in the folds' order); a list is applied in order")
+        with user_code_importable(kernel_dir), offline_environment():
+            for name in files:
+                with calling("loading the preprocessor", card=card.name, file=name):  # a crash names the file
+                    loaded = _load_preprocessor(card, kernel_dir / name)
+        described.append(_described(files, loaded, len(folds)))
+    chains = [tuple(files[0] if len(files) == 1 else files[index] for files in stages) for index in range(len(folds))]
+    return [runtime_torch.TorchFold(**vars(fold), preprocessors=chain) for fold, chain in zip(folds, chains, strict=True)], \
+        described
+
+
+def _described(files: list[str], loaded: Any, folds: int) -> str:
+    which = f"{files[0]} for every fold" if len(files) == 1 else f"one per fold: {', '.join(files)}"
+    if runtime_torch.per_column(loaded):
+        kinds = sorted({type(transformer).__name__ for transformer in loaded.values()})
+        return f"{which}: a {'/'.join(kinds)} per column for {len(loaded)} column(s), in the mapping's order"
+    return f"{which}: {type(loaded).__name__} on the selected columns"
 
 
 def _load_preprocessor(card: TorchCard, path: Path) -> Any:
-    hint = ("save the fitted scaler/encoder with joblib.dump(scaler, path); a class defined in a notebook needs "
-            "pickle_main = 'module' naming the module of your code that defines it")
+    hint = ("save the fitted scaler/encoder with joblib.dump(scaler, path) (or pickle a dict column → fitted "
+            "transformer); a class defined in a notebook needs pickle_main = 'module' naming the module of your code "
+            "that defines it")
     try:
         loaded = load_estimator(to_kernel(card), path)
     except runtime.ModelLoadError as exc:
@@ -119,9 +135,17 @@ def _load_preprocessor(card: TorchCard, path: Path) -> Any:
     except Exception as exc:
         raise ModelError(f"[[models]] '{card.name}': preprocessor {path.name} does not load: {type(exc).__name__}: "
                          f"{checkpoints.plain(str(exc))}", hint=hint) from None
-    if not callable(getattr(loaded, "transform", None)):
+    if runtime_torch.per_column(loaded):
+        bad = [str(column) for column, transformer in loaded.items()
+               if not isinstance(column, str) or not callable(getattr(transformer, "transform", None))]
+        if bad:
+            raise ModelError(f"[[models]] '{card.name}': preprocessor {path.name} is a mapping, and its entries "
+                             f"{', '.join(bad[:8])} are not a column name → a fitted transformer (with transform())",
+                             hint="a per-column preprocessor maps each feature's name to the transformer fitted on it")
+    elif not callable(getattr(loaded, "transform", None)):
         raise ModelError(f"[[models]] '{card.name}': preprocessor {path.name} holds {type(loaded).__name__}, which has "
-                         "no transform()", hint="save the fitted scaler/encoder itself (an object with transform)")
+                         "no transform()", hint="save the fitted scaler/encoder itself (an object with transform), or a "
+                                                "dict column → fitted transformer")
     return loaded
 
 
@@ -133,34 +157,34 @@ def prepare(card: TorchCard, kernel_dir: Path, weights_stage: Path, written: dic
         written_folds = [fold for source in checkpoint_sources(card, kernel_dir, must_exist=False)
                          for fold in prepare_source(kernel, card.checkpoint_key, model, kernel_dir, source, weights_stage,
                                                     written)]
-    folds = pair_preprocessors(card, kernel_dir, written_folds)
+    folds, described = pair_preprocessors(card, kernel_dir, written_folds)
     first = folds[0]
     return runtime_torch.TorchBuilt(
         checkpoint=first.file, checkpoint_sha256=first.sha256, checkpoint_source=first.source, checkpoints=tuple(folds),
         checkpoint_key=None, source_key=first.source_key, dtype="float16" if card.half else "float32",
         num_params=sum(int(parameter.numel()) for parameter in model.parameters()),
         built_with={package: metadata.version(package) for package in RECORDED_VERSIONS},
-        preprocessing=preprocessing(card, folds))
+        preprocessing=preprocessing(card, described))
 
 
-def preprocessing(card: TorchCard, folds: list[runtime_torch.TorchFold]) -> dict[str, str]:
+def preprocessing(card: TorchCard, described: list[str]) -> dict[str, str]:
     """What the kernel does to the feature table before the net (the build's notes show it)."""
-    columns = (f"feature_columns, in that order ({len(card.feature_columns)}: {', '.join(card.feature_columns[:6])}"
+    shown_columns = card.feature_columns[:6]
+    columns = (f"feature_columns, in that order ({len(card.feature_columns)}: {', '.join(shown_columns)}"
                f"{', ...' if len(card.feature_columns) > 6 else ''})" if card.feature_columns
                else "every column the feature function returns, in its order")
-    scalers = sorted({fold.preprocessor for fold in folds if fold.preprocessor})
     shown = {"features": f"{card.feature_function or 'the test table without the id column'}: {columns}",
              "net": f"float32 batches of {card.batch_size} rows, activation {card.activation}, "
                     f"{'autocast on CUDA (amp = true)' if card.amp else 'no autocast (amp = false)'}"}
-    if scalers:
-        shown["preprocessor"] = (f"{scalers[0]} for every fold" if len(scalers) == 1 else
-                                 f"one per fold: {', '.join(scalers)}") + " (joblib.load: allow_joblib = true)"
+    for index, line in enumerate(described):
+        key = "preprocessor" if len(described) == 1 else f"preprocessor {index + 1} of {len(described)}"
+        shown[key] = line + " (joblib.load: allow_joblib = true)"
     return shown
 
 
 def extra_files(card: TorchCard, kernel_dir: Path) -> list[str]:
     """The preprocessor files: shipped in the weights as they are (the kernel loads them with joblib)."""
-    return preprocessor_sources(card, kernel_dir)
+    return [name for files in preprocessor_sources(card, kernel_dir) for name in files]
 
 
 def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: TorchCard, columns: list[str],
@@ -170,7 +194,7 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Torc
     path = public_test_table(spec, kernel_dir, data, card)
     where = f"{kernel_dir / SPEC_FILE}: models.{card.name}"
     resolved = to_kernel(card)
-    scalers = preprocessor_sources(card, kernel_dir)  # the first fold's is the first (prepare checked the pairing)
+    scalers = [files[0] for files in preprocessor_sources(card, kernel_dir)]  # the first fold's (prepare paired them)
     if card.num_classes != len(columns):
         raise BundleError(f"{where}: num_classes = {card.num_classes} but its step writes {len(columns)} column(s) "
                           f"({', '.join(columns)})", hint="set num_classes to the number of columns the step writes")
@@ -180,15 +204,37 @@ def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: Torc
             rows = public_test_rows(spec, data, path, sample)
             with user_code(where, "on the public test", [kernel_dir], card=card.name, function=card.feature_function,
                            hint=_predict_hint()):
-                frame = runtime_torch.select_columns(resolved, features(resolved, rows, id_column))
+                frame = runtime_torch.select_columns(resolved, features(resolved, rows, id_column,
+                                                                        build_context(resolved, kernel_dir, data)))
             with user_code(where, "on the public test", [kernel_dir], card=card.name, file=scalers[0] if scalers else None,
                            hint=_predict_hint()):
-                scaler = load_estimator(resolved, kernel_dir / scalers[0]) if scalers else None
-                inputs = runtime_torch.as_inputs(resolved, frame, scaler)
+                stages = [(name, load_estimator(resolved, kernel_dir / name)) for name in scalers]
+                inputs = runtime_torch.as_inputs(resolved, frame, stages)
                 # the folds were fitted strictly by prepare: the fresh net proves the widths in and out
                 runtime_torch.predict_array(resolved, model.eval(), inputs, CPU, "cpu")
         except (TableError, runtime.ModelLoadError) as exc:
             raise BundleError(f"{where}: on the public test: {exc}", hint=_predict_hint()) from None
+
+
+def notes(spec: KernelSpec, kernel_dir: Path, data: Path | None, card: TorchCard) -> list[str]:
+    """With a glob in ``feature_columns``: the columns it resolves to on the public test's feature table, in the net's
+    order (the kernel resolves them the same way on the hidden test's)."""
+    if data is None or not any(runtime_torch.is_pattern(entry) for entry in card.feature_columns):
+        return []
+    path = data / (spec.competition.test or DEFAULT_TEST_TABLE)
+    sample_path = data / spec.competition.sample_submission
+    if not path.is_file() or not sample_path.is_file():
+        return []
+    resolved = to_kernel(card)
+    id_column = spec.submission.id_column
+    with user_code_importable(kernel_dir), offline_environment():
+        rows = public_test_rows(spec, data, path, read_sample(sample_path, id_column))
+        with user_code(f"{kernel_dir / SPEC_FILE}: models.{card.name}", "on the public test", [kernel_dir], card=card.name,
+                       function=card.feature_function, hint=_predict_hint()):
+            frame = features(resolved, rows, id_column, build_context(resolved, kernel_dir, data))
+    columns = runtime_torch.resolve_columns(resolved, frame.columns)
+    return [f"models.{card.name}: feature_columns {', '.join(map(repr, card.feature_columns))} resolve on the public "
+            f"test's feature table to {len(columns)} column(s), in the net's order: {', '.join(columns)}"]
 
 
 def _predict_hint() -> str:
@@ -208,7 +254,7 @@ def record_notes(name: str, built: Built) -> list[str]:
 
 
 TORCH_EXTRA = Extra("torch", ("torch", "safetensors"))
-BUILD = build_card(TorchCard, TORCH_EXTRA, to_kernel, prepare, extra_files, check_public_data, modules,
+BUILD = build_card(TorchCard, TORCH_EXTRA, to_kernel, prepare, extra_files, check_public_data, modules, notes=notes,
                    record_notes=record_notes)
 
 __all__ = ["BUILD", "check_public_data", "extra_files", "prepare", "preprocessor_sources", "to_kernel"]

@@ -24,6 +24,7 @@ import pandas as pd
 from builder.errors import BundleError
 from builder.kkb_runtime.card import Built, BuiltCard, Card, NetworkFold
 from builder.kkb_runtime.cards.common.tables import DEFAULT_TEST_TABLE, test_rows
+from builder.kkb_runtime.context import Context
 from builder.kkb_runtime.typed import keys_of, read
 from builder.project.cards import CardBase
 from builder.project.spec import SPEC_FILE, KernelSpec
@@ -133,6 +134,12 @@ def built_card(unit: BuildCard, card: CardBase, built: Built) -> BuiltCard:
     return BuiltCard(unit.to_kernel(card), built, card.origins)
 
 
+def build_context(card: Card, kernel_dir: Path, data: Path | None) -> Context:
+    """What a card's function gets as ``ctx`` at build: the kernel folder holds the weights (at the paths the weights
+    dataset keeps) and the code; ``data`` is the public competition data."""
+    return Context(competition_dir=data or kernel_dir, weights_dir=kernel_dir, code_dir=kernel_dir, card=card)
+
+
 def public_test_table(spec: KernelSpec, kernel_dir: Path, data: Path, card: CardBase) -> Path:
     """The public test table a table card's check runs on (gbdt, sklearn, torch), or a refusal naming the card."""
     path = data / (spec.competition.test or DEFAULT_TEST_TABLE)
@@ -150,5 +157,5 @@ def public_test_rows(spec: KernelSpec, data: Path, path: Path, sample: pd.DataFr
     return test_rows(path, data / spec.competition.sample_submission, ids, id_column)
 
 
-__all__ = ["BuildCard", "Extra", "build_card", "built_as", "built_card", "fold_notes", "kernel_card", "narrowed",
+__all__ = ["BuildCard", "Extra", "build_card", "build_context", "built_as", "built_card", "fold_notes", "kernel_card", "narrowed",
            "no_notes", "public_test_rows", "public_test_table"]

@@ -29,10 +29,11 @@ import pandas as pd
 from ..card import Built, Card, Fold
 from ..config import KernelConfig
 from ..steps import write_step_meta
+from ..typed import JsonValue
 from .common import checkpoints, models
 from .common.estimators import load_estimator
 from .common.features import feature_table, features
-from .common.tables import first_rows, plain, table_job, write_table_output
+from .common.tables import first_rows, plain, table_job, view_context, write_table_output
 from .common.unit import ViewRows, runtime_card
 
 
@@ -41,6 +42,7 @@ class TabularCard(Card):
     """What both tabular kinds read: the feature function and the prediction method."""
 
     feature_function: str | None
+    feature_args: Mapping[str, JsonValue]  # the feature function's keyword arguments
     method: Literal["auto", "predict_proba", "predict"]
 
 
@@ -187,7 +189,7 @@ def predict_fold(card: TabularCard, path: Path, frame: pd.DataFrame, columns: Se
 def run(card: TabularCard, built: TabularBuilt, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
     job = table_job(card, out, environ, config)
     started = time.perf_counter()
-    frame, shared = feature_table(card, job, environ)  # computed once per run for the cards sharing the function
+    frame, shared = feature_table(card, job, environ, job.context(card, config))  # computed once per run for the cards sharing the function
     library = card.library if isinstance(card, GbdtCard) else "scikit-learn"
     print(f"[kkb] {card.name}: {library} on {len(job.ids)} rows x {frame.shape[1]} features, "
           f"{len(built.checkpoints)} fold(s)", flush=True)
@@ -203,7 +205,8 @@ def run(card: TabularCard, built: TabularBuilt, out: Path, environ: Mapping[str,
 
 def view(card: TabularCard, built: TabularBuilt, config: KernelConfig, weights: Path, data: Path, rows: int) -> ViewRows:
     """The feature row in the order the model receives it, after any reorder (name, dtype, value)."""
-    frame = features(card, first_rows(config, data, rows), config.submission.id_column)
+    frame = features(card, first_rows(config, data, rows), config.submission.id_column,
+                     view_context(card, config, weights, data))
     if isinstance(card, GbdtCard):
         _, names = load_booster(card, weights / built.checkpoints[0].file)
         frame = in_model_order(frame, names, card)

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..card import NetworkBuilt, NetworkCard
+from ..typed import JsonValue
 from .common import device as devices
 from .common import models
 from .common.models import activation
@@ -41,6 +42,7 @@ class TextCard(NetworkCard):
     head_tokens: int | None
     output: int | str | None  # what forward() returns, when it is not the logits
     encode_function: str | None  # the notebook's own tokenization (kkb_runtime.cards.text_inputs)
+    encode_args: Mapping[str, JsonValue]  # the encode function's keyword arguments
     padding: Literal["dynamic", "max_length"]
     column_max_len: Mapping[str, int]
 
@@ -252,12 +254,18 @@ def select_output(output: Any, selector: int | str | None) -> Any:
     return output
 
 
+def autocast_dtype(card: TextCard, choice: devices.DeviceChoice) -> str | None:
+    """What the forward pass autocasts to: ``float16`` on CUDA with ``amp = true``, else None (float32 logits, as a
+    notebook's plain ``model(**batch)`` computes them)."""
+    return "float16" if choice.kind == "cuda" and card.amp else None
+
+
 def make_forward(model: Any, card: TextCard, choice: devices.DeviceChoice, target: Any) -> Callable[[dict[str, Any]], Any]:
     """One batch of token tensors to activated float outputs on the CPU."""
     import torch
 
     act = activation(card.activation)
-    amp = choice.kind == "cuda" and card.amp
+    amp = autocast_dtype(card, choice) is not None
     keys = accepted_inputs(model)
 
     def forward(batch: dict[str, Any]) -> Any:
@@ -286,4 +294,4 @@ def pad_id(tokenizer: Any) -> int:
 
 
 __all__ = ["Encoded", "TextBuilt", "TextCard", "budgets", "create_model", "cut", "encode", "length_sorted_batches", "load_model",
-           "load_tokenizer", "make_forward", "padded", "predict_encoded", "select_output"]
+           "load_tokenizer", "autocast_dtype", "make_forward", "padded", "predict_encoded", "select_output"]

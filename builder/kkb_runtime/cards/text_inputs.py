@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..context import Context
+from ..user_calls import ArgumentsRefused, call_with
 from . import text
 from .common import models
 from .text import TextCard
@@ -28,10 +30,11 @@ def padding_length(card: TextCard) -> int | None:
     return card.max_len if card.padding == "max_length" else None
 
 
-def encode_rows(tokenizer: Any, card: TextCard, table: pd.DataFrame) -> text.Encoded:
-    """The card's token rows for ``table``: its encode function's, kkb's with per-column budgets, or kkb's own."""
+def encode_rows(tokenizer: Any, card: TextCard, table: pd.DataFrame, context: Context | None = None) -> text.Encoded:
+    """The card's token rows for ``table``: its encode function's (``context``: what it gets as ``ctx``), kkb's with
+    per-column budgets, or kkb's own."""
     if card.encode_function:
-        encoded = encode_with_function(tokenizer, card, card.encode_function, table)
+        encoded = encode_with_function(tokenizer, card, card.encode_function, table, context)
     elif card.column_max_len:
         encoded = encode_with_budgets(tokenizer, card, table)
     else:
@@ -56,9 +59,16 @@ def probe_rows(tokenizer: Any, card: TextCard, sentences: Sequence[str]) -> text
     return encode_rows(tokenizer, card, pd.DataFrame({column: list(sentences) for column in columns}))
 
 
-def encode_with_function(tokenizer: Any, card: TextCard, reference: str, table: pd.DataFrame) -> text.Encoded:
-    """``reference`` (the card's encode function: the notebook's tokenization, from the code dataset) on the rows."""
-    result = models.load_factory(reference)(table.copy(), tokenizer)
+def encode_with_function(tokenizer: Any, card: TextCard, reference: str, table: pd.DataFrame,
+                         context: Context | None = None) -> text.Encoded:
+    """``reference`` (the card's encode function: the notebook's tokenization, from the code dataset) on the rows, with
+    the card's ``encode_args`` as keyword arguments (and ``context`` to a parameter named ``ctx``)."""
+    function = models.load_factory(reference)
+    try:
+        result = call_with(function, reference, {"table": table.copy(), "tokenizer": tokenizer}, card.encode_args,
+                           "encode_args", context)
+    except ArgumentsRefused as exc:
+        raise models.ModelLoadError(f"model '{card.name}': encode_args: {exc}") from None
     where = f"model '{card.name}': {reference}"
     parts = _parts(result)
     if parts is None or "input_ids" not in parts:

@@ -22,7 +22,7 @@ from . import text, text_inputs
 from .common import checkpoints
 from .common import device as devices
 from .common.device import free_memory
-from .common.tables import first_rows, table_job, write_table_output
+from .common.tables import first_rows, table_job, view_context, write_table_output
 from .common.unit import ViewRows, runtime_card
 from .text import TextBuilt, TextCard
 
@@ -34,7 +34,7 @@ def run(card: TextCard, built: TextBuilt, out: Path, environ: Mapping[str, str],
     choice = devices.choose_device(environ)
     target = devices.torch_device(choice)
     tokenizer = text.load_tokenizer(card, job.weights_dir)
-    encoded = text_inputs.encode_rows(tokenizer, card, job.table)  # kkb's tokenization or the notebook's
+    encoded = text_inputs.encode_rows(tokenizer, card, job.table, job.context(card, config))  # kkb's or the notebook's
     timings: dict[str, Any] = {"rows": len(job.ids), "load_seconds": 0.0, "infer_seconds": 0.0}
     print(f"[kkb] {card.name}: text model on {devices.summary(choice)}; {len(job.ids)} rows, "
           f"{len(built.checkpoints)} fold(s), columns {', '.join(job.columns)}", flush=True)
@@ -62,7 +62,7 @@ def view(card: TextCard, built: TextBuilt, config: KernelConfig, weights: Path, 
     kkb's truncation cut each segment (an encode function's rows are shown as returned)."""
     table = first_rows(config, data, rows)
     tokenizer = text.load_tokenizer(card, weights)
-    encoded = text_inputs.encode_rows(tokenizer, card, table)
+    encoded = text_inputs.encode_rows(tokenizer, card, table, view_context(card, config, weights, data))
     cuts = _cuts(tokenizer, card, table) if not card.encode_function else [None] * len(table)
     out = []
     for index, ids in enumerate(encoded.input_ids):

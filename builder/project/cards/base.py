@@ -38,6 +38,13 @@ def check_module(value: str | None) -> str | None:
     return value
 
 
+def check_arguments(card: CardBase, function: str, arguments: str) -> None:
+    """A card's ``*_args`` only beside the function they are passed to (never ignored)."""
+    if getattr(card, arguments) and getattr(card, function) is None:
+        raise ValueError(f"[[models]] '{card.name}': {arguments} are passed to {function} as keyword arguments, and the "
+                         f"card has no {function}: set it, or drop {arguments}")
+
+
 class CardBase(StrictModel):
     """The keys of every kind: its name, its kind, its step, its columns, its checkpoints (folds), its width."""
 
@@ -47,6 +54,8 @@ class CardBase(StrictModel):
     step: bool = True
     # The prediction columns this card writes, when not all of them (a column group: copied to its implicit step).
     columns: list[str] = Field(default_factory=list)
+    # This card's weight in a blend of cards (copied to its implicit step): `combine` sums weight × prediction.
+    weight: float | None = Field(default=None, gt=0)
     checkpoint: str | list[str]
     fold_weights: list[float] | None = None
     num_classes: int = Field(gt=0)
@@ -73,6 +82,10 @@ class CardBase(StrictModel):
     @property
     def origins(self) -> dict[str, str]:
         return {key: self.origin(key) for key in type(self).model_fields}
+
+    def unused_keys(self) -> dict[str, str]:
+        """Keys this card's other settings make the kernel ignore, and why (``kkb build`` shows them as unused)."""
+        return {}
 
     @field_validator("checkpoint")
     @classmethod
@@ -138,4 +151,5 @@ class NetworkCard(CardBase):
         return value
 
 
-__all__ = ["DEFAULT", "MODEL_DEFAULTS", "ORIGINS_KEY", "SET", "CardBase", "NetworkCard", "check_module", "check_reference"]
+__all__ = ["DEFAULT", "MODEL_DEFAULTS", "ORIGINS_KEY", "SET", "CardBase", "NetworkCard", "check_arguments", "check_module",
+           "check_reference"]

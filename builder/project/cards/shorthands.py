@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from builder.kkb_runtime.vocabulary import CardKind
+from builder.kkb_runtime.vocabulary import CardKind, CombineKind
 from builder.project.cards.base import MODEL_DEFAULTS, ORIGINS_KEY, SET
 from builder.project.cards.kinds import DEFAULT_KIND, keys_of, kinds_taking
 from builder.project.spec_values import did_you_mean
@@ -48,7 +48,9 @@ def expand_models(raw: Any) -> Any:
         check_defaults_taken(defaults, kinds)
     out["models"] = expanded
     if out.get("evaluation_api") is None:
+        check_blend_written(out.get("steps"), expanded)
         out["steps"] = implicit_steps(out.get("steps"), expanded)
+        out["submission"] = blend_combine(out.get("submission"), out["steps"], expanded)
     return out
 
 
@@ -107,8 +109,61 @@ def implicit_steps(steps: Any, cards: list[Any]) -> Any:
         step = {"name": name, "run": PREDICT_STEP.format(name=name)}
         if card.get("columns"):
             step["columns"] = card["columns"]
+        if card.get("weight") is not None:
+            step["weight"] = card["weight"]
         written.append(step)
     return written
 
 
-__all__ = ["PREDICT_STEP", "check_defaults_taken", "expand_models", "implicit_steps"]
+# --- a blend of cards: each card's weight weighs its implicit step ---------------------------------------------------
+# One weight per step, and only one place that gives it: a card's `weight` goes to the step kkb adds for the card; a
+# step written in [[steps]] that runs a weighted card would have two (the card's and its own `weight`, default 1), so
+# it is refused by name, and so is any step without a weight in a blend (a silent 1.0 beside 0.2 and 0.4).
+
+
+def _weighted(cards: list[Any]) -> dict[str, Any]:
+    return {str(card.get("name")): card["weight"] for card in cards
+            if isinstance(card, Mapping) and card.get("weight") is not None}
+
+
+def check_blend_written(steps: Any, cards: list[Any]) -> None:
+    """No step of ``[[steps]]`` runs a card that has a weight: the weight would be the card's or the step's."""
+    weighted = _weighted(cards)
+    for step in steps if isinstance(steps, list) else []:
+        if not isinstance(step, Mapping):
+            continue
+        for name, weight in weighted.items():
+            if _own_step(step, name, weight):
+                continue  # the card's step as kkb added it (a spec read back from what the build wrote)
+            if re.search(rf"--model(=|\s+){re.escape(name)}(\s|$)", str(step.get("run", ""))):
+                raise ValueError(f"[[steps]] '{step.get('name')}' runs models.{name}, which has weight = {weight}: a "
+                                 "card's weight weighs the step kkb adds for it, and this step has its own (weight, "
+                                 f"default 1.0): give the step its weight and drop the card's, or drop the step")
+
+
+def _own_step(step: Mapping[str, Any], name: str, weight: Any) -> bool:
+    return (step.get("name") == name and step.get("run") == PREDICT_STEP.format(name=name)
+            and step.get("weight") == weight)
+
+
+def blend_combine(submission: Any, steps: Any, cards: list[Any]) -> Any:
+    """With cards' weights, every step has a weight and ``combine`` uses them: ``weighted_sum`` unless written."""
+    weighted = _weighted(cards)
+    if not weighted or not isinstance(steps, list) or (submission is not None and not isinstance(submission, Mapping)):
+        return submission
+    given = ", ".join(f"models.{name}.weight = {weight}" for name, weight in weighted.items())
+    unweighted = [str(step.get("name")) for step in steps if isinstance(step, Mapping) and step.get("weight") is None]
+    if unweighted:
+        raise ValueError(f"a blend of cards ({given}) weighs every step, and step(s) {', '.join(unweighted)} have no "
+                         "weight: give each its weight (on its card, or on the [[steps]] entry)")
+    out = dict(submission or {})
+    combine = out.setdefault("combine", CombineKind.WEIGHTED_SUM.value)
+    if combine not in (CombineKind.WEIGHTED_SUM, CombineKind.WEIGHTED_MEAN):
+        raise ValueError(f"[submission] combine = '{combine}' ignores weights, and the cards have them ({given}): "
+                         "leave combine out (or 'weighted_sum': Σ weight × prediction, as a notebook's blend line), "
+                         "or 'weighted_mean' (divided by the weights' sum)")
+    return out
+
+
+__all__ = ["PREDICT_STEP", "blend_combine", "check_blend_written", "check_defaults_taken", "expand_models",
+           "implicit_steps"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from builder.kkb_runtime.vocabulary import CardKind
-from builder.project.cards.base import CardBase, check_module, check_reference
+from builder.project.cards.base import CardBase, check_arguments, check_module, check_reference
 
 # kkb_runtime.cards.tabular.LIBRARIES: the file formats each booster library reads.
 BOOSTER_SUFFIXES = {"lightgbm": (".txt", ".json", ".lgb"), "xgboost": (".json", ".ubj"), "catboost": (".cbm",)}
@@ -18,6 +18,8 @@ class TabularCard(CardBase):
 
     # "module:function": called with the test table (a DataFrame), returns the feature table.
     feature_function: str | None = None
+    # The feature function's own arguments, passed as keyword arguments.
+    feature_args: dict[str, Any] = Field(default_factory=dict)
     # predict_proba (classifiers: the positive class or every class) or predict (regressors, raw scores).
     method: Literal["auto", "predict_proba", "predict"] = "auto"
 
@@ -25,6 +27,11 @@ class TabularCard(CardBase):
     @classmethod
     def _reference(cls, value: str | None) -> str | None:
         return check_reference(value, "a function of your code: test table in, features out")
+
+    @model_validator(mode="after")
+    def _arguments(self) -> TabularCard:
+        check_arguments(self, "feature_function", "feature_args")
+        return self
 
 
 class GbdtCard(TabularCard):

@@ -9,12 +9,12 @@ outputs match a float32 notebook only without it) and batches of 1024 rows (its 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from builder.kkb_runtime.vocabulary import CardKind
-from builder.project.cards.base import NetworkCard, check_module, check_reference
+from builder.project.cards.base import NetworkCard, check_arguments, check_module, check_reference
 from builder.project.spec_values import relative_path
 
 
@@ -27,6 +27,8 @@ class TorchCard(NetworkCard):
     # "module:function": called with the test table (a DataFrame), returns the feature table (shared with the
     # other cards naming the same function: computed once per run).
     feature_function: str | None = None
+    # The feature function's own arguments, passed as keyword arguments.
+    feature_args: dict[str, Any] = Field(default_factory=dict)
     # The feature table's columns the net reads, in the order it was trained on (default: every column
     # the feature function returns, in its order). Checked against the feature table at build and in the kernel.
     feature_columns: list[str] = Field(default_factory=list)
@@ -70,6 +72,7 @@ class TorchCard(NetworkCard):
         if self.factory is None:
             raise ValueError(f"[[models]] '{self.name}': a torch card needs factory ('package.module:function' "
                              "returning the nn.Module that takes a (rows, features) float32 tensor)")
+        check_arguments(self, "feature_function", "feature_args")
         if self.preprocessor is not None and not self.allow_joblib:
             raise ValueError(f"[[models]] '{self.name}': preprocessor is a pickle (joblib), which runs code when loaded: "
                              "set allow_joblib = true if you trust the file")

@@ -9,7 +9,10 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from ...context import Context
 from ...features import shared_features
+from ...typed import JsonValue
+from ...user_calls import ArgumentsRefused, call_with
 from . import models
 from .tables import TableJob
 
@@ -23,14 +26,21 @@ class Featured(Protocol):
     @property
     def feature_function(self) -> str | None: ...
 
+    @property
+    def feature_args(self) -> Mapping[str, JsonValue]: ...
 
-def features(card: Featured, table: pd.DataFrame, id_column: str) -> pd.DataFrame:
-    """``feature_function`` on the test rows (the id column included), its id column dropped; without one, every
-    column of the table but the id."""
+
+def features(card: Featured, table: pd.DataFrame, id_column: str, context: Context) -> pd.DataFrame:
+    """``feature_function`` on the test rows (the id column included; ``feature_args`` as keyword arguments, the
+    context to ``ctx``), its id column dropped; without one, every column of the table but the id."""
     reference = card.feature_function
     if not reference:
         return table.drop(columns=[id_column])
-    result = models.load_factory(reference)(table.copy())
+    function = models.load_factory(reference)
+    try:
+        result = call_with(function, reference, {"table": table.copy()}, card.feature_args, "feature_args", context)
+    except ArgumentsRefused as exc:
+        raise models.ModelLoadError(f"model '{card.name}': feature_args: {exc}") from None
     if not isinstance(result, pd.DataFrame):
         raise models.ModelLoadError(f"model '{card.name}': {reference} returned {type(result).__name__}, "
                                     "not a pandas DataFrame of features")
@@ -40,14 +50,21 @@ def features(card: Featured, table: pd.DataFrame, id_column: str) -> pd.DataFram
     return result.drop(columns=[id_column], errors="ignore").reset_index(drop=True)
 
 
-def feature_table(card: Featured, job: TableJob, environ: Mapping[str, str]) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+def feature_call(card: Featured) -> str:
+    """The feature function as it is called (``pkg.f:make(window=5)``): cards share a table only with the same call."""
+    arguments = ", ".join(f"{key}={value!r}" for key, value in sorted(card.feature_args.items()))
+    return f"{card.feature_function}({arguments})" if arguments else str(card.feature_function)
+
+
+def feature_table(card: Featured, job: TableJob, environ: Mapping[str, str],
+                  context: Context) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """The card's features of the test rows, and the step's record of where they came from (None without a
     feature function: the table's own columns)."""
-    reference = card.feature_function
-    if not reference:
-        return features(card, job.table, job.id_column), None
+    if not card.feature_function:
+        return features(card, job.table, job.id_column, context), None
     who = {"step": str(environ.get("KKB_STEP_NAME") or card.name), "card": card.name}
-    return shared_features(reference, job.ids, who, lambda: features(card, job.table, job.id_column), environ)
+    return shared_features(feature_call(card), job.ids, who, lambda: features(card, job.table, job.id_column, context),
+                           environ)
 
 
-__all__ = ["Featured", "feature_table", "features"]
+__all__ = ["Featured", "feature_call", "feature_table", "features"]

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ...card import Card
 from ...config import KernelConfig
+from ...context import Context
 from ...inputs import find_competition, find_dataset
 from ...submission import read_sample, target_columns, write_submission
 
@@ -46,6 +47,12 @@ class TableJob:
     columns: list[str]
     weights_dir: Path
     out: Path
+    competition_dir: Path
+
+    def context(self, card: Card, config: KernelConfig) -> Context:
+        """What the card's own functions get as ``ctx``: the folders this step reads, the card."""
+        return Context(competition_dir=self.competition_dir, weights_dir=self.weights_dir, code_dir=config.code_dir,
+                       card=card, config=config, id_column=self.id_column)
 
 
 def weights_dir(config: KernelConfig, environ: Mapping[str, str]) -> Path:
@@ -161,7 +168,7 @@ def make_table_job(card: Card, out: Path, config: KernelConfig, competition: Pat
                          f"{len(columns)} column(s) ({', '.join(columns)})")
     ids = sample[id_column].astype(str).tolist()[:row_limit]
     table = test_rows(table_path(config, competition), sample_path, ids, id_column)
-    return TableJob(table, ids, id_column, columns, weights, out)
+    return TableJob(table, ids, id_column, columns, weights, out, competition)
 
 
 def write_table_output(job: TableJob, values: np.ndarray) -> Path:
@@ -185,6 +192,12 @@ def first_rows(config: KernelConfig, data: Path, rows: int) -> pd.DataFrame:
     return test_rows(test, sample, ids, id_column).reset_index(drop=True)
 
 
+def view_context(card: Card, config: KernelConfig, weights: Path, data: Path) -> Context:
+    """What a card's own functions get as ``ctx`` in a view (``--show-inputs``): the folders the view reads."""
+    return Context(competition_dir=data, weights_dir=weights, code_dir=config.code_dir, card=card, config=config,
+                   id_column=config.submission.id_column)
+
+
 def plain(value: Any) -> Any:
     """A numpy scalar as the Python value JSON writes (a view's values)."""
     return value.item() if isinstance(value, np.generic) else value
@@ -193,5 +206,5 @@ def plain(value: Any) -> Any:
 __all__ = [
     "PredictError", "TableError", "TableJob", "competition_dir", "first_rows", "make_table_job", "plain", "prediction_columns",
     "as_sample_ids", "read_table", "row_limit", "rows_in_sample_order", "sample_id_dtype", "step_columns", "table_job",
-    "table_path", "test_rows", "weights_dir", "write_table_output",
+    "table_path", "test_rows", "view_context", "weights_dir", "write_table_output",
 ]
