@@ -225,6 +225,22 @@ def test_prepare_refuses(tmp_path: Path, extra: dict[str, Any], error: type[Exce
     assert message in str(caught.value)
 
 
+def test_a_list_of_one_file_per_fold_is_not_taken_for_a_chain(tmp_path: Path) -> None:
+    """A list is a chain; files differing only by a number, as many as the folds, are asked about, not chained."""
+    from builder.bundle.cards import torch as bundle_torch
+
+    kernel = write_kernel(tmp_path / "k", folds=2, scalers=2)
+    (card,) = spec({**TORCH, "preprocessor": ["weights/scaler_0.joblib", "weights/scaler_1.joblib"], "allow_joblib": True,
+                    "feature_columns": ["c", "a", "b"]}).models
+    with pytest.raises(BundleError) as caught:
+        bundle_torch.prepare(card, kernel, tmp_path / "stage", {})
+    assert caught.value.message.endswith(
+        "models.net.preprocessor: ['weights/scaler_0.joblib', 'weights/scaler_1.joblib'] lists 2 files that differ only "
+        "by a number, one per fold (2 folds), but a list is a chain: each file would be applied after the one before, "
+        "on every fold")
+    assert caught.value.hint is not None and 'preprocessor = "weights/scaler_*.joblib"' in caught.value.hint
+
+
 def test_the_public_test_is_checked_as_the_kernel_computes_it(tmp_path: Path) -> None:
     from builder.bundle.cards import torch as bundle_torch
 

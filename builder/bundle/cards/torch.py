@@ -13,6 +13,7 @@ pairing is written in each checkpoint entry); it ships in the weights as it is.
 from __future__ import annotations
 
 import glob
+import re
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,7 @@ def pair_preprocessors(card: TorchCard, kernel_dir: Path,
     """Each fold's chain of preprocessors (each entry one file for all folds, or one per fold in sorted order), each
     file loaded once as the kernel loads it; and what each entry is, in words."""
     stages = preprocessor_sources(card, kernel_dir)
+    _refuse_folds_as_a_chain(card, kernel_dir, stages, folds)
     described = []
     for index, files in enumerate(stages):
         if len(files) not in (1, len(folds)):
@@ -113,6 +115,21 @@ def pair_preprocessors(card: TorchCard, kernel_dir: Path,
     chains = [tuple(files[0] if len(files) == 1 else files[index] for files in stages) for index in range(len(folds))]
     return [runtime_torch.TorchFold(**vars(fold), preprocessors=chain) for fold, chain in zip(folds, chains, strict=True)], \
         described
+
+
+def _refuse_folds_as_a_chain(card: TorchCard, kernel_dir: Path, stages: list[list[str]], folds: list[NetworkFold]) -> None:
+    """A list is a chain (each file applied after the one before, on every fold). Files that differ only by a number,
+    as many as the folds, read as one per fold: applying each after the other would change every prediction
+    silently, so the build asks which was meant."""
+    names = [files[0] for files in stages if len(files) == 1]
+    if len(folds) < 2 or len(names) != len(stages) or len(names) != len(folds):
+        return
+    if len({re.sub(r"\d+", "#", name) for name in names}) == 1:
+        raise BundleError(f"{kernel_dir / SPEC_FILE}: models.{card.name}.preprocessor: {names} lists {len(names)} files "
+                          f"that differ only by a number, one per fold ({len(folds)} folds), but a list is a chain: "
+                          "each file would be applied after the one before, on every fold",
+                          hint=f"one per fold: a glob, preprocessor = \"{re.sub(r'[0-9]+', '*', names[0])}\" (sorted in the "
+                               "folds' order); a chain: name its files by what each does")
 
 
 def _described(files: list[str], loaded: Any, folds: int) -> str:
