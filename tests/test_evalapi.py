@@ -25,15 +25,14 @@ from builder.rehearse.evalapi import (
     EvalApiReport,
     RerunResult,
     commit_report,
-    free_port,
-    gateway_module,
     notebook_script,
     rehearse_rerun,
     verdict_name,
 )
 from builder.rehearse.evalapi_scenario import gateway_verdict
-from builder.rehearse.execute import execute_notebook
 from builder.rehearse.verdict import Judgement
+from builder.run.execute import execute_notebook
+from builder.run.gateway import free_port, gateway_module
 from builder.run.sandbox import Mount, SandboxSpec, remove_sandbox
 from tests.support.busy import busy_loops
 from tests.support.files import KERNELS

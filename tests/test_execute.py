@@ -12,7 +12,7 @@ import nbformat
 import psutil
 import pytest
 
-from builder.rehearse.execute import ExecutionResult, execute_notebook
+from builder.run.execute import ExecutionResult, execute_notebook
 from builder.run.sandbox import Mount, SandboxSpec, blocked_network
 from tests.support.files import build_file_tree
 
@@ -130,7 +130,7 @@ def test_the_portable_sandbox_runs_the_same_kernel(tmp_path: Path) -> None:
 
 
 def test_gpu_memory_is_the_largest_per_device_total_of_the_runs_processes() -> None:
-    from builder.rehearse.execute import _gpu_bytes
+    from builder.run.execute import _gpu_bytes
 
     smi = ("GPU-aaa, 101, 1000\nGPU-aaa, 102, 500\nGPU-bbb, 101, 1200\n"
            "GPU-aaa, 999, 30000\n"  # another user's process

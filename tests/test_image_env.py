@@ -14,11 +14,11 @@ from packaging.version import Version
 from builder.cli.views import _show_dry_run
 from builder.errors import DryRunError
 from builder.project.image import load_image
-from builder.rehearse import image_env
-from builder.rehearse.env_check import PTH_FILE, env_damage, site_packages
-from builder.rehearse.image_env import build_image_env, image_env_note, image_pins, kernel_modules
 from builder.rehearse.report import DryRunReport
-from builder.rehearse.skew import interpreter_versions
+from builder.run import image_env
+from builder.run.env_check import PTH_FILE, env_damage, site_packages
+from builder.run.image_env import build_image_env, image_env_note, image_pins, kernel_modules
+from builder.run.skew import interpreter_versions
 from tests.support.files import build_file_tree
 from tests.support.wheels import write_pure_wheel
 

@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 from builder.kkb_runtime.vocabulary import MemoryAccounting
-from builder.rehearse import memory
-from builder.rehearse.limits import memory_enforcement
-from builder.rehearse.memory import (
+from builder.run import memory
+from builder.run.limits import memory_enforcement
+from builder.run.memory import (
     ACCOUNTANTS,
     AVAILABLE,
     DESCRIPTIONS,

@@ -23,8 +23,8 @@ from builder.local_kaggle import LocalKaggle
 from builder.project.spec import load_spec
 from builder.project.spec_renames import SpecDeprecation
 from builder.rehearse.dryrun import DryRunSettings, dry_run
-from builder.rehearse.script_run import KAGGLE_SCRIPT, script_exception
 from builder.rehearse.verdict import CSV_NOT_FOUND, SCORING_ERROR, THREW, TIMEOUT
+from builder.run.script_run import KAGGLE_SCRIPT, script_exception
 from tests.support.demo_kaggle import serve_local_kaggle
 from tests.support.files import KERNELS, REPO
 from tests.support.golden import normalize_provenance

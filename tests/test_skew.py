@@ -14,9 +14,11 @@ from packaging.version import Version
 
 from builder.project.image import load_image
 from builder.project.spec import load_spec
-from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.own_imports import own_modules
-from builder.rehearse.skew import (
+from builder.rehearse.verdict import CSV_NOT_FOUND, NOT_REHEARSED, Limits, judge
+from builder.run.execute import ExecutionResult
+from builder.run.sandbox import SandboxSpec, prepare_sandbox
+from builder.run.skew import (
     Skew,
     differs,
     local_version,
@@ -27,8 +29,6 @@ from builder.rehearse.skew import (
     skew_warnings,
     version_skews,
 )
-from builder.rehearse.verdict import CSV_NOT_FOUND, NOT_REHEARSED, Limits, judge
-from builder.run.sandbox import SandboxSpec, prepare_sandbox
 from tests.support.files import KERNELS
 
 PANDAS = metadata.version("pandas")

@@ -19,9 +19,9 @@ import pytest
 from packaging.version import Version
 
 from builder.rehearse.dryrun import DryRunSettings, dry_run
-from builder.rehearse.execute import ExecutionResult
-from builder.rehearse.skew import Skew
 from builder.rehearse.verdict import CSV_NOT_FOUND, NOT_REHEARSED, Limits, judge
+from builder.run.execute import ExecutionResult
+from builder.run.skew import Skew
 from tests.support.files import KERNELS
 
 CAPTURED = "2026-06-17"

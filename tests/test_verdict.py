@@ -9,8 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from builder.rehearse.deadlines import LimitCheck
-from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.verdict import (
     COMPUTE,
     CSV_NOT_FOUND,
@@ -27,6 +25,8 @@ from builder.rehearse.verdict import (
     projected_seconds,
     submission_problems,
 )
+from builder.run.deadlines import LimitCheck
+from builder.run.execute import ExecutionResult
 
 SAMPLE = pd.DataFrame({"id": ["a", "b", "c"], "target": [0.0, 0.0, 0.0]})
 

@@ -51,8 +51,6 @@ from builder.project.spec import MAX_WAIT_SECONDS
 from builder.project.spec_renames import SpecDeprecation
 from builder.rehearse.card_inputs import DEFAULT_ROWS
 from builder.rehearse.dryrun import DryRunReport, DryRunSettings
-from builder.rehearse.image_env import build_image_env
-from builder.rehearse.limits import parse_size
 from builder.rehearse.on_kaggle import report_from_kaggle
 from builder.rehearse.reference import ReferenceSettings, parse_step_reference, reference_failure
 from builder.rehearse.report import SCENARIOS, ScenarioChoice
@@ -67,6 +65,8 @@ from builder.remote.rehearsal import RehearsalSettings, rehearse_on_kaggle
 from builder.remote.session import PushSettings, Waits
 from builder.remote.submit import SubmitSettings
 from builder.remote.wheels import WheelsSettings, build_wheels
+from builder.run.image_env import build_image_env
+from builder.run.limits import parse_size
 
 app = typer.Typer(
     name="kkb",

@@ -47,7 +47,8 @@ from builder.local_kaggle.wire import (
     paginate_call,
 )
 from builder.local_kaggle.worker import JobQueue
-from builder.rehearse.evalapi import Gateway, rehearse_gateway_rerun, verdict_name, verdict_reason
+from builder.rehearse.evalapi import rehearse_gateway_rerun, verdict_name, verdict_reason
+from builder.run.gateway import Gateway
 from builder.run.sandbox import Mount
 
 SERVICE = "competitions.CompetitionApiService"

@@ -14,7 +14,7 @@ notebook in a fresh sandbox (``builder.run.sandbox``), the code and weights bund
     separate them), its memory limited to and compared with the machine shape's RAM (``--memory`` overrides).
 
 Each scenario's sandbox says which isolation ran (:mod:`builder.run.isolation`) and which limits were enforced
-(:mod:`builder.rehearse.limits`), with what each card fed its model (:mod:`builder.rehearse.card_inputs`), a reference's
+(:mod:`builder.run.limits`), with what each card fed its model (:mod:`builder.rehearse.card_inputs`), a reference's
 comparison (:mod:`builder.rehearse.reference`) and what the run found mounted (:mod:`builder.rehearse.mounted`).
 Results go to ``build/NAME/dryrun/``: ``<scenario>.ipynb`` (the executed notebook), ``<scenario>.log.json`` (Kaggle's
 log shape), ``<scenario>.submission.csv``, ``report.json``. The sandboxes are temporary; nothing else is written to.
@@ -48,15 +48,11 @@ from builder.project.settings_types import check_settings
 from builder.project.spec import SPEC_FILE, KernelSpec, spec_of
 from builder.rehearse.card_inputs import DEFAULT_ROWS, card_inputs
 from builder.rehearse.collapse import rerun_collapse
-from builder.rehearse.evalapi import evaluation_section, missing_gateway_package, sandbox_env
+from builder.rehearse.evalapi import missing_gateway_package
 from builder.rehearse.evalapi_scenario import gateway_verdict
 from builder.rehearse.evalapi_scenario import run_scenario as run_evaluation_api
-from builder.rehearse.execute import ExecutionResult, tail
-from builder.rehearse.forms import execute_kernel
 from builder.rehearse.html_report import write_html_report
-from builder.rehearse.image_env import build_image_env, image_env_note
 from builder.rehearse.image_notes import image_notes
-from builder.rehearse.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.rehearse.metric_report import MetricReport
 from builder.rehearse.metric_run import check_before_rerun, float_targets, rerun_metric_report, step_rounding
 from builder.rehearse.mounted import mounted_warnings
@@ -72,8 +68,6 @@ from builder.rehearse.projection import (
 )
 from builder.rehearse.reference import ReferenceSettings, check_reference, compare_reference
 from builder.rehearse.report import SCENARIOS, DryRunReport, Scenario, ScenarioChoice, ScenarioReport
-from builder.rehearse.skew import skew_records, skew_warnings
-from builder.rehearse.stand_ins import input_mounts, replicated_test
 from builder.rehearse.verdict import (
     NOT_REHEARSED,
     OK,
@@ -86,8 +80,15 @@ from builder.rehearse.verdict import (
     projected_seconds,
 )
 from builder.rehearse.wheelhouse import dry_run_check, dry_run_mounts
+from builder.run.execute import ExecutionResult, tail
+from builder.run.forms import execute_kernel
+from builder.run.gateway import evaluation_section, sandbox_env
+from builder.run.image_env import build_image_env, image_env_note
+from builder.run.limits import WORKING_LIMIT_BYTES, memory_enforcement, working_enforcement
 from builder.run.sandbox import Mount, SandboxSpec, blocked_network, remove_sandbox
 from builder.run.sandbox_files import in_working
+from builder.run.skew import skew_records, skew_warnings
+from builder.run.stand_ins import input_mounts, replicated_test
 
 LOG_TAIL_LINES = 20
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -110,7 +111,7 @@ class DryRunSettings:
     keep_sandbox: bool = False  # leave each sandbox on disk (its path is in the report)
     rerun_data_dir: Path | None = None  # the rerun's data (a hidden stand-in); the commit keeps data_dir
     memory_bytes: int | None = None  # default: the machine shape's RAM
-    image_env: bool = False  # run the kernel in kkb env's environment: the image's versions (builder.rehearse.image_env)
+    image_env: bool = False  # run the kernel in kkb env's environment: the image's versions (builder.run.image_env)
     fit: bool = True  # a second, replicated rerun when the test is too small to fit fixed + per-row time
     progress: Callable[[str], None] | None = None  # one line per event (builder.cli shows it with rich); never printed here
     answers: Path | None = None  # the rerun data's answers (id, targets, optional Usage): the expected score, the split

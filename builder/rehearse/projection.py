@@ -31,8 +31,8 @@ from typing import Any
 
 from builder.kkb_runtime.timing import BatchTiming, FoldTiming, StepTiming
 from builder.rehearse.device_factor import TABLE, DeviceFactor, compute_rate, device_factor, measured_here
-from builder.rehearse.limits import duration_text
-from builder.rehearse.load import Load, machine_load, on_own_cpus
+from builder.run.limits import duration_text
+from builder.run.load import Load, machine_load, on_own_cpus
 
 PROBE_BATCHES = 3  # full steady batches a card step times when its test gives fewer ($KKB_TIMING_PROBE)
 MIN_FIT_ROWS = 50  # below this the public test alone cannot separate fixed from per-row cost
@@ -118,7 +118,7 @@ class Projection:
     exact: bool  # False: some component was measured at one size only (its range is wide, said so)
     measured_rows: int = 0  # the largest test measured
     device: DeviceFactor | None = None
-    load: Load | None = None  # the machine was oversubscribed: low and central from CPU time (builder.rehearse.load)
+    load: Load | None = None  # the machine was oversubscribed: low and central from CPU time (builder.run.load)
 
     @property
     def factor(self) -> DeviceFactor:

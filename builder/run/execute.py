@@ -34,10 +34,10 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from builder.errors import DryRunError
 from builder.kkb_runtime.vocabulary import MemoryAccounting
 from builder.project.kaggle_env import KernelEnvironment
-from builder.rehearse.deadlines import LimitCheck, WaitTracker, time_owed
-from builder.rehearse.memory import MemoryWatch
-from builder.rehearse.skew import Skew, interpreter_versions, recorded_imports, version_skews
+from builder.run.deadlines import LimitCheck, WaitTracker, time_owed
+from builder.run.memory import MemoryWatch
 from builder.run.sandbox import Sandbox, SandboxSpec, finish_run, input_snapshot, input_writes, prepare_sandbox
+from builder.run.skew import Skew, interpreter_versions, recorded_imports, version_skews
 
 EXECUTED_NOTEBOOK = "__notebook__.ipynb"  # the name Kaggle gives the executed notebook in a run's output
 STEPS_RECORD = "kkb_steps.json"  # written by kkb_runtime.steps in the working dir
@@ -76,11 +76,11 @@ class ExecutionResult:
     working_limit_bytes: int | None = None
     disk_exceeded: bool = False  # killed: /kaggle/working grew past what Kaggle keeps
     mounts: tuple[tuple[Path, Path], ...] = ()  # (host source, target under root/input): what the kernel saw there
-    memory_accounting: MemoryAccounting = MemoryAccounting.NONE  # how peak_rss_bytes was counted (builder.rehearse.memory)
+    memory_accounting: MemoryAccounting = MemoryAccounting.NONE  # how peak_rss_bytes was counted (builder.run.memory)
     memory_exceeded: bool = False  # the run was ended by the memory limit (killed, as Kaggle's OOM killer ends it)
     memory_step: str | None = None  # the kkb step running when the limit ended the run
     root_filesystem: str = ""  # how the container's file system was made writable (builder.run.overlay)
-    version_skew: tuple[Skew, ...] = ()  # imported packages whose version differs from the image's (builder.rehearse.skew)
+    version_skew: tuple[Skew, ...] = ()  # imported packages whose version differs from the image's (builder.run.skew)
     environment: KernelEnvironment = KernelEnvironment(())  # what the kernel's environment held (builder.project.kaggle_env)
     time_limit_check: LimitCheck | None = None  # killed at its timeout: the CPU time and the wait for a CPU beside it
     left_behind: tuple[str, ...] = ()  # links and special files the run left, removed unread (builder.run.sandbox_files)
@@ -105,9 +105,10 @@ def _read_notebook(path: Path) -> nbformat.NotebookNode:
     if not path.is_file():
         raise DryRunError(f"{path}: notebook not found", hint="build the kernel first (kkb build)")
     try:
-        return nbformat.read(path, as_version=4)
+        notebook: nbformat.NotebookNode = nbformat.read(path, as_version=4)
     except Exception as exc:  # nbformat raises several unrelated types for a bad file
         raise DryRunError(f"{path}: not a readable notebook: {exc}", hint="rebuild it with kkb build") from None
+    return notebook
 
 
 # --- the kernel ---------------------------------------------------------------------------------
@@ -159,7 +160,7 @@ class _Monitor:
     """Samples the kernel's process tree: its memory as Kaggle counts it, GPU memory, every process ever
     seen (to kill it).
 
-    Memory is counted by :class:`builder.rehearse.memory.MemoryWatch` (a cgroup, or summed PSS: shared
+    Memory is counted by :class:`builder.run.memory.MemoryWatch` (a cgroup, or summed PSS: shared
     pages once) and the whole run is ended past the limit (``on_memory_full``), as the container's OOM
     killer ends it. Only where neither works is summed RSS sampled, for the report, and kkb's runtime's
     per-step peaks (``ru_maxrss``) are taken into the peak too.
@@ -249,7 +250,7 @@ def folder_bytes(folder: Path) -> int:
 
 def _alive(process: psutil.Process) -> bool:
     try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 
@@ -385,7 +386,7 @@ class Watched:
 
     def _on_timeout(self) -> None:
         """The time limit by the wall clock; a run that waited for CPUs goes on for what it is owed
-        (:func:`builder.rehearse.deadlines.time_owed`), then is killed."""
+        (:func:`builder.run.deadlines.time_owed`), then is killed."""
         if self.monitor and self.timeout:
             owed = time_owed(self.timeout, time.monotonic() - self.watch_started, self.monitor.waits.waited)
             if owed > 0:
