@@ -37,7 +37,7 @@ from builder.local_kaggle import kernels as local_kernels
 from builder.notebook import render
 from builder.project import cards, spec, spec_errors
 from builder.project.spec_values import SpecErrorType
-from builder.rehearse import dryrun, verdict
+from builder.rehearse import scenarios, verdict
 from builder.remote import hints, rehearsal
 from builder.run import forms, isolation, memory, overlay
 
@@ -47,7 +47,7 @@ REGISTRIES: list[tuple[str, Mapping[Any, Any], type[enum.Enum]]] = [
      SubmissionKind),
     ("notebook/render.py CELLS (the notebook's cells)", render.CELLS, SubmissionKind),
     ("bundle/preflight.py PREFLIGHTS (build-time checks)", preflight.PREFLIGHTS, SubmissionKind),
-    ("rehearse/dryrun.py REHEARSALS (the dry run's scenario runner)", dryrun.REHEARSALS, SubmissionKind),
+    ("rehearse/scenarios.py REHEARSALS (the dry run's scenario runner)", scenarios.REHEARSALS, SubmissionKind),
     ("remote/rehearsal.py ON_KAGGLE_REFUSALS (what --on-kaggle rehearses)", rehearsal.ON_KAGGLE_REFUSALS, SubmissionKind),
     ("kkb_runtime/postprocess.py STAGES (keys, apply, output columns)", postprocess.STAGES, PostprocessKind),
     ("kkb_runtime/submission.py COMBINERS (the kernel's combine)", submission.COMBINERS, CombineKind),

@@ -5,7 +5,7 @@ The commit run executes the notebook (``run_local_gateway`` on the public test);
 rehearse_rerun`). Either way the dry run gets an :class:`~builder.run.execute.ExecutionResult` to judge, save
 and project like any other run, with the gateway's view beside it (:class:`EvalApiRun`):
 
-- the sandbox is the scenario's own (:func:`builder.rehearse.dryrun.scenario_sandbox`): ``--image-env``'s
+- the sandbox is the scenario's own (:func:`builder.rehearse.scenarios.scenario_sandbox`): ``--image-env``'s
   interpreter, ``--env``, the timing probe, the memory limit and the GPU reach the rerun as they reach the commit;
 - the file kept is the gateway's own ``submission.parquet``, byte for byte (its ids in their own type, its order):
   the format check runs on an aligned copy (:func:`judged_copy`), since Kaggle matches the gateway's rows by id;
