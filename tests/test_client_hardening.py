@@ -40,7 +40,7 @@ def test_main_returns_typers_130_and_says_interrupted(monkeypatch: pytest.Monkey
     def interrupted(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("builder.cli.kernel_status", interrupted)
+    monkeypatch.setattr("builder.cli.remote_commands.kernel_status", interrupted)
     assert cli.main(["status", str(KERNELS / "minimal")]) == EXIT_INTERRUPTED
     assert "interrupted" in capsys.readouterr().err
 

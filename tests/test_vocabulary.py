@@ -32,8 +32,7 @@ from builder.kkb_runtime.vocabulary import (
     SubmissionKind,
     Verdict,
 )
-from builder.local_kaggle import fault_schema
-from builder.local_kaggle import kernels as local_kernels
+from builder.local_kaggle import fault_schema, kernel_push
 from builder.notebook import render
 from builder.project import cards, spec, spec_errors
 from builder.project.spec_values import SpecErrorType
@@ -69,7 +68,7 @@ REGISTRIES: list[tuple[str, Mapping[Any, Any], type[enum.Enum]]] = [
     ("run/forms.py EXECUTORS (how the sandbox runs each form)", forms.EXECUTORS, KernelForm),
     ("rehearse/verdict.py FORM_JUDGING (where a failure happened, whether an exception fails the run)",
      verdict.FORM_JUDGING, KernelForm),
-    ("local_kaggle/kernels.py CODE_CHECKS (what a push of each form must hold)", local_kernels.CODE_CHECKS, KernelForm),
+    ("local_kaggle/kernel_push.py CODE_CHECKS (what a push of each form must hold)", kernel_push.CODE_CHECKS, KernelForm),
 ]
 
 

@@ -15,7 +15,8 @@ from builder.errors import DryRunError
 from builder.kkb_runtime.references import StandInConfig
 from builder.kkb_runtime.scale import ScaledData
 from builder.kkb_runtime.vocabulary import SubmissionKind
-from builder.project.spec import SPEC_FILE, InputSection, KernelSpec
+from builder.project.spec import SPEC_FILE, KernelSpec
+from builder.project.spec_inputs import InputSection
 from builder.run.batch_stand_in import replicate_batches
 from builder.run.sandbox import Mount, scale_competition_data
 
