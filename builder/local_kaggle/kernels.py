@@ -416,7 +416,8 @@ class Kernels:
 
     def code_file(self, folder: Path, meta: Json) -> Path:
         """The version's code as pushed: a notebook, or a script (``kernelType``), each run as Kaggle runs that form."""
-        return folder / meta["sourceFile"]
+        source: str = meta["sourceFile"]
+        return folder / source
 
     def _keep_output(self, result: RunResult, output: Path) -> None:
         shutil.rmtree(output, ignore_errors=True)

@@ -35,6 +35,7 @@ import pandas as pd
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.errors import DryRunError, SpecError
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import SPEC_FILE, KernelSpec, spec_of
@@ -44,7 +45,7 @@ from builder.rehearse.html_report import write_html_report
 from builder.rehearse.image_notes import image_notes
 from builder.rehearse.metric_run import check_before_rerun
 from builder.rehearse.reference import check_reference, compare_reference
-from builder.rehearse.report import SCENARIOS, DryRunReport, Scenario, ScenarioReport
+from builder.rehearse.report import SCENARIOS, DryRunReport, ScenarioReport
 from builder.rehearse.scenario_report import DISK_FULL
 from builder.rehearse.scenarios import REHEARSALS
 from builder.rehearse.wheelhouse import dry_run_check

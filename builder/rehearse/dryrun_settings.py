@@ -9,12 +9,12 @@ from pathlib import Path
 
 from builder.build import BuildResult
 from builder.errors import DryRunError
-from builder.kkb_runtime.vocabulary import Layout
+from builder.kkb_runtime.vocabulary import Layout, Scenario
 from builder.project.settings_types import check_settings
 from builder.project.spec import KernelSpec
 from builder.rehearse.card_inputs import DEFAULT_ROWS
 from builder.rehearse.reference import ReferenceSettings
-from builder.rehearse.report import SCENARIOS, Scenario, ScenarioChoice
+from builder.rehearse.report import SCENARIOS, ScenarioChoice
 from builder.rehearse.verdict import machine_shape
 
 

@@ -278,7 +278,7 @@ def host_pid(ancestor: int, pid: int) -> int | None:
             continue
         ids = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [str(process.pid)])
         if ids and ids[-1] == str(pid):
-            return process.pid
+            return int(process.pid)
     return None
 
 
@@ -304,7 +304,7 @@ def _run_supervisor(argv: list[str], env: dict[str, str], guest: Path, timeout: 
     return False, memory
 
 
-def _kill_session(process: subprocess.Popen) -> None:
+def _kill_session(process: subprocess.Popen[bytes]) -> None:
     # Only our own session: the supervisor was started with start_new_session, its children share it.
     try:
         os.killpg(process.pid, signal.SIGKILL)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from builder.kkb_runtime.vocabulary import Verdict
+from builder.kkb_runtime.vocabulary import Scenario, Verdict
 from builder.project.spec import KernelSpec
 from builder.rehearse.collapse import rerun_collapse
 from builder.rehearse.dryrun_settings import ScenarioRun, answers_for
@@ -23,7 +23,7 @@ from builder.rehearse.metric_run import float_targets, rerun_metric_report, step
 from builder.rehearse.mounted import mounted_warnings
 from builder.rehearse.own_imports import own_modules
 from builder.rehearse.projection import Projection, RunTimes, limit_warning, project_rerun, timeout_reason
-from builder.rehearse.report import Scenario, ScenarioReport
+from builder.rehearse.report import ScenarioReport
 from builder.rehearse.verdict import SCORING_ERROR, Judgement, Limits, failing_step, judge, machine_shape, projected_seconds
 from builder.run.execute import ExecutionResult, tail
 from builder.run.limits import memory_enforcement, working_enforcement
