@@ -16,7 +16,7 @@ from builder.cli import main, optional_values
 from builder.errors import EXIT_OK
 from builder.kkb_runtime.cards import text as runtime_text
 from builder.kkb_runtime.cards.views import card_view
-from builder.kkb_runtime.config import load_config
+from builder.kkb_runtime.config_reader import load_config
 from builder.rehearse.card_inputs import card_inputs
 from tests.test_no_silent_mapping import SKLEARN_CARD, _classifier, lgbm_kernel
 from tests.test_no_silent_mapping import _kernel as tabular_kernel
@@ -29,8 +29,8 @@ def here(build: BuildResult, data: Path, rows: int, cards: list[str]) -> dict[st
     views hold is the question here; the dry run's test below makes them in the sandbox."""
     config = load_config(build.code_dir)
     with user_code_importable(build.code_dir), offline_environment():
-        return {str(card["name"]): card_view(config, card, build.weights_dir, data, rows) for card in config.models
-                if str(card["name"]) in cards}
+        return {card.name: card_view(config, card, build.weights_dir, data, rows) for card in config.models
+                if card.name in cards}
 
 
 def test_text_rows_are_decoded_tokens_with_segments_lengths_and_cuts(tmp_path: Path) -> None:

@@ -73,7 +73,8 @@ def test_sigint_to_a_kkb_waiting_on_kaggle_exits_130(tmp_path: Path, monkeypatch
         process = subprocess.Popen([sys.executable, "-m", "builder", "submit", str(kernel), "--version", "1"],
                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            assert asked.wait(120), process.stderr.read() if process.poll() is not None else "no status poll"
+            assert asked.wait(120), (process.stderr.read() if process.stderr and process.poll() is not None
+                                     else "no status poll")
             assert process.poll() is None
             process.send_signal(signal.SIGINT)
             _, err = process.communicate(timeout=60)

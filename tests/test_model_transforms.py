@@ -94,7 +94,7 @@ def test_a_custom_transform_missing_from_the_kernel_is_refused(tmp_path: Path, s
     assert caught.value.message.startswith(
         f"[[models]] 'net': transforms.json: custom transform {package}.transforms.Invert: "
         f"cannot import module '{package}.transforms'")
-    assert "code bundle" in caught.value.hint
+    assert "code bundle" in (caught.value.hint or "")
 
 
 def test_a_transform_defined_in_a_script_is_refused(tmp_path: Path, state: dict[str, Any]) -> None:

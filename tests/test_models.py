@@ -127,7 +127,7 @@ def test_unknown_checkpoint_key_is_refused(tmp_path: Path, state: dict[str, Any]
         prepare(tmp_path / "kernel", spec_for(checkpoint_key="weights"))
     assert caught.value.message == ("[[models]] 'net': weights/net.pth: checkpoint has no key 'weights' "
                                     "(top-level keys: state_dict, epoch)")
-    assert "checkpoint_key" in caught.value.hint
+    assert "checkpoint_key" in (caught.value.hint or "")
 
 
 def test_half_and_torch_format(tmp_path: Path, state: dict[str, Any]) -> None:
@@ -200,7 +200,7 @@ def test_missing_and_unexpected_keys_are_named(tmp_path: Path, state: dict[str, 
         "  missing keys (2): conv_stem.weight, bn1.weight\n"
         "  unexpected keys (1): head.fc.weight"
     )
-    assert "check arch, num_classes, in_chans and model_kwargs" in caught.value.hint
+    assert "check arch, num_classes, in_chans and model_kwargs" in (caught.value.hint or "")
 
 
 def test_another_architecture_is_refused_with_clipped_lists(tmp_path: Path) -> None:
@@ -217,7 +217,7 @@ def test_unknown_architecture_gets_a_suggestion(tmp_path: Path, state: dict[str,
     with pytest.raises(ModelError) as caught:
         prepare(tmp_path / "kernel", spec_for(arch="test_efficientnett"))
     assert caught.value.message == f"[[models]] 'net': timm {timm.__version__} has no architecture 'test_efficientnett'"
-    assert caught.value.hint.startswith("did you mean 'test_efficientnet'")
+    assert (caught.value.hint or "").startswith("did you mean 'test_efficientnet'")
 
 
 def test_missing_checkpoint_file(tmp_path: Path) -> None:
@@ -235,7 +235,7 @@ def test_a_pickle_that_is_not_just_tensors_is_refused(tmp_path: Path, state: dic
     with pytest.raises(ModelError) as caught:
         prepare(tmp_path / "kernel", spec_for())
     assert "torch.load(weights_only=True) refused it" in caught.value.message
-    assert caught.value.hint.startswith("re-save only the weights")
+    assert (caught.value.hint or "").startswith("re-save only the weights")
 
 
 def test_half_overflow_is_refused(tmp_path: Path, state: dict[str, Any]) -> None:
@@ -293,8 +293,8 @@ def test_other_classes_are_refused_quoting_torch_and_load_only_with_the_opt_in(t
         "`torch.serialization.add_safe_globals([tests.test_models._Opaque])` or the "
         "`torch.serialization.safe_globals([tests.test_models._Opaque])` context manager to allowlist this global "
         "if you trust this class/function.")
-    assert "\x1b" not in caught.value.message + caught.value.hint
-    assert "allow_pickle = true in [[models]] 'net'" in caught.value.hint
+    assert "\x1b" not in caught.value.message + (caught.value.hint or "")
+    assert "allow_pickle = true in [[models]] 'net'" in (caught.value.hint or "")
     (card,), _ = prepare(tmp_path / "kernel", spec_for(allow_pickle=True), tmp_path / "stage2")
     assert card["allow_pickle"] is True
     assert card["checkpoints"][0]["loaded_with"] == "torch.load(weights_only=False) (allow_pickle = true)"
@@ -446,5 +446,5 @@ def test_allow_pickle_names_a_module_the_build_cannot_import(tmp_path: Path, sta
         prepare(tmp_path / "kernel", spec_for(allow_pickle=True))
     assert caught.value.message == (f"[[models]] 'net': weights/net.pth cannot be read: ModuleNotFoundError: "
                                     f"No module named '{package}.conf'")
-    assert caught.value.hint.startswith("the checkpoint names a class of a module the build cannot import: put the "
+    assert (caught.value.hint or "").startswith("the checkpoint names a class of a module the build cannot import: put the "
                                         "module under [code] include")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from builder.kkb_runtime.vocabulary import Isolation
 from builder.project.image import load_image
 from builder.project.spec import load_spec
 from builder.rehearse.own_imports import own_modules
@@ -70,7 +71,7 @@ def test_the_installed_distributions_read_from_their_headers_agree_with_importli
 
 
 def test_a_sandboxed_process_records_its_imports_and_the_skew_is_named(tmp_path: Path, image: Path) -> None:
-    box = prepare_sandbox(SandboxSpec(mounts=(), rerun=True, isolation="python"), tmp_path / "root")
+    box = prepare_sandbox(SandboxSpec(mounts=(), rerun=True, isolation=Isolation.PYTHON), tmp_path / "root")
     out = subprocess.run([sys.executable, "-c", FAILS_IN_PANDAS], env=box.env, cwd=box.working_dir, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 1 and "KeyError" in out.stderr
