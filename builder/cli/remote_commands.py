@@ -22,6 +22,9 @@ from builder.remote.queries import stop as kernel_stop
 from builder.remote.session import PushSettings, Waits
 from builder.remote.submit import SubmitSettings
 
+_LAST_VERSION_OPT = typer.Option(None, "--version", help="Kernel version (default: the last pushed).")
+_JSON_OPT = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
+
 
 def _wait_seconds(value: float | None) -> float | None:
     if value is not None and not 0 < value <= MAX_WAIT_SECONDS:  # also refuses nan and inf
@@ -107,9 +110,9 @@ def submit(
 
 def status(
     kernel_dir: Path = KERNEL_ARG,
-    version: int | None = typer.Option(None, "--version", help="Kernel version (default: the last pushed)."),
+    version: int | None = _LAST_VERSION_OPT,
     owner: str | None = OWNER_OPT,
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+    as_json: bool = _JSON_OPT,
 ) -> None:
     """The last push, its kernel run, the last submission, and Kaggle's limits: submissions left, GPU quota, sessions."""
     show_status(kernel_status(resolved(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))), as_json)
@@ -119,7 +122,7 @@ def stop(
     kernel_dir: Path = KERNEL_ARG,
     version: int | None = typer.Option(None, "--version", help="Stop only if this version runs (default: any)."),
     owner: str | None = OWNER_OPT,
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+    as_json: bool = _JSON_OPT,
 ) -> None:
     """Stop the kernel's run on Kaggle: Kaggle's API does it only by deleting the kernel (every version goes)."""
     show_stop(kernel_stop(resolved(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))), as_json)
@@ -127,7 +130,7 @@ def stop(
 
 def logs(
     kernel_dir: Path = KERNEL_ARG,
-    version: int | None = typer.Option(None, "--version", help="Kernel version (default: the last pushed)."),
+    version: int | None = _LAST_VERSION_OPT,
     owner: str | None = OWNER_OPT,
 ) -> None:
     """Print the log of a kernel run on Kaggle."""
