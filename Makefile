@@ -17,7 +17,8 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m builder.demo
 
-# The architecture's contracts (docs/ARCHITECTURE.md), the lint rules and the types run before the tests.
+# The architecture's contracts (docs/ARCHITECTURE.md), the lint rules and the types (builder and tests: [tool.mypy])
+# run before the tests.
 lint: $(STAMP)
 	$(BIN)/ruff check builder bench kernels tests
 	$(BIN)/mypy

@@ -94,10 +94,10 @@ QUICK = {"repeat": 1, "warmup": 0, "datasets": ("public",)}
 # Where a dry run's seconds go besides the notebook: each phase's cumulative time in one profiled run (not timed
 # with the rest: the profiler slows Python code, not the notebook's kernel).
 PHASES = {"cli import": ("builder/cli/__init__.py", "<module>"), "build": ("builder/build.py", "build_kernel"),
-          "notebook": ("rehearse/execute.py", "execute_notebook"), "second size (projection fit)": ("rehearse/dryrun.py", "_fit_runs"),
+          "notebook": ("run/execute.py", "execute_notebook"), "second size (projection fit)": ("rehearse/scenarios.py", "_fit_runs"),
           "html report": ("rehearse/html_report.py", "write_html_report"),
           "card inputs": ("rehearse/card_inputs.py", "card_inputs"), "metric report": ("rehearse/metric_report.py", "metric_report"),
-          "skew check": ("rehearse/skew.py", "skew_warnings"), "image env": ("rehearse/image_env.py", "build_image_env"),
+          "skew check": ("run/skew.py", "skew_warnings"), "image env": ("run/image_env.py", "build_image_env"),
           "wheelhouse check": ("rehearse/wheelhouse.py", "dry_run_check")}
 
 

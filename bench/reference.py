@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from builder.rehearse.execute import execute_notebook
+from builder.run.execute import execute_notebook
 from builder.run.sandbox import Mount, SandboxSpec, remove_sandbox
 
 REPO = Path(__file__).resolve().parent.parent

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from bench.common import Row
 from bench.reference import OWNER, REPO, clean_environ, copy_reference, empty_notebook_seconds, ensure_assets
-from builder.rehearse.memory import choose_accounting
 from builder.run.isolation import choose_isolation
+from builder.run.memory import choose_accounting
 from builder.run.overlay import choose_root_filesystem
 
 VARIANTS: dict[str, dict[str, str]] = {

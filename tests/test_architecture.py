@@ -90,11 +90,11 @@ def test_no_import_cycles() -> None:
 
 
 
-MAX_MODULE_LINES = 600
+MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 
 
-def test_no_module_over_600_lines_and_no_function_over_60() -> None:
+def test_no_module_over_500_lines_and_no_function_over_60() -> None:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(REPO).as_posix()
@@ -106,4 +106,4 @@ def test_no_module_over_600_lines_and_no_function_over_60() -> None:
                 lines = node.end_lineno - node.lineno + 1
                 if lines > MAX_FUNCTION_LINES:
                     found.append(f"{relative}:{node.lineno} {node.name}: {lines} lines")
-    assert found == [], "cut it along its sections (a module) or into named steps (a function)"
+    assert not found, ("cut it along its sections (a module) or into named steps (a function): " + "; ".join(found))

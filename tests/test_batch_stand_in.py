@@ -15,7 +15,7 @@ import pytest
 
 from builder.errors import DryRunError
 from builder.project.spec import KernelSpec, parse_spec
-from builder.rehearse.batch_stand_in import replicate_batches
+from builder.run.batch_stand_in import replicate_batches
 from tests.support.files import KERNELS, build_file_tree
 
 GATEWAY = '''from kaggle_evaluation.core import templates

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,7 @@ def test_dry_run_ratios_are_medians_of_pairs_run_back_to_back() -> None:
     dry, direct, empty = [12.0, 15.0, 16.8], [10.0, 14.0, 12.0], [1.0, 1.0, 1.0]
     samples = {"dry_run": dry, "direct": direct, "empty": empty, "notebook": [11.0, 14.0, 15.0], "build": [],
                "own": [0.5, 0.5, 0.5]}
-    info = {"dry_run": {"rows": 3000, "notebook_s": 15.0, "steps_s": {}}, "direct": {"steps_s": {}}}
+    info: dict[str, dict[str, Any]] = {"dry_run": {"rows": 3000, "notebook_s": 15.0, "steps_s": {}}, "direct": {"steps_s": {}}}
     rows = {row.measure: row for row in _rows("hidden-x10", samples, info, repeat=3)}
     run = rows["rerun (hidden-x10, 3000 rows): kkb dry-run"]
     overhead = rows["rerun (hidden-x10, 3000 rows): overhead - kernel start"]

@@ -141,7 +141,9 @@ def test_a_card_the_build_did_not_resolve_is_refused_naming_the_key() -> None:
 
 
 def test_a_text_cards_activation_is_the_one_the_build_shows_and_the_kernel_runs() -> None:
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
+    import torch
+
     from builder.kkb_runtime.cards import text
     from builder.kkb_runtime.cards.common.device import DeviceChoice
 

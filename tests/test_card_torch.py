@@ -3,6 +3,7 @@ and feature tables shared by the cards of one run (computed once, read by the ot
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -17,6 +18,8 @@ from builder.errors import BundleError, ModelError, SpecError
 from builder.kkb_runtime import features
 from builder.kkb_runtime.cards.common import models as runtime_models
 from builder.kkb_runtime.typed import write
+from builder.kkb_runtime.vocabulary import Scenario
+from builder.project.cards import ImageCard, TorchCard
 from builder.project.spec import KernelSpec, parse_spec
 from tests.support.cards import kernel_card
 
@@ -32,6 +35,13 @@ def torch_card(**keys: Any) -> Any:
 def spec(*cards: dict[str, Any], **extra: Any) -> KernelSpec:
     return parse_spec({"kernel": {"title": "torch card tests"}, "competition": {"slug": "kkb-torch"},
                        "models": list(cards), **extra})
+
+
+def only_torch(loaded: KernelSpec) -> TorchCard:
+    """The spec's one card, a torch card."""
+    (card,) = loaded.models
+    assert isinstance(card, TorchCard)
+    return card
 
 
 @pytest.mark.parametrize(("card", "message"), [
@@ -58,11 +68,12 @@ def test_a_torch_card_is_checked(card: dict[str, Any], message: str) -> None:
 
 
 def test_a_torch_card_has_its_own_defaults_where_unset() -> None:
-    (card,) = spec(TORCH).models
+    card = only_torch(spec(TORCH))
     assert (card.amp, card.batch_size) == (False, 1024)
-    (card,) = spec({**TORCH, "amp": True}, model_defaults={"batch_size": 32}).models
+    card = only_torch(spec({**TORCH, "amp": True}, model_defaults={"batch_size": 32}))
     assert (card.amp, card.batch_size) == (True, 32)  # [model_defaults] is the user's
     image = spec({"name": "i", "arch": "resnet18", "checkpoint": "w/i.pth", "num_classes": 2}).models[0]
+    assert isinstance(image, ImageCard)
     assert (image.amp, image.batch_size) == (True, 32)
 
 
@@ -136,7 +147,7 @@ def test_a_feature_table_is_computed_once_and_read_by_the_next_card(tmp_path: Pa
     features.shared_features("pkg.f:make", ["1", "2"], {"step": "solo", "card": "net"}, compute, {})
     assert len(calls) == 3  # no cache folder (a step run by hand): its own table
 
-    steps = [{"name": "lgbm", "features": made}, {"name": "net", "features": read}, {"name": "user"}]
+    steps: list[dict[str, Any]] = [{"name": "lgbm", "features": made}, {"name": "net", "features": read}, {"name": "user"}]
     assert [entry["line"] for entry in features.sharing(steps)] == [
         "features pkg.f:make: computed once (lgbm, " + f"{made['seconds']:.2f} s), shared with net"]
 
@@ -187,8 +198,8 @@ def test_prepare_splits_the_folds_and_pairs_one_preprocessor_per_fold(tmp_path: 
     from builder.bundle.cards import torch as bundle_torch
 
     kernel = write_kernel(tmp_path / "k", folds=2, scalers=2)
-    (card,) = spec({**TORCH, "preprocessor": "weights/scaler_*.joblib", "allow_joblib": True,
-                    "feature_columns": ["c", "a", "b"]}).models
+    card = only_torch(spec({**TORCH, "preprocessor": "weights/scaler_*.joblib", "allow_joblib": True,
+                            "feature_columns": ["c", "a", "b"]}))
     stage = tmp_path / "stage"
     prepared = bundle_torch.prepare(card, kernel, stage, {})
     assert [(fold.source, fold.preprocessors) for fold in prepared.checkpoints] == [
@@ -219,7 +230,7 @@ def test_prepare_refuses(tmp_path: Path, extra: dict[str, Any], error: type[Exce
     from builder.bundle.cards import torch as bundle_torch
 
     kernel = write_kernel(tmp_path / "k", folds=3, scalers=2)
-    (card,) = spec({**TORCH, **extra}).models
+    card = only_torch(spec({**TORCH, **extra}))
     with pytest.raises(error) as caught:
         bundle_torch.prepare(card, kernel, tmp_path / "stage", {})
     assert message in str(caught.value)
@@ -230,8 +241,8 @@ def test_a_list_of_one_file_per_fold_is_not_taken_for_a_chain(tmp_path: Path) ->
     from builder.bundle.cards import torch as bundle_torch
 
     kernel = write_kernel(tmp_path / "k", folds=2, scalers=2)
-    (card,) = spec({**TORCH, "preprocessor": ["weights/scaler_0.joblib", "weights/scaler_1.joblib"], "allow_joblib": True,
-                    "feature_columns": ["c", "a", "b"]}).models
+    card = only_torch(spec({**TORCH, "preprocessor": ["weights/scaler_0.joblib", "weights/scaler_1.joblib"],
+                            "allow_joblib": True, "feature_columns": ["c", "a", "b"]}))
     with pytest.raises(BundleError) as caught:
         bundle_torch.prepare(card, kernel, tmp_path / "stage", {})
     assert caught.value.message.endswith(
@@ -253,10 +264,10 @@ def test_the_public_test_is_checked_as_the_kernel_computes_it(tmp_path: Path) ->
                    "allow_joblib": True}, steps=[{"name": "s", "run": "python s.py"}])
     with pytest.raises(BundleError, match=r"models.net: on the public test: model 'net': feature_columns names 1 "
                                           r"column\(s\) the feature table lacks: z \(it has: a, b, c\)"):
-        bundle_torch.check_public_data(loaded, kernel, data, loaded.models[0], ["p0", "p1"], sample)
+        bundle_torch.check_public_data(loaded, kernel, data, only_torch(loaded), ["p0", "p1"], sample)
     fine = spec({**TORCH, "feature_columns": ["c", "a", "b"], "preprocessor": "weights/scaler_*.joblib",
                  "allow_joblib": True}, steps=[{"name": "s", "run": "python s.py"}])
-    bundle_torch.check_public_data(fine, kernel, data, fine.models[0], ["p0", "p1"], sample)
+    bundle_torch.check_public_data(fine, kernel, data, only_torch(fine), ["p0", "p1"], sample)
 
 
 def test_the_dry_runs_report_and_summary_say_which_steps_shared_a_feature_table(
@@ -268,7 +279,7 @@ def test_the_dry_runs_report_and_summary_say_which_steps_shared_a_feature_table(
     made = {"function": "pkg.f:make", "computed": True, "computed_by": "lgbm", "card": "lgbm", "seconds": 1.25}
     read = {"function": "pkg.f:make", "computed": False, "computed_by": "lgbm", "card": "net", "seconds": 0.01}
     scenario = ScenarioReport(
-        scenario="rerun", verdict=Judgement("OK", "the file matches the sample", None), wall_seconds=1.0,
+        scenario=Scenario.RERUN, verdict=Judgement("OK", "the file matches the sample", None), wall_seconds=1.0,
         peak_rss_bytes=1, peak_gpu_bytes=None, timed_out=False, failed_cell=None, failing_step=None, ename=None,
         evalue=None, traceback_tail=None, stderr_tail=None, rows=5, hidden_rows=None,
         steps=[{"name": "lgbm", "seconds": 2.0, "features": made}, {"name": "net", "seconds": 1.0, "features": read}],
@@ -294,7 +305,7 @@ def test_the_kernel_runs_each_fold_with_its_scaler_and_equals_torch_itself(tmp_p
     kernel = write_kernel(tmp_path / "k", folds=2, scalers=2)
     loaded = spec({**TORCH, "preprocessor": "weights/scaler_*.joblib", "allow_joblib": True,
                    "feature_columns": ["c", "a", "b"], "batch_size": 3})
-    (card,) = loaded.models
+    card = only_torch(loaded)
     weights = tmp_path / "weights"
     prepared = bundle_torch.prepare(card, kernel, weights, {})
     for name in bundle_torch.extra_files(card, kernel):
@@ -315,7 +326,8 @@ def test_the_kernel_runs_each_fold_with_its_scaler_and_equals_torch_itself(tmp_p
         first = runtime_torch.run(kernel_side, prepared, tmp_path / "first.csv", {**environ, "KKB_STEP_NAME": "first"}, config)
         second = runtime_torch.run(kernel_side, prepared, tmp_path / "second.csv", {**environ, "KKB_STEP_NAME": "second"},
                                    config)
-        from tnet.model import feats, make
+        user_model = importlib.import_module("tnet.model")  # the kernel's own code, written above
+        feats, make = user_model.feats, user_model.make
     finally:
         sys.path.remove(str(kernel))
         for name in [name for name in sys.modules if name == "tnet" or name.startswith("tnet.")]:

@@ -6,11 +6,13 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from builder import cli
 from builder.errors import EXIT_OK, EXIT_USAGE
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.local_kaggle import InstantRunner, LocalKaggle
 from builder.rehearse.report import ScenarioReport
 from builder.rehearse.verdict import Judgement
@@ -70,7 +72,7 @@ def test_a_failed_runs_detail_keeps_the_users_error_not_kkbs_frames() -> None:
 
 def _scenario(steps: list[dict[str, object]], kept: dict[str, str]) -> ScenarioReport:
     return ScenarioReport(
-        scenario="rerun", verdict=Judgement("OK", "the file matches the sample", None), wall_seconds=1.0,
+        scenario=Scenario.RERUN, verdict=Judgement("OK", "the file matches the sample", None), wall_seconds=1.0,
         peak_rss_bytes=1, peak_gpu_bytes=None, timed_out=False, failed_cell=None, failing_step=None, ename=None,
         evalue=None, traceback_tail=None, stderr_tail=None, steps=steps, rows=5, hidden_rows=None,
         projected_seconds=1.0, time_limit_seconds=32400, ram_limit_bytes=1, gpu_limit_bytes=None, fast_commit=None,
@@ -89,7 +91,7 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalKag
     yield from serve_local_kaggle(tmp_path, monkeypatch, InstantRunner())
 
 
-def _json(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+def _json(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     data = json.loads(capsys.readouterr().out)
     assert isinstance(data, dict)
     return data
@@ -111,7 +113,7 @@ def test_json_on_push_status_and_history_with_a_schema(tmp_path: Path, server: L
     history = _json(capsys)
     assert history["schema"] == "kkb.history/1"
     # status records the run once it saw it end (the server runs it at once, but not before status asks, always)
-    assert [row["kind"] for row in history["rows"]] in (["push"], ["push", "run"])  # type: ignore[index, union-attr]
+    assert [row["kind"] for row in history["rows"]] in (["push"], ["push", "run"])
 
 
 def test_json_on_image(capsys: pytest.CaptureFixture[str]) -> None:

@@ -40,7 +40,7 @@ def test_main_returns_typers_130_and_says_interrupted(monkeypatch: pytest.Monkey
     def interrupted(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("builder.cli.kernel_status", interrupted)
+    monkeypatch.setattr("builder.cli.remote_commands.kernel_status", interrupted)
     assert cli.main(["status", str(KERNELS / "minimal")]) == EXIT_INTERRUPTED
     assert "interrupted" in capsys.readouterr().err
 
@@ -73,7 +73,8 @@ def test_sigint_to_a_kkb_waiting_on_kaggle_exits_130(tmp_path: Path, monkeypatch
         process = subprocess.Popen([sys.executable, "-m", "builder", "submit", str(kernel), "--version", "1"],
                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            assert asked.wait(120), process.stderr.read() if process.poll() is not None else "no status poll"
+            assert asked.wait(120), (process.stderr.read() if process.stderr and process.poll() is not None
+                                     else "no status poll")
             assert process.poll() is None
             process.send_signal(signal.SIGINT)
             _, err = process.communicate(timeout=60)

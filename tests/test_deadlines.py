@@ -1,4 +1,4 @@
-"""Limits judged on a busy machine: the wait for a CPU beside the wall clock (``builder.rehearse.deadlines``).
+"""Limits judged on a busy machine: the wait for a CPU beside the wall clock (``builder.run.deadlines``).
 
 The verdicts that follow are tested where they are given: a run killed at its timeout in ``tests/test_verdict.py``,
 the evaluation API's response deadline with a busy loop beside the rerun in ``tests/test_evalapi.py``.
@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from builder.rehearse.deadlines import LimitCheck, WaitTracker, time_owed, tripped_by_load
+from builder.run.deadlines import LimitCheck, WaitTracker, time_owed, tripped_by_load
 from tests.support.busy import burner, busy_loops, first_cpu
 
 

@@ -93,9 +93,10 @@ def _command_lines() -> list[tuple[str, str]]:
 def _command(words: list[str]) -> Any:
     command = typer.main.get_command(app)
     for word in words:
-        if word not in getattr(command, "commands", {}):
+        commands = getattr(command, "commands", {})  # a group's; a command has none
+        if word not in commands:
             break
-        command = command.commands[word]
+        command = commands[word]
     return command
 
 
@@ -107,7 +108,7 @@ def _options(command: Any) -> set[str]:
 def test_every_kkb_command_line_names_a_command_and_its_options(page: str, line: str) -> None:
     words = [word for word in shlex.split(line.replace("|", " ").replace("[", " ").replace("]", " "), comments=True)
              if word not in ("…", "...")]
-    group = typer.main.get_command(app)
+    group = _command([])
     if len(words) > 1 and not words[1].startswith("-"):
         assert words[1] in group.commands, f"{page}: `{line}`: no command {words[1]!r}"
     command = _command(words[1:])

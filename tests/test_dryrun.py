@@ -12,6 +12,7 @@ import pytest
 
 from builder.cli import main
 from builder.errors import DryRunError, SpecError
+from builder.kkb_runtime.vocabulary import Layout, Scenario
 from builder.rehearse.dryrun import DryRunReport, DryRunSettings, dry_run
 from builder.rehearse.verdict import COMPUTE, CSV_NOT_FOUND, NOT_REHEARSED, OK, SCORING_ERROR, THREW, TIMEOUT
 from builder.run.isolation import choose_isolation
@@ -134,7 +135,7 @@ def test_a_kernel_writing_another_file_than_the_competition_s_is_refused_before_
 @pytest.mark.loopback
 def test_a_commit_without_the_fast_commit_guard_is_accepted_with_a_warning(tmp_path: Path) -> None:
     """Kaggle accepts such a commit: the report warns about the GPU quota it spends, it is no verdict."""
-    report = dry_run(DryRunSettings(kernel_dir=FIXTURES / "no-fast-commit-guard", data_dir=PUBLIC, scenario="commit",
+    report = dry_run(DryRunSettings(kernel_dir=FIXTURES / "no-fast-commit-guard", data_dir=PUBLIC, scenario=Scenario.COMMIT,
                                     out_dir=tmp_path / "build"))
     (commit,) = report.scenarios
     assert report.ok and commit.verdict.name == OK
@@ -186,7 +187,7 @@ def test_a_package_the_image_has_and_this_machine_lacks_is_not_rehearsed(tmp_pat
 @pytest.mark.loopback
 def test_the_fast_commit_fixture_passes_its_rerun(tmp_path: Path) -> None:
     """The guard-less kernel is a commit problem only: its rerun is fine (the verdict above is not noise)."""
-    report = dry_run(DryRunSettings(kernel_dir=FIXTURES / "no-fast-commit-guard", data_dir=PUBLIC, scenario="rerun",
+    report = dry_run(DryRunSettings(kernel_dir=FIXTURES / "no-fast-commit-guard", data_dir=PUBLIC, scenario=Scenario.RERUN,
                                     out_dir=tmp_path / "build"))
     assert report.ok, report.scenarios[0].verdict
 
@@ -221,8 +222,8 @@ def test_cli_maps_options_to_settings(monkeypatch: pytest.MonkeyPatch, tmp_path:
                  "--rerun-data", "h", "--memory", "16G", "--json"])
     assert code == 0
     assert [dataclasses.replace(settings, progress=None) for settings in seen] == [
-        DryRunSettings(kernel_dir=tmp_path / "kernels/x", data_dir=tmp_path / "d", scenario="rerun", rerun_scale=4,
-                       hidden_rows=1000, timeout_seconds=60.0, layout="legacy", out_dir=tmp_path / "o", owner="me",
+        DryRunSettings(kernel_dir=tmp_path / "kernels/x", data_dir=tmp_path / "d", scenario=Scenario.RERUN, rerun_scale=4,
+                       hidden_rows=1000, timeout_seconds=60.0, layout=Layout.LEGACY, out_dir=tmp_path / "o", owner="me",
                        keep_sandbox=True, rerun_data_dir=tmp_path / "h", memory_bytes=16 * 2**30)]
 
 

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,20 +21,20 @@ import pytest
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.errors import DryRunError, SpecError
 from builder.kkb_runtime.evaluation import round_answer
+from builder.kkb_runtime.vocabulary import Layout, Scenario
 from builder.project.spec import parse_spec
 from builder.rehearse.evalapi import (
     EvalApiReport,
     RerunResult,
     commit_report,
-    free_port,
-    gateway_module,
     notebook_script,
     rehearse_rerun,
     verdict_name,
 )
 from builder.rehearse.evalapi_scenario import gateway_verdict
-from builder.rehearse.execute import execute_notebook
 from builder.rehearse.verdict import Judgement
+from builder.run.execute import ExecutionResult, execute_notebook
+from builder.run.gateway import free_port, gateway_module
 from builder.run.sandbox import Mount, SandboxSpec, remove_sandbox
 from tests.support.busy import busy_loops
 from tests.support.files import KERNELS
@@ -76,7 +77,8 @@ def _rerun(build: BuildResult, tmp_path: Path, sandboxes: list[Path], timeout: f
     return rehearse_rerun(build.notebook_path, build.spec, sandbox, root, timeout_seconds=timeout)
 
 
-def _commit(build: BuildResult, tmp_path: Path, sandboxes: list[Path], layout: str = "current") -> tuple[object, EvalApiReport]:
+def _commit(build: BuildResult, tmp_path: Path, sandboxes: list[Path],
+            layout: Layout = Layout.CURRENT) -> tuple[ExecutionResult, EvalApiReport]:
     root = tmp_path / f"commit-{len(sandboxes)}"
     sandboxes.append(root)
     spec = SandboxSpec(mounts=_mounts(build, COMPETITION / "public"), rerun=False, timeout_seconds=60, layout=layout)
@@ -148,7 +150,8 @@ def test_local_gateway_raises_the_gateway_error(stand_in: ModuleType, predict, e
     named.__name__ = "predict"
     with pytest.raises(Exception) as caught:
         stand_in.KkbEvalapiInferenceServer(named).run_local_gateway((PUBLIC_TEST,))
-    assert (caught.value.error_type.name, caught.value.error_details) == (error, details)
+    gateway_error: Any = caught.value  # the competition's own GatewayRuntimeError, from the stand-in's package
+    assert (gateway_error.error_type.name, gateway_error.error_details) == (error, details)
 
 
 @pytest.mark.loopback
@@ -158,7 +161,8 @@ def test_endpoint_is_found_by_name(stand_in: ModuleType) -> None:
 
     with pytest.raises(Exception) as caught:
         stand_in.KkbEvalapiInferenceServer(forecast).run_local_gateway((PUBLIC_TEST,))
-    assert caught.value.error_type.name == "SERVER_MISSING_ENDPOINT"
+    gateway_error: Any = caught.value  # the competition's own GatewayRuntimeError
+    assert gateway_error.error_type.name == "SERVER_MISSING_ENDPOINT"
 
 
 # --- spec and notebook ----------------------------------------------------------------------------
@@ -173,6 +177,7 @@ def test_spec_checks_the_evaluation_api_table() -> None:
     assert "predict = 'module:function'" in (caught.value.hint or "")
     raw["evaluation_api"]["predict"] = "evalapi_model.serve:predict"
     section = parse_spec(raw).evaluation_api
+    assert section is not None
     assert gateway_module(section) == "kaggle_evaluation.kkb_evalapi_gateway"
     with pytest.raises(DryRunError, match="cannot tell the competition's gateway module"):
         gateway_module(section.model_copy(update={"module": "kaggle_evaluation.server"}))
@@ -207,8 +212,8 @@ def test_round_answer_rounds_what_predict_returns() -> None:
 # --- the commit run: run_local_gateway inside the executed notebook --------------------------------
 
 @pytest.mark.loopback
-@pytest.mark.parametrize("layout", ["current", "legacy"])
-def test_commit_runs_the_local_gateway(kernel: Path, tmp_path: Path, sandboxes: list[Path], layout: str) -> None:
+@pytest.mark.parametrize("layout", list(Layout))
+def test_commit_runs_the_local_gateway(kernel: Path, tmp_path: Path, sandboxes: list[Path], layout: Layout) -> None:
     result, report = _commit(_build(kernel, tmp_path), tmp_path, sandboxes, layout)
     assert result.ok, result.traceback_tail
     stdout = "".join(entry["data"] for entry in result.log if entry["stream_name"] == "stdout")
@@ -225,7 +230,7 @@ def test_commit_with_wrong_row_count_fails_visibly(kernel: Path, tmp_path: Path,
     evalapi_variant(kernel, "from evalapi_model.serve import predict as real\n\n\ndef predict(test):\n    return real(test).head(3)\n")
     result, report = _commit(_build(kernel, tmp_path), tmp_path, sandboxes)
     assert not result.ok and result.ename == "GatewayRuntimeError"
-    assert "INVALID_SUBMISSION: Invalid predictions: expected 4 rows but received 3" in result.evalue
+    assert "INVALID_SUBMISSION: Invalid predictions: expected 4 rows but received 3" in (result.evalue or "")
     assert (report.error_type, report.expected_rows, report.received_rows) == ("INVALID_SUBMISSION", 4, 3)
     assert verdict_name(report) == "Submission Scoring Error"
 
@@ -258,6 +263,7 @@ def test_rerun_is_served_to_the_gateway(kernel: Path, tmp_path: Path, sandboxes:
     assert report.succeeded, (report.lines(), rerun.notebook_stderr, rerun.gateway_log)
     assert json.loads((rerun.gateway_dir / "result.json").read_text()) == {"Succeeded": True}
     assert report.submission_rows == 200 and report.predict_calls == 50
+    assert report.serve_seconds is not None and report.startup_limit_seconds is not None
     assert 0 < report.serve_seconds < report.startup_limit_seconds == 900
     assert report.response_timeout_seconds == 300 and report.notebook_exit is None  # blocked in serve() until stopped
     assert "scoring rerun: serve() reached" in rerun.notebook_stdout
@@ -327,6 +333,7 @@ def test_rerun_slow_predict_misses_the_deadline(kernel: Path, tmp_path: Path, sa
                      "    return real(test)\n", response_timeout_seconds=1)
     report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
     assert (report.error_type, report.error_details) == ("GRPC_DEADLINE_EXCEEDED", "Timeout exceeded: predict did not answer within 1 seconds")
+    assert report.first_predict_seconds is not None and report.slowest_predict_seconds is not None
     assert report.first_predict_seconds >= 1.5 and report.response_timeout_seconds == 1
     assert report.slowest_predict_seconds >= 1 and report.slowest_in_flight and report.slowest_call == 1
     assert any("past the 1 s deadline" in note for note in report.notes)
@@ -357,6 +364,7 @@ def test_a_deadline_met_when_quiet(kernel: Path, tmp_path: Path, sandboxes: list
     report = _rerun(_build(kernel, tmp_path), tmp_path, sandboxes).report
     assert report.succeeded, report.lines()
     (deadline, _) = report.limits
+    assert deadline.cpu_seconds is not None
     assert deadline.what == "the response deadline of predict call 1" and deadline.cpu_seconds >= 0.5 and not deadline.passed
 
 
@@ -368,7 +376,8 @@ def test_a_deadline_tripped_by_a_busy_machine_is_not_rehearsed(kernel: Path, tmp
     assert report.error_type == "GRPC_DEADLINE_EXCEEDED" and verdict_name(report) == "Notebook Timeout", report.limits
     check = report.tripped_by_load
     # the dry run let the call run on past the deadline: it finished, having run far less than the deadline
-    assert check is not None and check.own_seconds < 2.0 < check.waited_seconds, report.limits
+    assert check is not None and check.waited_seconds is not None, report.limits
+    assert check.own_seconds < 2.0 < check.waited_seconds, report.limits
     verdict = gateway_verdict(report, Judgement("OK"))
     assert verdict.name == "Not Rehearsed"
     assert re.search(r"the response deadline of predict call 1 \(3\.0 s\): \S+ s by the wall clock, \S+ s of CPU time, "
@@ -390,8 +399,8 @@ def test_dry_run_reports_the_gateway(kernel: Path, tmp_path: Path) -> None:
     for scenario in (commit, rerun):
         assert scenario.verdict.name == "Submission Scoring Error", scenario.verdict
         assert scenario.verdict.reason == "INVALID_SUBMISSION: Invalid predictions: expected 4 rows but received 3"
-        assert scenario.evaluation_api["error_type"] == "INVALID_SUBMISSION"
-    assert rerun.evaluation_api["serve_seconds"] > 0 and (report.out_dir / "rerun.gateway.log").is_file()
+        assert scenario.evaluation_api is not None and scenario.evaluation_api["error_type"] == "INVALID_SUBMISSION"
+    assert rerun.evaluation_api is not None and rerun.evaluation_api["serve_seconds"] > 0 and (report.out_dir / "rerun.gateway.log").is_file()
     # the rerun's sandbox and memory are described as the commit's, not "sandbox: ; memory: no memory limit"
     assert rerun.isolation == commit.isolation and rerun.isolation_note == commit.isolation_note and "; root: " in rerun.isolation_note
     assert rerun.memory_limit == commit.memory_limit != "no memory limit"
@@ -438,8 +447,9 @@ def test_state_not_reset_between_dates_fails_with_the_gateways_message(kernel: P
     # the rows of every date so far are kept for the lags, and predicted on, instead of the date's own
     evalapi_variant(kernel, "import pandas as pd\nfrom evalapi_model.serve import predict as real\n\nseen = []\n\n\n"
                      "def predict(test):\n    seen.append(test)\n    return real(pd.concat(seen, ignore_index=True))\n")
-    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", rerun_scale=5, out_dir=tmp_path / "build"))
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario=Scenario.RERUN, rerun_scale=5, out_dir=tmp_path / "build"))
     (rerun,) = report.scenarios
     assert rerun.verdict.name == "Submission Scoring Error"
     assert rerun.verdict.reason == "INVALID_SUBMISSION: Invalid predictions: expected 4 rows but received 8"
+    assert rerun.evaluation_api is not None
     assert rerun.evaluation_api["predict_calls"] == 2 and rerun.stand_in and "along date_id" in rerun.stand_in  # the 2nd date

@@ -13,6 +13,7 @@ import pytest
 
 from builder import cli
 from builder.errors import EXIT_NOT_REHEARSED
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.project.spec import load_spec
 from builder.rehearse.dryrun import DryRunSettings, dry_run
 from builder.rehearse.evalapi import missing_gateway_package
@@ -40,7 +41,7 @@ def test_the_missing_package_is_named(kernel: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.loopback
 def test_the_dry_run_says_not_rehearsed(kernel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="commit", out_dir=tmp_path / "build"))
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario=Scenario.COMMIT, out_dir=tmp_path / "build"))
     (commit,) = report.scenarios
     assert commit.verdict.name == "Not Rehearsed"
     assert commit.verdict.reason.startswith("the local competition data has no kaggle_evaluation package")
@@ -55,5 +56,5 @@ def test_after_the_documented_step_the_dry_run_passes(kernel: Path, tmp_path: Pa
     """README: ``python kernels/evalapi/make_assets.py`` once, from a clean clone."""
     done = subprocess.run([sys.executable, str(kernel / "make_assets.py")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="commit", out_dir=tmp_path / "build"))
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario=Scenario.COMMIT, out_dir=tmp_path / "build"))
     assert report.scenarios[0].verdict.name == "OK", report.scenarios[0].verdict

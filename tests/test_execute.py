@@ -12,7 +12,7 @@ import nbformat
 import psutil
 import pytest
 
-from builder.rehearse.execute import ExecutionResult, execute_notebook
+from builder.run.execute import ExecutionResult, execute_notebook
 from builder.run.sandbox import Mount, SandboxSpec, blocked_network
 from tests.support.files import build_file_tree
 
@@ -130,13 +130,13 @@ def test_the_portable_sandbox_runs_the_same_kernel(tmp_path: Path) -> None:
 
 
 def test_gpu_memory_is_the_largest_per_device_total_of_the_runs_processes() -> None:
-    from builder.rehearse.execute import _gpu_bytes
+    from builder.run.monitor import gpu_bytes
 
     smi = ("GPU-aaa, 101, 1000\nGPU-aaa, 102, 500\nGPU-bbb, 101, 1200\n"
            "GPU-aaa, 999, 30000\n"  # another user's process
            "GPU-bbb, [N/A], [N/A]\n")
-    assert _gpu_bytes(smi, {101, 102}) == 1500 * 2**20
-    assert _gpu_bytes(smi, {7}) is None
+    assert gpu_bytes(smi, {101, 102}) == 1500 * 2**20
+    assert gpu_bytes(smi, {7}) is None
 
 
 def test_a_working_dir_past_its_limit_stops_the_run(tmp_path: Path) -> None:

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from builder.remote.history import DATASET, DATASET_INTENT, PUSH, SCORE, SUBMISSION, History, history_path
+
+
+def _field(record: dict[str, Any] | None, key: str) -> Any:
+    """``key`` of a history record that must be there."""
+    assert record is not None
+    return record[key]
 
 
 def test_append_and_read_back(tmp_path: Path) -> None:
@@ -16,8 +23,8 @@ def test_append_and_read_back(tmp_path: Path) -> None:
     assert history_path(tmp_path) == tmp_path / ".kkb" / "history.jsonl"
     lines = history_path(tmp_path).read_text().splitlines()
     assert len(lines) == 2 and all(json.loads(line)["event"] == PUSH for line in lines)
-    assert history.last(PUSH)["kernel_version"] == 2
-    assert history.last(PUSH, kernel_version=1)["code_hash"].endswith("a" * 64)
+    assert _field(history.last(PUSH), "kernel_version") == 2
+    assert _field(history.last(PUSH, kernel_version=1), "code_hash").endswith("a" * 64)
     assert history.last(PUSH, kernel="other/k") is None
 
 
@@ -34,7 +41,7 @@ def test_torn_last_line_is_skipped_and_appending_goes_on(tmp_path: Path) -> None
 def test_open_intent_is_closed_by_its_result(tmp_path: Path) -> None:
     history = History.for_kernel(tmp_path)
     history.append(DATASET_INTENT, ref="me/w", hash="h1", version_before=1)
-    assert history.open_intent(DATASET_INTENT, DATASET, "ref", "me/w")["hash"] == "h1"
+    assert _field(history.open_intent(DATASET_INTENT, DATASET, "ref", "me/w"), "hash") == "h1"
     assert history.open_intent(DATASET_INTENT, DATASET, "ref", "me/other") is None
     history.append(DATASET, ref="me/w", hash="h1", version=2)
     assert history.open_intent(DATASET_INTENT, DATASET, "ref", "me/w") is None
@@ -65,5 +72,5 @@ def test_lookups_only_see_the_server_in_use(tmp_path: Path) -> None:
     local.append(DATASET_INTENT, ref="me/w", hash="h", version_before=None)
     assert real.last(PUSH) is None and real.open_intent(DATASET_INTENT, DATASET, "ref", "me/w") is None
     real.append(PUSH, kernel="me/k", kernel_version=1)
-    assert local.last(PUSH)["kernel_version"] == 5 and real.last(PUSH)["kernel_version"] == 1
+    assert _field(local.last(PUSH), "kernel_version") == 5 and _field(real.last(PUSH), "kernel_version") == 1
     assert [(r.server, r.kernel_version) for r in real.rows()] == [("http://127.0.0.1:8123", 5), ("kaggle.com", 1)]

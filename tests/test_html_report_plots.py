@@ -12,6 +12,7 @@ from xml.etree import ElementTree
 import pandas as pd
 import pytest
 
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.rehearse.html_report import headroom, render, time_unit
 from builder.rehearse.report import DryRunReport, ScenarioReport
 from builder.rehearse.svg_plots import MAX_POINTS, nice_ticks, scatters
@@ -39,7 +40,7 @@ def _report(tmp_path: Path, targets: int) -> DryRunReport:
     projection = {"seconds": 6.5, "low": 6.0, "high": 7.2, "limit_seconds": 32400, "hidden_rows": 1000,
                   "summary": "6.5 s (6.0-7.2 s) for 1000 rows", "components": []}
     scenario = ScenarioReport(
-        scenario="rerun", verdict=Judgement("OK", "submission.csv matches the sample submission", None), wall_seconds=1.0,
+        scenario=Scenario.RERUN, verdict=Judgement("OK", "submission.csv matches the sample submission", None), wall_seconds=1.0,
         peak_rss_bytes=1, peak_gpu_bytes=None, timed_out=False, failed_cell=None, failing_step=None, ename=None,
         evalue=None, traceback_tail=None, stderr_tail=None, steps=[], rows=3, hidden_rows=1000, projected_seconds=6.5,
         time_limit_seconds=32400, ram_limit_bytes=1, gpu_limit_bytes=None, fast_commit=None, blocked_network=[],

@@ -9,7 +9,7 @@ import pytest
 
 from builder.errors import SpecError
 from builder.project.image import image_package_for_module, load_image, pin_conflicts, preinstalled_patterns
-from builder.rehearse.limits import parse_size
+from builder.run.limits import parse_size
 
 
 def test_the_shipped_image_is_dated_and_says_where_its_versions_come_from(monkeypatch: pytest.MonkeyPatch) -> None:

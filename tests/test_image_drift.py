@@ -14,6 +14,7 @@ import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,7 +107,7 @@ def test_the_helper_s_compiled_source_packages_go_stale_on_a_new_torch(tmp_path:
     record = {"built_for": facts().to_json()}
     bumped = helper_drift(record, load_spec(kernel), "me/wheels", facts(torch="2.11.0"))
     assert bumped is not None and bumped.stale == ("apex (compiled against torch 2.10.0, CUDA 12.8)",)
-    assert "kkb wheels" in bumped.error(kernel).hint and "--on-kaggle" in bumped.error(kernel).hint
+    assert "kkb wheels" in (bumped.error(kernel).hint or "") and "--on-kaggle" in (bumped.error(kernel).hint or "")
     assert helper_drift(record, load_spec(kernel), "me/wheels", facts(python="3.13")).stale == (  # type: ignore[union-attr]
         "every wheel it built, for cp312",)
 
@@ -158,7 +159,7 @@ def _no_python_but_this_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wheel_check, "find_python", only_here)
 
 
-def _wheels(kernel: Path, index: Path) -> dict[str, object]:
+def _wheels(kernel: Path, index: Path) -> dict[str, Any]:
     build_wheels(WheelsSettings(kernel_dir=kernel, out_dir=kernel / "build" / kernel.name,
                                 index_args=("--no-index", "--find-links", str(index)), check=False))
     return read_record(kernel / "build" / kernel.name / WHEELS_DIR)
@@ -183,6 +184,7 @@ def test_push_refuses_a_wheelhouse_kaggle_s_image_moved_away_from_and_kkb_wheels
     assert main(["submit", ".", "--wait-run", "120", "--wait-score", "120"]) == EXIT_OK  # its run records the image
     assert "ran on Python 3.13, CUDA 12.8, torch 2.10.0" in capsys.readouterr().err
     versions = demo_adapter(server).dataset_version(WHEELHOUSE)
+    assert versions is not None
 
     assert main(["push", "."]) == EXIT_USER
     err = capsys.readouterr().err

@@ -91,7 +91,7 @@ def test_a_run_records_its_image_outside_kkb_s_sandbox_only(tmp_path: Path, monk
     (torch / "version.py").write_text("__version__ = '2.11.0+cu128'\ncuda: Optional[str] = '12.8'\n")
     spec = machinery.ModuleSpec("torch", None, is_package=True)
     spec.submodule_search_locations = [str(torch)]
-    monkeypatch.setattr(image_capture.util, "find_spec", lambda name: spec if name == "torch" else None)
+    monkeypatch.setattr("builder.kkb_runtime.image_capture.util.find_spec", lambda name: spec if name == "torch" else None)
     smi = tmp_path / "bin" / "nvidia-smi"
     smi.parent.mkdir()
     smi.write_text("#!/bin/sh\nprintf 'Tesla T4, 15360\\nTesla T4, 15360\\n'\n")

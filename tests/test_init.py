@@ -11,6 +11,7 @@ import pytest
 from builder import cli
 from builder.build import BuildSettings, build_kernel
 from builder.errors import RemoteError, SpecError
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.local_kaggle import InstantRunner, LocalKaggle
 from builder.project.init import InitSettings, init_from_competition, init_from_folder, init_project
 from builder.project.spec import load_spec
@@ -103,7 +104,7 @@ def test_without_data_the_sample_defines_the_targets_and_the_next_steps_name_wha
     # Following them works: the data and the stand-in in place, the dry run gets past its checks and runs.
     shutil.copytree(PUBLIC, kernel / "data" / "kkb-minimal")
     (kernel / "inputs" / "timm-pkg").mkdir(parents=True)
-    report = dry_run(DryRunSettings(kernel_dir=kernel, out_dir=tmp_path / "build", scenario="commit"))
+    report = dry_run(DryRunSettings(kernel_dir=kernel, out_dir=tmp_path / "build", scenario=Scenario.COMMIT))
     assert [s.scenario for s in report.scenarios] == ["commit"]
 
 

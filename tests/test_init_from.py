@@ -9,7 +9,7 @@ import pytest
 from builder.errors import SpecError
 from builder.project.init import init_from_folder
 from builder.project.spec import load_spec
-from tests.support.pulled import pulled_kernel
+from tests.support.pulled import CELLS, pulled_kernel
 
 PULL = "pull the kernel again: kaggle kernels pull OWNER/SLUG -p DIR -m"
 LIST_HINT = f'write it as ["owner/slug", ...], or {PULL}'
@@ -58,7 +58,7 @@ def _edit(source: Path, name: str, content: str | bytes) -> None:
 )
 def test_malformed_pulled_files_are_refused_by_name(tmp_path: Path, file: str, content: str | bytes | dict[str, object],
                                                     message: str, hint: str) -> None:
-    source = pulled_kernel(tmp_path / "pulled", **(content if isinstance(content, dict) else {}))
+    source = pulled_kernel(tmp_path / "pulled", CELLS, **(content if isinstance(content, dict) else {}))
     if not isinstance(content, dict):
         _edit(source, file, content)
     with pytest.raises(SpecError) as caught:

@@ -14,6 +14,7 @@ from builder.errors import DryRunError, SpecError
 from builder.kkb_runtime.config import InputSection
 from builder.kkb_runtime.config_reader import load_config
 from builder.kkb_runtime.inputs import InputNotFound, find_input
+from builder.kkb_runtime.vocabulary import Layout
 from builder.project.spec import parse_spec
 from builder.rehearse.dryrun import DryRunSettings, competition_data, dry_run
 from builder.run.sandbox import mount_path
@@ -91,7 +92,7 @@ def test_input_names_and_mount_paths() -> None:
         ("timm-src", "datasets/bob/timm-src"), ("gemma", "models/google/gemma/pytorch/2b/1"),
         ("make-wheels", "notebooks/carol/make-wheels")]
     # The legacy layout drops the owner (and the models/... prefix), as Kaggle mounted them for years.
-    assert [str(mount_path(i.mount_target, "legacy")) for i in spec.inputs] == ["timm-src", "gemma/pytorch/2b/1", "make-wheels"]
+    assert [str(mount_path(i.mount_target, Layout.LEGACY)) for i in spec.inputs] == ["timm-src", "gemma/pytorch/2b/1", "make-wheels"]
 
 
 INPUTS_TOML = """
@@ -136,8 +137,8 @@ def test_build_attaches_each_input_in_its_sources(kernel: Path, tmp_path: Path) 
     )
 
 
-@pytest.mark.parametrize("layout", ["current", "legacy"])
-def test_runtime_finds_each_input_by_name_and_by_reference(kernel: Path, tmp_path: Path, layout: str) -> None:
+@pytest.mark.parametrize("layout", list(Layout))
+def test_runtime_finds_each_input_by_name_and_by_reference(kernel: Path, tmp_path: Path, layout: Layout) -> None:
     build = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "build"))
     config = load_config(build.code_dir)
     root = tmp_path / "kaggle"

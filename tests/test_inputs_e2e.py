@@ -19,6 +19,7 @@ import pytest
 from builder import cli
 from builder.build import BuildSettings, build_kernel
 from builder.errors import RemoteError
+from builder.kkb_runtime.vocabulary import Layout, Scenario
 from builder.local_kaggle import InstantRunner, KernelRunner, LocalKaggle, ServerSettings
 from builder.project.spec import load_spec
 from builder.rehearse.dryrun import DryRunSettings, dry_run
@@ -124,7 +125,7 @@ def test_other_users_dataset_model_and_notebook_output_dry_run_and_submitted(
     _publish_as_bob(sandbox_server, monkeypatch, tmp_path)
     kernel = _kernel(tmp_path)
 
-    report = dry_run(DryRunSettings(kernel_dir=kernel, out_dir=tmp_path / "build", scenario="commit", layout="legacy"))
+    report = dry_run(DryRunSettings(kernel_dir=kernel, out_dir=tmp_path / "build", scenario=Scenario.COMMIT, layout=Layout.LEGACY))
     assert report.ok, report.to_json()
     text = "".join(entry["data"] for entry in json.loads(report.scenarios[0].log.read_text()))
     assert "input tiny-lookup: stand-in lookup" in text and "input net: stand-in net" in text

@@ -22,7 +22,7 @@ from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.examples import example_kernel
 from builder.project.image import load_image
 from builder.project.spec import load_spec
-from builder.rehearse.skew import MINOR_BREAKING
+from builder.run.skew import MINOR_BREAKING
 from tests.support.files import KERNELS, REPO
 
 if sys.version_info >= (3, 11):

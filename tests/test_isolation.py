@@ -111,7 +111,7 @@ def test_auto_falls_back_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     assert choice.skipped == ("bwrap: bwrap is broken here", "namespace: namespace is broken here")
     assert "not used: bwrap: bwrap is broken here; namespace: namespace is broken here" in choice.describe()
     with pytest.raises(DryRunError, match="the namespace sandbox cannot start here: namespace is broken here"):
-        choose_isolation("namespace")
+        choose_isolation(Isolation.NAMESPACE)
 
 
 def test_kkb_under_tmp_stays_visible_inside_the_namespaces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -37,7 +37,7 @@ from tests.support.local_kaggle import (
 
 KERNEL = f"{USER}/parity-kernel"
 AUTH = {"Authorization": "Basic " + base64.b64encode(f"{USER}:{KEY}".encode()).decode()}
-EMPTY = {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": [], "staleMount": []}
+EMPTY: dict[str, list[object]] = {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": [], "staleMount": []}
 
 pytestmark = pytest.mark.loopback
 

@@ -90,7 +90,9 @@ def test_kernels_and_a_submission_through_the_kaggle_command(world: Any, monkeyp
 
     submitted = run(world, "competitions", "submit", COMPETITION, "-k", KERNEL, "-v", "1", "-f", "submission.csv",
                     "-m", "from the kaggle command")
-    ref = int(re.search(r"Submission ref: (\d+)", submitted.stdout).group(1))
+    found = re.search(r"Submission ref: (\d+)", submitted.stdout)
+    assert found is not None, submitted.stdout
+    ref = int(found.group(1))
     assert "4 submissions remaining today." in submitted.stdout
     assert submitted.stdout.rstrip().endswith("Successfully submitted to Tiny Parity")
     wait_submission(api, ref)
@@ -130,8 +132,11 @@ def test_kkb_local_kaggle_serve(tmp_path: Path) -> None:
                "--user", "alice:k1", "--competition", str(folder)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
+        assert process.stdout is not None
         line = process.stdout.readline()
-        url = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line).group(1)
+        listening = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+        assert listening is not None, line
+        url = listening.group(1)
         assert requests.get(url, timeout=10).json() == {"server": "kkb local Kaggle", "users": 1}
         listed = requests.post(f"{url}/api/v1/competitions.CompetitionApiService/ListCompetitions", json={},
                                auth=("alice", "k1"), timeout=10)

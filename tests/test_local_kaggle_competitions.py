@@ -128,7 +128,7 @@ def test_submissions_kaggle_refuses(api, competition, tmp_path: Path, kernel: di
     version = committed(api, tmp_path, **kernel)
     with pytest.raises(requests.HTTPError, match=re.escape(message)) as raised:
         api.competition_submit_code(file_name, "nope", COMPETITION, KERNEL, version, quiet=True)
-    assert raised.value.response.status_code == 400
+    assert raised.value.response is not None and raised.value.response.status_code == 400
 
 
 def test_a_failed_commit_run_cannot_be_submitted(api, competition, tmp_path: Path) -> None:
@@ -141,10 +141,10 @@ def test_a_failed_commit_run_cannot_be_submitted(api, competition, tmp_path: Pat
 def test_unknown_kernel_or_competition_is_404(api, competition, tmp_path: Path) -> None:
     with pytest.raises(requests.HTTPError) as raised:
         api.competition_submit_code("submission.csv", "x", COMPETITION, f"{USER}/no-such-kernel", 1, quiet=True)
-    assert raised.value.response.status_code == 404
+    assert raised.value.response is not None and raised.value.response.status_code == 404
     with pytest.raises(requests.HTTPError) as raised:
         api.competition_submissions("no-such-competition")
-    assert raised.value.response.status_code == 404
+    assert raised.value.response is not None and raised.value.response.status_code == 404
 
 
 def test_the_daily_submission_limit(tmp_path: Path, monkeypatch) -> None:

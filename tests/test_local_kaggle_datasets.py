@@ -72,7 +72,7 @@ def test_uploaded_archives_are_unpacked_and_unsafe_ones_refused(api, tmp_path: P
     bad = make_dataset(tmp_path / "bad", slug="evil-archive", title="Evil archive", files={"evil.tar": evil.getvalue()})
     with pytest.raises(requests.HTTPError, match=r"Invalid archive entry '../escape.txt' in evil.tar") as refused:
         api.dataset_create_new(str(bad), quiet=True)
-    assert refused.value.response.status_code == 400
+    assert refused.value.response is not None and refused.value.response.status_code == 400
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ import base64
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -32,7 +33,7 @@ def test_500_reaches_the_caller_once(api, kaggle_server, tmp_path: Path) -> None
     kaggle_server.faults.fail_rpc("datasets.DatasetApiService/GetDatasetStatus", status=500, times=1)
     with pytest.raises(requests.HTTPError, match="Internal server error") as raised:
         api.dataset_status(DATASET)
-    assert raised.value.response.status_code == 500
+    assert raised.value.response is not None and raised.value.response.status_code == 500
     assert api.dataset_status(DATASET) == "ready"
 
 
@@ -97,7 +98,7 @@ def test_a_kernel_that_fails_in_the_scoring_rerun(api, kaggle_server, tmp_path: 
 def test_the_admin_endpoint_reads_replaces_and_clears(kaggle_server) -> None:
     url = f"{kaggle_server.base_url}/_admin/faults"
     token = {"X-KKB-Admin-Token": (kaggle_server.store.root / "admin-token").read_text().strip()}
-    document = {"rpc": [{"method": "SaveKernel", "status": 500, "times": 2}], "uploadBreak": [{"times": 1}]}
+    document: dict[str, Any] = {"rpc": [{"method": "SaveKernel", "status": 500, "times": 2}], "uploadBreak": [{"times": 1}]}
     assert requests.post(url, json=document, headers=token).json()["rpc"] == [
         {"method": "SaveKernel", "status": 500, "times": 2, "message": "Internal server error", "html": False,
          "afterCommit": False}]

@@ -78,7 +78,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
     monkeypatch.undo()
 
 
-def _dataset(folder: Path, slug: str, title: str, license_name: str, files: dict[str, str], owner: str = USER,
+def _dataset(folder: Path, slug: str, title: str, license_name: str, files: dict[str, str | bytes], owner: str = USER,
              keywords: list[str] | None = None) -> Path:
     folder = make_dataset(folder, slug=slug, title=title, files=files, owner=owner)
     meta = json.loads((folder / "dataset-metadata.json").read_text())

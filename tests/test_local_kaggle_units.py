@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import LocalKaggleError
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.local_kaggle import LocalKaggle, load_competition
 from builder.local_kaggle.blobs import Blob
 from builder.local_kaggle.faults import Faults
@@ -185,7 +186,8 @@ def test_faults_count_down_and_persist(tmp_path: Path) -> None:
     faults = Faults(Store(tmp_path))
     faults.fail_rpc("SaveKernel", status=500, times=2)
     assert faults.take_rpc("kernels.KernelsApiService/ListKernels") is None
-    assert faults.take_rpc("kernels.KernelsApiService/SaveKernel")["status"] == 500
+    taken = faults.take_rpc("kernels.KernelsApiService/SaveKernel")
+    assert taken is not None and taken["status"] == 500
     assert Faults(Store(tmp_path)).snapshot()["rpc"][0]["times"] == 1  # a restart keeps the count
     assert faults.take_rpc("SaveKernel") is not None
     assert faults.take_rpc("SaveKernel") is None
@@ -193,10 +195,10 @@ def test_faults_count_down_and_persist(tmp_path: Path) -> None:
 
 def test_kernel_faults_match_phase_and_kernel(tmp_path: Path) -> None:
     faults = Faults(Store(tmp_path))
-    faults.fail_kernel("alice/one-kernel", phase="rerun")
-    assert faults.take_kernel_failure("alice/one-kernel", "commit") is None
-    assert faults.take_kernel_failure("alice/other-kernel", "rerun") is None
-    assert faults.take_kernel_failure("alice/one-kernel", "rerun") is not None
+    faults.fail_kernel("alice/one-kernel", phase=Scenario.RERUN)
+    assert faults.take_kernel_failure("alice/one-kernel", Scenario.COMMIT) is None
+    assert faults.take_kernel_failure("alice/other-kernel", Scenario.RERUN) is None
+    assert faults.take_kernel_failure("alice/one-kernel", Scenario.RERUN) is not None
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 from builder.kkb_runtime.vocabulary import MemoryAccounting
-from builder.rehearse import memory
-from builder.rehearse.limits import memory_enforcement
-from builder.rehearse.memory import (
+from builder.run import memory
+from builder.run.limits import memory_enforcement
+from builder.run.memory import (
     ACCOUNTANTS,
     AVAILABLE,
     DESCRIPTIONS,
@@ -180,7 +180,12 @@ def test_growth_up_to_an_earlier_high_waits_for_its_reading_and_past_the_limit_r
     monkeypatch.setattr(memory, "resident_bytes", lambda processes: resident[0])
     watch = MemoryWatch(os.getpid(), 2 * 1024 * MIB, lambda: None, kind=MemoryAccounting.PSS)
     readings: list[int] = []
-    monkeypatch.setattr(watch.accountant, "sample", lambda processes: readings.append(resident[0]) or 50 * MIB)
+
+    def read(processes: list[psutil.Process]) -> int:
+        readings.append(resident[0])
+        return 50 * MIB
+
+    monkeypatch.setattr(watch.accountant, "sample", read)
     for total in (100, 900, 150, 890, 1200, 1950, 2100):  # MiB, one tick each, long before a reading is due
         resident[0] = total * MIB
         watch.tick(processes=[])

@@ -15,6 +15,7 @@ import pytest
 from builder import cli
 from builder.cli import views
 from builder.errors import KernelFailed
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.local_kaggle import LocalKaggle
 from builder.local_kaggle.scoring import score_submission
 from builder.rehearse.dryrun import DryRunSettings, dry_run
@@ -58,7 +59,7 @@ def test_a_constant_column_fails_the_dry_run_naming_the_column(tmp_path: Path, c
 
 def test_a_column_constant_on_the_public_part_only_fails_where_the_split_is_known(tmp_path: Path) -> None:
     kernel = spearman_kernel(tmp_path, "public-constant", public_ids=True)
-    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", rerun_data_dir=stand_in(tmp_path),
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario=Scenario.RERUN, rerun_data_dir=stand_in(tmp_path),
                                     out_dir=tmp_path / "build"))
     (rerun,) = report.scenarios
     assert rerun.verdict.name == "Submission Scoring Error", rerun.verdict

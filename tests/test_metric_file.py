@@ -21,6 +21,7 @@ from builder.kkb_runtime import kaggle_metric_utilities as kmu
 from builder.kkb_runtime.metric_file import MetricFile, MetricFileError, metric_file_reference, score_with_file
 from builder.kkb_runtime.metrics import MetricError, parse_metric, score_frames, scores_floats
 from builder.kkb_runtime.submission import check_submission
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.local_kaggle.competition import load_competition
 from builder.local_kaggle.scoring import ScoringError, score_submission
 from builder.project.init import init_from_competition
@@ -148,7 +149,7 @@ def minimal_with_metric(tmp_path: Path, mode: str = "good", args: str = "{ epsil
 def test_the_expected_score_is_the_local_kaggles_score_of_the_same_file(tmp_path: Path) -> None:
     kernel = minimal_with_metric(tmp_path)
     competition = kernel / "data" / "competition"
-    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", rerun_data_dir=competition / "hidden",
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario=Scenario.RERUN, rerun_data_dir=competition / "hidden",
                                     out_dir=tmp_path / "build"))
     (rerun,) = report.scenarios
     assert rerun.verdict.name == "OK", rerun.verdict
@@ -156,6 +157,7 @@ def test_the_expected_score_is_the_local_kaggles_score_of_the_same_file(tmp_path
     expected = rerun.metric["expected"]
     config = load_competition(competition)
     assert (config.metric, config.metric_args) == ("metric.py", {"epsilon": 0.5})
+    assert rerun.submission is not None
     scored = score_submission(rerun.submission, competition / "answers.csv", config.metric, config.id_column,
                               config.target_columns, competition, metric_args=config.metric_args)
     assert expected["split"] is True
@@ -248,7 +250,7 @@ def test_public_ids_are_checked_against_the_public_test_only(tmp_path: Path) -> 
                                     f"are not ids of the public test ({kernel / 'data/competition/public/sample_submission.csv'})"
                                     " (e.g. 'h0007')")
     (kernel / "public.txt").write_text("id,other\n" + "\n".join(f"{i},x" for i in ids) + "\n")  # every public id
-    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", out_dir=tmp_path / "build",
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario=Scenario.RERUN, out_dir=tmp_path / "build",
                                     rerun_data_dir=kernel / "data" / "competition" / "hidden"))
     (rerun,) = report.scenarios
     assert rerun.ok, rerun.verdict
@@ -271,7 +273,7 @@ def test_answers_are_checked_before_the_rerun(tmp_path: Path, answers: str | Non
     if answers is not None:
         path.write_text(answers)
     with pytest.raises(DryRunError) as raised:
-        dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", out_dir=tmp_path / "build", answers=path,
+        dry_run(DryRunSettings(kernel_dir=kernel, scenario=Scenario.RERUN, out_dir=tmp_path / "build", answers=path,
                                rerun_data_dir=kernel / "data" / "competition" / "hidden"))
     assert message in raised.value.message
     assert not (tmp_path / "build" / "dryrun").exists()  # nothing ran
@@ -295,7 +297,7 @@ def integer_zero_sample_kernel(tmp_path: Path, metric: str) -> Path:
 def test_fractional_predictions_over_an_integer_zero_sample_follow_the_metric(tmp_path: Path, metric: str,
                                                                               verdict: str) -> None:
     kernel = integer_zero_sample_kernel(tmp_path, metric)
-    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", out_dir=tmp_path / "build",
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario=Scenario.RERUN, out_dir=tmp_path / "build",
                                     rerun_data_dir=kernel / "data" / "competition" / "hidden"))
     (rerun,) = report.scenarios
     assert rerun.verdict.name == verdict, rerun.verdict

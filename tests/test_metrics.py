@@ -5,6 +5,7 @@ rank metric ranks, and the hints that say what a dry run could not check."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -39,13 +40,13 @@ def test_parse_metric(text: str | None, metric: Metric | None, k: int | None) ->
     assert (name.metric, name.k) == (metric, k)
 
 
-def frames(truth: dict[str, object], guess: dict[str, object]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def frames(truth: Mapping[str, object], guess: Mapping[str, object]) -> tuple[pd.DataFrame, pd.DataFrame]:
     n = len(next(iter(truth.values())))  # type: ignore[arg-type]
     ids = [str(i) for i in range(n)]
     return pd.DataFrame({"id": ids, **truth}), pd.DataFrame({"id": ids, **guess})
 
 
-def score(metric: str, truth: dict[str, object], guess: dict[str, object]) -> float:
+def score(metric: str, truth: Mapping[str, object], guess: Mapping[str, object]) -> float:
     answers, submission = frames(truth, guess)
     targets = [c for c in answers.columns if c != "id"]
     return score_frames(parse_metric(metric), submission, answers, "id", targets).public

@@ -14,6 +14,7 @@ from builder.build import BuildSettings, build_kernel
 from builder.errors import SpecError
 from builder.kkb_runtime.config_reader import load_config
 from builder.kkb_runtime.inputs import resolve_inputs
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.local_kaggle import InstantRunner, LocalKaggle
 from builder.project.spec import parse_spec
 from builder.rehearse.dryrun import DryRunSettings, dry_run
@@ -77,17 +78,20 @@ def test_runtime_finds_model_weights_in_either_layout(kernel: Path, tmp_path: Pa
 
 def test_push_creates_versions_only_when_the_weights_change(kernel: Path, server: LocalKaggle) -> None:
     first = _push(kernel, server)
+    assert first.weights is not None
     assert (first.weights.ref, first.weights.version, first.weights.action) == (MODEL, 1, "created")
     assert first.weights.uploaded_bytes > 0 and _model_sources(kernel) == [f"{MODEL}/1"]
     adapter = demo_adapter(server)
     assert adapter.model_file(MODEL, 1, "weights/linear.json") == (kernel / "weights" / "linear.json").read_bytes()
 
     again = _push(kernel, server)
+    assert again.weights is not None
     assert again.uploaded_bytes == 0 and (again.weights.action, again.kernel_action) == ("unchanged", "unchanged")
     assert adapter.model_instance_version(MODEL) == 1 and adapter.kernel_version("kkb-demo/kkb-minimal-inference") == 1
 
     (kernel / "weights" / "ridge.json").write_text((kernel / "weights" / "ridge.json").read_text() + "\n")
     changed = _push(kernel, server)
+    assert changed.weights is not None
     assert (changed.weights.version, changed.weights.action, changed.kernel_version) == (2, "versioned", 2)
     assert changed.code.action == "unchanged" and _model_sources(kernel) == [f"{MODEL}/2"]
     version = server.kernels.version("kkb-demo", "kkb-minimal-inference", 2, USER)
@@ -99,10 +103,12 @@ def test_push_with_no_wait_options_publishes_the_model_once(kernel: Path, server
     # No Waits given: the defaults (and kernel.toml's [push], which sets none here) bound every wait.
     settings = PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=demo_adapter(server))
     first = push(settings)
+    assert first.weights is not None
     assert (first.weights.ref, first.weights.version, first.weights.action) == (MODEL, 1, "created")
     assert first.uploaded_bytes > 0 and _model_sources(kernel) == [f"{MODEL}/1"]
 
     again = push(settings)
+    assert again.weights is not None
     assert again.uploaded_bytes == 0 and (again.weights.version, again.weights.action) == (1, "unchanged")
     assert demo_adapter(server).model_instance_version(MODEL) == 1 and again.kernel_action == "unchanged"
 
@@ -115,13 +121,14 @@ def test_a_failed_model_version_call_is_tried_again_after_a_look_at_kaggle(kerne
     events: list[ProgressEvent] = []
     changed = push(PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=demo_adapter(server),
                                 waits=FAST, progress=events.append))
+    assert changed.weights is not None
     assert (changed.weights.version, changed.weights.action) == (2, "versioned")
     assert demo_adapter(server).model_instance_version(MODEL) == 2  # one new version, not two
     assert any(event.stage == "retry" and "versioning model" in event.message for event in events)
 
 
 def test_dry_run_mounts_model_weights_where_kaggle_does(kernel: Path, tmp_path: Path) -> None:
-    report = dry_run(DryRunSettings(kernel_dir=kernel, out_dir=tmp_path / "build", scenario="rerun"))
+    report = dry_run(DryRunSettings(kernel_dir=kernel, out_dir=tmp_path / "build", scenario=Scenario.RERUN))
     assert report.ok, report.to_json()
 
 

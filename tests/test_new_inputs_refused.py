@@ -18,6 +18,7 @@ import pytest
 import kkb
 from builder import cli
 from builder.kkb_runtime.submission import check_submission
+from builder.kkb_runtime.vocabulary import Scenario
 from tests.support.cli import kkb as kkb_command
 from tests.support.cli import said
 from tests.support.files import KERNELS
@@ -116,7 +117,7 @@ def test_a_progress_callback_that_raises_passes_its_error_through_and_leaves_no_
 
     temp = Path(os.environ["TMPDIR"])
     with pytest.raises(Refused, match="step linear started"):
-        kkb.dry_run(kkb.DryRunSettings(kernel_dir=kernel, scenario="rerun", progress=progress))
+        kkb.dry_run(kkb.DryRunSettings(kernel_dir=kernel, scenario=Scenario.RERUN, progress=progress))
     assert not [path.name for path in temp.iterdir() if path.name.startswith("kkb-")]  # no sandbox left behind
     mine = psutil.Process().children(recursive=True)
     assert not [child for child in mine if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]

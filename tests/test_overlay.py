@@ -91,7 +91,7 @@ def test_every_root_filesystem_has_one_entry_in_each_registry() -> None:
 
 def test_the_choice_falls_back_to_read_only_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(overlay, "launcher_probe", lambda kind: f"{kind} is broken here")
-    monkeypatch.setattr(overlay.shutil, "which", lambda name: None)
+    monkeypatch.setattr("builder.run.overlay.shutil.which", lambda name: None)
     monkeypatch.setattr(overlay, "bwrap_overlay_problem", lambda: "bwrap is not installed")
     choice = choose_root_filesystem("namespace")
     assert choice.kind == RootFilesystem.READ_ONLY

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -30,6 +31,9 @@ from builder.rehearse.projection import (
     timeout_reason,
 )
 from tests.support.cards import image_built, kernel_card
+
+if TYPE_CHECKING:  # torch, imported only where a test runs a card
+    from builder.kkb_runtime.cards.image.predict import Job
 
 HOUR = 3600.0
 
@@ -241,7 +245,7 @@ LOAD_S, CARD_ROW_S, FOLDS = 0.1, 0.001, 2
 PIPELINE_ROW_S = 0.001
 
 
-def _slow_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int) -> tuple[object, list[Path]]:
+def _slow_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int) -> tuple[Job, list[Path]]:
     import numpy as np
     import torch
     from PIL import Image
@@ -262,7 +266,7 @@ def _slow_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int) -> tu
     return job, paths
 
 
-def _run_card(job: object, probe: int) -> tuple[float, StepTiming]:
+def _run_card(job: Job, probe: int) -> tuple[float, StepTiming]:
     from builder.kkb_runtime import timing
     from builder.kkb_runtime.cards.common import device as devices
     from builder.kkb_runtime.cards.image import predict
@@ -286,7 +290,7 @@ def test_a_card_with_known_costs_is_inside_its_range_at_10x_and_100x(tmp_path: P
     seconds, timing = _run_card(one, probe=3)
     assert timing.folds[0].probe and not timing.folds[1].probe and len(timing.folds) == FOLDS
     runs = [RunTimes(1, seconds, (_step("slow", seconds, timing=timing.to_json()),))]
-    real, _ = _run_card(dataclasses.replace(one, ids=[str(i) for i in range(10)], paths=one.paths * 10), probe=0)  # type: ignore[attr-defined]
+    real, _ = _run_card(dataclasses.replace(one, ids=[str(i) for i in range(10)], paths=one.paths * 10), probe=0)
     at_10 = project(runs, 10)
     assert at_10.low <= real <= at_10.high
     at_100 = project(runs, 100)

@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("timm")
 
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.rehearse.dryrun import DryRunSettings, dry_run
 from tests.support.assets import make_assets
 from tests.support.files import KERNELS
@@ -35,7 +36,7 @@ def test_cassava_from_one_image_is_ok_against_9_hours_on_a_t4(tmp_path: Path) ->
     made = make_assets(kernel, timeout=600)
     assert made.returncode == 0, made.stdout + made.stderr
     data = _one_image(kernel / "data" / "competition" / "public", tmp_path / "one")
-    report = dry_run(DryRunSettings(kernel_dir=kernel, data_dir=data, scenario="rerun", hidden_rows=15_000,
+    report = dry_run(DryRunSettings(kernel_dir=kernel, data_dir=data, scenario=Scenario.RERUN, hidden_rows=15_000,
                                     out_dir=tmp_path / "build", owner="tester"))
     (rerun,) = report.scenarios
     assert rerun.verdict.name == "OK", rerun.verdict
@@ -57,7 +58,7 @@ def test_after_rerun_scale_the_public_test_is_the_second_size(tmp_path: Path) ->
     """A replicated test large enough on its own (50 rows) and the public one (5): two sizes, fixed apart from per-row
     time, where one point would have counted everything per row."""
     lines: list[str] = []
-    report = dry_run(DryRunSettings(kernel_dir=KERNELS / "minimal", scenario="rerun", rerun_scale=10,
+    report = dry_run(DryRunSettings(kernel_dir=KERNELS / "minimal", scenario=Scenario.RERUN, rerun_scale=10,
                                     out_dir=tmp_path / "build", progress=lines.append))
     (rerun,) = report.scenarios
     assert rerun.ok and rerun.rows == 50, rerun.verdict

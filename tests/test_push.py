@@ -32,6 +32,12 @@ def kernel(tmp_path: Path) -> Path:
     return Path(shutil.copytree(KERNELS / "minimal", tmp_path / "minimal", ignore=shutil.ignore_patterns(".kkb")))
 
 
+def _field(record: dict[str, Any] | None, key: str) -> Any:
+    """``key`` of a history record that must be there."""
+    assert record is not None
+    return record[key]
+
+
 def _push(kernel: Path, fake: FakeKaggle, events: list[ProgressEvent] | None = None):
     return push(PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=fake, waits=FAKE_WAITS,  # type: ignore[arg-type]
                              progress=events.append if events is not None else None))
@@ -46,7 +52,7 @@ def test_first_push_creates_both_datasets_and_a_kernel_version(kernel: Path) -> 
     assert (result.weights.action, result.code.action, result.kernel_action) == ("created", "created", "pushed")
     assert (result.kernel_version, result.weights.version, result.code.version) == (1, 1, 1)
     assert result.uploaded_bytes == fake.uploaded_bytes > 0
-    assert History.for_kernel(kernel).last(PUSH)["kernel_version"] == 1
+    assert _field(History.for_kernel(kernel).last(PUSH), "kernel_version") == 1
     assert any(e.stage == "build" for e in events) and any(e.stage == "kernel" for e in events)
 
 
@@ -83,7 +89,7 @@ def test_waits_for_a_new_version_to_be_ready(kernel: Path) -> None:
 
 def test_dataset_never_ready_times_out_with_a_hint(kernel: Path) -> None:
     fake = FakeKaggle(not_ready_polls=10_000)
-    fake.sleep = time.sleep  # type: ignore[method-assign] - real time must pass for a timeout
+    vars(fake)["sleep"] = time.sleep  # real time must pass for a timeout
     waits = Waits(poll_initial_s=0.01, poll_max_s=0.01, dataset_timeout_s=0.05)
     with pytest.raises(RemoteError, match=r"timed out after 0.05s waiting for dataset kkb-demo/kkb-minimal-inference-weights"):
         push(PushSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=fake, waits=waits))  # type: ignore[arg-type]
@@ -118,7 +124,7 @@ def test_interrupted_push_is_continued_without_a_duplicate_kernel_version(kernel
     fake.push_kernel = crash  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         _push(kernel, fake)
-    assert history.last(KERNEL_INTENT) is not None and history.last(PUSH)["kernel_version"] == 1
+    assert history.last(KERNEL_INTENT) is not None and _field(history.last(PUSH), "kernel_version") == 1
     fake.push_kernel = original  # type: ignore[method-assign]
     fake.calls.clear()
     result = _push(kernel, fake)
@@ -140,7 +146,7 @@ def test_interrupted_dataset_upload_is_adopted_when_kaggle_cannot_show_the_manif
     fake.version_dataset = crash  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         _push(kernel, fake)
-    assert History.for_kernel(kernel).last(DATASET_INTENT)["version_before"] == 1
+    assert _field(History.for_kernel(kernel).last(DATASET_INTENT), "version_before") == 1
     fake.version_dataset = original  # type: ignore[method-assign]
     fake.calls.clear()
     result = _push(kernel, fake)
@@ -180,7 +186,7 @@ def test_submission_made_despite_a_dropped_answer_is_adopted(kernel: Path) -> No
     fake = FakeKaggle(fail_after_acting={"submit"})
     result = _submit(kernel, fake)
     assert result.submission_ref == 1 and len(fake.submissions_made) == 1
-    assert History.for_kernel(kernel).last(SUBMISSION)["ref"] == 1
+    assert _field(History.for_kernel(kernel).last(SUBMISSION), "ref") == 1
 
 
 def test_kernel_failure_shows_the_exception_from_the_log(kernel: Path) -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from builder import cli
 from builder.errors import EXIT_AUTH, AuthError, KernelFailed, RemoteError
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.local_kaggle import InstantRunner, LocalKaggle
 from builder.remote.push import PushResult, push
 from builder.remote.queries import QuerySettings, logs
@@ -71,6 +72,7 @@ def _versions(server: LocalKaggle, ref: str) -> int | None:
 
 def test_first_push_then_a_noop_push_uploads_zero_bytes(kernel: Path, server: LocalKaggle) -> None:
     first = _push(kernel, server)
+    assert first.weights is not None
     assert (first.weights.action, first.code.action, first.kernel_action) == ("created", "created", "pushed")
     received = _received(server)
     assert sum(received.values()) == first.uploaded_bytes > 0
@@ -82,6 +84,7 @@ def test_first_push_then_a_noop_push_uploads_zero_bytes(kernel: Path, server: Lo
 
     again = _push(kernel, server)
     assert _received(server) == received and again.uploaded_bytes == 0
+    assert again.weights is not None
     assert (again.weights.action, again.code.action, again.kernel_action) == ("unchanged",) * 3
     assert (_versions(server, WEIGHTS), _versions(server, CODE), adapter.kernel_version(KERNEL_ID)) == (1, 1, 1)
 
@@ -93,6 +96,7 @@ def test_code_only_change_does_not_upload_weights(kernel: Path, server: LocalKag
     result = _push(kernel, server)
     new = {name: size for name, size in _received(server).items() if name not in before}
     assert new and not any(name.startswith("weights") for name in new)
+    assert result.weights is not None
     assert result.weights.action == "unchanged" and result.weights.uploaded_bytes == 0
     assert (result.code.action, result.code.version, result.kernel_version) == ("versioned", 2, 2)
     assert (_versions(server, WEIGHTS), _versions(server, CODE)) == (1, 2)
@@ -115,6 +119,7 @@ def test_push_recovers_from_injected_faults(kernel: Path, server: LocalKaggle, i
     result = _push(kernel, server)
     assert server.faults.snapshot() == {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": [], "staleMount": []}
     # Exactly one version of everything, and the content arrived whole.
+    assert result.weights is not None
     assert (result.weights.version, result.code.version, result.kernel_version) == (1, 1, 1)
     adapter = demo_adapter(server)
     assert (_versions(server, WEIGHTS), _versions(server, CODE), adapter.kernel_version(KERNEL_ID)) == (1, 1, 1)
@@ -124,7 +129,7 @@ def test_push_recovers_from_injected_faults(kernel: Path, server: LocalKaggle, i
 
 
 def test_kernel_failure_is_shown_with_its_log(kernel: Path, sandbox_server: LocalKaggle) -> None:
-    sandbox_server.faults.fail_kernel(KERNEL_ID, phase="commit", message="RuntimeError: the weights are corrupt")
+    sandbox_server.faults.fail_kernel(KERNEL_ID, phase=Scenario.COMMIT, message="RuntimeError: the weights are corrupt")
     with pytest.raises(KernelFailed) as caught:
         submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=demo_adapter(sandbox_server), waits=LOOPBACK_WAITS))
     text = str(caught.value)
@@ -147,7 +152,7 @@ def test_a_real_exception_in_the_kernel_is_shown_from_the_kaggle_log(kernel: Pat
 
 
 def test_submission_error_names_kaggles_description(kernel: Path, sandbox_server: LocalKaggle) -> None:
-    sandbox_server.faults.fail_kernel(KERNEL_ID, phase="rerun", description="Submission CSV Not Found")
+    sandbox_server.faults.fail_kernel(KERNEL_ID, phase=Scenario.RERUN, description="Submission CSV Not Found")
     with pytest.raises(KernelFailed) as caught:
         submit(SubmitSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", adapter=demo_adapter(sandbox_server), waits=LOOPBACK_WAITS))
     assert "submission #1" in caught.value.message and "Submission CSV Not Found" in caught.value.message
@@ -210,5 +215,5 @@ def test_unknown_competition_uploads_nothing(kernel: Path, server: LocalKaggle) 
     with pytest.raises(RemoteError) as caught:
         _push(kernel, server)
     assert caught.value.message.startswith(f"{kernel / 'kernel.toml'}: competition.slug 'kkb-minimall': ")
-    assert "kaggle.com/competitions/<slug>" in caught.value.hint
+    assert "kaggle.com/competitions/<slug>" in (caught.value.hint or "")
     assert _received(server) == {}  # refused before any dataset went up

@@ -63,7 +63,9 @@ def test_push_uploads_the_wheelhouse_once_and_refuses_a_stale_one(tmp_path: Path
 def test_push_refuses_an_on_kaggle_wheelhouse_whose_helper_has_not_run(tmp_path: Path) -> None:
     kernel = kernel_with(tmp_path, '[install]\nrequirements = ["beta"]\non_kaggle = true\n')
     spec, out = load_spec(kernel), tmp_path / "build"
-    ref = wheelhouse_source(spec, "kkb-demo").ref
+    source = wheelhouse_source(spec, "kkb-demo")
+    assert source is not None
+    ref = source.ref
     with pytest.raises(WheelhouseError, match=f"attaches the output of {ref}, but it has not been pushed from here"):
         wheelhouse_to_push(spec, kernel, "kkb-demo", out, described_image())
     record = out / HELPER_DIR / HELPER_RECORD

@@ -164,7 +164,7 @@ def _model_spec(**card: object) -> dict:
 def test_predict_step_naming_no_model_card() -> None:
     spec = _model_spec()
     spec["steps"][0]["run"] = "python -m kkb_runtime predict --model effnett --out {out}"
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(SpecError) as caught:
         parse_spec(spec, source="k/kernel.toml")
     assert (caught.value.message, caught.value.hint) == (
         "k/kernel.toml: [[steps]] 'effnet' predicts with --model 'effnett', which is no [[models]] name "
@@ -175,7 +175,7 @@ def test_predict_step_naming_no_model_card() -> None:
 
 
 def test_unknown_tta_name() -> None:
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(SpecError) as caught:
         parse_spec(_model_spec(tta=["hflp"]), source="k/kernel.toml")
     assert (caught.value.message, caught.value.hint) == (
         "k/kernel.toml: models[0].tta: unknown TTA 'hflp' (did you mean 'hflip'?); use hflip, vflip, hvflip, "

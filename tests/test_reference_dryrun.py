@@ -10,6 +10,7 @@ import pytest
 
 from builder.cli import main
 from builder.errors import EXIT_KERNEL, EXIT_OK, DryRunError
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.rehearse.dryrun import DryRunSettings, dry_run
 from builder.rehearse.reference import ReferenceSettings
 from tests.support.files import KERNELS
@@ -20,7 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.loopback]
 def test_an_equal_reference_passes_and_a_perturbed_one_exits_2_naming_the_column(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     build = tmp_path / "build"
-    first = dry_run(DryRunSettings(kernel_dir=KERNELS / "minimal", out_dir=build, scenario="rerun", fit=False))
+    first = dry_run(DryRunSettings(kernel_dir=KERNELS / "minimal", out_dir=build, scenario=Scenario.RERUN, fit=False))
     rerun = first.scenarios[0]
     assert rerun.ok and rerun.submission is not None and first.reference is None
     output = pd.read_csv(rerun.submission)

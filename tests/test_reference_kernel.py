@@ -89,6 +89,7 @@ def test_assets_are_seeded_and_not_regenerated(reference_assets: Path, tmp_path:
     saved = list(sys.path)
     try:  # the script puts its own folder on sys.path, as a kernel's code dataset would be
         spec = importlib.util.spec_from_file_location("make_assets_under_test", REFERENCE / "make_assets.py")
+        assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     finally:
@@ -219,7 +220,12 @@ def test_an_unchanged_rebuild_reuses_the_prepared_models(reference_assets: Path,
     first = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "out", owner="tester"))
     calls: list[int] = []
     original = card_run._sandboxed  # the build's sandboxed run of the cards: preparing, checking
-    monkeypatch.setattr(card_run, "_sandboxed", lambda *args: calls.append(1) or original(*args))
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(card_run, "_sandboxed", counted)
     again = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "out", owner="tester"))
     assert calls == [] and (again.weights_hash, again.code_hash) == (first.weights_hash, first.code_hash)
     (kernel / "weights" / "effnet.pth").write_bytes((kernel / "weights" / "effnet.pth").read_bytes() + b"")  # same bytes

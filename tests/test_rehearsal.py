@@ -199,7 +199,7 @@ def test_inside_a_kernel_the_scaled_test_links_to_the_inputs_never_copies_them(t
     def cross_device(src: object, dst: object) -> None:
         raise OSError(18, "Invalid cross-device link")
 
-    monkeypatch.setattr(scale.os, "link", cross_device)
+    monkeypatch.setattr("builder.kkb_runtime.scale.os.link", cross_device)
     scaled = scale.scale_competition_data(source, tmp_path / "temp" / "scaled", 2, id_column="id", test="test",
                                           fallback="symlink")
     train, image, copy = scaled.path / "train.csv", scaled.path / "test" / "a.png", scaled.path / "test" / "a_r1.png"

@@ -18,7 +18,7 @@ from builder.errors import EXIT_AUTH, EXIT_KERNEL, KernelFailed, KkbError, Remot
 from builder.local_kaggle import LocalKaggle, ServerSettings
 from builder.project.layout import ON_KAGGLE_DIR
 from builder.remote.history import History
-from builder.remote.kaggle_api import KaggleAdapter
+from builder.remote.kaggle_api import KaggleAdapter, Submission
 from builder.remote.rehearsal import RehearsalSettings, rehearsal_title, rehearse_on_kaggle
 from builder.remote.session import Waits
 from tests.support.demo_kaggle import demo_adapter, serve_local_kaggle
@@ -55,7 +55,7 @@ def _settings(kernel: Path, server: LocalKaggle, **changes: object) -> Rehearsal
                                 "waits": FAST, **changes})  # type: ignore[arg-type]
 
 
-def _submissions(server: LocalKaggle) -> list[object]:
+def _submissions(server: LocalKaggle) -> list[Submission]:
     return KaggleAdapter.connect(server.base_url).submissions("kkb-minimal")
 
 

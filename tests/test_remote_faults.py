@@ -22,6 +22,7 @@ import pytest
 
 from builder import cli
 from builder.errors import EXIT_REMOTE, KkbError
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.local_kaggle import InstantRunner, LocalKaggle, ServerSettings
 from builder.local_kaggle.blobs import PutResult
 from builder.local_kaggle.runner import RunRequest, RunResult
@@ -42,7 +43,7 @@ CODE = "kkb-demo/kkb-minimal-inference-code"
 FAST_RETRY = Backoff(attempts=3, base_seconds=0.01, max_seconds=0.05, total_seconds=30)
 FAST_WAITS = Waits(poll_initial_s=0.02, poll_max_s=0.1, run_timeout_s=60, scoring_timeout_s=60, rounds=3,
                    rounds_total_s=30)
-NO_FAULTS = {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": [], "staleMount": []}
+NO_FAULTS: dict[str, list[object]] = {"rpc": [], "datasetNotReady": [], "uploadBreak": [], "kernelFail": [], "staleMount": []}
 
 
 class SampleRunner(InstantRunner):
@@ -138,7 +139,7 @@ def rpc(method: str, status: int, times: int) -> Callable[[LocalKaggle], None]:
 
 
 def kernel_fails(server: LocalKaggle) -> None:
-    server.faults.fail_kernel(KERNEL_ID, phase="commit", message="RuntimeError: injected")
+    server.faults.fail_kernel(KERNEL_ID, phase=Scenario.COMMIT, message="RuntimeError: injected")
 
 
 # -- the table ----------------------------------------------------------------------------------
@@ -179,13 +180,12 @@ ROWS = {
 
 
 def _run(command: str, kernel: Path, base_url: str) -> Any:
-    common = {"kernel_dir": kernel, "out_dir": kernel.parent / "build", "adapter": _adapter(base_url),
-              "waits": FAST_WAITS}
+    adapter, out_dir = _adapter(base_url), kernel.parent / "build"
     if command == "push":
-        return push(PushSettings(**common))
+        return push(PushSettings(kernel_dir=kernel, out_dir=out_dir, adapter=adapter, waits=FAST_WAITS))
     if command == "submit":
-        return submit(SubmitSettings(**common))
-    return status(QuerySettings(kernel_dir=kernel, adapter=common["adapter"]))
+        return submit(SubmitSettings(kernel_dir=kernel, out_dir=out_dir, adapter=adapter, waits=FAST_WAITS))
+    return status(QuerySettings(kernel_dir=kernel, adapter=adapter))
 
 
 @pytest.mark.parametrize("row", list(ROWS.values()), ids=list(ROWS))

@@ -15,7 +15,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,7 +114,7 @@ def _session(tmp_path: Path, waits: Waits, events: list[ProgressEvent], fake: Fa
 
 
 def test_a_wait_shows_its_bound_and_times_out_there(tmp_path: Path) -> None:
-    fake, events = FakeTime(), []
+    fake, events = FakeTime(), list[ProgressEvent]()
     session = _session(tmp_path, Waits(poll_initial_s=1.0, poll_max_s=4.0), events, fake)
     with pytest.raises(RemoteError) as caught:
         session.wait("run", "kernel run x", lambda: ("running", False), 20.0, hint="later")
@@ -122,7 +124,7 @@ def test_a_wait_shows_its_bound_and_times_out_there(tmp_path: Path) -> None:
 
 
 def test_the_rounds_of_a_create_call_stop_at_their_count(tmp_path: Path) -> None:
-    fake, events = FakeTime(), []
+    fake, events = FakeTime(), list[ProgressEvent]()
     session = _session(tmp_path, Waits(poll_initial_s=0.5, rounds=3, rounds_total_s=600), events, fake)
     rounds = session.rounds()
     error = TransientRemoteError("HTTP 500")
@@ -356,7 +358,8 @@ def test_a_second_command_waits_then_names_the_holder(minimal: Path) -> None:
         assert message.endswith("Z) is running on this kernel project; kkb submit waited 0.2s for it")
         assert caught.value.exit_code == 1 and sleeps  # it did wait before giving up
         # push and submit take the lock before anything else (no build, no network: no adapter is needed)
-        for run, settings in ((push, PushSettings), (submit, SubmitSettings)):
+        commands: tuple[tuple[Callable[[Any], object], type[PushSettings]], ...] = ((push, PushSettings), (submit, SubmitSettings))
+        for run, settings in commands:
             with pytest.raises(LockedError, match=rf"kkb push \(pid {holder.pid}, since .*kkb {run.__name__} waited"):
                 run(settings(kernel_dir=kernel, out_dir=kernel.parent / "build", lock_wait_s=0.1))
         assert not (kernel.parent / "build").exists()

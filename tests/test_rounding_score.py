@@ -13,6 +13,7 @@ import pytest
 
 from builder.kkb_runtime.metrics import parse_metric, score_frames
 from builder.kkb_runtime.rounding import SIGNIFICANT, round_safely, significant, summary
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.rehearse.dryrun import DryRunSettings, dry_run
 from builder.rehearse.metric_report import metric_report
 from builder.rehearse.rounding_score import rounding_effect
@@ -44,8 +45,9 @@ def test_a_relative_error_metric_rounds_to_significant_digits_and_keeps_its_scor
     kept = rounding_effect(score, predictions, rounded, [{"column": "target", "used": 6, "kind": SIGNIFICANT}])
     assert moved.moved > 1e-6 and moved.culprits[0][0] == "target" and moved.culprits[0][1] is not None
     assert kept.moved <= 1e-6 and kept.culprits == ()
-    assert moved.warning("rmspe").startswith("rmspe: rounding moves the expected score by ")
-    assert f"columns 'target' (keeps it at {moved.culprits[0][1]} decimals); set [submission] decimals = " in moved.warning("rmspe")
+    warning = moved.warning("rmspe")
+    assert warning is not None and warning.startswith("rmspe: rounding moves the expected score by ")
+    assert f"columns 'target' (keeps it at {moved.culprits[0][1]} decimals); set [submission] decimals = " in warning
 
 
 def test_rmsle_rounds_columns_near_zero_to_significant_digits_only() -> None:
@@ -70,7 +72,7 @@ def test_the_dry_run_reports_the_score_before_and_after_rounding(tmp_path: Path)
     kernel = Path(shutil.copytree(KERNELS / "minimal", tmp_path / "minimal"))
     spec = (kernel / "kernel.toml").read_text().replace("hidden_rows = 200", 'hidden_rows = 200\nmetric = "rmspe"')
     (kernel / "kernel.toml").write_text(spec.replace("decimals = 4", "decimals = 2"))
-    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", out_dir=tmp_path / "build",
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario=Scenario.RERUN, out_dir=tmp_path / "build",
                                     rerun_data_dir=kernel / "data" / "competition" / "hidden"))
     (rerun,) = report.scenarios
     assert rerun.verdict.name == "OK", rerun.verdict
@@ -113,9 +115,12 @@ def test_a_steps_rounding_is_judged_by_what_it_costs_a_relative_metric(tmp_path:
 
     answers_scale = pd.Series(np.linspace(0.0005, 0.003, 40))
     rmspe = parse_metric("rmspe")
-    assert rounding_cost(rmspe, answers_scale.round(4), 4) > 0.01  # 1-2 digits left: a real cost
+    cost = rounding_cost(rmspe, answers_scale.round(4), 4)
+    assert cost is not None and cost > 0.01  # 1-2 digits left: a real cost
     # 4 decimals of values between 0.5 and 3 keep 4-5 digits: less than kkb's own 4 significant digits would cost
-    assert rounding_cost(rmspe, (answers_scale * 1000).round(4), 4) < rounding_cost(rmspe, answers_scale * 1000, 4, SIGNIFICANT)
+    decimals, significant = (rounding_cost(rmspe, (answers_scale * 1000).round(4), 4),
+                             rounding_cost(rmspe, answers_scale * 1000, 4, SIGNIFICANT))
+    assert decimals is not None and significant is not None and decimals < significant
     step = tmp_path / "working" / "gbm.csv"
     step.parent.mkdir()
     pd.DataFrame({"row_id": range(40), "target": answers_scale.round(4)}).to_csv(step, index=False)
@@ -139,7 +144,7 @@ def test_a_rmspe_kernel_whose_step_rounds_to_4_decimals_is_warned_naming_the_ste
     predict = kernel / "predict.py"  # volatility-sized targets (~1e-3), rounded by the step as notebooks do
     predict.write_text(predict.read_text().replace('"target": model.predict(test)})',
                                                    '"target": (0.002 + model.predict(test).abs() * 1e-4).round(4)})'))
-    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario="rerun", out_dir=tmp_path / "build", fit=False))
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario=Scenario.RERUN, out_dir=tmp_path / "build", fit=False))
     (rerun,) = report.scenarios
     assert rerun.verdict.name == "OK", rerun.verdict
     said = [w for w in rerun.warnings if "rounded by the step itself" in w]

@@ -22,6 +22,7 @@ from builder.kkb_runtime.cards.common import device as devices  # noqa: E402
 from builder.kkb_runtime.cards.common import models as runtime  # noqa: E402
 from builder.kkb_runtime.cards.image import predict, tta  # noqa: E402
 from builder.kkb_runtime.cards.image import transforms as pipelines  # noqa: E402
+from builder.kkb_runtime.cards.image.card import ImageCard  # noqa: E402
 from tests.support.cards import image_built, kernel_card  # noqa: E402
 from tests.support.files import REPO, build_file_tree  # noqa: E402
 
@@ -67,15 +68,16 @@ def test_kkb_device_forces_a_choice(machine) -> None:
 
 def test_xla_device_comes_from_torch_xla(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = types.ModuleType("torch_xla")
-    fake.device = lambda: "xla:0"  # torch_xla >= 2.5
+    vars(fake).update(device=lambda: "xla:0")  # torch_xla >= 2.5
     monkeypatch.setitem(sys.modules, "torch_xla", fake)
     assert devices.torch_device(devices.DeviceChoice("xla", "test")) == "xla:0"
 
 
 def test_xla_device_on_older_torch_xla(monkeypatch: pytest.MonkeyPatch) -> None:
     fake, core, xla_model = (types.ModuleType(name) for name in ("torch_xla", "torch_xla.core", "torch_xla.core.xla_model"))
-    xla_model.xla_device = lambda: "xla:1"
-    fake.core, core.xla_model = core, xla_model
+    vars(xla_model).update(xla_device=lambda: "xla:1")
+    vars(fake).update(core=core)
+    vars(core).update(xla_model=xla_model)
     for name, module in (("torch_xla", fake), ("torch_xla.core", core), ("torch_xla.core.xla_model", xla_model)):
         monkeypatch.setitem(sys.modules, name, module)
     assert devices.torch_device(devices.DeviceChoice("xla", "test")) == "xla:1"
@@ -339,8 +341,9 @@ def test_run_model_averages_tta_views_and_extracts_features(tmp_path: Path) -> N
     with torch.no_grad():  # the CUDA layout, exercised on the CPU: same numbers
         assert torch.allclose(predict.make_forward(source, card, cpu, channels_last=True)(batch),  # type: ignore[arg-type]
                               source(batch).softmax(1), atol=1e-5)
-    feature_job = dataclasses.replace(job, card=kernel_card({**KEYS, "tta": ["hflip"], "batch_size": 2, "num_workers": 0,
-                                                             "features": True}))
+    feature_card = kernel_card({**KEYS, "tta": ["hflip"], "batch_size": 2, "num_workers": 0, "features": True})
+    assert isinstance(feature_card, ImageCard)
+    feature_job = dataclasses.replace(job, card=feature_card)
     features = predict.run_model(feature_job, cpu)
     assert features.shape == (5, source.num_features)
     predict.write_output(feature_job, features)

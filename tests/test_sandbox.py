@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from builder.errors import DryRunError
+from builder.kkb_runtime.vocabulary import Isolation, Layout
 from builder.project.kaggle_env import DEAD_PROXY
+from builder.run.isolation import GUEST_DIR
 from builder.run.sandbox import (
-    GUEST_DIR,
     Mount,
     SandboxSpec,
     blocked_network,
@@ -59,14 +60,14 @@ def test_legacy_layout_drops_the_owner_and_kind(tmp_path: Path, sources: dict[st
     box = prepare_sandbox(_spec(sources, layout="legacy", isolation="python"), tmp_path / "root")
 
     assert sorted(path.name for path in box.input_dir.iterdir()) == ["comp", "thing-code"]
-    assert str(mount_path("competitions/comp", "legacy")) == "comp"
-    assert str(mount_path("datasets/owner/slug", "legacy")) == "slug"
-    assert str(mount_path("datasets/owner/slug", "current")) == "datasets/owner/slug"
+    assert str(mount_path("competitions/comp", Layout.LEGACY)) == "comp"
+    assert str(mount_path("datasets/owner/slug", Layout.LEGACY)) == "slug"
+    assert str(mount_path("datasets/owner/slug", Layout.CURRENT)) == "datasets/owner/slug"
 
 
 def test_mounts_that_collide_in_the_legacy_layout_are_refused(tmp_path: Path, sources: dict[str, Path]) -> None:
     spec = SandboxSpec(mounts=(Mount(sources["code"], "datasets/a/same"), Mount(sources["data"], "datasets/b/same")),
-                       rerun=False, layout="legacy", isolation="python")
+                       rerun=False, layout=Layout.LEGACY, isolation=Isolation.PYTHON)
     with pytest.raises(DryRunError, match="overlap"):
         prepare_sandbox(spec, tmp_path / "root")
 
@@ -74,7 +75,7 @@ def test_mounts_that_collide_in_the_legacy_layout_are_refused(tmp_path: Path, so
 @pytest.mark.parametrize("target", ["/abs", "../escape", "datasets/../../x"])
 def test_mount_targets_stay_under_input(target: str) -> None:
     with pytest.raises(DryRunError, match="relative path under input"):
-        mount_path(target, "current")
+        mount_path(target, Layout.CURRENT)
 
 
 def test_a_missing_source_or_a_used_root_is_an_error(tmp_path: Path, sources: dict[str, Path]) -> None:
@@ -220,7 +221,7 @@ def test_the_launcher_and_guard_use_only_the_standard_library() -> None:
 def test_isolation_can_be_forced_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KKB_SANDBOX_ISOLATION", "python")
     assert isolation_mode("auto") == "python"
-    assert isolation_mode("python") == "python"
+    assert isolation_mode(Isolation.PYTHON) == "python"
     monkeypatch.setenv("KKB_SANDBOX_ISOLATION", "chroot")
     with pytest.raises(DryRunError, match="KKB_SANDBOX_ISOLATION='chroot'"):
         isolation_mode("auto")

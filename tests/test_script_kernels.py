@@ -18,13 +18,13 @@ import pytest
 
 from builder.cli import main
 from builder.errors import EXIT_OK, SpecError
-from builder.kkb_runtime.vocabulary import KernelForm
+from builder.kkb_runtime.vocabulary import KernelForm, Scenario
 from builder.local_kaggle import LocalKaggle
 from builder.project.spec import load_spec
 from builder.project.spec_renames import SpecDeprecation
 from builder.rehearse.dryrun import DryRunSettings, dry_run
-from builder.rehearse.script_run import KAGGLE_SCRIPT, script_exception
 from builder.rehearse.verdict import CSV_NOT_FOUND, SCORING_ERROR, THREW, TIMEOUT
+from builder.run.script_run import KAGGLE_SCRIPT, script_exception
 from tests.support.demo_kaggle import serve_local_kaggle
 from tests.support.files import KERNELS, REPO
 from tests.support.golden import normalize_provenance
@@ -118,7 +118,7 @@ def test_failing_kernels_get_kaggle_s_verdict_for_each_form(tmp_path: Path, fixt
         (kernel / "kernel.toml").write_text((kernel / "kernel.toml").read_text().replace('type = "script"\n', "") + extra)
         if form == "script":
             as_script(kernel)
-        report = dry_run(DryRunSettings(kernel_dir=kernel, data_dir=PUBLIC, scenario="rerun", out_dir=tmp_path / "build" / form,
+        report = dry_run(DryRunSettings(kernel_dir=kernel, data_dir=PUBLIC, scenario=Scenario.RERUN, out_dir=tmp_path / "build" / form,
                                         timeout_seconds=3 if extra else None))
         (result,) = report.scenarios
         verdicts[form] = result.verdict

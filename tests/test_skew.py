@@ -12,11 +12,14 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from builder.kkb_runtime.vocabulary import Isolation
 from builder.project.image import load_image
 from builder.project.spec import load_spec
-from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.own_imports import own_modules
-from builder.rehearse.skew import (
+from builder.rehearse.verdict import CSV_NOT_FOUND, NOT_REHEARSED, Limits, judge
+from builder.run.execute import ExecutionResult
+from builder.run.sandbox import SandboxSpec, prepare_sandbox
+from builder.run.skew import (
     Skew,
     differs,
     local_version,
@@ -27,8 +30,6 @@ from builder.rehearse.skew import (
     skew_warnings,
     version_skews,
 )
-from builder.rehearse.verdict import CSV_NOT_FOUND, NOT_REHEARSED, Limits, judge
-from builder.run.sandbox import SandboxSpec, prepare_sandbox
 from tests.support.files import KERNELS
 
 PANDAS = metadata.version("pandas")
@@ -70,7 +71,7 @@ def test_the_installed_distributions_read_from_their_headers_agree_with_importli
 
 
 def test_a_sandboxed_process_records_its_imports_and_the_skew_is_named(tmp_path: Path, image: Path) -> None:
-    box = prepare_sandbox(SandboxSpec(mounts=(), rerun=True, isolation="python"), tmp_path / "root")
+    box = prepare_sandbox(SandboxSpec(mounts=(), rerun=True, isolation=Isolation.PYTHON), tmp_path / "root")
     out = subprocess.run([sys.executable, "-c", FAILS_IN_PANDAS], env=box.env, cwd=box.working_dir, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 1 and "KeyError" in out.stderr

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from builder.rehearse.env_check import PTH_FILE, site_packages
-from builder.rehearse.execute import ExecutionResult
-from builder.rehearse.image_env import STAMP
-from builder.rehearse.skew import Skew
 from builder.rehearse.verdict import CSV_NOT_FOUND, NOT_REHEARSED, Limits, judge
+from builder.run.env_check import PTH_FILE, site_packages
+from builder.run.execute import ExecutionResult
+from builder.run.image_env import STAMP
+from builder.run.skew import Skew
 from tests.support.cli import kkb, said
 from tests.support.files import KERNELS
 

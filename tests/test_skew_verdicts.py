@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.rehearse.dryrun import DryRunSettings, dry_run
-from builder.rehearse.execute import ExecutionResult
-from builder.rehearse.skew import Skew
 from builder.rehearse.verdict import CSV_NOT_FOUND, NOT_REHEARSED, Limits, judge
+from builder.run.execute import ExecutionResult
+from builder.run.skew import Skew
 from tests.support.files import KERNELS
 
 CAPTURED = "2026-06-17"
@@ -33,7 +34,7 @@ PANDAS = Skew("pandas", "3.1.1", "2.3.3", ("pandas",))
 SITE = "/venv/lib/python3.12/site-packages"
 
 
-def _frames(*frames: str) -> str:
+def _frames(*frames: tuple[str, str]) -> str:
     return "Traceback (most recent call last):\n" + "".join(f'  File "{path}", line 7, in f\n    {line}\n' for path, line in frames)
 
 
@@ -160,7 +161,7 @@ def _kernel_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_lines: s
 
 
 def _rerun(kernel: Path) -> tuple[str, str, list[str]]:
-    report = dry_run(DryRunSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", scenario="rerun", fit=False))
+    report = dry_run(DryRunSettings(kernel_dir=kernel, out_dir=kernel.parent / "build", scenario=Scenario.RERUN, fit=False))
     scenario = report.scenarios[0]
     return str(scenario.verdict.name), scenario.verdict.reason, list(scenario.warnings)
 

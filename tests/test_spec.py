@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ VALID = {
 def _with(path: str, value: object) -> dict:
     spec = copy.deepcopy(VALID)
     *parents, last = path.split(".")
-    node = spec
+    node: Any = spec  # a dict, or a list where the path has an index
     for part in parents:
         node = node.setdefault(part, {}) if not part.isdigit() else node[int(part)]
     node[last] = value

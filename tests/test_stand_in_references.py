@@ -11,6 +11,7 @@ import pytest
 
 from builder.errors import DryRunError
 from builder.kkb_runtime.references import StandInConfig
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.rehearse.dryrun import DryRunSettings, dry_run
 from builder.run.sandbox import scale_competition_data
 from tests.support.files import build_file_tree
@@ -156,7 +157,7 @@ FIXTURE = Path(__file__).parent / "kernels" / "partitioned"
 def test_a_partitioned_test_dry_runs_at_ten_times_with_real_data_in_every_replicated_row(tmp_path: Path) -> None:
     lines: list[str] = []
     data = optiver_like(tmp_path / "public", stocks=(0,))
-    report = dry_run(DryRunSettings(kernel_dir=FIXTURE, data_dir=data, out_dir=tmp_path / "build", scenario="rerun",
+    report = dry_run(DryRunSettings(kernel_dir=FIXTURE, data_dir=data, out_dir=tmp_path / "build", scenario=Scenario.RERUN,
                                     rerun_scale=10, progress=lines.append))
 
     rerun, = report.scenarios
@@ -189,7 +190,7 @@ def test_a_stand_in_whose_replicated_rows_have_no_data_gets_the_collapse_warning
     (stand_in / "test.csv").write_text("stock_id,time_id,row_id\n" + "".join(f"{s},{t},{s}-{t}\n" for s, t in rows))
     (stand_in / "sample_submission.csv").write_text("row_id,target\n" + "".join(f"{s}-{t},0.003\n" for s, t in rows))
     report = dry_run(DryRunSettings(kernel_dir=FIXTURE, data_dir=data, rerun_data_dir=stand_in, out_dir=tmp_path / "build",
-                                    scenario="rerun"))
+                                    scenario=Scenario.RERUN))
 
     rerun, = report.scenarios
     assert rerun.verdict.name == "OK"  # a well-formed file: only its values show it

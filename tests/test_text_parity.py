@@ -30,6 +30,7 @@ from builder.kkb_runtime.cards import text as runtime_text  # noqa: E402
 from builder.kkb_runtime.cards import text_inputs  # noqa: E402
 from builder.kkb_runtime.cards.common.device import DeviceChoice  # noqa: E402
 from builder.kkb_runtime.cards.common.models import load_weights  # noqa: E402
+from builder.kkb_runtime.vocabulary import Scenario  # noqa: E402
 from builder.rehearse.dryrun import DryRunSettings, dry_run  # noqa: E402
 
 WORDS = ["the", "a", "cat", "dog", "code", "file", "run", "model", "data", "is", "on", "why", "how", "good", "bad"]
@@ -153,7 +154,7 @@ def direct_run(kernel: Path, table: pd.DataFrame, length: int | None = MAX_LEN) 
 @pytest.mark.loopback
 def test_an_encode_function_with_max_length_padding_equals_the_notebook(tmp_path: Path) -> None:
     kernel = _kernel(tmp_path / "k", CARD)
-    report = dry_run(DryRunSettings(kernel_dir=kernel, out_dir=tmp_path / "build", scenario="rerun", fit=False))
+    report = dry_run(DryRunSettings(kernel_dir=kernel, out_dir=tmp_path / "build", scenario=Scenario.RERUN, fit=False))
     (rerun,) = report.scenarios
     assert rerun.ok, rerun.verdict
     written = pd.read_csv(rerun.submission)
@@ -177,6 +178,7 @@ def test_the_runtime_batches_pads_and_restores_row_order_like_the_notebook(tmp_p
     card = kernel_card({"name": "quest", "kind": "text", "model_dir": "weights/bert", "factory": "parity.net:build",
                         "encode_function": "parity.net:encode", "max_len": MAX_LEN, "num_classes": 2, "activation": "sigmoid",
                         "checkpoint": "fold0.pth"})
+    assert isinstance(card, runtime_text.TextCard)
     tokenizer, encoded = _encoded(kernel, card, table)
     assert [len(row) for row in encoded.input_ids] != sorted(len(row) for row in encoded.input_ids)  # batches reorder
     sys.path.insert(0, str(kernel))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
-from builder.rehearse.deadlines import LimitCheck
-from builder.rehearse.execute import ExecutionResult
+from builder.kkb_runtime.vocabulary import Layout
 from builder.rehearse.verdict import (
     COMPUTE,
     CSV_NOT_FOUND,
@@ -27,6 +27,8 @@ from builder.rehearse.verdict import (
     projected_seconds,
     submission_problems,
 )
+from builder.run.deadlines import LimitCheck
+from builder.run.execute import ExecutionResult
 
 SAMPLE = pd.DataFrame({"id": ["a", "b", "c"], "target": [0.0, 0.0, 0.0]})
 
@@ -90,7 +92,7 @@ def _judge(result: ExecutionResult, kernel_type: str = "notebook", limits: Limit
                  id_column="id", target_columns=["target"], limits=limits)
 
 
-RAISED = {"ok": False, "failed_cell": 5, "ename": "StepFailed",
+RAISED: dict[str, Any] = {"ok": False, "failed_cell": 5, "ename": "StepFailed",
           "evalue": "step 'infer' failed with exit code 1\n--- stderr ---\nboom", "traceback_tail": "StepFailed: ..."}
 
 
@@ -241,7 +243,7 @@ def test_a_path_of_the_other_layout_names_both_paths(tmp_path: Path, mounted: st
                      evalue=f"[Errno 2] No such file or directory: '{read}'")
     verdict = judge(result, kernel_type="notebook", submission_file="submission.csv", sample_submission=_sample(tmp_path),
                     id_column="id", target_columns=["target"],
-                    limits=Limits(layout="legacy" if "legacy" in reason.split(";")[0] else "current"))
+                    limits=Limits(layout=Layout.LEGACY if "legacy" in reason.split(";")[0] else Layout.CURRENT))
     assert verdict.name == CSV_NOT_FOUND
     assert verdict.reason == (f"the notebook stopped before writing submission.csv: FileNotFoundError in cell 5: "
                               f"[Errno 2] No such file or directory: '{read}'; {reason}")

@@ -32,14 +32,13 @@ from builder.kkb_runtime.vocabulary import (
     SubmissionKind,
     Verdict,
 )
-from builder.local_kaggle import fault_schema
-from builder.local_kaggle import kernels as local_kernels
+from builder.local_kaggle import fault_schema, kernel_push
 from builder.notebook import render
 from builder.project import cards, spec, spec_errors
 from builder.project.spec_values import SpecErrorType
-from builder.rehearse import dryrun, forms, memory, verdict
+from builder.rehearse import scenarios, verdict
 from builder.remote import hints, rehearsal
-from builder.run import isolation, overlay
+from builder.run import forms, isolation, memory, overlay
 
 # (the stage, as a maintainer would look for it; its registry; the enum it must cover)
 REGISTRIES: list[tuple[str, Mapping[Any, Any], type[enum.Enum]]] = [
@@ -47,7 +46,7 @@ REGISTRIES: list[tuple[str, Mapping[Any, Any], type[enum.Enum]]] = [
      SubmissionKind),
     ("notebook/render.py CELLS (the notebook's cells)", render.CELLS, SubmissionKind),
     ("bundle/preflight.py PREFLIGHTS (build-time checks)", preflight.PREFLIGHTS, SubmissionKind),
-    ("rehearse/dryrun.py REHEARSALS (the dry run's scenario runner)", dryrun.REHEARSALS, SubmissionKind),
+    ("rehearse/scenarios.py REHEARSALS (the dry run's scenario runner)", scenarios.REHEARSALS, SubmissionKind),
     ("remote/rehearsal.py ON_KAGGLE_REFUSALS (what --on-kaggle rehearses)", rehearsal.ON_KAGGLE_REFUSALS, SubmissionKind),
     ("kkb_runtime/postprocess.py STAGES (keys, apply, output columns)", postprocess.STAGES, PostprocessKind),
     ("kkb_runtime/submission.py COMBINERS (the kernel's combine)", submission.COMBINERS, CombineKind),
@@ -60,16 +59,16 @@ REGISTRIES: list[tuple[str, Mapping[Any, Any], type[enum.Enum]]] = [
      runtime_cards.RUNTIME_CARDS, CardKind),
     ("kkb_runtime/metrics.py REGISTRY (score and pre-scoring checks)", metrics.REGISTRY, Metric),
     ("run/isolation.py DESCRIPTIONS (what each sandbox gives the kernel)", isolation.DESCRIPTIONS, Isolation),
-    ("rehearse/memory.py AVAILABLE (whether an accounting can run here)", memory.AVAILABLE, MemoryAccounting),
-    ("rehearse/memory.py ACCOUNTANTS (how the run's memory is counted)", memory.ACCOUNTANTS, MemoryAccounting),
-    ("rehearse/memory.py DESCRIPTIONS (the report's line)", memory.DESCRIPTIONS, MemoryAccounting),
+    ("run/memory.py AVAILABLE (whether an accounting can run here)", memory.AVAILABLE, MemoryAccounting),
+    ("run/memory.py ACCOUNTANTS (how the run's memory is counted)", memory.ACCOUNTANTS, MemoryAccounting),
+    ("run/memory.py DESCRIPTIONS (the report's line)", memory.DESCRIPTIONS, MemoryAccounting),
     ("run/overlay.py AVAILABLE (whether a writable root can be made here)", overlay.AVAILABLE, RootFilesystem),
     ("run/overlay.py DESCRIPTIONS (the report's line)", overlay.DESCRIPTIONS, RootFilesystem),
     ("notebook/render.py FORMS (the kernel's code file: a notebook, or a script of the same cells)", render.FORMS, KernelForm),
-    ("rehearse/forms.py EXECUTORS (how the sandbox runs each form)", forms.EXECUTORS, KernelForm),
+    ("run/forms.py EXECUTORS (how the sandbox runs each form)", forms.EXECUTORS, KernelForm),
     ("rehearse/verdict.py FORM_JUDGING (where a failure happened, whether an exception fails the run)",
      verdict.FORM_JUDGING, KernelForm),
-    ("local_kaggle/kernels.py CODE_CHECKS (what a push of each form must hold)", local_kernels.CODE_CHECKS, KernelForm),
+    ("local_kaggle/kernel_push.py CODE_CHECKS (what a push of each form must hold)", kernel_push.CODE_CHECKS, KernelForm),
 ]
 
 

@@ -7,7 +7,6 @@ This is the only module that prints for people and exits. Every command runs ins
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 import warnings
@@ -20,20 +19,18 @@ import typer
 from builder import __version__, api
 from builder.build import BuildSettings
 from builder.cli import limit_options
+from builder.cli.dry_run_command import dry_run
 from builder.cli.image import image as image_command
-from builder.cli.remote_views import show_history, show_status, show_stop
+from builder.cli.options import KERNEL_ARG, OWNER_OPT
+from builder.cli.remote_commands import history, logs, push, status, stop, submit
 from builder.cli.views import (
-    _DryRunProgress,
     _escape,
     _print_json,
     _ProgressView,
     _readable_help,
     _show_card_settings,
-    _show_dry_run,
     _show_error,
     _show_init,
-    _show_push,
-    _show_rehearsal,
     _show_wheels,
     _state,
     console,
@@ -41,33 +38,17 @@ from builder.cli.views import (
     waiting_line,
     without_kkb_frames,
 )
-from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError, NotRehearsed
-from builder.kkb_runtime.vocabulary import Layout, Scenario
+from builder.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_USER, KernelFailed, KkbError
 from builder.local_kaggle.cli import app as local_kaggle_app
 from builder.project.ci import CiProvider
 from builder.project.init import InitSettings
-from builder.project.kaggle_env import parse_env_options
 from builder.project.paths import absolute, resolved
-from builder.project.spec import MAX_WAIT_SECONDS
 from builder.project.spec_renames import SpecDeprecation
 from builder.rehearse.card_inputs import DEFAULT_ROWS
-from builder.rehearse.dryrun import DryRunReport, DryRunSettings
-from builder.rehearse.image_env import build_image_env
-from builder.rehearse.limits import parse_size
-from builder.rehearse.on_kaggle import report_from_kaggle
-from builder.rehearse.reference import ReferenceSettings, parse_step_reference, reference_failure
-from builder.rehearse.report import SCENARIOS, ScenarioChoice
 from builder.remote.competition_files import fetch_competition_data
 from builder.remote.outputs import CompareSettings, compare_submissions
-from builder.remote.queries import QuerySettings
-from builder.remote.queries import history as kernel_history
-from builder.remote.queries import logs as kernel_logs
-from builder.remote.queries import status as kernel_status
-from builder.remote.queries import stop as kernel_stop
-from builder.remote.rehearsal import RehearsalSettings, rehearse_on_kaggle
-from builder.remote.session import PushSettings, Waits
-from builder.remote.submit import SubmitSettings
 from builder.remote.wheels import WheelsSettings, build_wheels
+from builder.run.image_env import build_image_env
 
 app = typer.Typer(
     name="kkb",
@@ -151,247 +132,15 @@ def init(
     _show_init(result)
 
 
-# -- push / submit / status / logs / history ------------------------------------------
-
-
-_KERNEL_ARG = typer.Argument(..., help="The kernel project folder (holds kernel.toml).")
-_OWNER_OPT = typer.Option(None, "--owner", help="Kaggle username (default: [kernel] owner, then credentials).")
-
-
-def _wait_seconds(value: float | None) -> float | None:
-    if value is not None and not 0 < value <= MAX_WAIT_SECONDS:  # also refuses nan and inf
-        raise typer.BadParameter(f"{value:g} is not a number of seconds in (0, {MAX_WAIT_SECONDS}] (48 h at most)")
-    return value
-
-
-_WAIT_DATASET_OPT = typer.Option(None, "--wait-dataset", callback=_wait_seconds,
-                                 help="Seconds to wait for a dataset version to be ready (default: [push] "
-                                 "dataset_timeout_seconds, else 1800).")
-_WAIT_RUN_OPT = typer.Option(None, "--wait-run", callback=_wait_seconds,
-                             help="Seconds to wait for the kernel run (default: [push] run_timeout_seconds, else the "
-                             "time limit plus an hour).")
-_WAIT_SCORE_OPT = typer.Option(None, "--wait-score", callback=_wait_seconds,
-                               help="Seconds to wait for the score (default: [push] score_timeout_seconds, else the "
-                               "time limit plus an hour).")
-
-
-def _waits(dataset: float | None, run: float | None = None, score: float | None = None) -> Waits:
-    return Waits(dataset_timeout_s=dataset, run_timeout_s=run, scoring_timeout_s=score)
-
-
-@app.command()
-def push(
-    kernel_dir: Path = _KERNEL_ARG,
-    out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
-    owner: str | None = _OWNER_OPT,
-    message: str | None = typer.Option(None, "--message", "-m", help="Dataset version notes."),
-    wait_dataset: float | None = _WAIT_DATASET_OPT,
-    wait_for_slot: bool = limit_options.WAIT_FOR_SLOT,
-    force: bool = limit_options.FORCE,
-    replace: bool = limit_options.REPLACE,
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress stays on stderr)."),
-) -> None:
-    """Build, upload only what changed, and push a kernel version (internet off) to Kaggle."""
-    with _ProgressView() as view:
-        result = api.push(PushSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message,
-                                          waits=_waits(wait_dataset), progress=view, wait_for_slot=wait_for_slot,
-                                          force=force, replace=replace))
-    if as_json:
-        _print_json("push", dataclasses.asdict(result))
-        return
-    _show_push(result)
-
-
-@app.command()
-def submit(
-    kernel_dir: Path = _KERNEL_ARG,
-    version: int | None = typer.Option(None, "--version", help="Submit this kernel version instead of pushing."),
-    message: str | None = typer.Option(None, "--message", "-m", help="Submission description."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
-    owner: str | None = _OWNER_OPT,
-    resubmit: bool = typer.Option(False, "--resubmit", help="Submit again even if this version was submitted."),
-    wait_dataset: float | None = _WAIT_DATASET_OPT,
-    wait_run: float | None = _WAIT_RUN_OPT,
-    wait_score: float | None = _WAIT_SCORE_OPT,
-    wait_for_slot: bool = limit_options.WAIT_FOR_SLOT,
-    force: bool = limit_options.FORCE,
-    replace: bool = limit_options.REPLACE,
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress stays on stderr)."),
-) -> None:
-    """Push (unless --version), wait for the kernel run, submit it, and print the public score."""
-    settings = SubmitSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message, version=version,
-                              resubmit=resubmit, waits=_waits(wait_dataset, wait_run, wait_score),
-                              wait_for_slot=wait_for_slot, force=force, replace=replace)
-    with _ProgressView() as view:
-        result = api.submit(SubmitSettings(**{**settings.__dict__, "progress": view}))
-    if as_json:
-        _print_json("submit", dataclasses.asdict(result))
-        return
-    if result.push is not None:
-        _show_push(result.push)
-    console.print(f"submission #{result.submission_ref}: {result.kernel_id} v{result.kernel_version} → {result.competition}",
-                  highlight=False)
-    console.print(f"[bold green]public score {result.public_score}[/bold green]", highlight=False)
-
-
-@app.command()
-def status(
-    kernel_dir: Path = _KERNEL_ARG,
-    version: int | None = typer.Option(None, "--version", help="Kernel version (default: the last pushed)."),
-    owner: str | None = _OWNER_OPT,
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
-) -> None:
-    """The last push, its kernel run, the last submission, and Kaggle's limits: submissions left, GPU quota, sessions."""
-    show_status(kernel_status(resolved(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))), as_json)
-
-
-@app.command()
-def stop(
-    kernel_dir: Path = _KERNEL_ARG,
-    version: int | None = typer.Option(None, "--version", help="Stop only if this version runs (default: any)."),
-    owner: str | None = _OWNER_OPT,
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
-) -> None:
-    """Stop the kernel's run on Kaggle: Kaggle's API does it only by deleting the kernel (every version goes)."""
-    show_stop(kernel_stop(resolved(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner))), as_json)
-
-
-@app.command()
-def logs(
-    kernel_dir: Path = _KERNEL_ARG,
-    version: int | None = typer.Option(None, "--version", help="Kernel version (default: the last pushed)."),
-    owner: str | None = _OWNER_OPT,
-) -> None:
-    """Print the log of a kernel run on Kaggle."""
-    result = kernel_logs(resolved(QuerySettings(kernel_dir=kernel_dir, version=version, owner=owner)))
-    err_console.print(f"[dim]log of {result.kernel_id} v{result.kernel_version}[/dim]", highlight=False)
-    for entry in result.entries:
-        style = "red" if entry.get("stream_name") == "stderr" else None
-        console.print(str(entry.get("data", "")), end="", style=style, markup=False, highlight=False)
-
-
-@app.command()
-def history(kernel_dir: Path = _KERNEL_ARG,
-            as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON on stdout.")) -> None:
-    """A table of every push, run (its session, how it ended, what it billed) and submission of the project."""
-    show_history(kernel_history(absolute(kernel_dir)), str(kernel_dir), as_json)
-
-
-_SCENARIO_CHOICES: dict[str, ScenarioChoice] = {**{member.value: member for member in Scenario}, "both": "both"}
-
-
-def _scenario_choice(value: str) -> str:
-    if value not in SCENARIOS:
-        raise typer.BadParameter(f"'{value}' is not one of {', '.join(repr(name) for name in SCENARIOS)}")
-    return value
-
-
-_REFERENCE_OPT = typer.Option(None, "--reference", help="The original notebook's submission on the same data: the rerun's "
-                              "(--scenario commit: the commit's) file must equal it (else exit 2).")
-_REFERENCE_TOLERANCE_OPT = typer.Option(None, "--reference-tolerance", help="Largest difference allowed per value (default: "
-                                        "what rounding to [submission] decimals explains, else 1e-6).")
-_REFERENCE_STEP_OPT = typer.Option([], "--reference-step", help="NAME=FILE: compare one step's output (its own columns) "
-                                   "with FILE; may be repeated.")
-_SHOW_INPUTS_OPT = typer.Option(None, "--show-inputs", metavar="[N]", help=f"Print what each card feeds its model for the first N test rows (default "
-                                f"{DEFAULT_ROWS}; report.json always carries them).")
-_ALL_COLUMNS_OPT = typer.Option(False, "--all-columns", help="--show-inputs: every value of a row (default: what fits in "
-                                "200 characters).")
-
-_ENV_OPT = typer.Option([], "--env", metavar="NAME=VALUE", help="A variable for the kernel's environment (besides "
-                        "Kaggle's and kkb's; nothing else of this machine's); may be repeated.")
-
-
-@app.command("dry-run")
-def dry_run(
-    kernel_dir: Path = _KERNEL_ARG,
-    data: Path | None = typer.Option(None, "--data", help="Competition data to mount (default: [competition] data)."),
-    scenario: str = typer.Option("both", "--scenario", callback=_scenario_choice, metavar=f"[{'|'.join(SCENARIOS)}]",
-                                 help="Which run to rehearse."),
-    rerun_scale: int = typer.Option(1, "--rerun-scale", help="Replicate the test N times (new ids) for the rerun."),
-    hidden_rows: int | None = typer.Option(None, "--hidden-rows", help="Rows of the hidden test (default: [competition] hidden_rows)."),
-    timeout: float | None = typer.Option(None, "--timeout", help="Kill each run after this many seconds."),
-    legacy_layout: bool = typer.Option(False, "--legacy-layout", help="Mount inputs at input/<slug> (Kaggle's old layout)."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
-    owner: str | None = _OWNER_OPT,
-    keep_sandbox: bool = typer.Option(False, "--keep-sandbox", help="Leave each sandbox on disk for inspection."),
-    rerun_data: Path | None = typer.Option(None, "--rerun-data", help="Data for the rerun (a hidden stand-in); "
-                                              "the commit keeps --data."),
-    memory: str | None = typer.Option(None, "--memory", help="RAM limit, e.g. 16G (default: the machine shape's)."),
-    answers: Path | None = typer.Option(None, "--answers", help="The rerun data's answers (id, targets, optional Usage "
-                                        "Public/Private): the expected score per part."),
-    as_json: bool = typer.Option(False, "--json", help="Print report.json (with its schema) on stdout (for CI scripts), "
-                                 "nothing else."),
-    on_kaggle: bool = typer.Option(False, "--on-kaggle", help="Rehearse the scoring rerun on Kaggle's own machines: a "
-                                   "private rehearsal kernel, never submitted."),
-    again: bool = typer.Option(False, "--again", help="--on-kaggle: rehearse even if nothing changed since the last one."),
-    yes: bool = typer.Option(False, "--yes", help="--on-kaggle: spend more than an hour of Kaggle quota."),
-    wait_for_slot: bool = limit_options.WAIT_FOR_SLOT,
-    force: bool = limit_options.FORCE,
-    replace: bool = limit_options.REPLACE,
-    image_env: bool = typer.Option(False, "--image-env", help="Run the kernel in kkb env's environment: Kaggle's image's "
-                                   "versions of what it imports (built once, then cached)."),
-    reference: Path | None = _REFERENCE_OPT,
-    reference_tolerance: float | None = _REFERENCE_TOLERANCE_OPT,
-    reference_step: list[str] = _REFERENCE_STEP_OPT,
-    show_inputs: int | None = _SHOW_INPUTS_OPT,
-    all_columns: bool = _ALL_COLUMNS_OPT,
-    env: list[str] = _ENV_OPT,
-) -> None:
-    """Run the kernel locally as Kaggle's commit run and scoring rerun would, and say what Kaggle would say."""
-    if on_kaggle:
-        local_only = (scenario not in ("both", "rerun") or data is not None or legacy_layout or keep_sandbox
-                      or timeout is not None or rerun_data is not None or memory is not None or as_json
-                      or answers is not None or reference is not None or bool(reference_step) or bool(env))
-        _dry_run_on_kaggle(resolved(RehearsalSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, rerun_scale=rerun_scale, again=again,
-                                                      yes=yes, wait_for_slot=wait_for_slot, force=force, replace=replace)), hidden_rows, local_only)
-        return
-    if again or yes:
-        raise typer.BadParameter("--again and --yes go with --on-kaggle")
-    limit_options.refuse_without("--on-kaggle", wait_for_slot=wait_for_slot, force=force, replace=replace)
-    memory_bytes = parse_size(memory) if memory else None
-    references = ReferenceSettings(reference, reference_tolerance, tuple(parse_step_reference(text) for text in reference_step))
-    with _DryRunProgress(enabled=not as_json) as progress:
-        report = api.dry_run(DryRunSettings(kernel_dir=kernel_dir, data_dir=data, scenario=_SCENARIO_CHOICES[scenario],
-                                            rerun_scale=rerun_scale, hidden_rows=hidden_rows, timeout_seconds=timeout,
-                                            layout=Layout.LEGACY if legacy_layout else Layout.CURRENT, out_dir=out, owner=owner,
-                                            keep_sandbox=keep_sandbox, rerun_data_dir=rerun_data, memory_bytes=memory_bytes,
-                                            image_env=image_env, progress=progress, answers=answers, reference=references,
-                                            env=parse_env_options(env),
-                                            show_inputs=DEFAULT_ROWS if show_inputs is None else show_inputs))
-    _print_json("dry-run", report.to_json()) if as_json else _show_dry_run(report, None, show_inputs is not None, all_columns)
-    _raise_unless_ok(report)
-
-
-def _raise_unless_ok(report: DryRunReport) -> None:
-    """A dry run's exit: a failing scenario (2), one not rehearsed here (5), an output unlike the reference (2)."""
-    failed = [s.scenario for s in report.scenarios if not s.ok and s.rehearsed]
-    if failed:
-        raise KernelFailed(f"dry run: {', '.join(failed)} would fail on Kaggle",
-                           hint=f"read the executed notebooks and {report.report_path}")
-    unrehearsed = [s.scenario for s in report.scenarios if not s.rehearsed]
-    if unrehearsed:
-        raise NotRehearsed(f"dry run: {', '.join(unrehearsed)} not rehearsed here",
-                           hint=f"see the reasons above and {report.report_path}")
-    if report.reference is not None and report.differs_from_reference:
-        raise KernelFailed(reference_failure(report.reference),
-                           hint=f"the table above and report.html compare each column; {report.report_path}")
-
-
-def _dry_run_on_kaggle(settings: RehearsalSettings, hidden_rows: int | None, local_only: bool) -> None:
-    if local_only:
-        raise typer.BadParameter("--on-kaggle rehearses the scoring rerun with Kaggle's own inputs and limits: --scenario, "
-                                 "--data, --rerun-data, --answers, --memory, --timeout, --legacy-layout, --keep-sandbox, "
-                                 "--reference, --env and --json do not apply")
-    with _ProgressView() as view:
-        result = rehearse_on_kaggle(RehearsalSettings(**{**settings.__dict__, "progress": view}))
-    report = report_from_kaggle(result.report, result.spec, kernel_name=Path(settings.kernel_dir).resolve().name,
-                                kernel_id=result.plan.kernel_id, out_dir=result.out_dir, hidden_rows=hidden_rows,
-                                kernel_dir=Path(settings.kernel_dir))
-    _show_rehearsal(result)
-    _show_dry_run(report, heading=result.heading)
-    if not report.ok:
-        raise KernelFailed(f"rehearsal on Kaggle: the rerun would fail ({report.scenarios[0].verdict.name})",
-                           hint=f"read {result.out_dir} (the kernel's report.json and log); nothing was submitted")
+# `kkb push|submit|status|stop|logs|history`: builder/cli/remote_commands.py.
+app.command()(push)
+app.command()(submit)
+app.command()(status)
+app.command()(stop)
+app.command()(logs)
+app.command()(history)
+# `kkb dry-run`: its own module (builder/cli/dry_run_command.py).
+app.command("dry-run")(dry_run)
 
 
 @app.command()
@@ -428,11 +177,11 @@ app.add_typer(local_kaggle_app, name="local-kaggle")
 
 @app.command()
 def wheels(
-    kernel_dir: Path = _KERNEL_ARG,
+    kernel_dir: Path = KERNEL_ARG,
     on_kaggle: bool = typer.Option(False, "--on-kaggle", help="Build every wheel in Kaggle's image with a helper kernel "
                                    "(needs [install] on_kaggle = true)."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
-    owner: str | None = _OWNER_OPT,
+    owner: str | None = OWNER_OPT,
     force: bool = typer.Option(False, "--force", help="Resolve and build again even if nothing changed (--on-kaggle: "
                                "push the helper again, past Kaggle's limits too)."),
     no_check: bool = typer.Option(False, "--no-check", help="Skip the offline install check."),
@@ -456,7 +205,7 @@ def wheels(
 
 @app.command("env")
 def env(
-    kernel_dir: Path = _KERNEL_ARG,
+    kernel_dir: Path = KERNEL_ARG,
     find_links: Path | None = typer.Option(None, "--find-links", help="Install the image's versions from this folder of "
                                            "wheels, offline (default: PyPI)."),
 ) -> None:

@@ -127,7 +127,7 @@ class EvaluationRun:
 
     def _watch(self) -> None:
         """While a call runs, record what it has cost so far: one past its deadline is abandoned by the gateway, and
-        the dry run judges it by these numbers (builder.rehearse.deadlines)."""
+        the dry run judges it by these numbers (builder.run.deadlines)."""
         while True:
             time.sleep(WATCH_SECONDS)
             clock = self._clock

@@ -1,7 +1,7 @@
 """What an evaluation-API kernel's ``predict`` calls cost: time, rows, CPU, and the wait for a CPU.
 
 The dry run projects a rerun from these numbers and judges the competition's deadlines by them
-(``builder.rehearse.deadlines``): the first call (the model load, no deadline) apart from the rest, the rest per row;
+(``builder.run.deadlines``): the first call (the model load, no deadline) apart from the rest, the rest per row;
 and for a call past its deadline, how much of its wall time it *ran* and how much it waited, runnable, for a CPU that
 other work had (the kernel's scheduler statistics of each of the process's threads, ``/proc/self/task/*/schedstat``).
 A call that tripped its deadline only because the machine was oversubscribed says nothing about Kaggle's CPUs.

@@ -52,7 +52,7 @@ class StepResult:
     timing: StepTiming | None = None  # a card step's phases apart from its steady batches (kkb_runtime.timing)
     # The step's process tree's CPU time (user + system), the seconds its process waited, runnable, for a CPU
     # (other work had them: /proc/PID/schedstat), the 1-minute load average at its end and the CPUs it could
-    # use: a projection on a busy machine takes out what the load added (builder.rehearse.load).
+    # use: a projection on a busy machine takes out what the load added (builder.run.load).
     cpu_seconds: float | None = None
     run_delay_seconds: float | None = None
     load: float | None = None

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from builder.local_kaggle.competition import CompetitionConfig, load_competition
 from builder.local_kaggle.faults import Faults
-from builder.local_kaggle.runner import InstantRunner, Judgement, KernelRunner, RunRequest, RunResult, SandboxRunner
+from builder.local_kaggle.runner import InstantRunner, KernelRunner, RunRequest, RunResult, SandboxRunner
 from builder.local_kaggle.server import LocalKaggle
 from builder.local_kaggle.settings import ServerSettings
 from builder.local_kaggle.shim import shim_dir
+from builder.rehearse.verdict import Judgement
 
 __all__ = ["CompetitionConfig", "Faults", "InstantRunner", "Judgement", "KernelRunner", "LocalKaggle", "RunRequest",
            "RunResult", "SandboxRunner", "ServerSettings", "load_competition", "shim_dir"]

@@ -14,7 +14,7 @@ import secrets
 
 from builder.errors import LocalKaggleError
 from builder.local_kaggle.store import Store
-from builder.local_kaggle.wire import ApiError
+from builder.local_kaggle.wire import ApiError, Json
 
 _USERNAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,49}$")
 
@@ -67,7 +67,8 @@ class Users:
         raise ApiError(401, "Unauthenticated")
 
     def user_for_token(self, token: str) -> str | None:
-        for name, record in self._store.read(self._path, {}).items():
+        users: dict[str, Json] = self._store.read(self._path, {})
+        for name, record in users.items():
             if any(hmac.compare_digest(token.encode(), known.encode()) for known in record.get("tokens", [])):
                 return name
         return None

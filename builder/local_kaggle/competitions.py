@@ -47,7 +47,8 @@ from builder.local_kaggle.wire import (
     paginate_call,
 )
 from builder.local_kaggle.worker import JobQueue
-from builder.rehearse.evalapi import Gateway, rehearse_gateway_rerun, verdict_name, verdict_reason
+from builder.rehearse.evalapi import rehearse_gateway_rerun, verdict_name, verdict_reason
+from builder.run.gateway import Gateway
 from builder.run.sandbox import Mount
 
 SERVICE = "competitions.CompetitionApiService"
@@ -356,7 +357,8 @@ class Competitions:
     def _record(self, slug: str) -> Json | None:
         if not names.is_slug(slug):
             return None
-        return self._store.read(self._dir(slug) / "competition.json")
+        record: Json | None = self._store.read(self._dir(slug) / "competition.json")
+        return record
 
     def _require(self, slug: str) -> CompetitionConfig:
         config = self.config(slug)
@@ -365,7 +367,8 @@ class Competitions:
         return config
 
     def _load(self, ref: int) -> Json | None:
-        return self._store.read(self._store.path("submissions", ref, "submission.json"))
+        submission: Json | None = self._store.read(self._store.path("submissions", ref, "submission.json"))
+        return submission
 
     def _save(self, ref: int, record: Json) -> None:
         self._store.write(self._store.path("submissions", ref, "submission.json"), record)

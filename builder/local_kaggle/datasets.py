@@ -20,7 +20,7 @@ from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import UploadRejected, storage_url, store_version, tree, uploaded_files, zip_tree
 from builder.local_kaggle.listing import DatasetRow, list_datasets
 from builder.local_kaggle.settings import ServerSettings
-from builder.local_kaggle.store import OwnedRecords, Store
+from builder.local_kaggle.store import OwnedRecords, Store, VersionRecord
 from builder.local_kaggle.wire import ApiError, Call, Handler, Json, Redirect, compact, iso, not_found, now, paginate_call
 
 SERVICE = "datasets.DatasetApiService"
@@ -313,7 +313,7 @@ class Datasets:
     def _live_records(self) -> list[Json]:
         return [r for r in self._records.all() if _live(r)]
 
-    def _files_dir(self, record: Json, version: Json) -> Path:
+    def _files_dir(self, record: Json, version: VersionRecord) -> Path:
         return self._records.dir(record["owner"], record["slug"]) / "versions" / str(version["number"]) / "files"
 
     def _can_read(self, record: Json, user: str | None) -> bool:
@@ -321,12 +321,12 @@ class Datasets:
                 or any(c.get("username") == user for c in record.get("collaborators", [])))
 
     def _visible(self, owner: str, slug: str, user: str | None) -> Json:
-        record = self._records.load(owner, slug)
+        record: Json | None = self._records.load(owner, slug)
         if record is None or not _live(record) or not self._can_read(record, user):
             raise not_found(f"Dataset {owner}/{slug} not found")
         return record
 
-    def _ready(self, record: Json, version: Json, count_poll: bool = False) -> bool:
+    def _ready(self, record: Json, version: VersionRecord, count_poll: bool = False) -> bool:
         """Whether ``version`` is READY; a status poll that sees it not ready counts towards readiness.
 
         The change is made on a fresh copy of the record under the lock, so that a version added by
@@ -335,8 +335,9 @@ class Datasets:
         if version["status"] in (READY, DELETED):
             return version["status"] == READY
         with self._store.lock:
-            fresh = self._records.load(record["owner"], record["slug"]) or record
-            stored = next((v for v in fresh["versions"] if v["number"] == version["number"]), version)
+            fresh: Json = self._records.load(record["owner"], record["slug"]) or record
+            versions: list[VersionRecord] = fresh["versions"]
+            stored = next((v for v in versions if v["number"] == version["number"]), version)
             ready = stored["status"] == READY or (
                 now() >= stored["readyAt"] and stored["polls"] >= stored["pollsNeeded"])
             if ready and stored["status"] != READY:
@@ -348,14 +349,14 @@ class Datasets:
             version.update(stored)
         return ready
 
-    def _current(self, record: Json, ready_only: bool = False) -> Json | None:
+    def _current(self, record: Json, ready_only: bool = False) -> VersionRecord | None:
         live = _live(record)
         ready = [v for v in live if self._ready(record, v)]
         if ready:
             return ready[-1]
         return None if ready_only or not live else live[-1]
 
-    def _version(self, record: Json, number: int | None) -> Json:
+    def _version(self, record: Json, number: int | None) -> VersionRecord:
         if number is None:
             version = self._current(record)
         else:
@@ -388,8 +389,9 @@ class Datasets:
         })
 
 
-def _live(record: Json) -> list[Json]:
-    return [v for v in record["versions"] if v["status"] != DELETED]
+def _live(record: Json) -> list[VersionRecord]:
+    versions: list[VersionRecord] = record["versions"]
+    return [v for v in versions if v["status"] != DELETED]
 
 
 def _failed(message: str) -> Json:

@@ -23,14 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import nbformat
-
-from builder.kkb_runtime.vocabulary import KernelForm, Scenario
+from builder.kkb_runtime.vocabulary import Scenario
 from builder.local_kaggle.accounts import Accounts, accelerator_of
 from builder.local_kaggle.datasets import Datasets
 from builder.local_kaggle.faults import Faults
 from builder.local_kaggle.files import remove_tree, storage_url, tree
 from builder.local_kaggle.image import declare_image
+from builder.local_kaggle.kernel_push import KERNEL_FIELDS, PushRefused, api_metadata, check_code
 from builder.local_kaggle.listing import KernelRow, list_kernels
 from builder.local_kaggle.models import MountedModel
 from builder.local_kaggle.runner import KernelRunner, RunRequest, RunResult
@@ -120,7 +119,7 @@ class Kernels:
                                               "enableGpu": call.flag("enableGpu", False),
                                               "enableTpu": call.flag("enableTpu", False)})
                 self._check_session(user, None if quick else accelerator)
-            except _PushRefused as exc:
+            except PushRefused as exc:
                 return {"ref": "", "url": "", "error": str(exc)}
             sources, invalid = self._sources(call, user)
             number = int(record.get("latestVersion", 0)) + 1
@@ -134,7 +133,7 @@ class Kernels:
                 session["sessionId"] = self._accounts.open(user, f"{record['owner']}/{record['slug']}", number,
                                                            accelerator)
             self._store.write(folder / "session.json", session)
-            record.update({k: meta[k] for k in _KERNEL_FIELDS})
+            record.update({k: meta[k] for k in KERNEL_FIELDS})
             record["latestVersion"] = number
             record["lastPushed"] = meta["created"]
             self._records.save(record)
@@ -151,29 +150,29 @@ class Kernels:
             return
         if refusal.status is not None:
             raise ApiError(refusal.status, refusal.message)
-        raise _PushRefused(refusal.message)
+        raise PushRefused(refusal.message)
 
     def _target(self, call: Call, user: str) -> Json:
         """The kernel this push versions, created when new (its slug comes from its title)."""
         if call.integer("id") is not None:
             record = next((r for r in self._records.all() if r["id"] == call.integer("id")), None)
             if record is None or record["owner"] != user:
-                raise _PushRefused("Notebook not found")
+                raise PushRefused("Notebook not found")
             return self._retitle(record, call)
         owner, _, requested = call.text("slug").rpartition("/")
         owner = owner or user
         if owner != user:
-            raise _PushRefused("Notebook not found")
+            raise PushRefused("Notebook not found")
         existing = self._records.load(owner, requested)
         if existing is not None:
             return self._retitle(existing, call)
         title = call.text("newTitle") or requested
         slug = kernel_slug(title)
         if len(title) < 5 or len(slug) < 5:
-            raise _PushRefused("The title must be at least 5 characters and give a slug of at least 5 characters")
+            raise PushRefused("The title must be at least 5 characters and give a slug of at least 5 characters")
         if len(title) > 50:
-            raise _PushRefused("The title must be at most 50 characters")
-        _check_code(call)
+            raise PushRefused("The title must be at most 50 characters")
+        check_code(call)
         existing = self._records.load(owner, slug)
         if existing is not None:  # the title names a kernel that exists: Kaggle versions that one
             return self._retitle(existing, call)
@@ -183,10 +182,10 @@ class Kernels:
     def _check_machine_shape(self, call: Call) -> None:
         shape, allowed = call.body.get("machineShape"), self._settings.machine_shapes
         if shape and allowed is not None and shape not in allowed:
-            raise _PushRefused(f"Machine shape {shape} is not available to this account")
+            raise PushRefused(f"Machine shape {shape} is not available to this account")
 
     def _retitle(self, record: Json, call: Call) -> Json:
-        _check_code(call)
+        check_code(call)
         if call.text("newTitle"):
             record["title"] = call.text("newTitle")
         return record
@@ -283,7 +282,7 @@ class Kernels:
                                version_number(call.body.get("versionLabel")), call.user)
         record = self._records.load(version.owner, version.slug) or {}
         source = (version.folder / version.meta["sourceFile"]).read_text(encoding="utf-8")
-        return {"metadata": self._api_metadata(record, version.meta),
+        return {"metadata": api_metadata(record, version.meta),
                 "blob": {"source": source, "language": version.meta["language"],
                          "kernelType": version.meta["kernelType"], "slug": version.slug}}
 
@@ -291,7 +290,7 @@ class Kernels:
         """Filters and order as ``listing.list_kernels`` decides (``--mine`` is ``group: PROFILE``)."""
         rows = [KernelRow(r, self._output_names(r)) for r in self._records.all() if self._can_read(r, call.user)]
         page, token = paginate_call(list_kernels(rows, call), call)
-        return {"kernels": [self._api_metadata(row.record, row.record) for row in page], "nextPageToken": token}
+        return {"kernels": [api_metadata(row.record, row.record) for row in page], "nextPageToken": token}
 
     def list_kernel_files(self, call: Call) -> Json:
         """``kaggle kernels files``: the output files of a version (``ApiListKernelFilesItem``)."""
@@ -417,7 +416,8 @@ class Kernels:
 
     def code_file(self, folder: Path, meta: Json) -> Path:
         """The version's code as pushed: a notebook, or a script (``kernelType``), each run as Kaggle runs that form."""
-        return folder / meta["sourceFile"]
+        source: str = meta["sourceFile"]
+        return folder / source
 
     def _keep_output(self, result: RunResult, output: Path) -> None:
         shutil.rmtree(output, ignore_errors=True)
@@ -464,56 +464,6 @@ class Kernels:
     def _can_read(self, record: Json, user: str | None) -> bool:
         return not record.get("isPrivate", True) or record["owner"] == user
 
-    def _api_metadata(self, record: Json, meta: Json) -> Json:
-        ref = f"{record['owner']}/{record['slug']}"
-        return compact({
-            "id": record["id"], "ref": ref, "title": record["title"], "author": record["owner"], "slug": record["slug"],
-            "language": meta.get("language"), "kernelType": meta.get("kernelType"), "isPrivate": meta.get("isPrivate"),
-            "enableGpu": meta.get("enableGpu"), "enableTpu": meta.get("enableTpu"),
-            "enableInternet": meta.get("enableInternet"), "categoryIds": meta.get("keywords", []),
-            "datasetDataSources": meta.get("datasetSources", []),
-            "competitionDataSources": meta.get("competitionSources", []),
-            "kernelDataSources": meta.get("kernelSources", []), "modelDataSources": meta.get("modelSources", []),
-            "currentVersionNumber": record.get("latestVersion"), "dockerImage": meta.get("dockerImage"),
-            "machineShape": meta.get("machineShape"),
-            "lastRunTime": iso(record.get("lastPushed") or record.get("created") or now()),
-        })
-
-
-class _PushRefused(Exception):
-    """A push Kaggle answers with ``error`` in the body (the client prints it and exits 0)."""
-
-
-_KERNEL_FIELDS = ("title", "language", "kernelType", "isPrivate", "enableGpu", "enableTpu", "enableInternet",
-                  "machineShape", "dockerImage", "keywords", "datasetSources", "competitionSources", "kernelSources",
-                  "modelSources")
-
-
-def _check_notebook(text: str) -> None:
-    try:
-        nbformat.reads(text, as_version=4)
-    except Exception as exc:  # nbformat raises several unrelated types for bad JSON
-        raise _PushRefused(f"The notebook is not valid: {exc}") from None
-
-
-# What Kaggle checks of each kernel form's code at push: a notebook must be one; a script is taken as text.
-CODE_CHECKS: dict[KernelForm, Callable[[str], None] | None] = {
-    KernelForm.NOTEBOOK: _check_notebook,
-    KernelForm.SCRIPT: None,
-}
-
-
-def _check_code(call: Call) -> None:
-    if not call.text("text"):
-        raise _PushRefused("The kernel has no code (text is empty)")
-    kernel_type = call.text("kernelType", "notebook").lower()
-    if kernel_type not in KernelForm.values():
-        raise _PushRefused(f"Invalid kernel type {kernel_type!r}")
-    if call.text("language", "python").lower() not in ("python", "r", "rmarkdown"):
-        raise _PushRefused(f"Invalid language {call.text('language')!r}")
-    check = CODE_CHECKS[KernelForm(kernel_type)]
-    if check is not None:
-        check(call.text("text"))
 
 
 def injected_failure_log(message: str) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ them (``UPVOTED``, ``BOOKMARKED``, ``FORK``...) and ``parentKernel`` (forks of a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -22,7 +22,7 @@ from builder.local_kaggle.wire import Call, Json, bad_request
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".svg", ".html", ".webp"})
 FILE_TYPES = {"CSV": (".csv",), "SQLITE": (".sqlite", ".sqlite3", ".db"), "JSON": (".json",),
               "PARQUET": (".parquet",), "BIG_QUERY": ()}
-LICENSE_GROUPS = {
+LICENSE_GROUPS: dict[str, Callable[[str], bool]] = {
     "CC": lambda name: name.upper().startswith("CC"),
     "GPL": lambda name: "GPL" in name.upper(),
     "ODB": lambda name: name in ("ODbL-1.0", "DbCL-1.0", "ODC-BY-1.0", "PDDL"),
@@ -61,7 +61,7 @@ def list_kernels(rows: list[KernelRow], call: Call) -> list[KernelRow]:
         if len(parent.strip("/").split("/")) != 2:
             raise bad_request(f"Invalid parentKernel {parent!r}: use owner/kernel-slug")
         return []  # the local Kaggle has no forks: no kernel has a parent
-    tests = {
+    tests: dict[str, Callable[[KernelRow, str], bool]] = {
         "user": lambda r, v: r.record["owner"] == v,
         "competition": lambda r, v: v in r.record.get("competitionSources", []),
         "dataset": lambda r, v: v in r.record.get("datasetSources", []),
@@ -123,7 +123,7 @@ class DatasetRow:
 def list_datasets(rows: list[DatasetRow], call: Call) -> list[DatasetRow]:
     group = enum_name(call, "group", "DATASET_SELECTION_GROUP_")
     me, user = call.user, call.text("user")
-    groups = {
+    groups: dict[str, Callable[[DatasetRow], bool]] = {
         "": lambda r: not r.record["isPrivate"], "PUBLIC": lambda r: not r.record["isPrivate"],
         "ALL": lambda r: True, "MY": lambda r: r.record["owner"] == me,
         "USER": lambda r: r.record["owner"] == user,

@@ -24,11 +24,13 @@ import re
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from builder.local_kaggle.blobs import Blob, Blobs
 from builder.local_kaggle.files import UploadRejected, storage_url, store_version, tree, uploaded_files
+from builder.local_kaggle.names import SLUG
 from builder.local_kaggle.settings import ServerSettings
-from builder.local_kaggle.store import SLUG, OwnedRecords, Store
+from builder.local_kaggle.store import OwnedRecords, Store, VersionRecord
 from builder.local_kaggle.wire import Call, Handler, Json, Redirect, bad_request, compact, iso, not_found, now, paginate_call
 
 SERVICE = "models.ModelApiService"
@@ -40,6 +42,33 @@ FRAMEWORKS = ("TENSOR_FLOW_1", "TENSOR_FLOW_2", "TF_LITE", "TF_JS", "PY_TORCH", 
 _PREFIX = "MODEL_FRAMEWORK_"
 _SHORT = {name.replace("_", "").lower(): name for name in FRAMEWORKS}
 _VARIATION = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+class ModelInstance(TypedDict):
+    """A variation (``<framework>/<slug>``) and its versions, oldest first."""
+
+    id: int
+    framework: str  # the short form: pytorch
+    slug: str
+    overview: str
+    usage: str
+    licenseName: str
+    created: float
+    versions: list[VersionRecord]
+
+
+class ModelRecord(TypedDict):
+    """``<data>/models/<owner>/<slug>/model.json``: a model and its variations, keyed ``<framework>/<slug>``."""
+
+    id: int
+    owner: str
+    slug: str
+    title: str
+    subtitle: str
+    description: str
+    isPrivate: bool
+    created: float
+    instances: dict[str, ModelInstance]
 
 
 @dataclass(frozen=True)
@@ -90,7 +119,7 @@ class Models:
         with self._store.lock:
             if self._records.load(owner, slug) is not None:
                 return _failed(f"The model {owner}/{slug} already exists")
-            record = {"id": self._store.next_id("model"), "owner": owner, "slug": slug, "title": title,
+            record: ModelRecord = {"id": self._store.next_id("model"), "owner": owner, "slug": slug, "title": title,
                       "subtitle": call.text("subtitle"), "description": call.text("description"),
                       "isPrivate": call.flag("isPrivate", True), "created": now(), "instances": {}}
             self._records.save(record)
@@ -115,7 +144,7 @@ class Models:
             key = f"{framework}/{variation}"
             if key in record["instances"]:
                 return _failed(f"The variation {key} of {record['owner']}/{record['slug']} already exists")
-            instance = {"id": self._store.next_id("modelInstance"), "framework": framework, "slug": variation,
+            instance: ModelInstance = {"id": self._store.next_id("modelInstance"), "framework": framework, "slug": variation,
                         "overview": str(body.get("overview") or ""), "usage": str(body.get("usage") or ""),
                         "licenseName": str(body["licenseName"]), "created": now(), "versions": []}
             try:
@@ -142,7 +171,7 @@ class Models:
             self._records.save(record)
         return self._created(record, instance, call.base_url)
 
-    def _add_version(self, record: Json, instance: Json, user: str, body: Json, notes: str) -> None:
+    def _add_version(self, record: ModelRecord, instance: ModelInstance, user: str, body: Json, notes: str) -> None:
         uploads = self._uploads(user, body)
         if not uploads:
             raise UploadRejected("A model version needs at least one file")
@@ -157,7 +186,7 @@ class Models:
     def _uploads(self, user: str, body: Json) -> list[tuple[str, Blob]]:
         return uploaded_files(self._blobs, user, body, "MODEL")
 
-    def _created(self, record: Json, instance: Json, base_url: str) -> Json:
+    def _created(self, record: ModelRecord, instance: ModelInstance, base_url: str) -> Json:
         ref = f"{record['owner']}/{record['slug']}/{instance['framework']}/{instance['slug']}"
         number = instance["versions"][-1]["number"]
         return {"id": instance["id"], "ref": ref, "url": f"{base_url}/models/{ref}/{number}"}
@@ -215,11 +244,11 @@ class Models:
             return None
         owner, slug, framework, variation, number = parts
         short = framework_short(framework)
-        record = self._records.load(owner, slug)
+        record: ModelRecord | None = self._records.load(owner, slug)
         if record is None or short is None or not _can_read(record, user):
             return None
         instance = record["instances"].get(f"{short}/{variation}")
-        version = next((v for v in (instance or {}).get("versions", []) if v["number"] == int(number)), None)
+        version = next((v for v in (instance["versions"] if instance else []) if v["number"] == int(number)), None)
         if instance is None or version is None or not self._ready(record, instance, version):
             return None
         target = f"models/{owner}/{slug}/{short}/{variation}/{number}"
@@ -227,13 +256,13 @@ class Models:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _visible(self, owner: str, slug: str, user: str | None) -> Json:
-        record = self._records.load(owner, slug)
+    def _visible(self, owner: str, slug: str, user: str | None) -> ModelRecord:
+        record: ModelRecord | None = self._records.load(owner, slug)
         if record is None or not _can_read(record, user):
             raise not_found(f"Model {owner}/{slug} not found")
         return record
 
-    def _instance(self, call: Call, user: str | None) -> tuple[Json, Json]:
+    def _instance(self, call: Call, user: str | None) -> tuple[ModelRecord, ModelInstance]:
         record = self._visible(call.text("ownerSlug"), call.text("modelSlug"), user)
         framework = framework_short(call.text("framework"))
         if framework is None:
@@ -244,7 +273,7 @@ class Models:
                             f"{call.text('instanceSlug')} not found")
         return record, instance
 
-    def _version(self, record: Json, instance: Json, number: int | None) -> Json:
+    def _version(self, record: ModelRecord, instance: ModelInstance, number: int | None) -> VersionRecord:
         if number is None:
             ready = [v for v in instance["versions"] if self._ready(record, instance, v)]
             version = ready[-1] if ready else None
@@ -255,11 +284,11 @@ class Models:
                             f"{instance['slug']} not found")
         return version
 
-    def _ready(self, record: Json, instance: Json, version: Json, count_poll: bool = False) -> bool:
+    def _ready(self, record: ModelRecord, instance: ModelInstance, version: VersionRecord, count_poll: bool = False) -> bool:
         if version["status"] == READY:
             return True
         with self._store.lock:
-            fresh = self._records.load(record["owner"], record["slug"]) or record
+            fresh: ModelRecord = self._records.load(record["owner"], record["slug"]) or record
             stored_instance = fresh["instances"].get(f"{instance['framework']}/{instance['slug']}", instance)
             stored = next((v for v in stored_instance["versions"] if v["number"] == version["number"]), version)
             ready = stored["status"] == READY or (now() >= stored["readyAt"] and stored["polls"] >= stored["pollsNeeded"])
@@ -272,14 +301,14 @@ class Models:
             version.update(stored)
         return ready
 
-    def _version_dir(self, record: Json, instance: Json, number: int) -> Path:
+    def _version_dir(self, record: ModelRecord, instance: ModelInstance, number: int) -> Path:
         return (self._records.dir(record["owner"], record["slug"]) / "instances" / instance["framework"]
                 / instance["slug"] / "versions" / str(number))
 
-    def _files_dir(self, record: Json, instance: Json, number: int) -> Path:
+    def _files_dir(self, record: ModelRecord, instance: ModelInstance, number: int) -> Path:
         return self._version_dir(record, instance, number) / "files"
 
-    def _api_instance(self, record: Json, instance: Json, base_url: str) -> Json:
+    def _api_instance(self, record: ModelRecord, instance: ModelInstance, base_url: str) -> Json:
         ready = [v for v in instance["versions"] if v["status"] == READY]
         latest = ready[-1]["number"] if ready else None
         files = tree(self._files_dir(record, instance, latest)) if latest else []
@@ -292,7 +321,7 @@ class Models:
         })
 
 
-def _can_read(record: Json, user: str | None) -> bool:
+def _can_read(record: ModelRecord, user: str | None) -> bool:
     return not record["isPrivate"] or record["owner"] == user
 
 

@@ -1,7 +1,7 @@
 """The seam between the local Kaggle and whatever executes a kernel.
 
 :class:`SandboxRunner` is the real thing: the dry run's Kaggle-like sandbox, a notebook or a script each run as
-Kaggle runs that form (``builder.rehearse.forms.execute_kernel``), and its verdicts (``builder.rehearse.verdict.judge``).
+Kaggle runs that form (``builder.run.forms.execute_kernel``), and its verdicts (``builder.rehearse.verdict.judge``).
 Tests pass a fake :class:`KernelRunner` instead.
 """
 
@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from builder.kkb_runtime.vocabulary import Verdict
-from builder.rehearse.execute import ExecutionResult
-from builder.rehearse.forms import execute_kernel
 from builder.rehearse.verdict import Judgement, Limits, judge
 from builder.rehearse.verdict import machine_shape as shape_of
+from builder.run.execute import ExecutionResult
+from builder.run.forms import execute_kernel
 from builder.run.sandbox import Mount, SandboxSpec
 
 

@@ -27,7 +27,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from builder.errors import LocalKaggleError
 from builder.local_kaggle import names
@@ -99,6 +99,20 @@ class Store:
             path.write_text(secrets.token_hex(32), encoding="utf-8")
             path.chmod(0o600)
         return path.read_text(encoding="utf-8").strip().encode("ascii")
+
+
+class VersionRecord(TypedDict):
+    """One uploaded version of a dataset or a model's variation, as its record keeps it: ready once past ``readyAt``
+    and ``pollsNeeded`` status polls (``ServerSettings.dataset_ready_*``, a stall fault adds polls)."""
+
+    number: int
+    notes: str
+    created: float
+    creator: str
+    readyAt: float
+    pollsNeeded: int
+    polls: int
+    status: str  # PROCESSING | READY (| DELETED, a dataset's)
 
 
 class OwnedRecords:

@@ -220,7 +220,7 @@ def _kkb(request: EnvRequest, kaggle: Mapping[str, GivenVariable]) -> dict[str, 
         # shim, which knows what the image already has (builder.run.pip_shim).
         "PATH": os.pathsep.join([str(dirs.bin), str(Path(request.python).parent), kaggle_path]),
         "KKB_IMAGE_PACKAGES": str(dirs.image_packages),
-        "KKB_SANDBOX_IMPORTS": str(dirs.imports),  # what each process imported (builder.rehearse.skew)
+        "KKB_SANDBOX_IMPORTS": str(dirs.imports),  # what each process imported (builder.run.skew)
     }
     if request.proxies:
         for name in PROXY_VARIABLES:

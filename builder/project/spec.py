@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from builder.kkb_runtime.postprocess import STAGES as POSTPROCESS_STAGES
 from builder.kkb_runtime.vocabulary import CombineKind, KernelForm, PostprocessKind, SubmissionKind
@@ -21,6 +21,7 @@ from builder.project.cards import ImageCard, ModelCard, RandomTta, expand_models
 from builder.project.ids import kernel_slug
 from builder.project.metric_setting import MetricArgument, check_metric
 from builder.project.spec_errors import SPEC_FILE, read_spec_toml, spec_error_of
+from builder.project.spec_inputs import InputSection
 from builder.project.spec_install import InstallSection, SourcePackage
 from builder.project.spec_renames import one_submission_file, renamed
 from builder.project.spec_values import (
@@ -42,7 +43,6 @@ from builder.project.spec_values import (
     check_folder,
     check_framework,
     check_id,
-    check_input_kind,
     check_run_string,
     check_slug_of_title,
     check_some_columns,
@@ -352,59 +352,6 @@ class EvaluationApiSection(_Strict):
     @classmethod
     def _paths_inside(cls, values: list[str]) -> list[str]:
         return check_competition_paths(values)
-
-
-class InputSection(_Strict):
-    """An input kkb does not build, attached as Kaggle attaches it (one kernel-metadata source each).
-
-    ``kind`` picks the list (dataset → ``dataset_sources``, model → ``model_sources``, notebook →
-    ``kernel_sources``), ``ref`` is the entry as written there, ``path`` the local stand-in folder the
-    dry run mounts where Kaggle would (relative to the kernel folder, absolute, or ``~/…``), ``name``
-    what the runtime's ``find_input`` takes (default: the slug, or the model's slug).
-    """
-
-    kind: str
-    ref: str
-    path: str | None = None
-    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
-
-    @field_validator("kind")
-    @classmethod
-    def _known_kind(cls, value: str) -> str:
-        return check_input_kind(value)
-
-    @field_validator("ref")
-    @classmethod
-    def _ref_shape(cls, value: str, info: ValidationInfo) -> str:
-        kind = info.data.get("kind")
-        if kind is not None:  # an unknown kind is reported on its own
-            parse_input_ref(kind, value)
-        return value
-
-    @property
-    def parts(self) -> tuple[str, ...]:
-        return parse_input_ref(self.kind, self.ref)
-
-    @property
-    def input_name(self) -> str:
-        return self.name or self.parts[1]
-
-    @property
-    def source(self) -> str:
-        """kernel-metadata's entry: a dataset or notebook pinned to a version keeps it there too."""
-        return self.ref
-
-    def stand_in(self, kernel_dir: Path) -> Path | None:
-        """``path`` resolved: ``~`` expanded, a relative path taken from the kernel folder (None: not set)."""
-        return None if self.path is None else Path(kernel_dir) / Path(self.path).expanduser()
-
-    @property
-    def mount_target(self) -> str:
-        """Where Kaggle mounts it under ``/kaggle/input`` (current layout)."""
-        parts = self.parts
-        if self.kind == "model":
-            return "models/" + "/".join(parts)
-        return f"{'datasets' if self.kind == 'dataset' else 'notebooks'}/{parts[0]}/{parts[1]}"
 
 
 class PushSection(_Strict):

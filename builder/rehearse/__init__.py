@@ -1,5 +1,6 @@
-"""Stage 4a, the dry run: the Kaggle-like sandbox, the notebook executor, Kaggle's verdicts, the scenarios of
-each submission kind, and the guests (``guest/``) that run *inside* the sandbox.
+"""Stage 4a, the dry run: the scenarios of each submission kind run through ``builder.run`` (the Kaggle-like
+sandbox, the executors, memory and limits), and judged here: Kaggle's verdicts, the diagnosis of a failure, the
+time projections, the metric's checks, the report.
 
 Built on ``builder.build``; never imports ``builder.remote`` (a rehearsal talks to no Kaggle).
 """

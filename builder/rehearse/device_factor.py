@@ -27,11 +27,15 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from builder.kkb_runtime.timing import StepTiming
 from builder.project.image_store import stored_image_path
 from builder.project.jsonfile import read_object
 from builder.project.layout import ON_KAGGLE_DIR, REPORT_FILE
+
+End = Literal["low", "central", "high"]  # one end of a range, or its centre
+ENDS: tuple[End, ...] = ("low", "central", "high")
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,14 @@ class DeviceFactor:
     @property
     def applies(self) -> bool:
         return self.source != "measured here"
+
+    def end(self, end: End) -> float:
+        """The factor at one end of its range."""
+        return {"low": self.low, "central": self.central, "high": self.high}[end]
+
+    def start(self, end: End) -> float:
+        """The accelerator's start allowance at one end of its range."""
+        return {"low": self.start_low, "central": self.start_central, "high": self.start_high}[end]
 
 
 # GPU time / time on the few CPU cores a dry run measures on, for conv-net inference (fp16 autocast on the

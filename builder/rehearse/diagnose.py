@@ -1,12 +1,12 @@
 """Why a dry run failed, when the reason is not Kaggle's verdict alone: memory, disk, input layout,
 and the failures that say nothing about Kaggle ("not rehearsed here").
 
-Each function reads an :class:`~builder.rehearse.execute.ExecutionResult` (its error, traceback and log) and
+Each function reads an :class:`~builder.run.execute.ExecutionResult` (its error, traceback and log) and
 returns a sentence, or None when the pattern does not apply. :mod:`builder.rehearse.verdict` decides the
 verdict; this module only recognises what happened.
 
 - **Out of memory**: the run ended by the sandbox's memory limit (its cgroup's OOM killer, or kkb's
-  PSS watch: :mod:`builder.rehearse.memory`), ``MemoryError``, numpy's "Unable to allocate",
+  PSS watch: :mod:`builder.run.memory`), ``MemoryError``, numpy's "Unable to allocate",
   ``std::bad_alloc``, CUDA's out-of-memory, a step killed by SIGKILL (the OOM killer's signal), or a
   crash (SIGSEGV, SIGABRT, a dead kernel) while the run's memory was near the limit — on Kaggle all of
   these end the session.
@@ -35,13 +35,13 @@ from pathlib import Path, PurePosixPath
 
 from builder.kkb_runtime.vocabulary import Layout
 from builder.project.image import image_package_for_module, load_image
-from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.image_check import ImageAnswer, image_has
-from builder.rehearse.image_env import cache_root
-from builder.rehearse.limits import size_text
-from builder.rehearse.memory import near_limit
-from builder.rehearse.skew import Skew, skew_in_failure
+from builder.run.execute import ExecutionResult
+from builder.run.image_env import cache_root
+from builder.run.limits import size_text
+from builder.run.memory import near_limit
 from builder.run.sandbox import blocked_network
+from builder.run.skew import Skew, skew_in_failure
 
 _MEMORY = re.compile(r"\bMemoryError\b|Unable to allocate|Cannot allocate memory|std::bad_alloc|"
                      r"CUDA out of memory|OutOfMemoryError")

@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -39,11 +38,10 @@ from typing import Any
 import psutil
 
 from builder.errors import DryRunError
-from builder.kkb_runtime.vocabulary import Layout, MemoryAccounting, Scenario, SubmissionKind
+from builder.kkb_runtime.vocabulary import Layout, MemoryAccounting, Scenario
 from builder.project.jsonfile import read_object
 from builder.project.kaggle_env import KernelEnvironment
 from builder.project.spec import EvaluationApiSection, KernelSpec
-from builder.rehearse.deadlines import LimitCheck, WaitTracker, evaluation_checks
 from builder.rehearse.evalapi_report import (
     ERROR_CLASSES,
     STATE_FILE,
@@ -55,12 +53,14 @@ from builder.rehearse.evalapi_report import (
     verdict_name,
     verdict_reason,
 )
-from builder.rehearse.memory import MemoryWatch
-from builder.rehearse.skew import Skew, interpreter_versions, recorded_imports, version_skews
+from builder.run.deadlines import LimitCheck, WaitTracker, evaluation_checks
+from builder.run.gateway import Gateway, evaluation_section, free_port, gateway_module, sandbox_env
 from builder.run.isolation import GUEST_DIR as RUN_GUESTS
 from builder.run.isolation import IsolationRequest
+from builder.run.memory import MemoryWatch
 from builder.run.sandbox import Mount, Sandbox, SandboxSpec, finish_run, prepare_sandbox
 from builder.run.sandbox_files import read_regular
+from builder.run.skew import Skew, interpreter_versions, recorded_imports, version_skews
 
 GUEST = RUN_GUESTS / "evalapi_guest.py"
 GUEST_DIR = "evalapi"  # under the sandbox's private dir: scripts, records, logs
@@ -70,40 +70,6 @@ LOG_TAIL_LINES = 20
 
 
 # --- settings ----------------------------------------------------------------------------------
-
-def gateway_module(section: EvaluationApiSection | Gateway) -> str:
-    """``[evaluation_api] gateway_module``, else Kaggle's naming: ``<comp>_inference_server`` → ``<comp>_gateway``."""
-    if section.gateway_module:
-        return section.gateway_module
-    if section.module.endswith("_inference_server"):
-        return section.module[: -len("_inference_server")] + "_gateway"
-    raise DryRunError(f"[evaluation_api] module = '{section.module}': cannot tell the competition's gateway module from it",
-                      hint="set [evaluation_api] gateway_module, e.g. 'kaggle_evaluation.<comp>_gateway'")
-
-
-def sandbox_env(section: EvaluationApiSection | Gateway, port: int | None = None) -> dict[str, str]:
-    """Variables kkb's stand-in competition reads (a real competition's package ignores them)."""
-    env = {"KKB_EVALAPI_STARTUP_LIMIT_SECONDS": str(section.startup_limit_seconds)}
-    if section.response_timeout_seconds:
-        env["KKB_EVALAPI_RESPONSE_TIMEOUT_SECONDS"] = str(section.response_timeout_seconds)
-    if port is not None:
-        env["KKB_EVALAPI_PORT"] = str(port)
-    return env
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now; where the sandbox shares the host's network, it keeps
-    parallel dry runs apart."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def evaluation_section(spec: KernelSpec) -> EvaluationApiSection:
-    if spec.submission.kind is not SubmissionKind.EVALUATION_API or spec.evaluation_api is None:
-        raise DryRunError("not an evaluation-API kernel", hint="set [submission] kind = 'evaluation-api' and [evaluation_api]")
-    return spec.evaluation_api
-
 
 def missing_gateway_package(spec: KernelSpec, data: Path) -> str | None:
     """Why the dry run cannot rehearse here when the local competition data lacks the gateway's package.
@@ -172,22 +138,10 @@ class RerunResult:
     memory_accounting: MemoryAccounting = MemoryAccounting.NONE
     memory_exceeded: bool = False
     environment: KernelEnvironment = KernelEnvironment(())
-    version_skew: tuple[Skew, ...] = ()  # what the notebook and gateway imported, against the image (builder.rehearse.skew)
+    version_skew: tuple[Skew, ...] = ()  # what the notebook and gateway imported, against the image (builder.run.skew)
     time_limit_check: LimitCheck | None = None  # killed at its timeout: the notebook's CPU time and wait beside it
     steps: list[dict[str, Any]] = field(default_factory=list)  # predict as the projection fits it (evalapi_fit)
     left_behind: tuple[str, ...] = ()  # links and special files the run left, removed unread
-
-
-@dataclass(frozen=True)
-class Gateway:
-    """The competition facts a scoring rerun needs, where no kernel spec is at hand (the local Kaggle
-    reads them from competition.toml); the dry run passes the kernel's ``[evaluation_api]`` instead."""
-
-    gateway_module: str
-    gateway_paths: tuple[str, ...] = ()
-    startup_limit_seconds: int = 900
-    response_timeout_seconds: int | None = None
-    module: str = ""
 
 
 def rehearse_rerun(notebook: Path, spec: KernelSpec, sandbox: SandboxSpec, root: Path, *,
@@ -268,7 +222,7 @@ def notebook_script(notebook: Path) -> str:
 
 @dataclass
 class _NotebookMemory:
-    """The inference server's memory as the CSV path counts it (:class:`builder.rehearse.memory.MemoryWatch` on the
+    """The inference server's memory as the CSV path counts it (:class:`builder.run.memory.MemoryWatch` on the
     notebook's process tree, the gateway left out: it is Kaggle's other container), once its pid is known."""
 
     limit: int | None
@@ -324,7 +278,7 @@ def host_pid(ancestor: int, pid: int) -> int | None:
             continue
         ids = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [str(process.pid)])
         if ids and ids[-1] == str(pid):
-            return process.pid
+            return int(process.pid)
     return None
 
 
@@ -350,7 +304,7 @@ def _run_supervisor(argv: list[str], env: dict[str, str], guest: Path, timeout: 
     return False, memory
 
 
-def _kill_session(process: subprocess.Popen) -> None:
+def _kill_session(process: subprocess.Popen[bytes]) -> None:
     # Only our own session: the supervisor was started with start_new_session, its children share it.
     try:
         os.killpg(process.pid, signal.SIGKILL)
@@ -387,5 +341,5 @@ def _read_text(path: Path) -> str:
         return ""
 
 
-__all__ = ["ERROR_CLASSES", "EvalApiReport", "RerunResult", "commit_report", "gateway_module",
-           "notebook_script", "read_state", "rehearse_rerun", "rerun_report", "sandbox_env", "verdict_name", "verdict_reason"]
+__all__ = ["ERROR_CLASSES", "EvalApiReport", "RerunResult", "commit_report",
+           "notebook_script", "read_state", "rehearse_rerun", "rerun_report", "verdict_name", "verdict_reason"]

@@ -3,7 +3,7 @@
 The gateway's ``result.json`` decides (its error class, ``SERVER_NEVER_STARTED``, ``INVALID_SUBMISSION`` with the
 expected and received rows, ``GRPC_DEADLINE_EXCEEDED``, ...); kkb's runtime record (``kkb_evaluation.json``) and the
 supervisor's explain: the time to ``serve()``, the first and the slowest ``predict`` call against the competition's
-limits, each limit with its CPU time and wait for a CPU beside the wall clock (:mod:`builder.rehearse.deadlines`), and
+limits, each limit with its CPU time and wait for a CPU beside the wall clock (:mod:`builder.run.deadlines`), and
 the run's parts as the projection fits them (:func:`predict_steps`). ``builder.rehearse.evalapi`` runs the rerun and
 builds the report from these records.
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from builder.kkb_runtime.vocabulary import Scenario
-from builder.rehearse.deadlines import LimitCheck, evaluation_checks, tripped_by_load
 from builder.rehearse.projection import DECLARED_FIXED, FIT_KEY, RATE
 from builder.rehearse.verdict import OK, SCORING_ERROR, THREW, TIMEOUT
+from builder.run.deadlines import LimitCheck, evaluation_checks, tripped_by_load
 
 STATE_FILE = "kkb_evaluation.json"  # written by kkb_runtime.evaluation in the working dir
 # Kaggle's gateway error classes (kaggle_evaluation/core/base_gateway.py).
@@ -55,7 +55,7 @@ class EvalApiReport:
     submission_rows: int | None = None
     notebook_exit: int | None = None  # rerun: the notebook ended by itself (it should block in serve())
     notes: tuple[str, ...] = field(default_factory=tuple)
-    # the limits with the CPU time and the wait for a CPU beside the wall clock (builder.rehearse.deadlines)
+    # the limits with the CPU time and the wait for a CPU beside the wall clock (builder.run.deadlines)
     limits: tuple[LimitCheck, ...] = ()
 
     @property

@@ -2,10 +2,10 @@
 
 The commit run executes the notebook (``run_local_gateway`` on the public test); the scoring rerun blocks in
 ``serve()`` while the competition's gateway drives it from another process (:func:`builder.rehearse.evalapi.
-rehearse_rerun`). Either way the dry run gets an :class:`~builder.rehearse.execute.ExecutionResult` to judge, save
+rehearse_rerun`). Either way the dry run gets an :class:`~builder.run.execute.ExecutionResult` to judge, save
 and project like any other run, with the gateway's view beside it (:class:`EvalApiRun`):
 
-- the sandbox is the scenario's own (:func:`builder.rehearse.dryrun.scenario_sandbox`): ``--image-env``'s
+- the sandbox is the scenario's own (:func:`builder.rehearse.scenarios.scenario_sandbox`): ``--image-env``'s
   interpreter, ``--env``, the timing probe, the memory limit and the GPU reach the rerun as they reach the commit;
 - the file kept is the gateway's own ``submission.parquet``, byte for byte (its ids in their own type, its order):
   the format check runs on an aligned copy (:func:`judged_copy`), since Kaggle matches the gateway's rows by id;
@@ -28,11 +28,11 @@ from builder.kkb_runtime.submission import align_to_sample, read_sample
 from builder.kkb_runtime.vocabulary import Scenario
 from builder.project.spec import KernelSpec
 from builder.rehearse.evalapi import EvalApiReport, RerunResult, commit_report, rehearse_rerun, verdict_name, verdict_reason
-from builder.rehearse.execute import ExecutionResult, tail
-from builder.rehearse.forms import execute_kernel
-from builder.rehearse.script_run import EXECUTED_SCRIPT
 from builder.rehearse.verdict import COMPUTE, NOT_REHEARSED, Judgement
+from builder.run.execute import ExecutionResult, tail
+from builder.run.forms import execute_kernel
 from builder.run.sandbox import SandboxSpec, outputs_dir
+from builder.run.script_run import EXECUTED_SCRIPT
 
 LOG_TAIL_LINES = 20
 NINE_HOURS = 9 * 3600.0

@@ -3,7 +3,7 @@
 A run that fails on ``module 'cv2' has no attribute 'X'`` with a skewed OpenCV (another version here than on the
 image) is "Not Rehearsed" only if the image's version has ``X``; where it lacks it too, Kaggle fails the same and the
 verdict is Kaggle's. The image's version is asked where it is at hand: a ``kkb env`` environment that pins it
-(:mod:`builder.rehearse.image_env`'s cache), checked intact against its record first, its interpreter run in a sandbox
+(:mod:`builder.run.image_env`'s cache), checked intact against its record first, its interpreter run in a sandbox
 (:mod:`builder.run.process`: nothing of the cache runs on this machine outside one). Where none is, there is no
 evidence (None) and the verdict says how to get it.
 """
@@ -15,11 +15,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.rehearse.env_check import env_damage
-from builder.rehearse.image_env import STAMP, cache_root
-from builder.rehearse.skew import Skew
+from builder.run.env_check import env_damage
+from builder.run.image_env import STAMP, cache_root
 from builder.run.process import run_in
 from builder.run.sandbox import SandboxSpec, prepare_sandbox, remove_sandbox
+from builder.run.skew import Skew
 
 ASK_SECONDS = 60.0
 # Imports the module by its name and says whether it has the name (or, without one, whether it imports at all).

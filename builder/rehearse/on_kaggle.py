@@ -20,9 +20,9 @@ from builder.kkb_runtime.vocabulary import Scenario
 from builder.project.spec import KernelSpec
 from builder.rehearse.collapse import collapse_warnings
 from builder.rehearse.dryrun import DryRunReport, ScenarioReport
-from builder.rehearse.execute import ExecutionResult
 from builder.rehearse.projection import Projection, RunTimes, limit_warning, project_rerun, timeout_reason
 from builder.rehearse.verdict import COMPUTE, OK, TIMEOUT, Judgement, Limits, machine_shape
+from builder.run.execute import ExecutionResult
 
 GB = 1024**3
 

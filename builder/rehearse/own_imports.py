@@ -11,7 +11,7 @@ from pathlib import Path
 
 from builder.bundle.cards import BUILD_CARDS
 from builder.project.spec import KernelSpec
-from builder.rehearse.image_env import kernel_modules
+from builder.run.image_env import kernel_modules
 
 
 def own_modules(kernel_dir: Path, spec: KernelSpec) -> set[str]:

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from builder.kkb_runtime.timing import BatchTiming, FoldTiming, StepTiming
-from builder.rehearse.device_factor import TABLE, DeviceFactor, compute_rate, device_factor, measured_here
-from builder.rehearse.limits import duration_text
-from builder.rehearse.load import Load, machine_load, on_own_cpus
+from builder.rehearse.device_factor import ENDS, TABLE, DeviceFactor, End, compute_rate, device_factor, measured_here
+from builder.run.limits import duration_text
+from builder.run.load import Load, machine_load, on_own_cpus
 
 PROBE_BATCHES = 3  # full steady batches a card step times when its test gives fewer ($KKB_TIMING_PROBE)
 MIN_FIT_ROWS = 50  # below this the public test alone cannot separate fixed from per-row cost
@@ -70,6 +70,9 @@ class Span:
     central: float
     high: float
 
+    def end(self, end: End) -> float:
+        return {"low": self.low, "central": self.central, "high": self.high}[end]
+
     def scaled(self, factor: float) -> Span:
         return Span(self.low * factor, self.central * factor, self.high * factor)
 
@@ -91,17 +94,17 @@ class ComponentFit:
     uses_device: bool = False  # a step process that may start the accelerator (the start allowance)
     share_known: bool = True  # False for user steps: the GPU may speed up all or none of their per-row time
 
-    def at(self, rows: int, factor: DeviceFactor, end: str) -> float:
-        fixed, host, device = (getattr(span, end) for span in (self.fixed, self.per_row_host, self.per_row_device))
-        multiplier = getattr(factor, end) if factor.applies else 1.0
+    def at(self, rows: int, factor: DeviceFactor, end: End) -> float:
+        fixed, host, device = (span.end(end) for span in (self.fixed, self.per_row_host, self.per_row_device))
+        multiplier = factor.end(end) if factor.applies else 1.0
         if end != "low" and not self.share_known:
             multiplier = 1.0  # a user step may not use the GPU at all: only the lower end assumes it does
-        start = getattr(factor, f"start_{end}") if self.uses_device and factor.applies else 0.0
+        start = factor.start(end) if self.uses_device and factor.applies else 0.0
         return fixed + start + rows * (host + device * multiplier)
 
     def to_json(self, factor: DeviceFactor) -> dict[str, Any]:
         data = asdict(self)
-        per_row = [self.at(1, factor, end) - self.at(0, factor, end) for end in ("low", "central", "high")]
+        per_row = [self.at(1, factor, end) - self.at(0, factor, end) for end in ENDS]
         data.update(fixed_seconds=round(self.fixed.central, 4), per_row_low=per_row[0], per_row_seconds=per_row[1],
                     per_row_high=per_row[2])
         return data
@@ -118,7 +121,7 @@ class Projection:
     exact: bool  # False: some component was measured at one size only (its range is wide, said so)
     measured_rows: int = 0  # the largest test measured
     device: DeviceFactor | None = None
-    load: Load | None = None  # the machine was oversubscribed: low and central from CPU time (builder.rehearse.load)
+    load: Load | None = None  # the machine was oversubscribed: low and central from CPU time (builder.run.load)
 
     @property
     def factor(self) -> DeviceFactor:
@@ -194,7 +197,7 @@ def project(runs: Sequence[RunTimes], hidden_rows: int, limit_seconds: float | N
     cards_only = bool(components) and all(component.method in (CARD, DECLARED_FIXED, RATE) for component in components)
     components.append(_fit(OUTSIDE, runs, cards_only))
     factor = device or measured_here("CPU", "cpu")
-    low, central, high = (sum(c.at(hidden_rows, factor, end) for c in components) for end in ("low", "central", "high"))
+    low, central, high = (sum(c.at(hidden_rows, factor, end) for c in components) for end in ENDS)
     exact = all(component.method != ONE_SIZE for component in components)
     low, high = min(low, central), max(high, central)
     return Projection(hidden_rows=hidden_rows, seconds=round(central, 3), low=round(low, 3), high=round(high, 3),

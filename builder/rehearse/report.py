@@ -59,7 +59,7 @@ class ScenarioReport:
     member_outputs: dict[str, str] = field(default_factory=dict)  # step name -> its CSV, kept in the dry-run folder
     metric: dict[str, Any] | None = None  # builder.rehearse.metric_report.MetricReport.to_json() (the rerun)
     stand_in: str | None = None  # --rerun-scale: what was replicated ("stand-in: test.csv rows x 10; ...")
-    # every package whose version differs from the image's (builder.rehearse.skew.skew_records); the summary's
+    # every package whose version differs from the image's (builder.run.skew.skew_records); the summary's
     # warning names only those the kernel's own code imports
     version_skew: list[dict[str, Any]] = field(default_factory=list)
     # the kernel's environment, every variable with its origin, secrets redacted (builder.project.kaggle_env)
@@ -101,7 +101,7 @@ class DryRunReport:
     out_dir: Path
     report_path: Path
     scenarios: tuple[ScenarioReport, ...] = field(default_factory=tuple)
-    # what the kernel ran with, when not kkb's own environment (--image-env: builder.rehearse.image_env.image_env_note)
+    # what the kernel ran with, when not kkb's own environment (--image-env: builder.run.image_env.image_env_note)
     environment: str = ""
     reference: dict[str, Any] | None = None  # builder.rehearse.reference.compare_reference (--reference)
     inputs: list[dict[str, Any]] = field(default_factory=list)  # what each card fed its model (the first test rows)

@@ -31,8 +31,8 @@ from builder.kkb_runtime import vocabulary
 from builder.kkb_runtime.submission import check_submission
 from builder.kkb_runtime.vocabulary import KernelForm, Layout, MemoryAccounting
 from builder.rehearse.diagnose import disk_full, disk_overflow, layout_mismatch, not_rehearsed, out_of_memory, skew_beside
-from builder.rehearse.execute import ExecutionResult
-from builder.rehearse.limits import duration_text, size_text
+from builder.run.execute import ExecutionResult
+from builder.run.limits import duration_text, size_text
 from builder.run.sandbox import blocked_network
 
 # The names are vocabulary.Verdict's (the one home of Kaggle's words); kept here because many modules import them.
@@ -182,7 +182,7 @@ def judge(result: ExecutionResult, *, kernel_type: KernelForm | str, submission_
 
 def _timed_out(result: ExecutionResult) -> Judgement | None:
     """Killed at its timeout: Kaggle's ``Notebook Timeout``, unless only the machine's load made it that slow
-    (:mod:`builder.rehearse.deadlines`: then ``Not Rehearsed``, with the CPU time and the wait for a CPU)."""
+    (:mod:`builder.run.deadlines`: then ``Not Rehearsed``, with the CPU time and the wait for a CPU)."""
     check = result.time_limit_check
     if not result.timed_out:  # ended in the time the load took from it, past its limit by the wall clock only
         return Judgement(NOT_REHEARSED, check.reason(), _failure_detail(result)) if check and check.by_load else None

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from builder.build import BuildResult
 from builder.errors import RemoteError
-from builder.project.spec import INPUT_SOURCES, SPEC_FILE, InputSection
+from builder.project.spec import INPUT_SOURCES, SPEC_FILE
+from builder.project.spec_inputs import InputSection
 from builder.remote.session import Session
 
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from builder.errors import InputsDiffer
 from builder.project.mounted import MOUNTED_FILE, Difference, Expected, MountedCheck, MountedInput, model_version, read_mounted
+from builder.remote.dataset_sync import DatasetResult
 from builder.remote.history import DATASET, MOUNTED, PUSH
-from builder.remote.push import DatasetResult, PushResult
+from builder.remote.push import PushResult
 from builder.remote.session import Session
 
 ROLES = ("code", "weights", "wheels")

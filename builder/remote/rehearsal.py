@@ -52,13 +52,14 @@ from builder.project.layout import (
     out_dir_of,
 )
 from builder.project.spec import KernelSpec, spec_of
+from builder.remote.dataset_sync import DatasetResult, sync_dataset
 from builder.remote.hints import exception_tail
 from builder.remote.history import REHEARSAL, REHEARSAL_INTENT, History
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.lock import LOCK_WAIT_S, kernel_lock
 from builder.remote.mounted import expected_from, raise_if_differs, read_other_inputs, verify_mounted
 from builder.remote.preflight import Needed, PlannedRun, check_before_run, push_when_slot
-from builder.remote.push import DatasetResult, LazySession, build_for_push, pin_sources, sync_bundles, sync_dataset
+from builder.remote.push import LazySession, build_for_push, pin_sources, sync_bundles
 from builder.remote.run_image import record_run_image
 from builder.remote.runs import spec_accelerator
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits

@@ -37,12 +37,12 @@ from builder.project.image_facts import ImageFacts, kernel_image
 from builder.project.jsonfile import read_object
 from builder.project.layout import HELPER_DIR, KERNEL_METADATA, out_dir_of
 from builder.project.spec import CUDA_ARCH, SPEC_FILE, KernelSpec, spec_of
+from builder.remote.dataset_sync import sync_dataset
 from builder.remote.hints import exception_tail
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.limits import accelerator_of
 from builder.remote.lock import kernel_lock
 from builder.remote.preflight import Needed, PlannedRun, check_before_run, push_when_slot
-from builder.remote.push import sync_dataset
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits, open_session, private_tmpdir
 
 

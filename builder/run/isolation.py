@@ -28,7 +28,7 @@ machine allows one (:mod:`builder.run.overlay`), else read-only. In both namespa
 host is reachable through ``/proc/*/root``, ``cwd`` or ``fd`` (only the kernel's own processes exist there), no
 file descriptor of the launcher is inherited, the kernel keeps no capability (root too), ``/proc/sys`` and its
 siblings are read-only, its tasks are limited (:mod:`builder.run.processes`) and its ``/dev/shm`` is sized to the
-memory limit. Memory is counted by the host, as Kaggle's container counts it (:mod:`builder.rehearse.memory`, with
+memory limit. Memory is counted by the host, as Kaggle's container counts it (:mod:`builder.run.memory`, with
 :mod:`builder.run.shared_memory`), in every mode.
 """
 

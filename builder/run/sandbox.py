@@ -79,7 +79,7 @@ class SandboxSpec:
     layout: Layout = Layout.CURRENT
     extra_env: Mapping[str, str] = field(default_factory=dict)
     isolation: IsolationRequest = "auto"  # kkb addition: "python" forces the portable mode (tests, debugging)
-    memory_bytes: int | None = None  # the whole run's memory limit (the machine shape's RAM; builder.rehearse.memory)
+    memory_bytes: int | None = None  # the whole run's memory limit (the machine shape's RAM; builder.run.memory)
     working_limit_bytes: int | None = None  # /kaggle/working larger than this stops the run (what Kaggle keeps)
     visible: tuple[Path, ...] = ()  # host folders the kernel reads at their own paths (kkb's script wrapper)
     python: Path | None = None  # the kernel's interpreter (kkb env's, --image-env); default: this one

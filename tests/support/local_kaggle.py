@@ -202,7 +202,7 @@ def make_competition(root: Path, slug: str = COMPETITION, metric: str = "accurac
     def table(rows: list[tuple[int, int]], header: str, value: Any) -> str:
         return header + "\n" + "".join(f"{i},{value(x)}\n" for i, x in rows)
 
-    files = {
+    files: dict[str, str | bytes] = {
         "competition.toml": (f'slug = "{slug}"\ntitle = "Tiny Parity"\nmetric = "{metric}"\nid_column = "id"\n'
                              f'target_columns = ["label"]\ndaily_submission_limit = {limit}\ntime_limit_hours = 1\n'),
         "public/test.csv": table(public, "id,x", lambda x: x),

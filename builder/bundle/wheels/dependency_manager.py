@@ -29,7 +29,8 @@ from builder.kkb_runtime.config import DependencyManagerSection
 from builder.project.image import KaggleImage
 from builder.project.image_facts import ImageFacts
 from builder.project.pm_requirements import REQUIREMENTS_FILE, pip_lines
-from builder.project.spec import SPEC_FILE, InputSection, KernelSpec
+from builder.project.spec import SPEC_FILE, KernelSpec
+from builder.project.spec_inputs import InputSection
 
 
 @dataclass(frozen=True)

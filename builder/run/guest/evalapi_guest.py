@@ -71,7 +71,7 @@ def _run_on_past_a_limit(args: argparse.Namespace, notebook: subprocess.Popen) -
     """The gateway gave up on a limit (a response deadline, the startup limit): let the notebook run on until the call
     (or its way to serve()) ends, or its own time (its wait for a CPU left out, as kkb's runtime records it) passes the
     limit, for at most the limit again (:data:`MAX_RUN_ON_SECONDS`). Kaggle's gateway ends it at once; the dry run
-    then tells the kernel's own time from the machine's load (``builder.rehearse.deadlines``)."""
+    then tells the kernel's own time from the machine's load (``builder.run.deadlines``)."""
     key = LIMITS.get(str(_read(Path(args.gateway_dir) / "result.json").get("ErrorName")))
     limit = _read(Path(args.record).parent / "gateway.json").get(key) if key else None
     if not limit:

@@ -10,7 +10,7 @@ servers (kaggle_evaluation) and DataLoader workers use it on Kaggle too.
 Every refused attempt is appended to ``$KKB_SANDBOX_NETLOG`` so the dry run can name the host the
 kernel tried to reach. At exit, each process also writes the top-level packages it imported from
 site-packages to ``$KKB_SANDBOX_IMPORTS/<pid>.txt``, so the dry run can compare their versions with
-Kaggle's image (``builder.rehearse.skew``). Standard library only; never imports ``builder``.
+Kaggle's image (``builder.run.skew``). Standard library only; never imports ``builder``.
 """
 
 from __future__ import annotations

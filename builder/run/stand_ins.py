@@ -15,8 +15,9 @@ from builder.errors import DryRunError
 from builder.kkb_runtime.references import StandInConfig
 from builder.kkb_runtime.scale import ScaledData
 from builder.kkb_runtime.vocabulary import SubmissionKind
-from builder.project.spec import SPEC_FILE, InputSection, KernelSpec
-from builder.rehearse.batch_stand_in import replicate_batches
+from builder.project.spec import SPEC_FILE, KernelSpec
+from builder.project.spec_inputs import InputSection
+from builder.run.batch_stand_in import replicate_batches
 from builder.run.sandbox import Mount, scale_competition_data
 
 MAX_SCALED_ROWS = 20_000_000  # a replicated test larger than this is refused (the projection fits two smaller sizes)
@@ -74,7 +75,7 @@ def _check_size(spec: KernelSpec, source: Path, factor: int) -> None:
 def replicated_test(spec: KernelSpec, source: Path, dest: Path, factor: int, kernel_dir: Path | None = None) -> ScaledData:
     """The public test replicated ``factor`` times with the data its rows reference (``--rerun-scale``, the
     projection's second size), as ``[competition]`` and ``[competition.stand_in]`` describe it; an evaluation-API
-    test along the gateway's batches (:mod:`builder.rehearse.batch_stand_in`)."""
+    test along the gateway's batches (:mod:`builder.run.batch_stand_in`)."""
     _check_size(spec, source, factor)
     if spec.submission.kind is SubmissionKind.EVALUATION_API:
         return replicate_batches(spec, source, dest, factor, kernel_dir)

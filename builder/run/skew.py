@@ -30,7 +30,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from builder.project.image import KaggleImage, load_image
-from builder.rehearse.env_check import environment_versions
+from builder.run.env_check import environment_versions
 
 IMPORTS_DIR = "imports"
 # Packages whose minor releases change behaviour that inference code meets (defaults, dtypes, removed APIs).
@@ -139,7 +139,7 @@ def differs(local: str, image: str, distribution: str) -> bool:
 
 def interpreter_versions(python: str | Path) -> dict[str, str] | None:
     """Every distribution's version as another interpreter sees it (``kkb env``'s), None for this one or one that is no
-    ``kkb env`` environment. Read from its files (:func:`builder.rehearse.env_check.environment_versions`): nothing of
+    ``kkb env`` environment. Read from its files (:func:`builder.run.env_check.environment_versions`): nothing of
     the environment runs on this machine."""
     if Path(python) == Path(sys.executable):
         return None

@@ -403,6 +403,7 @@ class MemoryWatch:
         return [self.seen[pid] for pid in sorted(self._members)]
 
     def _tree_by_scan(self) -> list[psutil.Process]:
+        children: list[psutil.Process]
         try:
             children = self.root.children(recursive=True)
         except psutil.Error:

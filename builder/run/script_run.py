@@ -24,7 +24,7 @@ from typing import IO
 import psutil
 
 from builder.errors import DryRunError
-from builder.rehearse.execute import TRACEBACK_LINES, ExecutionResult, RunLog, Watched, tail
+from builder.run.execute import TRACEBACK_LINES, ExecutionResult, RunLog, Watched, tail
 from builder.run.sandbox import Sandbox, SandboxSpec, input_snapshot, input_writes, prepare_sandbox
 
 SOURCE_DIR = "src"  # /kaggle/src: where Kaggle keeps a script kernel's code

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from builder.kkb_runtime.vocabulary import KernelForm
-from builder.rehearse.execute import ExecutionResult, execute_notebook
-from builder.rehearse.script_run import execute_script
+from builder.run.execute import ExecutionResult, execute_notebook
 from builder.run.sandbox import SandboxSpec
+from builder.run.script_run import execute_script
 
 Executor = Callable[[Path, SandboxSpec, Path, Callable[[str], None] | None], ExecutionResult]
 

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import stat
-import subprocess
 import tempfile
 import threading
 import time
@@ -34,18 +31,14 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from builder.errors import DryRunError
 from builder.kkb_runtime.vocabulary import MemoryAccounting
 from builder.project.kaggle_env import KernelEnvironment
-from builder.rehearse.deadlines import LimitCheck, WaitTracker, time_owed
-from builder.rehearse.memory import MemoryWatch
-from builder.rehearse.skew import Skew, interpreter_versions, recorded_imports, version_skews
+from builder.run.deadlines import LimitCheck, time_owed
+from builder.run.monitor import RunMonitor
 from builder.run.sandbox import Sandbox, SandboxSpec, finish_run, input_snapshot, input_writes, prepare_sandbox
+from builder.run.skew import Skew, interpreter_versions, recorded_imports, version_skews
 
 EXECUTED_NOTEBOOK = "__notebook__.ipynb"  # the name Kaggle gives the executed notebook in a run's output
 STEPS_RECORD = "kkb_steps.json"  # written by kkb_runtime.steps in the working dir
 KERNEL_NAME = "kkb-sandbox"
-SAMPLE_SECONDS = 0.1
-DISK_SAMPLE_SECONDS = 2.0
-KILL_WAIT_SECONDS = 5.0
-GPU_SAMPLE_SECONDS = 1.0
 STARTUP_SECONDS = 60
 TRACEBACK_LINES = 25
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -76,11 +69,11 @@ class ExecutionResult:
     working_limit_bytes: int | None = None
     disk_exceeded: bool = False  # killed: /kaggle/working grew past what Kaggle keeps
     mounts: tuple[tuple[Path, Path], ...] = ()  # (host source, target under root/input): what the kernel saw there
-    memory_accounting: MemoryAccounting = MemoryAccounting.NONE  # how peak_rss_bytes was counted (builder.rehearse.memory)
+    memory_accounting: MemoryAccounting = MemoryAccounting.NONE  # how peak_rss_bytes was counted (builder.run.memory)
     memory_exceeded: bool = False  # the run was ended by the memory limit (killed, as Kaggle's OOM killer ends it)
     memory_step: str | None = None  # the kkb step running when the limit ended the run
     root_filesystem: str = ""  # how the container's file system was made writable (builder.run.overlay)
-    version_skew: tuple[Skew, ...] = ()  # imported packages whose version differs from the image's (builder.rehearse.skew)
+    version_skew: tuple[Skew, ...] = ()  # imported packages whose version differs from the image's (builder.run.skew)
     environment: KernelEnvironment = KernelEnvironment(())  # what the kernel's environment held (builder.project.kaggle_env)
     time_limit_check: LimitCheck | None = None  # killed at its timeout: the CPU time and the wait for a CPU beside it
     left_behind: tuple[str, ...] = ()  # links and special files the run left, removed unread (builder.run.sandbox_files)
@@ -105,9 +98,10 @@ def _read_notebook(path: Path) -> nbformat.NotebookNode:
     if not path.is_file():
         raise DryRunError(f"{path}: notebook not found", hint="build the kernel first (kkb build)")
     try:
-        return nbformat.read(path, as_version=4)
+        notebook: nbformat.NotebookNode = nbformat.read(path, as_version=4)
     except Exception as exc:  # nbformat raises several unrelated types for a bad file
         raise DryRunError(f"{path}: not a readable notebook: {exc}", hint="rebuild it with kkb build") from None
+    return notebook
 
 
 # --- the kernel ---------------------------------------------------------------------------------
@@ -150,144 +144,6 @@ def _stop_kernel(km: AsyncKernelManager, kc: Any) -> None:
             run_sync(km.shutdown_kernel)(now=True)
     except Exception:
         pass
-
-
-# --- measuring and killing ----------------------------------------------------------------------
-
-
-class _Monitor:
-    """Samples the kernel's process tree: its memory as Kaggle counts it, GPU memory, every process ever
-    seen (to kill it).
-
-    Memory is counted by :class:`builder.rehearse.memory.MemoryWatch` (a cgroup, or summed PSS: shared
-    pages once) and the whole run is ended past the limit (``on_memory_full``), as the container's OOM
-    killer ends it. Only where neither works is summed RSS sampled, for the report, and kkb's runtime's
-    per-step peaks (``ru_maxrss``) are taken into the peak too.
-    """
-
-    def __init__(self, pid: int, working: Path | None = None, working_limit: int | None = None,
-                 on_disk_full: Any = None, memory_limit: int | None = None, on_memory_full: Any = None) -> None:
-        self.working, self.working_limit, self.on_disk_full = working, working_limit, on_disk_full
-        self.working_bytes = 0
-        self._last_disk = 0.0
-        self.memory = MemoryWatch(pid, memory_limit, on_memory_full or (lambda: None))
-        self.root = self.memory.root
-        self.seen = self.memory.seen
-        self.peak_gpu: int | None = None
-        self.waits = WaitTracker()  # the tree's wait for a CPU: a timeout on a busy machine is judged by it
-        self._gpu = _GpuSampler()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="kkb-monitor", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.sample()
-            self._stop.wait(SAMPLE_SECONDS)
-
-    @property
-    def peak_rss(self) -> int:
-        return self.memory.peak
-
-    def sample(self, memory_now: bool = False) -> None:
-        """The process tree every tick (cheap: it remembers every process, to kill it); the memory when due."""
-        processes = self._tree()
-        self.memory.tick(processes, now=memory_now)
-        self.waits.tick(processes, now=memory_now)
-        gpu = self._gpu.sample({process.pid for process in processes})
-        if gpu is not None:
-            self.peak_gpu = max(self.peak_gpu or 0, gpu)
-        if self.working is not None and time.monotonic() - self._last_disk >= DISK_SAMPLE_SECONDS:
-            self.sample_disk()
-
-    def sample_disk(self) -> None:
-        """The size of /kaggle/working; past the limit the run is killed, as a full disk stops it on Kaggle."""
-        self._last_disk = time.monotonic()
-        if self.working is None:
-            return
-        self.working_bytes = max(self.working_bytes, folder_bytes(self.working))
-        if self.working_limit and self.working_bytes > self.working_limit and self.on_disk_full is not None:
-            self.on_disk_full()
-
-    def _tree(self) -> list[psutil.Process]:
-        return self.memory.tree()
-
-    def kill_all(self) -> None:
-        """Kill the kernel and everything it started, including orphans re-parented to init."""
-        self._tree()
-        victims = [process for process in self.seen.values() if _alive(process)]
-        for process in victims:
-            try:
-                process.kill()
-            except psutil.Error:
-                pass
-        # A killed process that is not our child stays a zombie until its parent (bwrap, or init) reaps it:
-        # dead is enough, so poll for "not alive" instead of psutil.wait_procs, which waits for the reaping.
-        deadline = time.monotonic() + KILL_WAIT_SECONDS
-        while any(_alive(process) for process in victims) and time.monotonic() < deadline:
-            time.sleep(0.02)
-
-
-def folder_bytes(folder: Path) -> int:
-    """Bytes of the files under ``folder`` (their sizes; symlinks count as the link, not the target)."""
-    total = 0
-    for path in Path(folder).rglob("*"):
-        try:
-            info = path.lstat()
-        except OSError:
-            continue
-        if not stat.S_ISDIR(info.st_mode):
-            total += info.st_size
-    return total
-
-
-def _alive(process: psutil.Process) -> bool:
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-class _GpuSampler:
-    """The largest per-GPU memory used by the given pids, from ``nvidia-smi`` (absent: always None)."""
-
-    def __init__(self) -> None:
-        self.command = shutil.which("nvidia-smi")
-        self.last = 0.0
-
-    def sample(self, pids: set[int]) -> int | None:
-        if self.command is None or time.monotonic() - self.last < GPU_SAMPLE_SECONDS:
-            return None
-        self.last = time.monotonic()
-        try:
-            out = subprocess.run([self.command, "--query-compute-apps=gpu_uuid,pid,used_memory",
-                                  "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            self.command = None
-            return None
-        if out.returncode != 0:
-            self.command = None
-            return None
-        return _gpu_bytes(out.stdout, pids)
-
-
-def _gpu_bytes(csv_text: str, pids: set[int]) -> int | None:
-    per_gpu: dict[str, int] = {}
-    for line in csv_text.splitlines():
-        parts = [part.strip() for part in line.split(",")]
-        if len(parts) != 3 or not parts[1].isdigit() or int(parts[1]) not in pids:
-            continue
-        try:
-            per_gpu[parts[0]] = per_gpu.get(parts[0], 0) + int(float(parts[2]) * 1024 * 1024)
-        except ValueError:
-            continue
-    return max(per_gpu.values()) if per_gpu else None
 
 
 # --- one run ------------------------------------------------------------------------------------
@@ -348,14 +204,14 @@ class Watched:
         self.box, self.timeout, self.working_limit, self.run_log = box, timeout, working_limit, run_log
         self.timed_out = self.disk_exceeded = self.memory_exceeded = False
         self.memory_step: str | None = None
-        self.monitor: _Monitor | None = None
+        self.monitor: RunMonitor | None = None
         self.watchdog: threading.Timer | None = None
         self.watch_started = time.monotonic()
         self.left_behind: tuple[str, ...] = ()
 
     def watch(self, pid: int) -> None:
         """Watch ``pid``'s process tree, and start the clock for the timeout."""
-        self.monitor = _Monitor(pid, self.box.working_dir, self.working_limit, self._on_disk_full, self.box.memory_bytes,
+        self.monitor = RunMonitor(pid, self.box.working_dir, self.working_limit, self._on_disk_full, self.box.memory_bytes,
                                 self._on_memory_full)
         self.monitor.start()
         self.watch_started = time.monotonic()
@@ -385,7 +241,7 @@ class Watched:
 
     def _on_timeout(self) -> None:
         """The time limit by the wall clock; a run that waited for CPUs goes on for what it is owed
-        (:func:`builder.rehearse.deadlines.time_owed`), then is killed."""
+        (:func:`builder.run.deadlines.time_owed`), then is killed."""
         if self.monitor and self.timeout:
             owed = time_owed(self.timeout, time.monotonic() - self.watch_started, self.monitor.waits.waited)
             if owed > 0:

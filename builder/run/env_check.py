@@ -14,7 +14,7 @@ disk, a user's ``rm``). :func:`env_damage` compares the environment with its own
 
 Nothing of the environment runs for the check: its interpreter is never started on this machine (the sandbox
 starts it, :mod:`builder.rehearse.image_check`), its files are read, hashed and parsed. It returns what is damaged,
-in words (empty when intact); :func:`builder.rehearse.image_env.build_image_env` rebuilds a damaged environment, or
+in words (empty when intact); :func:`builder.run.image_env.build_image_env` rebuilds a damaged environment, or
 refuses naming the damage when it cannot.
 """
 

@@ -1,7 +1,7 @@
 """``kkb env``: a virtual environment with Kaggle's image's versions of what a kernel imports.
 
 The dry run runs the kernel on the local interpreter; where its packages differ from the image's
-(:mod:`builder.rehearse.skew`), or the image has one this environment lacks, a failure says nothing about Kaggle.
+(:mod:`builder.run.skew`), or the image has one this environment lacks, a failure says nothing about Kaggle.
 :func:`build_image_env` builds, once per set of pins, a venv in which those packages are the image's versions and
 everything else
 falls through to kkb's own environment (a ``.pth`` line after the venv's own site-packages), so the
@@ -12,7 +12,7 @@ the packages those distributions need, one level) mapped to distributions the im
 torchvision and torchaudio stay the local build (the image's CPU/GPU builds need their own index);
 the difference is reported. Pins come from PyPI through pip, or with ``find_links`` from a local
 folder of wheels, offline. A second call with the same pins finds the stamp, checks the environment
-against its record (:mod:`builder.rehearse.env_check`: files against their RECORD hashes, ``pip check``)
+against its record (:mod:`builder.run.env_check`: files against their RECORD hashes, ``pip check``)
 and installs nothing; a damaged one is rebuilt, or refused naming the damage where it cannot be.
 """
 
@@ -34,8 +34,8 @@ from packaging.utils import canonicalize_name
 
 from builder.errors import DryRunError
 from builder.project.image import KaggleImage, image_package_for_module, load_image
-from builder.rehearse.env_check import PTH_FILE, env_damage
-from builder.rehearse.skew import differs, local_version, module_distributions
+from builder.run.env_check import PTH_FILE, env_damage
+from builder.run.skew import differs, local_version, module_distributions
 
 CACHE_ENV = "KKB_IMAGE_ENV_CACHE"
 STAMP = "kkb-image-env.json"

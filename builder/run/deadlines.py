@@ -22,8 +22,8 @@ from typing import Any
 import psutil
 
 from builder.kkb_runtime.predict_stats import load_now, thread_waits
-from builder.rehearse.limits import duration_text
-from builder.rehearse.load import LOST
+from builder.run.limits import duration_text
+from builder.run.load import LOST
 
 WAIT_SAMPLE_SECONDS = 0.5  # waits are cumulative: sampling more often only sharpens which thread waited
 

@@ -29,7 +29,7 @@ from builder.errors import DryRunError
 from builder.kkb_runtime.references import suffixed
 from builder.kkb_runtime.scale import ScaledData
 from builder.project.spec import SPEC_FILE, KernelSpec
-from builder.rehearse.evalapi import evaluation_section, gateway_module
+from builder.run.gateway import evaluation_section, gateway_module
 
 TABLES = (".csv", ".parquet")
 _PARTITION = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.+)$")

@@ -6,7 +6,7 @@ outgrows what ``/kaggle/working`` keeps; both end as "Notebook Exceeded Allowed 
 - **Memory**: the whole run's memory, counted as the container's cgroup counts it (a delegated cgroup
   v2 controller, else the sampled sum of PSS over the kernel's process tree: shared pages once), is
   limited to the shape's RAM (``--memory`` overrides); past it the whole run is ended, as Kaggle's OOM
-  killer ends the container (:mod:`builder.rehearse.memory`). Address space is never limited.
+  killer ends the container (:mod:`builder.run.memory`). Address space is never limited.
 - **Disk**: ``/kaggle/working`` is measured while the run goes and the run is killed when it passes
   :data:`WORKING_LIMIT_BYTES`, what Kaggle's starter notebooks say it keeps (20 GB).
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from builder.errors import DryRunError
 from builder.kkb_runtime.vocabulary import MemoryAccounting
-from builder.rehearse.memory import DESCRIPTIONS, choose_accounting
+from builder.run.memory import DESCRIPTIONS, choose_accounting
 
 GB = 1000**3
 GIB = 1024**3

@@ -1,0 +1,8 @@
+"""What several commands take alike: the kernel folder, the owner."""
+
+from __future__ import annotations
+
+import typer
+
+KERNEL_ARG = typer.Argument(..., help="The kernel project folder (holds kernel.toml).")
+OWNER_OPT = typer.Option(None, "--owner", help="Kaggle username (default: [kernel] owner, then credentials).")
