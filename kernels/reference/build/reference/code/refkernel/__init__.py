@@ -1,1 +1,0 @@
-"""The reference kernel's own code: shipped in the code dataset, importable as ``refkernel`` in every step."""
