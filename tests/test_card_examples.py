@@ -126,8 +126,8 @@ def test_both_scenarios_ok_scored_and_equal_to_a_direct_run(example: Path, tmp_p
     build_every_way(kernel, tmp_path, out, env=OWNER)  # nothing changed: each way finds the build as it was
 
 
-# The submit path is the same code for every kernel: one card example takes it end to end (the other's dry run
-# above is scored by the same scorer), so the suite pays for one server run per family.
+# The submit path is the same code for every kernel: tabular-style takes it end to end for all the examples (its
+# LightGBM files, pipeline and torch nets uploaded as datasets); the others' dry runs are scored by the same scorer.
 @pytest.mark.parametrize("example", ["tabular-style"], indirect=True)
 @pytest.mark.loopback
 def test_submitted_to_the_local_kaggle_it_scores(example: Path) -> None:
