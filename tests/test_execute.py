@@ -36,7 +36,7 @@ def test_a_run_is_measured_logged_and_saved(tmp_path: Path) -> None:
         tmp_path,
         """
         import json, os, subprocess, sys, time
-        print(sys.executable, os.getcwd(), flush=True)
+        print(json.dumps([sys.executable, os.getcwd()]), flush=True)  # a checkout's path may hold a space
         print("to stderr", file=sys.stderr, flush=True)
         """,
         # a child holding 300 MB for a second: the peak counts the kernel's children
@@ -50,7 +50,7 @@ def test_a_run_is_measured_logged_and_saved(tmp_path: Path) -> None:
     assert result.ok and not result.timed_out and result.failed_cell is None and result.ename is None
     assert result.working_dir == tmp_path / "kaggle" / "working"
     streams = [(entry["stream_name"], entry["data"]) for entry in result.log]
-    executable, cwd = streams[0][1].split()
+    executable, cwd = json.loads(streams[0][1])
     assert Path(executable).resolve() == Path(sys.executable).resolve()  # the venv's interpreter, not any `python3`
     assert cwd == ("/kaggle/working" if result.isolation != "python" else str(result.working_dir))
     assert ("stderr", "to stderr\n") in streams and streams[-1] == ("stdout", "done\n")
