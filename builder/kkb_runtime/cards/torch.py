@@ -38,7 +38,7 @@ from .common import device as devices
 from .common import models
 from .common.estimators import load_estimator
 from .common.features import feature_table, features
-from .common.tables import first_rows, plain, table_job, view_context, write_table_output
+from .common.tables import card_context, first_rows, plain, table_job, write_table_output
 from .common.unit import ViewRows, runtime_card
 
 
@@ -235,7 +235,7 @@ def view(card: TorchCard, built: TorchBuilt, config: KernelConfig, weights: Path
     """What the net receives: the selected feature columns (``feature_columns`` resolved) after the first fold's
     preprocessors, in the net's order, as float32; and the values before them."""
     frame = select_columns(card, features(card, first_rows(config, data, rows), config.submission.id_column,
-                                          view_context(card, config, weights, data)))
+                                          card_context(card, config, weights, data)))
     first = built.checkpoints[0]
     stages = [(name, load_estimator(card, weights / name)) for name in first.preprocessors]
     inputs = as_inputs(card, frame, stages)
