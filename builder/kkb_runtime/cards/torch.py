@@ -37,8 +37,8 @@ from ..typed import JsonValue
 from .common import device as devices
 from .common import models
 from .common.estimators import load_estimator
-from .common.features import feature_table, features
-from .common.tables import card_context, first_rows, plain, table_job, write_table_output
+from .common.features import feature_table, features, shown_features
+from .common.tables import card_context, first_rows, table_job, write_table_output
 from .common.unit import ViewRows, runtime_card
 
 
@@ -240,15 +240,11 @@ def view(card: TorchCard, built: TorchBuilt, config: KernelConfig, weights: Path
     stages = [(name, load_estimator(card, weights / name)) for name in first.preprocessors]
     inputs = as_inputs(card, frame, stages)
     names = [str(column) for column in preprocessed(card, frame, stages).columns]
-    out = []
-    for index, (_, row) in enumerate(frame.iterrows()):
-        entry: dict[str, Any] = {"features": [{"name": str(column), "dtype": str(frame[column].dtype), "value": plain(value)}
-                                              for column, value in row.items()],
-                                 "net_input": [{"name": name, "value": round(float(value), 6)}
-                                               for name, value in zip(names, inputs[index], strict=True)],
-                                 "preprocessors": list(first.preprocessors)}
-        out.append(entry)
-    return out
+    return [{"features": row,
+             "net_input": [{"name": name, "value": round(float(value), 6)}
+                           for name, value in zip(names, inputs[index], strict=True)],
+             "preprocessors": list(first.preprocessors)}
+            for index, row in enumerate(shown_features(frame))]
 
 
 UNIT = runtime_card(TorchCard, TorchBuilt, run, view)
