@@ -11,6 +11,7 @@ kernel's id, the cards as built, the Dependency Manager's installs).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,6 +194,11 @@ def config_text(config: KernelConfig) -> str:
     return json.dumps(write(config), indent=1, sort_keys=True) + "\n"
 
 
+def default_config_path() -> Path:
+    """The ``kkb_kernel.json`` this run has: ``$KKB_KERNEL_CONFIG``, else the one in the code dataset this package is in."""
+    return Path(os.environ.get("KKB_KERNEL_CONFIG") or Path(__file__).resolve().parent.parent / CONFIG_FILE)
+
+
 def config_path(path: str | Path) -> Path:
     """The file itself, given it or the folder that holds it."""
     found = Path(path)
@@ -217,5 +223,5 @@ __all__ = [
     "CONFIG_FILE", "ArgmaxStage", "ClipStage", "CompetitionSection", "ConfigMalformed", "DatasetsSection",
     "DependencyManagerSection", "EvaluationApiSection", "FastCommitSection", "FunctionStage", "InputSection",
     "KernelConfig", "KernelSection", "PostprocessStage", "StandInSection", "StepSection", "SubmissionSection",
-    "ThresholdStage", "config_path", "config_text", "read_inputs",
+    "ThresholdStage", "config_path", "config_text", "default_config_path", "read_inputs",
 ]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .card import Built, BuiltCard, Card
 from .cards import RUNTIME_CARDS
-from .config import KernelConfig, PostprocessStage, config_path
+from .config import KernelConfig, PostprocessStage, config_path, default_config_path
 from .postprocess import stage_type
 from .typed import CONFIG_FILE, ConfigMalformed, Variants, read
 from .vocabulary import CardKind
@@ -41,9 +41,7 @@ VARIANTS: Variants = {
 def load_config(path: str | os.PathLike[str] | None = None) -> KernelConfig:
     """Read ``kkb_kernel.json`` from ``path`` (the file or its folder), else ``$KKB_KERNEL_CONFIG``, else the code
     dataset this package is in."""
-    if path is None:
-        path = os.environ.get("KKB_KERNEL_CONFIG") or Path(__file__).resolve().parent.parent / CONFIG_FILE
-    file = config_path(Path(path))
+    file = config_path(Path(path) if path is not None else default_config_path())
     raw = json.loads(file.read_text(encoding="utf-8"))
     return read_config(raw, file)
 

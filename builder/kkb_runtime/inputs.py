@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import CONFIG_FILE, InputSection, KernelConfig, read_inputs
+from .config import CONFIG_FILE, InputSection, KernelConfig, default_config_path, read_inputs
 
 MANIFEST_FILE = "manifest.json"
 
@@ -215,9 +215,8 @@ def find_input(name: str, root: Path | None = None, config: KernelConfig | None 
 def _listed_inputs() -> tuple[InputSection, ...]:
     """The ``[[inputs]]`` of the ``kkb_kernel.json`` this run has (``$KKB_KERNEL_CONFIG``, else the one next to this
     package); none when there is none to read."""
-    path = os.environ.get("KKB_KERNEL_CONFIG") or Path(__file__).resolve().parent.parent / CONFIG_FILE
     try:
-        return read_inputs(path)
+        return read_inputs(default_config_path())
     except (OSError, ValueError):
         return ()
 

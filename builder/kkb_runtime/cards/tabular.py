@@ -32,8 +32,8 @@ from ..steps import write_step_meta
 from ..typed import JsonValue
 from .common import checkpoints, models
 from .common.estimators import load_estimator
-from .common.features import feature_table, features
-from .common.tables import first_rows, plain, table_job, view_context, write_table_output
+from .common.features import feature_table, features, shown_features
+from .common.tables import card_context, first_rows, table_job, write_table_output
 from .common.unit import ViewRows, runtime_card
 
 
@@ -206,12 +206,11 @@ def run(card: TabularCard, built: TabularBuilt, out: Path, environ: Mapping[str,
 def view(card: TabularCard, built: TabularBuilt, config: KernelConfig, weights: Path, data: Path, rows: int) -> ViewRows:
     """The feature row in the order the model receives it, after any reorder (name, dtype, value)."""
     frame = features(card, first_rows(config, data, rows), config.submission.id_column,
-                     view_context(card, config, weights, data))
+                     card_context(card, config, weights, data))
     if isinstance(card, GbdtCard):
         _, names = load_booster(card, weights / built.checkpoints[0].file)
         frame = in_model_order(frame, names, card)
-    return [{"features": [{"name": str(column), "dtype": str(frame[column].dtype), "value": plain(value)}
-                          for column, value in row.items()]} for _, row in frame.iterrows()]
+    return [{"features": row} for row in shown_features(frame)]
 
 
 GBDT = runtime_card(GbdtCard, TabularBuilt, run, view)

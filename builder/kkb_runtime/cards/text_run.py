@@ -22,7 +22,7 @@ from . import text, text_inputs
 from .common import checkpoints
 from .common import device as devices
 from .common.device import free_memory
-from .common.tables import first_rows, table_job, view_context, write_table_output
+from .common.tables import card_context, first_rows, table_job, write_table_output
 from .common.unit import ViewRows, runtime_card
 from .text import TextBuilt, TextCard
 
@@ -62,7 +62,7 @@ def view(card: TextCard, built: TextBuilt, config: KernelConfig, weights: Path, 
     kkb's truncation cut each segment (an encode function's rows are shown as returned)."""
     table = first_rows(config, data, rows)
     tokenizer = text.load_tokenizer(card, weights)
-    encoded = text_inputs.encode_rows(tokenizer, card, table, view_context(card, config, weights, data))
+    encoded = text_inputs.encode_rows(tokenizer, card, table, card_context(card, config, weights, data))
     cuts = _cuts(tokenizer, card, table) if not card.encode_function else [None] * len(table)
     out = []
     for index, ids in enumerate(encoded.input_ids):

@@ -37,8 +37,8 @@ from ..typed import JsonValue
 from .common import device as devices
 from .common import models
 from .common.estimators import load_estimator
-from .common.features import feature_table, features
-from .common.tables import first_rows, plain, table_job, view_context, write_table_output
+from .common.features import feature_table, features, shown_features
+from .common.tables import card_context, first_rows, table_job, write_table_output
 from .common.unit import ViewRows, runtime_card
 
 
@@ -235,20 +235,16 @@ def view(card: TorchCard, built: TorchBuilt, config: KernelConfig, weights: Path
     """What the net receives: the selected feature columns (``feature_columns`` resolved) after the first fold's
     preprocessors, in the net's order, as float32; and the values before them."""
     frame = select_columns(card, features(card, first_rows(config, data, rows), config.submission.id_column,
-                                          view_context(card, config, weights, data)))
+                                          card_context(card, config, weights, data)))
     first = built.checkpoints[0]
     stages = [(name, load_estimator(card, weights / name)) for name in first.preprocessors]
     inputs = as_inputs(card, frame, stages)
     names = [str(column) for column in preprocessed(card, frame, stages).columns]
-    out = []
-    for index, (_, row) in enumerate(frame.iterrows()):
-        entry: dict[str, Any] = {"features": [{"name": str(column), "dtype": str(frame[column].dtype), "value": plain(value)}
-                                              for column, value in row.items()],
-                                 "net_input": [{"name": name, "value": round(float(value), 6)}
-                                               for name, value in zip(names, inputs[index], strict=True)],
-                                 "preprocessors": list(first.preprocessors)}
-        out.append(entry)
-    return out
+    return [{"features": row,
+             "net_input": [{"name": name, "value": round(float(value), 6)}
+                           for name, value in zip(names, inputs[index], strict=True)],
+             "preprocessors": list(first.preprocessors)}
+            for index, row in enumerate(shown_features(frame))]
 
 
 UNIT = runtime_card(TorchCard, TorchBuilt, run, view)

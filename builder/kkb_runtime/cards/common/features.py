@@ -14,7 +14,7 @@ from ...features import shared_features
 from ...typed import JsonValue
 from ...user_calls import ArgumentsRefused, call_with
 from . import models
-from .tables import TableJob
+from .tables import TableJob, plain
 
 
 class Featured(Protocol):
@@ -67,4 +67,10 @@ def feature_table(card: Featured, job: TableJob, environ: Mapping[str, str],
                            environ)
 
 
-__all__ = ["Featured", "feature_call", "feature_table", "features"]
+def shown_features(frame: pd.DataFrame) -> list[list[dict[str, Any]]]:
+    """Each row of a feature table as a view shows it: every column's name, dtype and value, in the table's order."""
+    return [[{"name": str(column), "dtype": str(frame[column].dtype), "value": plain(value)} for column, value in row.items()]
+            for _, row in frame.iterrows()]
+
+
+__all__ = ["Featured", "feature_call", "feature_table", "features", "shown_features"]

@@ -51,8 +51,7 @@ class TableJob:
 
     def context(self, card: Card, config: KernelConfig) -> Context:
         """What the card's own functions get as ``ctx``: the folders this step reads, the card."""
-        return Context(competition_dir=self.competition_dir, weights_dir=self.weights_dir, code_dir=config.code_dir,
-                       card=card, config=config, id_column=self.id_column)
+        return card_context(card, config, self.weights_dir, self.competition_dir)
 
 
 def weights_dir(config: KernelConfig, environ: Mapping[str, str]) -> Path:
@@ -192,8 +191,9 @@ def first_rows(config: KernelConfig, data: Path, rows: int) -> pd.DataFrame:
     return test_rows(test, sample, ids, id_column).reset_index(drop=True)
 
 
-def view_context(card: Card, config: KernelConfig, weights: Path, data: Path) -> Context:
-    """What a card's own functions get as ``ctx`` in a view (``--show-inputs``): the folders the view reads."""
+def card_context(card: Card, config: KernelConfig, weights: Path, data: Path) -> Context:
+    """What a card's own functions get as ``ctx``: the weights and competition folders the step (or the view,
+    ``--show-inputs``) reads, the code dataset, the card."""
     return Context(competition_dir=data, weights_dir=weights, code_dir=config.code_dir, card=card, config=config,
                    id_column=config.submission.id_column)
 
@@ -206,5 +206,5 @@ def plain(value: Any) -> Any:
 __all__ = [
     "PredictError", "TableError", "TableJob", "competition_dir", "first_rows", "make_table_job", "plain", "prediction_columns",
     "as_sample_ids", "read_table", "row_limit", "rows_in_sample_order", "sample_id_dtype", "step_columns", "table_job",
-    "table_path", "test_rows", "view_context", "weights_dir", "write_table_output",
+    "table_path", "test_rows", "weights_dir", "write_table_output", "card_context",
 ]
