@@ -10,7 +10,7 @@ import typer
 
 from builder import api
 from builder.cli import limit_options
-from builder.cli.options import KERNEL_ARG, OWNER_OPT
+from builder.cli.options import BUILD_OUT_OPT, KERNEL_ARG, OWNER_OPT
 from builder.cli.remote_views import show_history, show_status, show_stop
 from builder.cli.views import _print_json, _ProgressView, _show_push, console, err_console
 from builder.project.paths import absolute, resolved
@@ -50,7 +50,7 @@ def _waits(dataset: float | None, run: float | None = None, score: float | None 
 
 def push(
     kernel_dir: Path = KERNEL_ARG,
-    out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
+    out: Path | None = BUILD_OUT_OPT,
     owner: str | None = OWNER_OPT,
     message: str | None = typer.Option(None, "--message", "-m", help="Dataset version notes."),
     wait_dataset: float | None = _WAIT_DATASET_OPT,
@@ -74,7 +74,7 @@ def submit(
     kernel_dir: Path = KERNEL_ARG,
     version: int | None = typer.Option(None, "--version", help="Submit this kernel version instead of pushing."),
     message: str | None = typer.Option(None, "--message", "-m", help="Submission description."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
+    out: Path | None = BUILD_OUT_OPT,
     owner: str | None = OWNER_OPT,
     resubmit: bool = typer.Option(False, "--resubmit", help="Submit again even if this version was submitted."),
     wait_dataset: float | None = _WAIT_DATASET_OPT,
