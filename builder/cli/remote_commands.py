@@ -25,6 +25,7 @@ from builder.remote.submit import SubmitSettings
 
 _LAST_VERSION_OPT = typer.Option(None, "--version", help="Kernel version (default: the last pushed).")
 _JSON_OPT = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
+_PUSH_JSON_OPT = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress stays on stderr).")
 
 
 def _wait_seconds(value: float | None) -> float | None:
@@ -57,7 +58,7 @@ def push(
     wait_for_slot: bool = limit_options.WAIT_FOR_SLOT,
     force: bool = limit_options.FORCE,
     replace: bool = limit_options.REPLACE,
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress stays on stderr)."),
+    as_json: bool = _PUSH_JSON_OPT,
 ) -> None:
     """Build, upload only what changed, and push a kernel version (internet off) to Kaggle."""
     with _ProgressView() as view:
@@ -83,7 +84,7 @@ def submit(
     wait_for_slot: bool = limit_options.WAIT_FOR_SLOT,
     force: bool = limit_options.FORCE,
     replace: bool = limit_options.REPLACE,
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress stays on stderr)."),
+    as_json: bool = _PUSH_JSON_OPT,
 ) -> None:
     """Push (unless --version), wait for the kernel run, submit it, and print the public score."""
     settings = SubmitSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message, version=version,
