@@ -21,7 +21,7 @@ from builder.build import BuildSettings
 from builder.cli import limit_options
 from builder.cli.dry_run_command import dry_run
 from builder.cli.image import image as image_command
-from builder.cli.options import KERNEL_ARG, OWNER_OPT
+from builder.cli.options import BUILD_OUT_OPT, KERNEL_ARG, OWNER_OPT
 from builder.cli.remote_commands import history, logs, push, status, stop, submit
 from builder.cli.views import (
     _escape,
@@ -86,9 +86,9 @@ def version() -> None:
 
 @app.command()
 def build(
-    kernel_dir: Path = typer.Argument(..., help="The kernel project folder (holds kernel.toml)."),
+    kernel_dir: Path = KERNEL_ARG,
     out: Path | None = typer.Option(None, "--out", "-o", help="Output folder (default: build/<name>)."),
-    owner: str | None = typer.Option(None, "--owner", help="Kaggle username (default: [kernel] owner, then credentials)."),
+    owner: str | None = OWNER_OPT,
 ) -> None:
     """Build the code and weights datasets and the rendered notebook, offline."""
     result = api.build(BuildSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner))
@@ -180,7 +180,7 @@ def wheels(
     kernel_dir: Path = KERNEL_ARG,
     on_kaggle: bool = typer.Option(False, "--on-kaggle", help="Build every wheel in Kaggle's image with a helper kernel "
                                    "(needs [install] on_kaggle = true)."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
+    out: Path | None = BUILD_OUT_OPT,
     owner: str | None = OWNER_OPT,
     force: bool = typer.Option(False, "--force", help="Resolve and build again even if nothing changed (--on-kaggle: "
                                "push the helper again, past Kaggle's limits too)."),

@@ -9,7 +9,7 @@ import typer
 
 from builder import api
 from builder.cli import limit_options
-from builder.cli.options import KERNEL_ARG, OWNER_OPT
+from builder.cli.options import BUILD_OUT_OPT, KERNEL_ARG, OWNER_OPT
 from builder.cli.views import _DryRunProgress, _print_json, _ProgressView, _show_dry_run, _show_rehearsal
 from builder.errors import KernelFailed, NotRehearsed
 from builder.kkb_runtime.vocabulary import Layout, Scenario
@@ -56,7 +56,7 @@ def dry_run(
     hidden_rows: int | None = typer.Option(None, "--hidden-rows", help="Rows of the hidden test (default: [competition] hidden_rows)."),
     timeout: float | None = typer.Option(None, "--timeout", help="Kill each run after this many seconds."),
     legacy_layout: bool = typer.Option(False, "--legacy-layout", help="Mount inputs at input/<slug> (Kaggle's old layout)."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
+    out: Path | None = BUILD_OUT_OPT,
     owner: str | None = OWNER_OPT,
     keep_sandbox: bool = typer.Option(False, "--keep-sandbox", help="Leave each sandbox on disk for inspection."),
     rerun_data: Path | None = typer.Option(None, "--rerun-data", help="Data for the rerun (a hidden stand-in); "

@@ -10,7 +10,7 @@ import typer
 
 from builder import api
 from builder.cli import limit_options
-from builder.cli.options import KERNEL_ARG, OWNER_OPT
+from builder.cli.options import BUILD_OUT_OPT, KERNEL_ARG, OWNER_OPT
 from builder.cli.remote_views import show_history, show_status, show_stop
 from builder.cli.views import _print_json, _ProgressView, _show_push, console, err_console
 from builder.project.paths import absolute, resolved
@@ -25,6 +25,7 @@ from builder.remote.submit import SubmitSettings
 
 _LAST_VERSION_OPT = typer.Option(None, "--version", help="Kernel version (default: the last pushed).")
 _JSON_OPT = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
+_PUSH_JSON_OPT = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress stays on stderr).")
 
 
 def _wait_seconds(value: float | None) -> float | None:
@@ -50,14 +51,14 @@ def _waits(dataset: float | None, run: float | None = None, score: float | None 
 
 def push(
     kernel_dir: Path = KERNEL_ARG,
-    out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
+    out: Path | None = BUILD_OUT_OPT,
     owner: str | None = OWNER_OPT,
     message: str | None = typer.Option(None, "--message", "-m", help="Dataset version notes."),
     wait_dataset: float | None = _WAIT_DATASET_OPT,
     wait_for_slot: bool = limit_options.WAIT_FOR_SLOT,
     force: bool = limit_options.FORCE,
     replace: bool = limit_options.REPLACE,
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress stays on stderr)."),
+    as_json: bool = _PUSH_JSON_OPT,
 ) -> None:
     """Build, upload only what changed, and push a kernel version (internet off) to Kaggle."""
     with _ProgressView() as view:
@@ -74,7 +75,7 @@ def submit(
     kernel_dir: Path = KERNEL_ARG,
     version: int | None = typer.Option(None, "--version", help="Submit this kernel version instead of pushing."),
     message: str | None = typer.Option(None, "--message", "-m", help="Submission description."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Build folder (default: build/<name>)."),
+    out: Path | None = BUILD_OUT_OPT,
     owner: str | None = OWNER_OPT,
     resubmit: bool = typer.Option(False, "--resubmit", help="Submit again even if this version was submitted."),
     wait_dataset: float | None = _WAIT_DATASET_OPT,
@@ -83,7 +84,7 @@ def submit(
     wait_for_slot: bool = limit_options.WAIT_FOR_SLOT,
     force: bool = limit_options.FORCE,
     replace: bool = limit_options.REPLACE,
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress stays on stderr)."),
+    as_json: bool = _PUSH_JSON_OPT,
 ) -> None:
     """Push (unless --version), wait for the kernel run, submit it, and print the public score."""
     settings = SubmitSettings(kernel_dir=kernel_dir, out_dir=out, owner=owner, message=message, version=version,

@@ -35,7 +35,7 @@ from builder.project.spec import DEFAULT_GPU_SHAPE, MACHINE_SHAPES
 from builder.remote.hints import exception_tail
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.limits import accelerator_of
-from builder.remote.preflight import Needed, PlannedRun, check_before_run, push_when_slot
+from builder.remote.preflight import Needed, PlannedRun, check_before_run, push_to_run
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits, open_session
 
 TITLE = "kkb image capture"
@@ -143,8 +143,7 @@ def capture_image(settings: ImageSettings) -> ImageResult:
     run = PlannedRun(kernel_id, shape, accelerator_of(shape, False, False), CAPTURE_NEEDS, chosen_by="--accelerator")
     check_before_run(ctx, run, current=ctx.adapter.kernel_version(kernel_id))
     ctx.emit("image", f"pushing {kernel_id} (private script, internet off, machine {shape or 'CPU'})")
-    pushed = push_when_slot(ctx, lambda: ctx.adapter.push_kernel(folder))
-    version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(kernel_id)
+    version, _ = push_to_run(ctx, folder, kernel_id)
     status = _await(ctx, kernel_id, version, settings.waits)
     output = folder / "output"
     files = ctx.adapter.kernel_output(kernel_id, version, output)

@@ -36,6 +36,7 @@ from builder.project.layout import DRYRUN_DIR, REPORT_FILE
 from builder.project.spec import KernelSpec
 from builder.remote.backoff import Retrying
 from builder.remote.history import ENDED_REPLACED
+from builder.remote.kaggle_api import KernelPushed
 from builder.remote.limits import (
     GPU_SESSION_CAP,
     SESSION_LIMIT_S,
@@ -102,6 +103,14 @@ def push_when_slot(ctx: Session, push: Callable[[], T]) -> T:
         except SessionCapReached as exc:
             if not waited_for_slot(ctx, rounds, exc):
                 raise
+
+
+def push_to_run(ctx: Session, folder: Path, kernel_id: str, *,
+                timeout_seconds: int | None = None) -> tuple[int | None, KernelPushed]:
+    """Push the kernel in ``folder`` (``kernel_id``) through :func:`push_when_slot`; its new version (asked of
+    Kaggle when the push's answer carries none) and Kaggle's answer."""
+    pushed = push_when_slot(ctx, lambda: ctx.adapter.push_kernel(folder, timeout_seconds=timeout_seconds))
+    return (pushed.version if pushed.version is not None else ctx.adapter.kernel_version(kernel_id)), pushed
 
 
 def waited_for_slot(ctx: Session, rounds: Retrying, exc: SessionCapReached) -> bool:

@@ -113,12 +113,18 @@ def push_built(ctx: Session, build: BuildResult, *, submitting: bool = False) ->
     # known before uploading (the build's, the wheelhouse's), so is whether this push will start a run.
     kernel_hash = _kernel_hash(Path(build.kernel_dir), build.code_hash,
                                (build.weights_hash or "") + (found_wheels[2] if found_wheels else ""))
+    # Asked of Kaggle once per push (its version, and the hash its source carries): whether this push starts a run
+    # decides the limits check before any upload, and the same answer decides the kernel's push after it.
     current = ctx.adapter.kernel_version(build.kernel_id)
-    if _will_run(ctx, build, kernel_hash, current):
+    unchanged = current is not None and _current_is(ctx, build.kernel_id, kernel_hash, current,
+                                                    ctx.history.last(PUSH, kernel=build.kernel_id))
+    if not unchanged and _adopt_kernel(ctx, build.kernel_id, kernel_hash, current) is None:  # a new version runs
         check_before_run(ctx, planned_run(build, submitting=submitting), current=current)
+        if ctx.settings.replace:  # --replace may have deleted the kernel: its next version is 1
+            current = ctx.adapter.kernel_version(build.kernel_id)
     code, weights, wheels = sync_bundles(ctx, build, notes, competition_checked=True, wheels=found_wheels)
     pins = pin_sources(Path(build.kernel_dir), [item for item in (code, weights, wheels) if item is not None])
-    version, url, action = _sync_kernel(ctx, build, kernel_hash)
+    version, url, action = _sync_kernel(ctx, build, kernel_hash, current, unchanged=unchanged)
     uploaded = ctx.adapter.uploaded_bytes - start_bytes
     ctx.history.append(
         PUSH,
@@ -151,14 +157,6 @@ def push_built(ctx: Session, build: BuildResult, *, submitting: bool = False) ->
         wheels=wheels,
         pins=tuple(pins),
     )
-
-
-def _will_run(ctx: Session, build: BuildResult, kernel_hash: str, current: int | None) -> bool:
-    """Whether this push creates a kernel version (a run, a session): what ``_sync_kernel`` will decide."""
-    if current is not None and _current_is(ctx, build.kernel_id, kernel_hash, current,
-                                           ctx.history.last(PUSH, kernel=build.kernel_id)):
-        return False
-    return _adopt_kernel(ctx, build.kernel_id, kernel_hash, current) is None
 
 
 def pin_sources(kernel_dir: Path, synced: list[DatasetResult]) -> list[str]:
@@ -274,13 +272,14 @@ def _check_kernel_metadata(kernel_dir: Path, build: BuildResult) -> None:
         raise KkbError(f"{path}: " + "; ".join(problems), hint="this is a kkb build bug; report it with the file")
 
 
-def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str) -> tuple[int | None, str, str]:
-    """Push a new kernel version unless the current one already has ``kernel_hash``."""
+def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str, current: int | None, *,
+                 unchanged: bool) -> tuple[int | None, str, str]:
+    """Push a new kernel version unless the current one (Kaggle's ``current``) already has ``kernel_hash``
+    (``unchanged``: :func:`_current_is`, as ``push_built`` asked it)."""
     kernel_id = build.kernel_id
-    current = ctx.adapter.kernel_version(kernel_id)
     last = ctx.history.last(PUSH, kernel=kernel_id)
     default_url = ctx.adapter.web_url(f"code/{kernel_id}")
-    if current is not None and _current_is(ctx, kernel_id, kernel_hash, current, last):
+    if current is not None and unchanged:
         if _adopt_kernel(ctx, kernel_id, kernel_hash, current) is not None:  # an interrupted push made it
             return current, default_url, "adopted"
         ctx.emit("kernel", f"{kernel_id} v{current} unchanged")

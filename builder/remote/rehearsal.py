@@ -58,7 +58,7 @@ from builder.remote.history import REHEARSAL, REHEARSAL_INTENT, History
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.lock import LOCK_WAIT_S, kernel_lock
 from builder.remote.mounted import expected_from, raise_if_differs, read_other_inputs, verify_mounted
-from builder.remote.preflight import Needed, PlannedRun, check_before_run, push_when_slot
+from builder.remote.preflight import Needed, PlannedRun, check_before_run, push_to_run
 from builder.remote.push import LazySession, build_for_push, pin_sources, sync_bundles
 from builder.remote.run_image import record_run_image
 from builder.remote.runs import spec_accelerator
@@ -373,8 +373,7 @@ def _push(ctx: Session, folder: Path, kernel_id: str, key: str, current: int | N
           timeout: int | None) -> tuple[int | None, str]:
     ctx.history.append(REHEARSAL_INTENT, kernel=kernel_id, key=key, version_before=current)
     ctx.emit("kernel", f"pushing the rehearsal kernel {kernel_id} (private, internet off)")
-    pushed = push_when_slot(ctx, lambda: ctx.adapter.push_kernel(folder, timeout_seconds=timeout))
-    version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(kernel_id)
+    version, pushed = push_to_run(ctx, folder, kernel_id, timeout_seconds=timeout)
     return version, pushed.url or ctx.adapter.web_url(f"code/{kernel_id}")
 
 

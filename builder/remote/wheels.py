@@ -42,7 +42,7 @@ from builder.remote.hints import exception_tail
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.limits import accelerator_of
 from builder.remote.lock import kernel_lock
-from builder.remote.preflight import Needed, PlannedRun, check_before_run, push_when_slot
+from builder.remote.preflight import Needed, PlannedRun, check_before_run, push_to_run
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits, open_session, private_tmpdir
 
 
@@ -221,8 +221,7 @@ def _push_helper(settings: WheelsSettings, spec: KernelSpec, kernel_dir: Path, o
             sync_dataset(ctx, "code", Path(build.code_dir), build.code_dataset, build.code_hash,
                           f"kkb wheels {helper.kernel_id}")
     ctx.emit("wheels", f"pushing the helper kernel {helper.kernel_id}")
-    pushed = push_when_slot(ctx, lambda: ctx.adapter.push_kernel(folder))
-    version = pushed.version if pushed.version is not None else ctx.adapter.kernel_version(helper.kernel_id)
+    version, pushed = push_to_run(ctx, folder, helper.kernel_id)
     record = {"key": helper.key, "kernel": helper.kernel_id, "version": version, "built_for": image.to_json()}
     _write_json(folder / HELPER_RECORD, {**record, "status": "pushed"})
     status = _await_helper(ctx, helper.kernel_id, version, settings.run_timeout_s) if settings.wait else "pushed"
