@@ -19,6 +19,7 @@ from builder.kkb_runtime.vocabulary import Scenario
 from builder.rehearse.projection import DECLARED_FIXED, FIT_KEY, RATE
 from builder.rehearse.verdict import OK, SCORING_ERROR, THREW, TIMEOUT
 from builder.run.deadlines import LimitCheck, evaluation_checks, tripped_by_load
+from builder.run.execute import tail
 
 STATE_FILE = "kkb_evaluation.json"  # written by kkb_runtime.evaluation in the working dir
 # Kaggle's gateway error classes (kaggle_evaluation/core/base_gateway.py).
@@ -164,7 +165,7 @@ def _rerun_error(result: dict[str, Any], gateway: dict[str, Any], supervisor: di
         # Kaggle's gateway would fail at once: the inference container (and its host name) is gone.
         return "SERVER_CONNECTION_FAILED", (f"the notebook ended (exit code {supervisor.get('notebook_exit')}) before "
                                             "the gateway finished; on Kaggle the gateway then cannot reach the server")
-    log = _tail(texts.get("gateway.log", ""), LOG_TAIL_LINES)
+    log = tail(texts.get("gateway.log", ""), LOG_TAIL_LINES)
     found = _CLASS_IN_TEXT.search(log)
     return (found.group(1) if found else "GATEWAY_RAISED_EXCEPTION"), f"the gateway wrote no result.json:\n{log}"
 
@@ -188,7 +189,7 @@ def _rerun_notes(state: dict[str, Any], supervisor: dict[str, Any], texts: dict[
     elif state.get("mode") != "serve":
         notes.append("the notebook never reached serve()")
     if supervisor.get("notebook_exit") is not None:
-        stderr = _tail(texts.get("notebook.stderr", ""), 6)
+        stderr = tail(texts.get("notebook.stderr", ""), 6)
         notes.append(f"the notebook ended by itself (exit code {supervisor['notebook_exit']}) instead of blocking in "
                      f"serve()" + (f":\n{stderr}" if stderr else ""))
     return notes
@@ -233,10 +234,6 @@ def verdict_reason(report: EvalApiReport) -> str:
 def rows_in(details: str | None) -> tuple[int | None, int | None]:
     match = _ROWS.search(details or "")
     return (int(match.group(1)), int(match.group(2))) if match else (None, None)
-
-
-def _tail(text: str, lines: int) -> str:
-    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
 def parquet_rows(path: Path) -> int | None:

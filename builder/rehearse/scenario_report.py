@@ -54,13 +54,14 @@ def _limits(run: ScenarioRun, rows: int) -> Limits:
 
 
 def scenario_report(run: ScenarioRun, result: ExecutionResult, fit_runs: tuple[RunTimes, ...] = (),
-                    judged: Path | None = None) -> ScenarioReport:
+                    judged: Path | None = None, rows: int | None = None) -> ScenarioReport:
     """The scenario's run judged as Kaggle would, with the dry run's warnings; its files saved to ``run.out``.
-    ``judged``: the file the format check reads, when not the run's own (an evaluation-API gateway's, aligned)."""
+    ``judged``: the file the format check reads, when not the run's own (an evaluation-API gateway's, aligned);
+    ``rows``: the test's rows when the caller counted them already (:func:`rows_of` reads the whole sample)."""
     scenario, settings, build, data, out, spec = run.scenario, run.settings, run.build, run.data, run.out, run.spec
     sandbox = run.work if settings.keep_sandbox else None
     sample = data / spec.competition.sample_submission
-    rows = rows_of(data, spec)
+    rows = rows_of(data, spec) if rows is None else rows
     limits = _limits(run, rows)
     projection = _projection(limits, fit_runs or (RunTimes(rows, result.wall_seconds, tuple(result.steps)),),
                              spec.kernel.machine_shape, build.out_dir)

@@ -40,7 +40,8 @@ def _csv_scenario(run: ScenarioRun) -> ScenarioReport:
     result = execute_kernel(build.notebook_path, build.spec.kernel.type, scenario_sandbox(run, run.data),
                             run.work / "kaggle", progress=run.say)
     run.say(f"finished in {result.wall_seconds:.1f} s ({result.isolation} sandbox)")
-    return scenario_report(run, result, fit_runs=_fit_runs(run, rows_of(run.data, build.spec), result))
+    rows = rows_of(run.data, build.spec)
+    return scenario_report(run, result, fit_runs=_fit_runs(run, rows, result), rows=rows)
 
 
 def _fit_runs(run: ScenarioRun, rows: int, result: ExecutionResult) -> tuple[RunTimes, ...]:

@@ -137,18 +137,3 @@ def requirement_damage(installed: Mapping[NormalizedName, metadata.Distribution]
                 damage.append(f"{name} {dist.version} has requirement {requirement}, but {found.version} is installed")
     return damage
 
-
-def environment_versions(python: Path) -> dict[str, str] | None:
-    """Every distribution's version as a ``kkb env`` interpreter sees it (its own site-packages first, kkb's environment
-    behind it), read from the files: the interpreter is never run here. None for an interpreter that is no such
-    environment."""
-    root = Path(python).parent.parent
-    site = site_packages(root)
-    if not (root / "pyvenv.cfg").is_file() or not site.is_dir():
-        return None
-    versions: dict[str, str] = {}
-    for dist in [*metadata.distributions(path=[str(site)]), *metadata.distributions()]:
-        name = dist.metadata["Name"]
-        if name:
-            versions.setdefault(canonicalize_name(name), dist.version)
-    return versions

@@ -15,11 +15,9 @@ Anything not enforced is said so in the report (:func:`memory_enforcement`), nev
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from builder.errors import DryRunError
 from builder.kkb_runtime.vocabulary import MemoryAccounting
@@ -31,7 +29,6 @@ GIB = 1024**3
 # (Kaggle's starter cell; older notebooks say 5GB). See docs: kaggle-runtime notes, section 1.2.
 WORKING_LIMIT_BYTES = 20 * GB
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 @dataclass(frozen=True)
@@ -67,19 +64,6 @@ def memory_enforcement(limit_bytes: int | None, accounting: MemoryAccounting | N
     elif kind != MemoryAccounting.CGROUP and not sys.platform.startswith("linux"):
         how += f" (no PSS on {sys.platform})"
     return Enforcement(limit_bytes, kind != MemoryAccounting.NONE, how)
-
-
-def cgroup_v2_memory() -> bool:
-    """True when a cgroup v2 memory controller is mounted and this process's cgroup is writable."""
-    controllers = CGROUP_ROOT / "cgroup.controllers"
-    try:
-        if "memory" not in controllers.read_text().split():
-            return False
-        relative = Path("/proc/self/cgroup").read_text().strip().splitlines()[-1].split(":", 2)[2].lstrip("/")
-    except (OSError, IndexError):
-        return False
-    own = CGROUP_ROOT / relative
-    return os.access(own / "cgroup.subtree_control", os.W_OK)
 
 
 def working_enforcement(limit_bytes: int | None) -> Enforcement:

@@ -30,7 +30,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from builder.project.image import KaggleImage, load_image
-from builder.run.env_check import environment_versions
+from builder.run.env_check import site_packages
 
 IMPORTS_DIR = "imports"
 # Packages whose minor releases change behaviour that inference code meets (defaults, dtypes, removed APIs).
@@ -138,12 +138,23 @@ def differs(local: str, image: str, distribution: str) -> bool:
 
 
 def interpreter_versions(python: str | Path) -> dict[str, str] | None:
-    """Every distribution's version as another interpreter sees it (``kkb env``'s), None for this one or one that is no
-    ``kkb env`` environment. Read from its files (:func:`builder.run.env_check.environment_versions`): nothing of
-    the environment runs on this machine."""
+    """Every distribution's version as another interpreter sees it (``kkb env``'s: its own site-packages first, kkb's
+    environment behind it), None for this one or one that is no ``kkb env`` environment. Read from its files (headers
+    only, as :func:`_installed`; kkb's environment from that one scan): nothing of the environment runs here."""
     if Path(python) == Path(sys.executable):
         return None
-    return environment_versions(Path(python))
+    root = Path(python).parent.parent
+    site = site_packages(root)
+    if not (root / "pyvenv.cfg").is_file() or not site.is_dir():
+        return None
+    versions: dict[str, str] = {}
+    for dist in metadata.distributions(path=[str(site)]):
+        name, version = _name_and_version(dist)
+        if name:
+            versions.setdefault(canonicalize_name(name), version)
+    for name, version in _installed()[1].items():
+        versions.setdefault(name, version)
+    return versions
 
 
 def version_skews(modules: set[str], image: KaggleImage | None = None,
