@@ -42,6 +42,7 @@ from builder.bundle.function_args import check_function_args
 from builder.bundle.kernel_config import Ids, kernel_config
 from builder.bundle.model_weights import DRY_RUN_VERSION, model_source, publishes_model, weights_model_id, write_model_metadata
 from builder.bundle.preflight import CardCheck, check_against_public_data
+from builder.bundle.preflight_record import preflight_key, recorded_checks, write_record
 from builder.bundle.submission_checks import check_postprocess
 from builder.bundle.wheels import (
     install_context,
@@ -69,6 +70,7 @@ from builder.project.layout import (
     KERNEL_DIR,
     KERNEL_METADATA,
     MANIFEST_FILE,
+    PREFLIGHT_RECORD,
     SCAN_RECORD,
     WEIGHTS_DIR,
     WHEELS_DIR,
@@ -147,7 +149,10 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
     secrets = settings.secrets if settings.secrets is not None else secret_values()
     scans = CleanScans.load(out_dir / SCAN_RECORD, secrets)  # contents the last builds found clean: not read again
     code_files, weights_files = _selections(spec, kernel_dir, secrets, scans, HashCache(out_dir / HASH_CACHE), out_dir)
-    checks = check_against_public_data(spec, kernel_dir)  # widths, post-processing: before anything is staged
+    # Widths, post-processing: before anything is staged; again only when the spec or the sample changed.
+    passed = preflight_key(spec, kernel_dir)
+    recorded = recorded_checks(out_dir / PREFLIGHT_RECORD, passed)
+    checks = recorded if recorded is not None else check_against_public_data(spec, kernel_dir)
     check_competition(spec, kernel_dir)  # the metric file and its arguments, public_ids
     manager = dependency_manager(spec, kernel_dir, kernel_image(spec, names.owner), load_image()) \
         if spec.install.dependency_manager else None  # Kaggle's Dependency Manager: each install offline, named if not
@@ -162,6 +167,7 @@ def build_kernel(settings: BuildSettings) -> BuildResult:
         keep_wheel_folders(out_dir, stage)  # kkb wheels' output lives in build/NAME too
         _refuse_secrets(stage, secrets)
         scans.save(stage / SCAN_RECORD)
+        write_record(stage / PREFLIGHT_RECORD, passed, checks)
         try:
             swap_into_place(stage, out_dir)
         except OSError as exc:

@@ -105,10 +105,11 @@ def test_the_scan_finds_a_card_read_as_a_mapping(source: str, found: list[str]) 
     assert card_mappings(source) == found
 
 
-# Where the build may dump a spec model: into the kernel's typed card or config (read by the kernel's own reader), and
-# into the request and the key of its sandboxed run (no kernel helper reads those).
+# Where the build may dump a spec model: into the kernel's typed card or config (read by the kernel's own reader), into
+# the request and the key of its sandboxed run, and into the key of its public-data checks' record (no kernel helper
+# reads those).
 DUMPS = {("cards/unit.py", "kernel_card"), ("kernel_config.py", "section"), ("kernel_config.py", "kernel_config"),
-         ("card_run.py", "run_key"), ("card_run.py", "_sandboxed")}
+         ("card_run.py", "run_key"), ("card_run.py", "_sandboxed"), ("preflight_record.py", "preflight_key")}
 
 
 def test_the_build_hands_kernel_helpers_the_kernels_card_never_a_dump() -> None:

@@ -82,7 +82,7 @@ def test_write_submission_is_atomic(tmp_path: Path) -> None:
     ],
 )
 def test_fast_commit_decision(environ: dict, rows: int, fast: bool, reason: str) -> None:
-    decision = commit.decide(fast_commit(enabled=True, rows_below=11, detect="env_and_rows", write="sample"), rows, environ)
+    decision = commit.decide(fast_commit(enabled=True, rows_below=11, detect="env_and_rows", write="sample"), lambda: rows, environ)
     assert (decision.fast, decision.reason) == (fast, reason)
 
 
@@ -97,9 +97,9 @@ def step(name: str, run: str) -> config.StepSection:
 
 
 def test_fast_commit_env_only_and_first_rows() -> None:
-    decision = commit.decide(fast_commit(detect="env", write="first_rows", first_rows=3), 10_000, {})
+    decision = commit.decide(fast_commit(detect="env", write="first_rows", first_rows=3), lambda: 10_000, {})
     assert decision.fast and decision.row_limit == 3
-    assert not commit.decide(fast_commit(enabled=False), 1, {}).fast
+    assert not commit.decide(fast_commit(enabled=False), lambda: 1, {}).fast
 
 
 def _dataset(folder: Path, dataset_id: str) -> Path:

@@ -11,8 +11,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from builder.errors import SpecError
 from builder.kkb_runtime.metric_file import metric_file_reference, signature_of
@@ -20,6 +19,9 @@ from builder.kkb_runtime.metrics import parse_metric
 from builder.project.metric_setting import resolve_metric
 from builder.project.public_ids import check_public_ids
 from builder.project.spec import SPEC_FILE, KernelSpec
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    pass
 
 
 def with_competition_metric(spec: KernelSpec, kernel_dir: Path) -> KernelSpec:
@@ -70,6 +72,7 @@ def _check_metric_file(spec: KernelSpec, kernel_dir: Path, where: str) -> None:
 
 
 def _check_public_ids(spec: KernelSpec, kernel_dir: Path, where: str) -> None:
+    import pandas as pd
     id_column = spec.submission.id_column
     data = spec.competition.data_dir(kernel_dir)
     sample = data / spec.competition.sample_submission if data is not None else None

@@ -17,11 +17,13 @@ from __future__ import annotations
 import ast
 import difflib
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from builder.errors import BundleError
 from builder.project.spec import SPEC_FILE, KernelSpec
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 
 def check_postprocess(spec: KernelSpec, kernel_dir: Path, code_files: dict[str, Path]) -> None:
@@ -92,6 +94,7 @@ def _top_level_names(tree: ast.Module) -> set[str]:
 
 def check_column_types(spec: KernelSpec, kernel_dir: Path, sample_path: Path, sample: pd.DataFrame) -> None:
     """Each ``column_types`` key is a column of the sample ("*": every target), and a number type names numbers."""
+    import pandas as pd
     for column, kind in spec.submission.column_types.items():
         where = f"{kernel_dir / SPEC_FILE}: submission.column_types.{column}"
         if column == "*":

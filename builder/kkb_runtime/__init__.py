@@ -1,30 +1,79 @@
 """kkb's kernel-side runtime: shipped in the code dataset, imported by the rendered notebook.
 
-Only the standard library, numpy and pandas at import time; torch, timm and albumentations are
-imported inside the functions that need them, so the fast-commit path stays fast. Never imports
-``builder``.
+Only the standard library at import time. pandas, and the modules that use it (reading the sample, combining,
+rounding, the checks), load in a background thread that :func:`start` begins: a scoring rerun launches its first
+step while they load (their import is ~0.4 s; a step's own process start takes seconds on another core), and the
+run waits for them where it first needs them. torch, timm and albumentations are imported inside the functions
+that need them, so the fast-commit path stays fast. Never imports ``builder``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from . import commit, features, install, metrics, postprocess, prerun, rehearsal, rounding, submission  # noqa: F401  (install: the notebook calls kkb.install)
+from . import commit, install, preload, prerun, rehearsal  # noqa: F401  (install: the notebook calls kkb.install)
 from .config import KernelConfig
 from .config_reader import load_config
 from .inputs import InputNotFound, Inputs, find_input, resolve_inputs
-from .postprocess import Context as PostprocessContext
 from .steps import StepFailed, StepResult, record_steps, run_step
-from .submission import SubmissionError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from . import metrics, rounding
+    from .postprocess import Context as PostprocessContext
+    from .submission import SubmissionError
 
 __all__ = ["InputNotFound", "KernelRun", "find_input", "StepFailed", "SubmissionError", "start"]
+
+# The submodules that import pandas: loaded on first use (``kkb_runtime.submission`` still works), or by the
+# sample's background read.
+HEAVY_MODULES = ("features", "metrics", "postprocess", "rounding", "submission")
+
+
+def __getattr__(name: str) -> Any:
+    if name in HEAVY_MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name == "SubmissionError":
+        return importlib.import_module(".submission", __name__).SubmissionError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class SampleRead:
+    """The sample submission, read with pandas (its import included) in a background thread; :meth:`frame` waits
+    for it and raises what the read raised, where the run first needs the sample."""
+
+    def __init__(self, path: Path, id_column: str, column_types: Mapping[str, str]) -> None:
+        self._frame: pd.DataFrame | None = None
+        self._error: BaseException | None = None
+        self._thread = preload.in_background(lambda: self._read(path, id_column, column_types), "kkb-sample")
+
+    def _read(self, path: Path, id_column: str, column_types: Mapping[str, str]) -> None:
+        try:
+            from . import submission
+
+            for name in HEAVY_MODULES:  # the rest of what combining, rounding and the checks use
+                importlib.import_module(f".{name}", __name__)
+            self._frame = submission.retype_sample(submission.read_sample(path, id_column), column_types, id_column)
+        except BaseException as exc:  # re-raised in the run's own thread by frame()
+            self._error = exc
+
+    def failed(self) -> BaseException | None:
+        """What the read raised, if it has ended so (never waits)."""
+        return None if self._thread.is_alive() else self._error
+
+    def frame(self) -> pd.DataFrame:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._frame is not None
+        return self._frame
 
 
 @dataclass
@@ -33,7 +82,7 @@ class KernelRun:
 
     config: KernelConfig
     inputs: Inputs
-    sample: pd.DataFrame
+    sample_read: SampleRead | pd.DataFrame  # read in the background by start(); a frame as it is
     finished: bool = False
     decision: commit.FastCommitDecision | None = None
     steps: list[StepResult] = field(default_factory=list)
@@ -45,11 +94,24 @@ class KernelRun:
     column_rounding: list[rounding.ColumnRounding] = field(default_factory=list)  # per float column: decimals and ties
 
     @property
+    def sample(self) -> pd.DataFrame:
+        """The sample submission (waits for its background read)."""
+        return self.sample_read.frame() if isinstance(self.sample_read, SampleRead) else self.sample_read
+
+    def _sample_readable(self) -> None:
+        """A sample that could not be read fails the run now, not after every step (the read runs meanwhile)."""
+        failed = self.sample_read.failed() if isinstance(self.sample_read, SampleRead) else None
+        if failed is not None:
+            raise failed
+
+    @property
     def id_column(self) -> str:
         return self.config.submission.id_column
 
     @property
     def targets(self) -> list[str]:
+        from . import submission
+
         return submission.target_columns(self.sample, self.id_column, self.config.submission.target_columns)
 
     @property
@@ -60,6 +122,8 @@ class KernelRun:
     @property
     def metric(self) -> metrics.MetricName:
         """``[competition] metric`` (none set: no metric-specific rounding or check)."""
+        from . import metrics
+
         return metrics.parse_metric(self.config.competition.metric)
 
     @property
@@ -68,7 +132,8 @@ class KernelRun:
 
     def fast_commit(self) -> commit.FastCommitDecision:
         """Decide, and for ``write = "sample"`` write the sample's own (valid) file and finish."""
-        self.decision = commit.decide(self.config.fast_commit, len(self.sample))
+        # A scoring rerun decides without the sample: its first step starts while pandas loads (SampleRead).
+        self.decision = commit.decide(self.config.fast_commit, lambda: len(self.sample))
         print(f"[kkb] {self.decision.reason}", flush=True)
         if self.rehearsal_report is not None:
             self.rehearsal_report.fast_commit = self.decision.reason
@@ -83,8 +148,11 @@ class KernelRun:
         out_dir = self.inputs.working / "kkb_steps"
         out_dir.mkdir(parents=True, exist_ok=True)
         limit = self.decision.row_limit if self.decision and self.decision.fast else None
+        from . import features  # standard library only at import: the first step is not kept waiting
+
         with self._stage("steps"), features.feature_cache(self.inputs.working.parent):  # shared feature tables
             for step in self.config.steps:
+                self._sample_readable()
                 self.steps.append(run_step(step, self.inputs, self.config.path, out_dir, limit))
                 record_steps(self.steps, self.inputs.working)
                 print(f"[kkb] step {step.name}: {self.steps[-1].seconds:.1f} s", flush=True)
@@ -94,6 +162,8 @@ class KernelRun:
     def combine(self) -> pd.DataFrame:
         if self.finished:
             return self.predictions
+        from . import submission
+
         with self._stage("combine"):
             columns = self.prediction_columns
             groups = [list(step.columns or columns) for step in self.config.steps]
@@ -108,6 +178,8 @@ class KernelRun:
 
     def postprocess(self) -> pd.DataFrame:
         """The ``[[postprocess]]`` stages on the combined frame: argmax, threshold, clip, your function."""
+        from . import postprocess
+
         if not self.finished:
             with self._stage("postprocess"):
                 processed = postprocess.apply(self.predictions, self.config.postprocess, self.id_column,
@@ -118,6 +190,8 @@ class KernelRun:
 
     def postprocess_context(self) -> PostprocessContext:
         """What a post-processing function gets besides the frame (kkb_runtime.postprocess.Context)."""
+        from . import postprocess
+
         attached = {item.name: path for item in self.config.inputs
                     if (path := _attached(item.name, self.config)) is not None}
         return postprocess.Context(weights_dir=self.inputs.weights, code_dir=self.inputs.code,
@@ -136,6 +210,8 @@ class KernelRun:
     def round(self) -> pd.DataFrame:
         """``[submission] decimals``, except where rounding would merge the predictions a rank metric ranks
         (:mod:`.rounding`): such a column keeps the decimals it needs, and the notebook says so."""
+        from . import rounding, submission
+
         if not self.finished:
             with self._stage("round"):
                 floats = [c for c in self.targets
@@ -155,6 +231,8 @@ class KernelRun:
         return self.predictions
 
     def check_and_write(self) -> Path:
+        from . import metrics, submission
+
         if self.finished and self.written is not None:
             return self.written
         with self._stage("write"):
@@ -164,7 +242,7 @@ class KernelRun:
                                                    column_types=self.config.submission.column_types,
                                                    float_targets=metrics.scores_floats(self.metric))
             if problems:
-                raise SubmissionError(problems, file=self.submission_path.name)
+                raise submission.SubmissionError(problems, file=self.submission_path.name)
             self.written = submission.write_submission(frame[list(self.sample.columns)], self.submission_path)
             self._check_metric(frame)
         self.finished = True
@@ -177,6 +255,8 @@ class KernelRun:
         """The metric's checks (:mod:`.metrics`) on the written file. In the scoring rerun a failure raises
         after the file is written: Kaggle scores it and fails ("Submission Scoring Error"), as the dry run
         says. The commit run is not scored: there they are warnings (the fast commit's sample is not checked)."""
+        from . import metrics, submission
+
         if self.decision is not None and self.decision.fast and self.decision.write == "sample":
             return
         sample_labels = {column: labels for column, labels in metrics.label_sets(self.sample, self.targets).items()
@@ -235,12 +315,10 @@ def start(code_dir: Path | str | None = None) -> KernelRun:
     found = rehearsal.find_rehearsal(config)
     if found is not None:
         inputs = rehearsal.begin(found, config, inputs)
-    id_column = config.submission.id_column
-    sample = submission.retype_sample(
-        submission.read_sample(inputs.competition / config.competition.sample_submission, id_column),
-        config.submission.column_types, id_column)
+    sample = SampleRead(inputs.competition / config.competition.sample_submission, config.submission.id_column,
+                        config.submission.column_types)
     print(inputs.describe(), flush=True)
-    run = KernelRun(config=config, inputs=inputs, sample=sample)
+    run = KernelRun(config=config, inputs=inputs, sample_read=sample)
     if found is not None:
-        run.rehearsal_report = rehearsal.recorder(found, config, inputs, len(sample))
+        run.rehearsal_report = rehearsal.recorder(found, config, inputs, len(run.sample))
     return run

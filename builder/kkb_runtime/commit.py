@@ -9,7 +9,7 @@ rerun locally, which is where the real pipeline is tested.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .config import FastCommitSection
@@ -29,13 +29,16 @@ class FastCommitDecision:
     row_limit: int | None = None
 
 
-def decide(settings: FastCommitSection, sample_rows: int, environ: Mapping[str, str] | None = None) -> FastCommitDecision:
-    """Whether this run may short-circuit, and why (printed in the notebook)."""
+def decide(settings: FastCommitSection, count_rows: Callable[[], int],
+           environ: Mapping[str, str] | None = None) -> FastCommitDecision:
+    """Whether this run may short-circuit, and why (printed in the notebook). ``count_rows`` gives the sample's rows,
+    asked only where the answer depends on them (a commit run): a scoring rerun decides without reading the sample."""
     if not settings.enabled:
         return FastCommitDecision(False, "fast commit disabled in kernel.toml: running every step")
     if is_rerun(environ):
         return FastCommitDecision(False, f"{RERUN_VARIABLE} is set: scoring rerun, running every step")
     threshold = settings.rows_below
+    sample_rows = count_rows()
     if settings.detect == "env_and_rows" and sample_rows >= threshold:
         return FastCommitDecision(False, f"{RERUN_VARIABLE} is absent but the sample submission has {sample_rows} rows "
                                          f"(>= {threshold}): running every step")

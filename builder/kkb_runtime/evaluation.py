@@ -23,10 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from . import commit, prerun, submission
 from .config import EvaluationApiSection, FastCommitSection, KernelConfig
@@ -34,6 +31,9 @@ from .config_reader import load_config
 from .inputs import Inputs, find_competition, find_dataset, working_dir
 from .install import SANDBOX_MARKER
 from .predict_stats import CallClock, PredictStats, load_now, rows_of, thread_waits
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 STATE_FILE = "kkb_evaluation.json"
 WATCH_SECONDS = 0.5  # how often the sandbox's watcher records what the call in flight has cost so far
@@ -78,7 +78,7 @@ class EvaluationRun:
         """Decide as for CSV kernels; what a fast commit means here is in :func:`_decision_reason`."""
         rows = public_rows(self.inputs.competition, self.config, self.settings)
         known_rows = rows if rows is not None else self.config.fast_commit.rows_below
-        decision = commit.decide(self.config.fast_commit, known_rows)
+        decision = commit.decide(self.config.fast_commit, lambda: known_rows)
         reason = _decision_reason(decision, self.config.fast_commit, self.settings, rows)
         self.decision = commit.FastCommitDecision(decision.fast, reason, decision.write, decision.row_limit)
         print(f"[kkb] {self.decision.reason}", flush=True)
@@ -157,6 +157,8 @@ class EvaluationRun:
         self._write_state()
 
     def _check_finite(self, answer: Any) -> None:
+        import numpy as np
+        import pandas as pd
         if "finite" in self._warned:
             return
         values = answer.select_dtypes("number").to_numpy() if isinstance(answer, pd.DataFrame) else answer
@@ -317,6 +319,7 @@ def _decision_reason(decision: commit.FastCommitDecision, settings: FastCommitSe
 
 def sample_answer(sample_path: Path, id_column: str, targets: list[str]) -> Callable[..., Any]:
     """A predict that answers each batch with the sample submission's rows for the batch's ids."""
+    import pandas as pd
     if not sample_path.is_file():
         raise EvaluationSetupError(f"fast commit: no {sample_path.name} to answer the commit run's batches from; "
                                    "set [evaluation_api] fast_predict or disable [fast_commit]")
@@ -339,6 +342,8 @@ def sample_answer(sample_path: Path, id_column: str, targets: list[str]) -> Call
 
 def round_answer(answer: Any, decimals: int | None, targets: Sequence[str] = ()) -> Any:
     """Round what predict returned: float noise has failed real scorers. Ids and ints are left alone."""
+    import numpy as np
+    import pandas as pd
     if decimals is None:
         return answer
     if isinstance(answer, pd.DataFrame):
@@ -388,6 +393,7 @@ def process_start_time() -> float:
 
 
 def _parquet_rows(path: Path) -> int | None:
+    import pandas as pd
     if not path.is_file():
         return None
     try:

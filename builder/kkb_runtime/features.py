@@ -23,9 +23,10 @@ import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 CACHE_VARIABLE = "KKB_FEATURE_CACHE"
 
@@ -62,6 +63,7 @@ def shared_features(function: str, ids: Sequence[str], who: Mapping[str, str], c
     """The feature table, computed here or read from the step that computed it, and the step's record of which.
 
     ``who``: ``{"step": ..., "card": ...}`` of this step, written beside a table it computes."""
+    import pandas as pd
     folder = environ.get(CACHE_VARIABLE)
     started = time.perf_counter()
     if folder and Path(folder).is_dir():

@@ -16,6 +16,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from . import preload
+
 CONFIG_SETTINGS_SINCE = (23, 1)
 GLOBAL_OPTION_REMOVED_IN = (25, 3)
 
@@ -93,6 +95,7 @@ def source_flags(package: Mapping[str, Any]) -> list[str]:
 
 
 def run_pip(argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    preload.settle()  # no import in flight while pip rewrites site-packages
     print("[kkb] $ " + " ".join(argv), flush=True)
     layered = _sandbox_venv() if "pip" in argv and "install" in argv else None
     if layered is not None:

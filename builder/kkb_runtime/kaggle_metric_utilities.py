@@ -10,10 +10,11 @@ error is recognised by its class *name*, so a metric file's own ``ParticipantVis
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import numpy as np
+    import pandas as pd
 
 
 class ParticipantVisibleError(Exception):
@@ -27,6 +28,8 @@ class HostVisibleError(Exception):
 def treat_as_participant_error(error_message: str, solution: pd.DataFrame | np.ndarray) -> bool:
     """Whether an unexpected error may be shown to the participant without leaking the answers: only when the
     solution is all numbers and the message holds no digit (nor true/false where the solution holds booleans)."""
+    import numpy as np
+    import pandas as pd
     if isinstance(solution, pd.DataFrame):
         numeric = all(pd.api.types.is_numeric_dtype(dtype) for dtype in solution.dtypes.values)
         booleans = any(pd.api.types.is_bool_dtype(dtype) for dtype in solution.dtypes.values)
@@ -58,6 +61,8 @@ def safe_call_score(metric_function: Callable[..., Any], solution: Any, submissi
 
 def verify_valid_probabilities(df: pd.DataFrame, df_name: str) -> None:
     """Every value a number in [0, 1] and every row summing to one (pass the target columns only)."""
+    import numpy as np
+    import pandas as pd
     if not pd.api.types.is_numeric_dtype(df.values):
         raise ParticipantVisibleError(f"All target values in {df_name} must be numeric")
     if df.min().min() < 0:
@@ -72,6 +77,7 @@ def adjust_predictions(score: Any, label: Any, threshold: float | None = None, p
                        calc_latency: bool = False) -> Any:
     """Point-adjusted anomaly predictions: a detected anomaly segment counts as detected from its start.
     A point is predicted anomalous where ``score < threshold`` (or as ``pred`` says); ``label > 0.1`` is truth."""
+    import numpy as np
     if len(score) != len(label):
         raise ValueError("score and label must have the same length")
     predict = np.asarray(score) < threshold if pred is None else np.asarray(pred).copy()

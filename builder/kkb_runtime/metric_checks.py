@@ -14,9 +14,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 WHOLE = "whole"  # the part name when the split is not known: every row
 PUBLIC = "public"
@@ -52,7 +53,7 @@ class CheckContext:
     labels_from: str = ""  # "the answers" / "the sample submission"
 
 
-Check = Callable[[pd.DataFrame, Sequence[str], str, CheckContext], list[Finding]]
+Check = Callable[["pd.DataFrame", Sequence[str], str, CheckContext], list[Finding]]
 
 
 def _examples(values: Sequence[object], limit: int = 3) -> str:
@@ -61,6 +62,7 @@ def _examples(values: Sequence[object], limit: int = 3) -> str:
 
 
 def _show(value: object) -> str:
+    import numpy as np
     if isinstance(value, (float, np.floating)):
         return repr(float(value)) if math.isfinite(float(value)) else str(float(value))
     if isinstance(value, np.integer):
@@ -69,6 +71,7 @@ def _show(value: object) -> str:
 
 
 def _numbers(values: pd.Series) -> pd.Series:
+    import pandas as pd
     return pd.to_numeric(values, errors="coerce").astype(float)
 
 
@@ -175,6 +178,7 @@ def unknown_labels(frame: pd.DataFrame, targets: Sequence[str], part: str, conte
 
 def label_text(value: object) -> str:
     """A label as text, so that 1, 1.0 and "1" are one label (CSV files hold all three)."""
+    import numpy as np
     if isinstance(value, (bool, np.bool_)):
         return str(int(value))
     if isinstance(value, (int, np.integer)):

@@ -25,14 +25,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, cast
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, cast
 
 from . import kaggle_metric_utilities
 from .metric_checks import PRIVATE, PUBLIC, WHOLE
 from .metric_scores import MetricError
 from .metrics import PartScores, align, parts_from_ids, parts_from_usage
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 UTILITIES = "kaggle_metric_utilities"
 PARTICIPANT_ERROR = "ParticipantVisibleError"

@@ -11,22 +11,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .metric_checks import label_text, ranked_labels
 from .vocabulary import Metric
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import numpy as np
+    import pandas as pd
 
 
 class MetricError(ValueError):
     """The file cannot be scored ("Submission Scoring Error"); the message names the metric, column and part."""
 
 
-Score = Callable[[pd.DataFrame, pd.DataFrame, Sequence[str], "float | None"], float]
+Score = Callable[["pd.DataFrame", "pd.DataFrame", Sequence[str], "float | None"], float]
 
 
 def _numbers(frame: pd.DataFrame, targets: Sequence[str], what: str) -> np.ndarray:
+    import numpy as np
     try:
         return np.asarray(frame[list(targets)].astype(float).to_numpy(), dtype=float)
     except (TypeError, ValueError) as exc:
@@ -34,6 +37,8 @@ def _numbers(frame: pd.DataFrame, targets: Sequence[str], what: str) -> np.ndarr
 
 
 def _ranks(values: np.ndarray) -> np.ndarray:
+    import numpy as np
+    import pandas as pd
     return np.asarray(pd.Series(values).rank(method="average").to_numpy(dtype=float), dtype=float)
 
 
@@ -45,6 +50,8 @@ def _correlation(a: np.ndarray, b: np.ndarray) -> float:
 
 def _mean_correlation(ranked: bool) -> Score:
     def score(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
+        import numpy as np
+
         truth, guess = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
         values = []
         for j, column in enumerate(targets):
@@ -59,6 +66,7 @@ def _mean_correlation(ranked: bool) -> Score:
 
 
 def _auc(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
+    import numpy as np
     truth, scores = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
     values = []
     for j, column in enumerate(targets):
@@ -77,6 +85,7 @@ LOGLOSS_EPS = 1e-15
 
 
 def _logloss(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
+    import numpy as np
     truth, raw = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
     if len(targets) > 1 and np.allclose(truth.sum(axis=1), 1.0):
         # One-hot answers: multi-class log loss; each row is rescaled to sum to one, then clipped (Kaggle's rule).
@@ -86,11 +95,13 @@ def _logloss(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence
 
 
 def _rmse(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
+    import numpy as np
     diff = _numbers(solution, targets, "answers") - _numbers(submission, targets, "predictions")
     return float(np.sqrt(np.mean(diff**2)))
 
 
 def _rmsle(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
+    import numpy as np
     truth, guess = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
     if (truth < 0).any() or (guess < 0).any():
         raise MetricError("RMSLE needs values >= 0")
@@ -98,14 +109,18 @@ def _rmsle(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[s
 
 
 def _mae(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
+    import numpy as np
     return float(np.mean(np.abs(_numbers(solution, targets, "answers") - _numbers(submission, targets, "predictions"))))
 
 
 def _labels(values: pd.Series) -> np.ndarray:
+    import numpy as np
     return np.asarray(values.map(label_text).to_numpy(dtype=object), dtype=object)
 
 
 def _accuracy(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
+    import numpy as np
+    import pandas as pd
     hits = []
     for column in targets:
         truth, guess = solution[column], submission[column]
@@ -118,6 +133,7 @@ def _accuracy(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequenc
 
 def _qwk(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
     """scikit-learn's ``cohen_kappa_score(weights="quadratic")``: the labels sorted, weights by their position."""
+    import numpy as np
     truth_all, guess_all = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
     values = []
     for j, column in enumerate(targets):
@@ -150,6 +166,7 @@ def average_precision_at_k(actual: Sequence[str], predicted: Sequence[str], k: f
 
 
 def _map_at_k(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
+    import numpy as np
     values = []
     for column in targets:
         actual, predicted = solution[column].map(ranked_labels), submission[column].map(ranked_labels)
@@ -162,6 +179,7 @@ def _map_at_k(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequenc
 def _ndcg_at_k(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
     """NDCG@k with binary relevance: each true label (space-separated) is relevant once, the ideal ranking puts
     min(len(truth), k) of them first (Airbnb's and most Kaggle ranking pages)."""
+    import numpy as np
     values = []
     for column in targets:
         actual, predicted = solution[column].map(ranked_labels), submission[column].map(ranked_labels)
@@ -180,6 +198,7 @@ def _ndcg_row(actual: set[str], predicted: list[str], k: int) -> float:
 # --- relative errors and R² ------------------------------------------------------------------------------
 
 def _rmspe(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
+    import numpy as np
     truth, guess = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
     if (truth == 0).any():
         raise MetricError("RMSPE divides by the answers and some are 0")
@@ -188,6 +207,7 @@ def _rmspe(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[s
 
 def _mape(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
     """scikit-learn's ``mean_absolute_percentage_error``: a fraction (0.1 is 10 %), not a percentage."""
+    import numpy as np
     truth, guess = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
     if (truth == 0).any():
         raise MetricError("MAPE divides by the answers and some are 0")
@@ -196,6 +216,7 @@ def _mape(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[st
 
 def _smape(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
     """In percent, 0 where answer and prediction are both 0 (Web Traffic Time Series Forecasting's rule)."""
+    import numpy as np
     truth, guess = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
     denominator = np.abs(truth) + np.abs(guess)
     ratio = np.divide(2 * np.abs(guess - truth), denominator, out=np.zeros_like(denominator), where=denominator != 0)
@@ -204,6 +225,7 @@ def _smape(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[s
 
 def _r2(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
     """scikit-learn's ``r2_score`` (``multioutput="uniform_average"``)."""
+    import numpy as np
     truth, guess = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
     values = []
     for j, column in enumerate(targets):
@@ -232,6 +254,8 @@ def _binary_f(beta: float) -> Score:
     """The F-beta of the positive label 1 (scikit-learn's ``average="binary"``), per column, averaged."""
 
     def score(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
+        import numpy as np
+
         b = float(k) if k is not None else beta
         return float(np.mean([_f_beta(*_counts(_labels(solution[c]), _labels(submission[c]), "1"), b) for c in targets]))
 
@@ -240,6 +264,7 @@ def _binary_f(beta: float) -> Score:
 
 def _macro_f1(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
     """scikit-learn's ``f1_score(average="macro")``: over the labels of the answers and the predictions."""
+    import numpy as np
     values = []
     for column in targets:
         truth, guess = _labels(solution[column]), _labels(submission[column])
@@ -250,6 +275,7 @@ def _macro_f1(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequenc
 def _micro_f1(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
     """scikit-learn's ``f1_score(average="micro")``: over several 0/1 columns (a multi-label indicator) the
     positives of every column pooled; over one label column every label pooled (which is the accuracy)."""
+    import numpy as np
     truth = np.concatenate([_labels(solution[c]) for c in targets])
     guess = np.concatenate([_labels(submission[c]) for c in targets])
     if len(targets) > 1 and set(truth) | set(guess) <= {"0", "1"}:
@@ -264,6 +290,7 @@ def _micro_f1(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequenc
 
 def _mcc(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
     """scikit-learn's ``matthews_corrcoef`` (the multi-class form; 0 where it is undefined), per column."""
+    import numpy as np
     values = []
     for column in targets:
         truth, guess = _labels(solution[column]), _labels(submission[column])
@@ -280,6 +307,7 @@ def _mcc(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str
 
 def _distributions(raw: np.ndarray) -> np.ndarray:
     """Each row rescaled to sum to one, then clipped (Kaggle's multi-class log loss rule)."""
+    import numpy as np
     raw = np.clip(raw, LOGLOSS_EPS, None)
     return np.asarray(np.clip(raw / raw.sum(axis=1, keepdims=True), LOGLOSS_EPS, 1 - LOGLOSS_EPS), dtype=float)
 
@@ -287,6 +315,7 @@ def _distributions(raw: np.ndarray) -> np.ndarray:
 def _weighted_logloss(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
     """The class-balanced multi-class log loss (PLAsTiCC, Rainforest): each class's mean log loss over its own
     rows, averaged over the classes present, so a rare class weighs as much as a common one."""
+    import numpy as np
     truth, probs = _numbers(solution, targets, "answers"), _distributions(_numbers(submission, targets, "predictions"))
     if len(targets) < 2 or not np.allclose(truth.sum(axis=1), 1.0):
         raise MetricError("weighted log loss needs one-hot answers over two or more class columns")
@@ -298,6 +327,7 @@ def _weighted_logloss(solution: pd.DataFrame, submission: pd.DataFrame, targets:
 
 def _multilabel_logloss(solution: pd.DataFrame, submission: pd.DataFrame, targets: Sequence[str], k: float | None) -> float:
     """The binary log loss of each 0/1 column, averaged over the columns (Mechanisms of Action, Toxic Comment)."""
+    import numpy as np
     truth, raw = _numbers(solution, targets, "answers"), _numbers(submission, targets, "predictions")
     probs = np.clip(raw, LOGLOSS_EPS, 1 - LOGLOSS_EPS)
     return float(np.mean(-np.mean(truth * np.log(probs) + (1 - truth) * np.log(1 - probs), axis=0)))

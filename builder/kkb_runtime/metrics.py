@@ -20,9 +20,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .metric_checks import (
     PRIVATE,
@@ -46,6 +44,10 @@ from .metric_checks import (
 )
 from .metric_scores import SCORES, MetricError, Score, average_precision_at_k
 from .vocabulary import Metric
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import numpy as np
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -211,7 +213,7 @@ def scores_floats(name: MetricName) -> bool | None:
 
 # --- parts ---------------------------------------------------------------------------------------------
 
-Parts = Mapping[str, np.ndarray]  # part name -> a boolean mask over the rows
+Parts = Mapping[str, "np.ndarray"]  # part name -> a boolean mask over the rows
 
 
 def parts_from_usage(usage: pd.Series) -> Parts | None:

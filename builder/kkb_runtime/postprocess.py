@@ -26,10 +26,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Generic, TypeVar
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .config import ArgmaxStage, ClipStage, FunctionStage, PostprocessStage, ThresholdStage
 from .context import Context
@@ -38,6 +35,9 @@ from .typed import JsonValue, read
 from .user_calls import POSITIONAL, Parameter, argument_problems, call_with, parameters_of, takes_context
 from .user_errors import raised
 from .vocabulary import PostprocessKind
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 KINDS = PostprocessKind.values()
 
@@ -92,6 +92,7 @@ def _argmax_stage(frame: pd.DataFrame, stage: ArgmaxStage, columns: list[str], w
 
 def _threshold_stage(frame: pd.DataFrame, stage: ThresholdStage, columns: list[str], where: str,
                      context: Context | None) -> pd.DataFrame:
+    import numpy as np
     out = frame.copy()
     for column in columns:
         out[column] = (frame[column].astype(float) >= stage.value).astype(np.int64)
@@ -116,6 +117,8 @@ def _function_stage(frame: pd.DataFrame, stage: FunctionStage, columns: list[str
 
 def argmax(frame: pd.DataFrame, columns: Sequence[str], into: str, labels: Sequence[Any] | None = None) -> pd.DataFrame:
     """The label of the largest of ``columns`` per row (ties: the first), in the column ``into``."""
+    import numpy as np
+    import pandas as pd
     labels = list(labels) if labels else list(range(len(columns)))
     if len(labels) != len(columns):
         raise PostprocessError(f"argmax: {len(labels)} labels for {len(columns)} columns")
@@ -155,6 +158,8 @@ def passed_names(parameters: Sequence[Parameter], args: Mapping[str, object]) ->
 
 def _call_user(frame: pd.DataFrame, reference: str, args: Mapping[str, JsonValue], where: str,
                context: Context | None = None) -> tuple[pd.DataFrame, list[str]]:
+    import numpy as np
+    import pandas as pd
     function = load_function(reference)
     typed = frame.copy()
     id_column = context.id_column if context is not None and context.id_type == "int" else None

@@ -21,12 +21,13 @@ import json
 from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .config import ArgmaxStage, PostprocessStage
 from .metrics import MetricName, rules
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 MAX_DECIMALS = 15  # below this, differences are float noise (a double holds 15-17 significant digits)
 ROUNDING_RECORD = "kkb_rounding.json"  # in the working dir: the dry run's report reads it
@@ -73,6 +74,8 @@ def _rounded(values: pd.Series, decimals: int) -> pd.Series:
 
 def significant(values: pd.Series, digits: int) -> pd.Series:
     """Each value to ``digits`` significant digits (0 stays 0)."""
+    import numpy as np
+    import pandas as pd
     array = values.to_numpy(dtype=float)
     finite = np.isfinite(array)
     plain = np.where(finite, array, 0.0)
@@ -98,6 +101,7 @@ def decimals_that_keep(values: pd.Series, requested: int) -> int | None:
 
 def rounding_kind(metric: MetricName, values: pd.Series) -> str:
     """Significant digits for a relative-error metric's column (below its ``significant_below``), else decimals."""
+    import numpy as np
     found = rules(metric)
     if found is None or not found.significant_below or not len(values):
         return DECIMALS
@@ -110,6 +114,7 @@ def round_safely(frame: pd.DataFrame, targets: Sequence[str], decimals: int | No
                  discretised: Collection[str] = ()) -> tuple[pd.DataFrame, list[ColumnRounding]]:
     """``frame`` with each of ``float_columns`` (the targets the sample holds as floats) rounded; one record each.
     ``unrounded``: the user's ``round = false`` columns; ``discretised``: a post-processing function's own."""
+    import pandas as pd
     if decimals is None:
         return frame, []
     found = rules(metric)

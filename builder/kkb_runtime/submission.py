@@ -6,16 +6,18 @@ checks name the reason (columns, row count, ids, NaN/inf, types) before the file
 
 from __future__ import annotations
 
+import csv
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .vocabulary import CombineKind
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 
 class SubmissionError(ValueError):
@@ -36,12 +38,34 @@ def target_columns(sample: pd.DataFrame, id_column: str, configured: Sequence[st
     return list(configured) or [column for column in sample.columns if column != id_column]
 
 
+def sample_columns(path: Path) -> list[str]:
+    """The header of a CSV file as ``pd.read_csv`` names its columns, read without pandas (kkb's checks before a run
+    need no more): a byte-order mark dropped, an empty name ``Unnamed: i``, a repeated one numbered as pandas' C
+    parser numbers it (``x``, ``x.1``; named columns before unnamed ones, skipping names the header holds)."""
+    with open(path, newline="", encoding="utf-8-sig") as file:
+        header = [name or f"Unnamed: {index}" for index, name in enumerate(next(csv.reader(file), []))]
+    unnamed = [index for index, name in enumerate(header) if name == f"Unnamed: {index}"]
+    counts: dict[str, int] = {}
+    for index in [i for i in range(len(header)) if i not in unnamed] + unnamed:
+        name = original = header[index]
+        count = counts.get(name, 0)
+        while count > 0:
+            counts[original] = count + 1
+            name = f"{original}.{count}"
+            count = count + 1 if name in header else counts.get(name, 0)
+        header[index] = name
+        counts[name] = count + 1
+    return header
+
+
 def read_sample(path: Path, id_column: str) -> pd.DataFrame:
     # ids stay strings: "007" and 7 are different ids to Kaggle's scorer.
+    import pandas as pd
     return pd.read_csv(path, dtype={id_column: str})
 
 
 def read_predictions(path: Path, id_column: str, targets: Sequence[str]) -> pd.DataFrame:
+    import pandas as pd
     frame = pd.read_csv(path, dtype={id_column: str})
     missing = [column for column in [id_column, *targets] if column not in frame.columns]
     if missing:
@@ -71,6 +95,8 @@ COMBINERS: dict[CombineKind, Combiner] = {
 def combine(frames: Sequence[pd.DataFrame], id_column: str, targets: Sequence[str], method: str = "mean",
             weights: Sequence[float] | None = None) -> pd.DataFrame:
     """Ensemble step outputs row-aligned by id: ``mean``, ``weighted_mean``, ``weighted_sum`` or ``rank_mean``."""
+    import numpy as np
+    import pandas as pd
     if not frames:
         raise ValueError("no step outputs to combine")
     combiner = COMBINERS[CombineKind(method)]
@@ -94,6 +120,7 @@ def combine(frames: Sequence[pd.DataFrame], id_column: str, targets: Sequence[st
 
 def read_step_output(path: Path, step: str, id_column: str, columns: Sequence[str]) -> pd.DataFrame:
     """A step's CSV with the columns it must write; a missing one names the step, not the submission."""
+    import pandas as pd
     frame = pd.read_csv(path, dtype={id_column: str})
     missing = [column for column in [id_column, *columns] if column not in frame.columns]
     if missing:
@@ -109,6 +136,7 @@ def combine_groups(outputs: Sequence[tuple[str, pd.DataFrame, Sequence[str]]], i
     ``outputs`` are ``(step name, frame, the step's columns)``. Steps of disjoint columns (a question
     model and an answer model) are joined; steps sharing a column are averaged on it, with their weights.
     """
+    import pandas as pd
     weights = list(weights) if weights is not None else [1.0] * len(outputs)
     uncovered = [column for column in columns if not any(column in own for _, _, own in outputs)]
     if uncovered:
@@ -127,6 +155,7 @@ def combine_groups(outputs: Sequence[tuple[str, pd.DataFrame, Sequence[str]]], i
 
 def column_kind(values: pd.Series) -> str:
     """What a sample submission column holds: ``int``, ``float``, ``bool`` or ``str``."""
+    import pandas as pd
     if pd.api.types.is_bool_dtype(values):
         return "bool"
     if pd.api.types.is_integer_dtype(values):
@@ -145,6 +174,8 @@ def retype_sample(sample: pd.DataFrame, column_types: Mapping[str, str] | None, 
     For samples whose placeholders mislead: RANZCR's sample holds integer 0s where probabilities are
     scored. ``"*"`` names every column but the id.
     """
+    import numpy as np
+    import pandas as pd
     if not column_types:
         return sample
     out = sample.copy()
@@ -166,6 +197,7 @@ def round_predictions(frame: pd.DataFrame, targets: Sequence[str], decimals: int
     With ``sample``, only the columns the sample holds as floats are rounded: rounding 0.6 to 1.0 in a
     column of integer labels would turn a refusal into a silently wrong label.
     """
+    import pandas as pd
     if decimals is None:
         return frame
     out = frame.copy()
@@ -185,6 +217,8 @@ def cast_like_sample(frame: pd.DataFrame, sample: pd.DataFrame, targets: Sequenc
     where the sample holds integers; any other float stays a float, and :func:`check_submission`
     refuses it naming the column, rather than truncating a prediction here.
     """
+    import numpy as np
+    import pandas as pd
     out = frame.copy()
     for column in targets:
         if column not in out.columns or column not in sample.columns:
@@ -258,6 +292,8 @@ def _declared(column_types: Mapping[str, str] | None, column: str, id_column: st
 def _probabilities_over_placeholders(values: pd.Series, sample_values: pd.Series) -> bool:
     """Fractions where the sample holds only integer 0s: RANZCR's sample of a probability-scored competition.
     Whether the scorer wants probabilities or labels only kernel.toml can say (``column_types``)."""
+    import numpy as np
+    import pandas as pd
     if column_kind(sample_values) != "int" or not bool((sample_values == 0).all()):
         return False
     if not pd.api.types.is_float_dtype(values) or not values.notna().all():
@@ -297,6 +333,7 @@ def _id_problems(ids: pd.Series, expected: pd.Series, check_order: bool = True) 
 
 
 def _value_problems(values: pd.Series, sample_values: pd.Series, column: str, integers: bool = True) -> list[str]:
+    import pandas as pd
     if column_kind(sample_values) == "str":
         return [f"empty values in column '{column}': {int(values.isna().sum())} rows"] if values.isna().any() else []
     numeric = pd.to_numeric(values, errors="coerce")
@@ -316,6 +353,7 @@ def _value_problems(values: pd.Series, sample_values: pd.Series, column: str, in
 
 def _integer_problems(values: pd.Series, numeric: pd.Series, column: str) -> list[str]:
     """A column the sample holds as integers must hold integers: ``1.0`` is not ``1`` to many scorers."""
+    import pandas as pd
     if pd.api.types.is_integer_dtype(values) or pd.api.types.is_bool_dtype(values):
         return []
     if pd.api.types.is_float_dtype(values):

@@ -15,9 +15,7 @@ import json
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder.kkb_runtime.vocabulary import Scenario, Verdict
 from builder.local_kaggle import names
@@ -50,6 +48,9 @@ from builder.local_kaggle.worker import JobQueue
 from builder.rehearse.evalapi import rehearse_gateway_rerun, verdict_name, verdict_reason
 from builder.run.gateway import Gateway
 from builder.run.sandbox import Mount
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    pass
 
 SERVICE = "competitions.CompetitionApiService"
 PENDING, ERROR = "PENDING", "ERROR"
@@ -317,6 +318,7 @@ class Competitions:
                        timeout: float) -> None:
         """An evaluation-API competition: the notebook runs as serve() and the competition's gateway drives
         it from another process over the hidden data; the gateway's submission.parquet is what is scored."""
+        import pandas as pd
         api = dict(config.evaluation_api or {})  # set: only an evaluation-API competition comes here
         gateway = Gateway(**{**api, "gateway_paths": tuple(api["gateway_paths"])})
         result = rehearse_gateway_rerun(self._kernels.code_file(version.folder, version.meta), gateway, config.slug,

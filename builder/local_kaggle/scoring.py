@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder.kkb_runtime.metric_file import metric_file_reference
 from builder.kkb_runtime.metrics import MetricError, parse_metric, score_frames, scores_floats
 from builder.kkb_runtime.submission import check_submission
 from builder.rehearse.metric_sandbox import MetricJob, score_metric_file
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 
 class ScoringError(Exception):
@@ -39,6 +40,7 @@ def score_submission(submission_csv: Path, answers_csv: Path, metric: str, id_co
     the runtime's own check runs first, so a file the notebook's check would refuse cannot score here. A known
     metric is :mod:`builder.kkb_runtime.metrics`', a metric file :mod:`builder.kkb_runtime.metric_file`'s, run in a
     sandbox of its own (:mod:`builder.rehearse.metric_sandbox`: the dry run's expected score is the same code)."""
+    import pandas as pd
     try:
         submission = pd.read_csv(submission_csv, dtype={id_column: str})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -68,6 +70,7 @@ def _check_like_sample(submission: pd.DataFrame, answers: pd.DataFrame, id_colum
     Without a sample file the answers stand in for it (the id column and the targets only, numbers as
     floats: 0/1 answers do not make probabilities wrong). Row order is not checked: the scorer joins on ids.
     """
+    import pandas as pd
     if sample_csv.is_file():
         sample = pd.read_csv(sample_csv, dtype={id_column: str})
     else:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Literal
 
 from builder.errors import KkbError
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import numpy as np
+    import pandas as pd
 
 DEFAULT_TOLERANCE = 1e-6
 SHOWN_IDS = 5
@@ -164,6 +165,8 @@ def _compare(a: pd.DataFrame, b: pd.DataFrame, tolerance: float, basis: str, nam
 
 def column_diff(name: str, left: pd.Series, right: pd.Series, tolerance: float) -> ColumnDiff:
     """One column of two aligned frames."""
+    import numpy as np
+    import pandas as pd
     x, y = pd.to_numeric(left, errors="coerce"), pd.to_numeric(right, errors="coerce")
     numeric = bool(x.notna().eq(left.notna()).all() and y.notna().eq(right.notna()).all())
     if not numeric:  # labels: equal or not
@@ -183,6 +186,7 @@ def column_diff(name: str, left: pd.Series, right: pd.Series, tolerance: float) 
 
 def _correlation(x: np.ndarray, y: np.ndarray) -> float | None:
     """Pearson's r; None where it is undefined (fewer than two rows, a constant column)."""
+    import numpy as np
     if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return None
     return float(np.corrcoef(x, y)[0, 1])
@@ -191,6 +195,7 @@ def _correlation(x: np.ndarray, y: np.ndarray) -> float | None:
 def id_kind(sample: Path, id_column: str) -> IdKind:
     """How the sample's ids are typed: numbers only where every id is written as its number would be
     (``7``, not ``007``: an id with a leading zero is text, and ``007`` is then no ``7``)."""
+    import pandas as pd
     try:
         ids = pd.read_csv(sample, usecols=[id_column], dtype=str, keep_default_na=False)[id_column]
     except (OSError, ValueError) as exc:
@@ -200,6 +205,7 @@ def id_kind(sample: Path, id_column: str) -> IdKind:
 
 
 def _inferred_kind(ids: pd.Series) -> IdKind:
+    import pandas as pd
     text = ids.astype(str)
     numbers = pd.to_numeric(text, errors="coerce")
     if len(text) == 0 or numbers.isna().any():
@@ -211,6 +217,7 @@ def _inferred_kind(ids: pd.Series) -> IdKind:
 
 def _read(path: Path) -> pd.DataFrame:
     """Every column as text (ids keep their leading zeros; values are converted back per column)."""
+    import pandas as pd
     try:
         if path.suffix == ".parquet":  # an evaluation-API kernel's submission
             frame = pd.read_parquet(path)
@@ -224,6 +231,7 @@ def _read(path: Path) -> pd.DataFrame:
 
 def _by_id(frame: pd.DataFrame, id_column: str, kind: IdKind, path: Path) -> pd.DataFrame:
     """The frame indexed by its ids typed as ``kind``; every other column converted back from text."""
+    import pandas as pd
     ids = frame[id_column]
     if kind != "str":
         typed = pd.to_numeric(ids, errors="coerce")

@@ -28,6 +28,7 @@ ON_KAGGLE_DIR = "dryrun-kaggle"     # the rehearsal's output, downloaded from Ka
 HASH_CACHE = ".kkb-hashes.json"
 SCAN_RECORD = ".kkb-clean-scans.json"  # content found free of keys, for the secrets and patterns of its digest
 MODELS_RECORD = ".kkb-models.json"  # what the last build's prepare_models returned, and for what inputs
+PREFLIGHT_RECORD = ".kkb-preflight.json"  # what the last build's public-data checks passed with, and for what inputs
 WHEEL_HASH_CACHE = ".kkb-wheel-hashes.json"
 
 # Files inside the datasets and the kernel folder.
@@ -42,7 +43,8 @@ REPORT_FILE = "report.json"          # in dryrun/
 # Kaggle's output is what hours of GPU left behind.
 CARRIED = (WHEELS_DIR, HELPER_DIR, WHEEL_HASH_CACHE, DRYRUN_DIR, ON_KAGGLE_DIR)
 # Everything kkb writes there: a folder holding anything else is the user's, and never replaced.
-BUILD_ENTRIES = frozenset({CODE_DIR, WEIGHTS_DIR, KERNEL_DIR, DRYRUN_DIR, REHEARSAL_DIR, HASH_CACHE, SCAN_RECORD, MODELS_RECORD, *CARRIED})
+BUILD_ENTRIES = frozenset({CODE_DIR, WEIGHTS_DIR, KERNEL_DIR, DRYRUN_DIR, REHEARSAL_DIR, HASH_CACHE, SCAN_RECORD, MODELS_RECORD,
+                           PREFLIGHT_RECORD, *CARRIED})
 
 
 def default_out_dir(kernel_dir: Path) -> Path:

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from builder.project.spec import SubmissionSection
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 MIN_ROWS = 10  # a rerun smaller than this says nothing by its count of distinct values
 HINT = ("the replicated rows may have no data: check what the test's rows reference (the dry run prints "
@@ -49,6 +51,7 @@ def collapse_warnings(outputs: Mapping[str, Path], id_column: str, targets: Sequ
 
 
 def _read(path: Path, id_column: str) -> pd.DataFrame | None:
+    import pandas as pd
     try:
         frame = pd.read_csv(path, dtype={id_column: str})
     except (OSError, ValueError):
@@ -81,6 +84,7 @@ def _another_test(label: str, earlier: pd.DataFrame, frame: pd.DataFrame, target
 
 
 def _continuous(values: pd.Series) -> bool:
+    import pandas as pd
     numbers = pd.to_numeric(values, errors="coerce").dropna()
     return bool(len(numbers)) and pd.api.types.is_float_dtype(values) and bool((numbers % 1 != 0).any())
 
@@ -90,6 +94,7 @@ def rerun_collapse(scenario: str, out: Path, members: Mapping[str, str], submiss
     """The dry run's rerun: its steps' CSVs and submission, the rows with the public test's ids (``public_sample``:
     copy 0 of a replicated test, or the public rows a stand-in kept) against the others; without public rows,
     against the commit run's outputs (saved in ``out`` when the commit ran its steps)."""
+    import pandas as pd
     if scenario != "rerun":
         return []
     id_column = section.id_column

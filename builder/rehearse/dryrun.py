@@ -30,11 +30,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.errors import DryRunError, SpecError
+from builder.kkb_runtime.submission import sample_columns
 from builder.kkb_runtime.vocabulary import Scenario
 from builder.project.credentials import kaggle_username
 from builder.project.layout import DRYRUN_DIR, REPORT_FILE
@@ -50,8 +50,12 @@ from builder.rehearse.scenario_report import DISK_FULL
 from builder.rehearse.scenarios import REHEARSALS
 from builder.rehearse.wheelhouse import dry_run_check
 from builder.run.image_env import image_env_note
+from builder.run.isolation import probe_soon
 from builder.run.sandbox import remove_sandbox
 from builder.run.stand_ins import input_mounts, replicated_test
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    pass
 
 # Nothing leaves the machine in a dry run, so the owner in the dataset ids only has to be consistent.
 LOCAL_OWNER = "kkb-local"
@@ -64,6 +68,7 @@ def _owner(settings: DryRunSettings, spec: KernelSpec) -> str:
 def dry_run(settings: DryRunSettings) -> DryRunReport:
     """Build the kernel, run each scenario in its own sandbox, judge it, and write the report."""
     kernel_dir = Path(settings.kernel_dir)
+    probe_soon()  # the sandbox's probe runs while the kernel is built
     spec = spec_of(settings.spec, kernel_dir)
     progress(settings, f"building {kernel_dir}")
     build = build_kernel(BuildSettings(kernel_dir=kernel_dir, out_dir=settings.out_dir, owner=_owner(settings, spec), spec=spec,
@@ -122,7 +127,7 @@ def competition_data(settings: DryRunSettings, spec: KernelSpec) -> Path:
 
 def _check_columns(spec_path: Path, spec: KernelSpec, sample: Path) -> None:
     """[submission] names columns of the sample submission: a typo there fails only the rerun, hours later."""
-    columns = [str(column) for column in pd.read_csv(sample, nrows=0).columns]
+    columns = sample_columns(sample)
     wanted = [("submission.id_column", spec.submission.id_column)]
     wanted += [(f"submission.target_columns[{i}]", name) for i, name in enumerate(spec.submission.target_columns)]
     for key, name in wanted:

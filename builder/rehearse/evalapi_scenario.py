@@ -20,9 +20,9 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
-import pandas as pd
 
 from builder.kkb_runtime.submission import align_to_sample, read_sample
 from builder.kkb_runtime.vocabulary import Scenario
@@ -33,6 +33,9 @@ from builder.run.execute import ExecutionResult, tail
 from builder.run.forms import execute_kernel
 from builder.run.sandbox import SandboxSpec, outputs_dir
 from builder.run.script_run import EXECUTED_SCRIPT
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    pass
 
 LOG_TAIL_LINES = 20
 NINE_HOURS = 9 * 3600.0
@@ -71,6 +74,7 @@ def judged_copy(path: Path, sample_path: Path, id_column: str, folder: Path) -> 
 
     The gateway decides the order (batch by batch) and Kaggle matches rows by id, so the sample's order is no
     requirement; the check of the dry run would flag it. The gateway's own file is left as it is: it is what is kept."""
+    import pandas as pd
     if not path.is_file():
         return None
     folder.mkdir(parents=True, exist_ok=True)

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder.errors import KkbError
 from builder.project.compare import aligned_frames
 from builder.rehearse import svg_plots
 from builder.rehearse.report import DryRunReport, ScenarioReport
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 REPORT_HTML = "report.html"
 MAX_HISTOGRAMS = 6
@@ -179,6 +180,7 @@ def _used(record: dict[str, Any]) -> str:
 
 
 def _predictions(s: ScenarioReport) -> str:
+    import pandas as pd
     parts = []
     if s.submission is not None and Path(s.submission).is_file() and Path(s.submission).suffix == ".csv":
         frame = pd.read_csv(s.submission)
@@ -233,6 +235,7 @@ def _histogram_grid(frame: pd.DataFrame) -> str:
 
 def _member_predictions(s: ScenarioReport) -> dict[str, pd.Series]:
     """Each step's predictions, flattened over its target columns (the dry run keeps each step's CSV)."""
+    import pandas as pd
     members: dict[str, pd.Series] = {}
     for name, output in s.member_outputs.items():
         try:

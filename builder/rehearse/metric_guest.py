@@ -16,9 +16,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder.kkb_runtime.metric_file import MetricFile
 from builder.project.public_ids import read_public_ids
@@ -26,9 +24,13 @@ from builder.rehearse.metric_report import file_scores
 from builder.run.calls import calling
 from builder.run.program import read_request, write_answer
 
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    pass
+
 
 def score(request: dict[str, Any]) -> dict[str, Any]:
     """The request's scores, failures and warnings (see the module)."""
+    import pandas as pd
     file, files = Path(request["file"]), {key: Path(value) for key, value in request["files"].items()}
     id_column, targets = str(request["id_column"]), [str(target) for target in request["targets"]]
     reference = MetricFile(file.name, str(request["function"]))

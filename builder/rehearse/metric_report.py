@@ -16,9 +16,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder.kkb_runtime.metric_checks import PRIVATE, PUBLIC, Finding
 from builder.kkb_runtime.metric_file import MetricFile, MetricFileError, load_metric, metric_file_reference, score_with_file
@@ -41,6 +39,9 @@ from builder.kkb_runtime.submission import target_columns
 from builder.project.public_ids import read_public_ids
 from builder.rehearse.metric_sandbox import MetricJob, score_metric_file
 from builder.rehearse.rounding_score import Scorer, rounding_effect, unrounded_file, with_metric_rounding
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 # Above this chance of a constant public (or private) part, the report warns: one in a thousand submissions is
 # already more than a careful user wants to spend on a file the scorer refuses.
@@ -88,6 +89,7 @@ def metric_report(metric: str | None, submission: Path | None, sample: Path, id_
                   public_fraction: float = 0.2, hidden_rows: int | None = None,
                   source: MetricSource | None = None) -> MetricReport:
     """The metric's findings on the rerun's ``submission`` (None: the run wrote none), with its rounding record."""
+    import pandas as pd
     name = parse_metric(metric)
     if metric_file_reference(metric) is not None and answers is not None:
         return _file_report(name, submission, sample, id_column, configured_targets, working_dir, answers,
@@ -130,6 +132,7 @@ def _file_report(name: MetricName, submission: Path | None, sample: Path, id_col
     """A metric file's report: no checks of kkb's (the file is its own check: a ParticipantVisibleError is the
     "Submission Scoring Error"), the expected score of each part, the metric's own failure as a warning. The file runs
     in a sandbox of its own (:mod:`builder.rehearse.metric_sandbox`), never here."""
+    import pandas as pd
     rounding, note, metric = _rounding(working_dir), _note(name), name.text
     reference = metric_file_reference(metric) or MetricFile(metric)
     if submission is None or not submission.is_file():
@@ -220,6 +223,7 @@ def _note(name: MetricName) -> str:
 
 
 def _read(path: Path, id_column: str) -> pd.DataFrame:
+    import pandas as pd
     frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, dtype={id_column: str})
     if id_column in frame.columns:
         frame[id_column] = frame[id_column].astype(str)

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder.errors import DryRunError
 from builder.kkb_runtime.metrics import parse_metric, scores_floats
@@ -25,21 +23,29 @@ from builder.project.spec import SPEC_FILE, KernelSpec
 from builder.rehearse.metric_report import MetricReport, MetricSource, metric_report
 from builder.rehearse.step_rounding import step_rounding_warnings
 
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
+
 
 def check_before_rerun(spec: KernelSpec, kernel_dir: Path, rerun_data: Path, answers: Path | None) -> None:
     """public_ids readable, and the answers against the rerun's test (its sample submission's ids)."""
     id_column = spec.submission.id_column
-    sample = pd.read_csv(rerun_data / spec.competition.sample_submission, dtype={id_column: str})
-    test_ids = sample[id_column].astype(str) if id_column in sample.columns else None
     if spec.competition.public_ids:
         check_public_ids(kernel_dir / spec.competition.public_ids, f"{kernel_dir / SPEC_FILE}: competition.public_ids",
                          id_column, None)
-    if answers is not None and test_ids is not None:
+    if answers is None:  # the sample is read (and pandas imported) only to check the answers against it
+        return
+    import pandas as pd
+
+    sample = pd.read_csv(rerun_data / spec.competition.sample_submission, dtype={id_column: str})
+    test_ids = sample[id_column].astype(str) if id_column in sample.columns else None
+    if test_ids is not None:
         check_answers_file(answers, id_column, target_columns(sample, id_column, list(spec.submission.target_columns)),
                            test_ids, rerun_data)
 
 
 def check_answers_file(answers: Path, id_column: str, targets: list[str], test_ids: pd.Series, rerun_data: Path) -> None:
+    import pandas as pd
     hint = (f"the answers must hold '{id_column}' and the target columns for exactly the ids of the rerun's test "
             f"({rerun_data}); pass the competition's solution file with --answers")
     if not answers.is_file():
@@ -87,6 +93,7 @@ def step_rounding(spec: KernelSpec, kernel_dir: Path, steps: Sequence[Mapping[st
                   sample: Path) -> list[str]:
     """A step's own rounding that costs a relative-error metric's score (:mod:`builder.rehearse.step_rounding`), on the
     target columns the sample holds as floats."""
+    import pandas as pd
     metric = resolve_metric(spec.competition.metric, spec.competition.metric_args, kernel_dir,
                             spec.competition.data_dir(kernel_dir))
     header = pd.read_csv(sample, nrows=50)

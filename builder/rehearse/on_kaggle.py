@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder.kkb_runtime.vocabulary import Scenario
 from builder.project.spec import KernelSpec
@@ -23,6 +21,9 @@ from builder.rehearse.dryrun import DryRunReport, ScenarioReport
 from builder.rehearse.projection import Projection, RunTimes, limit_warning, project_rerun, timeout_reason
 from builder.rehearse.verdict import COMPUTE, OK, TIMEOUT, Judgement, Limits, machine_shape
 from builder.run.execute import ExecutionResult
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    pass
 
 GB = 1024**3
 
@@ -72,6 +73,7 @@ def scenario_from_kaggle(report: Mapping[str, Any], spec: KernelSpec, out_dir: P
 
 def _collapsed(report: Mapping[str, Any], spec: KernelSpec, public_sample: Path | None) -> list[str]:
     """The rehearsal's submission against the public rows it holds (a test replicated ``--rerun-scale`` times)."""
+    import pandas as pd
     submission = Path(str(report["submission"])) if report.get("submission") else None
     if submission is None or public_sample is None or not public_sample.is_file():
         return []

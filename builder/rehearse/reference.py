@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder.errors import DryRunError, KkbError
 from builder.project.compare import Comparison, check_tolerance, compare_files
 from builder.project.spec import KernelSpec
 from builder.rehearse.report import ScenarioReport
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    pass
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ def check_reference(reference: ReferenceSettings, spec: KernelSpec, rerun_scale:
 def compare_reference(reference: ReferenceSettings, spec: KernelSpec, scenarios: tuple[ScenarioReport, ...],
                       data: Path) -> dict[str, Any] | None:
     """The comparison for ``report.json``'s ``reference`` (None when no reference was given)."""
+    import pandas as pd
     if not reference.wanted or not scenarios:
         return None
     scenario = next((s for s in scenarios if s.scenario == "rerun"), scenarios[0])

@@ -12,16 +12,17 @@ import ast
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder.kkb_runtime.metrics import PartScores
 from builder.kkb_runtime.rounding import MAX_DECIMALS, UNROUNDED_FILE, round_column
 
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
+
 SCORE_TOLERANCE = 1e-6
 
-Scorer = Callable[[pd.DataFrame], PartScores]
+Scorer = Callable[["pd.DataFrame"], PartScores]
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import errno
 import functools
+import importlib
 import json
 import re
 import shutil
+import sys
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from builder.kkb_runtime.vocabulary import Scenario, Verdict
 from builder.project.spec import KernelSpec
@@ -29,7 +31,10 @@ from builder.run.execute import ExecutionResult, tail
 from builder.run.limits import memory_enforcement, working_enforcement
 from builder.run.sandbox import blocked_network
 from builder.run.sandbox_files import in_working
-from builder.run.skew import skew_records, skew_warnings
+from builder.run.skew import module_distributions, skew_records, skew_warnings
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    pass
 
 LOG_TAIL_LINES = 20
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -38,8 +43,21 @@ _DECISION = re.compile(r"^\[kkb\] (.*(?:running every step|writing the sample su
 _FAST_TAKEN = "commit run ("
 
 
+def import_while_the_kernel_runs() -> None:
+    """What judging the run needs first, readied in a background thread while the kernel starts and runs (this process
+    only waits for it then): pandas, which reads the run's files (~0.3 s to import), and the installed distributions'
+    table, which the version-skew check reads (~0.05 s). A later ``import pandas`` waits for this one."""
+    def ready() -> None:
+        importlib.import_module("pandas")
+        module_distributions()
+
+    if "pandas" not in sys.modules:
+        threading.Thread(target=ready, name="kkb-import", daemon=True).start()
+
+
 def rows_of(data: Path, spec: KernelSpec) -> int:
     """The test's rows: the sample submission's."""
+    import pandas as pd
     return len(pd.read_csv(data / spec.competition.sample_submission, dtype={spec.submission.id_column: str}))
 
 

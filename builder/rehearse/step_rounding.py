@@ -16,10 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder.kkb_runtime.metric_scores import SCORES, MetricError
 from builder.kkb_runtime.metrics import MetricName, rules
@@ -27,12 +24,16 @@ from builder.kkb_runtime.rounding import DECIMALS, SIGNIFICANT
 from builder.rehearse.rounding_score import SCORE_TOLERANCE
 from builder.run.sandbox_files import in_working
 
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
+
 MAX_STEP_DECIMALS = 8  # beyond this a step's values are not rounded on purpose (float32 prints ~7 digits)
 REFERENCE_DIGITS = 6  # [submission] decimals' default: what kkb's own rounding keeps
 
 
 def own_decimals(values: pd.Series) -> int | None:
     """The fewest decimals every value has (they are multiples of ``10**-d``), or None: not rounded to 8 or fewer."""
+    import numpy as np
     array = values.dropna().to_numpy(dtype=float)
     array = array[np.isfinite(array)]
     if not len(array):
@@ -47,6 +48,8 @@ def own_decimals(values: pd.Series) -> int | None:
 def rounding_cost(metric: MetricName, values: pd.Series, digits: int, kind: str = DECIMALS) -> float | None:
     """The metric between ``values`` and the same values off by the typical error of rounding to ``digits``
     (decimals, or significant digits: kkb's own rounding under a relative-error metric)."""
+    import numpy as np
+    import pandas as pd
     if metric.metric is None:
         return None
     truth = values.dropna().astype(float)
@@ -66,6 +69,8 @@ def step_rounding_warnings(metric: MetricName, steps: Sequence[Mapping[str, Any]
     """One warning per step column rounded by the step itself in a way that costs a relative-error metric's score more
     than kkb's own rounding would (``kkb_digits`` significant digits: ``[submission] decimals``), and more than the
     tolerance kkb's rounding is judged by."""
+    import numpy as np
+    import pandas as pd
     found = rules(metric)
     if found is None or not found.significant_below:
         return []
@@ -101,6 +106,7 @@ def _words(step: str, column: str, decimals: int, values: pd.Series, cost: float
 
 
 def _output(step: Mapping[str, Any], working_dir: Path) -> pd.DataFrame | None:
+    import pandas as pd
     source = in_working(str(step.get("output") or ""), working_dir)  # the kernel's record: only a file of the run
     if source is None or source.suffix != ".csv" or not source.is_file():
         return None

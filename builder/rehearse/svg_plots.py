@@ -12,9 +12,10 @@ import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 BLUE, GREY, RED, INK = "#4477aa", "#999999", "#b00020", "#222222"
 FONT = "font-family='system-ui,sans-serif' font-size='11'"
@@ -126,6 +127,8 @@ def _panel_grid(count: int) -> tuple[int, int]:
 
 def histograms(frame: pd.DataFrame) -> str:
     """One small histogram per column (:data:`BINS` bins over its range), three to a row."""
+    import numpy as np
+    import pandas as pd
     columns, rows = _panel_grid(len(frame.columns))
     body: list[str] = []
     for index, column in enumerate(frame.columns):
@@ -152,6 +155,8 @@ def histograms(frame: pd.DataFrame) -> str:
 
 def scatters(pairs: Sequence[tuple[str, pd.Series, pd.Series]]) -> str:
     """Per column, x against y, with the line y = x: where two files agree, the points lie on it."""
+    import numpy as np
+    import pandas as pd
     columns, rows = _panel_grid(len(pairs))
     body: list[str] = []
     for index, (name, x_values, y_values) in enumerate(pairs):

@@ -24,8 +24,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from builder.kkb_runtime import vocabulary
 from builder.kkb_runtime.submission import check_submission
@@ -34,6 +33,9 @@ from builder.rehearse.diagnose import disk_full, disk_overflow, layout_mismatch,
 from builder.run.execute import ExecutionResult
 from builder.run.limits import duration_text, size_text
 from builder.run.sandbox import blocked_network
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 # The names are vocabulary.Verdict's (the one home of Kaggle's words); kept here because many modules import them.
 OK = vocabulary.Verdict.OK
@@ -280,6 +282,7 @@ def submission_problems(submission: pd.DataFrame, sample: pd.DataFrame, id_colum
 def submission_file_problems(path: Path, sample_path: Path, id_column: str, target_columns: Sequence[str] = (),
                              column_types: Mapping[str, str] | None = None, float_targets: bool | None = None) -> list[str]:
     """:func:`submission_problems` for files; an unreadable file is a problem too."""
+    import pandas as pd
     sample = pd.read_csv(sample_path, dtype={id_column: str})
     try:
         submission = pd.read_csv(path, dtype={id_column: str}) if path.suffix != ".parquet" else pd.read_parquet(path)

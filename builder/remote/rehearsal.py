@@ -31,9 +31,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder import __version__
 from builder.build import BuildResult
@@ -63,6 +61,9 @@ from builder.remote.push import LazySession, build_for_push, pin_sources, sync_b
 from builder.remote.run_image import record_run_image
 from builder.remote.runs import spec_accelerator
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    pass
 
 REHEARSAL_FILE = "kkb_rehearsal.json"  # kkb_runtime.rehearsal.REHEARSAL_FILE (the runtime imports nothing of builder)
 # What --on-kaggle rehearses, per submission kind: None, or why not (the rehearsal kernel replays the
@@ -224,6 +225,7 @@ def _project(run: Mapping[str, Any], rows: int, source: str) -> _Projection:
 
 
 def _public_rows(spec: KernelSpec, kernel_dir: Path) -> int:
+    import pandas as pd
     data = spec.competition.data_dir(kernel_dir)
     sample = data / spec.competition.sample_submission if data is not None else None
     if sample is None or not sample.is_file():

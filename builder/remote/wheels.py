@@ -97,7 +97,7 @@ def build_wheels(settings: WheelsSettings) -> WheelsResult:
 
 # stdlib only; embedded in the helper. Closed under their relative imports (a test checks it): the
 # typed kernel config reads through card, typed and vocabulary.
-RUNTIME_MODULES = ("vocabulary", "typed", "card", "config", "inputs", "install", "wheelhouse")
+RUNTIME_MODULES = ("vocabulary", "typed", "card", "config", "inputs", "install", "preload", "wheelhouse")
 HELPER_GPU_NEEDS_S = 3600.0  # the quota a helper compiling CUDA extensions (apex) on a T4 is allowed
 
 

@@ -22,14 +22,16 @@ import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from builder.errors import DryRunError
 from builder.kkb_runtime.references import suffixed
 from builder.kkb_runtime.scale import ScaledData
 from builder.project.spec import SPEC_FILE, KernelSpec
 from builder.run.gateway import evaluation_section, gateway_module
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 TABLES = (".csv", ".parquet")
 _PARTITION = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.+)$")
@@ -132,6 +134,7 @@ def _replicate_path(source: Path, dest: Path, key: str, span: int, id_column: st
 
 
 def _copies(frame: pd.DataFrame, key: str | None, span: int, id_column: str, ids: IdMaker, factor: int) -> pd.DataFrame:
+    import pandas as pd
     return pd.concat([_copy(frame, key, span, id_column, ids, k) for k in range(factor)], ignore_index=True)
 
 
@@ -187,6 +190,7 @@ def _column(path: Path, column: str) -> list[object]:
 
 
 def _columns(path: Path) -> list[str]:
+    import pandas as pd
     if path.is_dir():
         return [column for table in _tables(path)[:1] for column in _columns(table)]
     try:
@@ -204,6 +208,7 @@ def _tables(folder: Path) -> list[Path]:
 
 
 def _read(path: Path) -> pd.DataFrame:
+    import pandas as pd
     return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
 
 

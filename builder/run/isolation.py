@@ -40,6 +40,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -107,9 +108,25 @@ def choose_isolation(requested: IsolationRequest = "auto") -> IsolationChoice:
     return IsolationChoice(Isolation.PYTHON, tuple(skipped))
 
 
-@functools.cache
+def probe_soon(requested: IsolationRequest = "auto") -> None:
+    """Start the probe :func:`choose_isolation` will want first, in a background thread: a sandbox started by the
+    probe is a process of its own, and the caller's work goes on meanwhile (:func:`probe` waits for it)."""
+    mode = os.environ.get("KKB_SANDBOX_ISOLATION", "auto") if requested == "auto" else requested
+    if mode in ("auto", Isolation.BWRAP):
+        threading.Thread(target=probe, args=(Isolation.BWRAP,), name="kkb-sandbox-probe", daemon=True).start()
+
+
+_PROBING = threading.Lock()  # one probe of a mode at a time: a second caller waits for the first one's answer
+
+
 def probe(mode: Isolation) -> str | None:
-    """None when ``mode`` works on this machine, else why not (one line)."""
+    """None when ``mode`` works on this machine, else why not (one line); probed once per process."""
+    with _PROBING:
+        return _probe(mode)
+
+
+@functools.cache
+def _probe(mode: Isolation) -> str | None:
     if not sys.platform.startswith("linux"):
         return "Linux namespaces only exist on Linux"
     if mode == "bwrap":

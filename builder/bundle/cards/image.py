@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from importlib import metadata
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from builder.bundle.cards.image_checks import (
     Normalisation,
@@ -32,6 +31,9 @@ from builder.kkb_runtime.cards.image.card import ImageCard as KernelImageCard
 from builder.kkb_runtime.vocabulary import CardKind
 from builder.project.cards import ImageCard, kinds_words
 from builder.project.spec import SPEC_FILE, KernelSpec
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 RECORDED_VERSIONS = ("torch", "timm", "albumentations")
 
@@ -103,6 +105,7 @@ def extra_files(card: ImageCard, kernel_dir: Path) -> list[str]:
 def check_public_data(spec: KernelSpec, kernel_dir: Path, data: Path, card: ImageCard, columns: list[str],
                       sample: pd.DataFrame) -> None:
     """Every id of the public sample resolves to a test image the way the runtime resolves it."""
+    import pandas as pd
     configured = spec.competition.test
     folder = data / (configured or runtime_predict.DEFAULT_TEST_DIR)
     if not folder.exists():

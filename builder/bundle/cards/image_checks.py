@@ -13,9 +13,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from builder.bundle.models import offline_environment, user_code_importable
 from builder.errors import ModelError
@@ -26,6 +24,9 @@ from builder.kkb_runtime.cards.image import transforms as pipelines
 from builder.kkb_runtime.cards.image.card import ImageCard as KernelImageCard
 from builder.kkb_runtime.cards.image.card import RandomTtaBuilt
 from builder.project.cards import ImageCard
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    pass
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,7 @@ def resolve_normalisation(card: ImageCard, model: Any) -> Normalisation:
 
 
 def _per_channel(card: ImageCard, field: str, values: Any, from_card: bool) -> tuple[float, ...]:
+    import numpy as np
     numbers = tuple(float(value) for value in values)
     if len(numbers) == card.in_chans:
         return numbers
@@ -181,6 +183,7 @@ def _inference(own: Any, normalisation: Normalisation) -> Any:
 
 
 def _check_runs(card: ImageCard, pipeline: Any, input_size: tuple[int, int]) -> None:
+    import numpy as np
     height, width = input_size
     # Twice the input size: a pipeline that crops must still find enough pixels.
     image = np.random.default_rng(0).integers(0, 256, (2 * height, 2 * width, card.in_chans), dtype=np.uint8)
@@ -215,6 +218,7 @@ def check_random_tta(card: ImageCard, kernel_dir: Path, normalisation: Normalisa
 
 def _check_normalize(card: ImageCard, serialized: Mapping[str, Any]) -> None:
     """A Normalize in the pipeline that contradicts the card's mean/std means two sources of truth."""
+    import numpy as np
     own = pipelines.normalize_params(serialized)
     if own is None:
         return
@@ -229,6 +233,7 @@ def _check_normalize(card: ImageCard, serialized: Mapping[str, Any]) -> None:
 def check_transforms_factory(card: ImageCard, kernel_dir: Path, normalisation: Normalisation) -> Normalisation:
     """``transforms = "module:function"``: called here as the kernel will call it, run on a test image; the
     normalisation it applies (its own ``Normalize``'s, when it has one)."""
+    import numpy as np
     reference = str(card.transforms)
     height, width = normalisation.input_size
     try:

@@ -22,9 +22,7 @@ import shutil
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder.bundle.cards.unit import Extra, build_card, build_context, kernel_card, public_test_rows, public_test_table
 from builder.bundle.checkpoints import checkpoint_sources
@@ -41,6 +39,9 @@ from builder.kkb_runtime.vocabulary import CardKind, SubmissionKind
 from builder.project.cards import GbdtCard, SklearnCard, TabularCard
 from builder.project.spec import SPEC_FILE, KernelSpec
 from builder.run.calls import calling
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 SHOWN = 8  # names a note lists before it counts the rest
 

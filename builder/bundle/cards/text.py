@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from importlib import metadata
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder.bundle.cards.text_checks import check_files, check_max_len
 from builder.bundle.cards.unit import Extra, build_card, build_context, kernel_card, public_test_rows
@@ -29,6 +27,9 @@ from builder.kkb_runtime.cards.common.tables import DEFAULT_TEST_TABLE, TableErr
 from builder.kkb_runtime.submission import read_sample
 from builder.project.cards import TextCard
 from builder.project.spec import SPEC_FILE, KernelSpec
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 RECORDED_VERSIONS = ("torch", "transformers", "tokenizers")
 CHECK_TEXT = "kkb checks the model on this sentence"

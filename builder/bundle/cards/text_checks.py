@@ -16,15 +16,16 @@ and builds).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder.errors import ModelError
 from builder.kkb_runtime.cards import text as runtime_text
 from builder.kkb_runtime.cards.common import checkpoints
 from builder.project.cards import TextCard
 from builder.project.spec import SPEC_FILE
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    pass
 
 # A folder holds a tokenizer when it has one of these (fast tokenizers, WordPiece, BPE, sentencepiece).
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
@@ -84,6 +85,7 @@ def _limits(card: TextCard, model: Any, tokenizer: Any) -> dict[str, int]:
 
 def _run_at(card: runtime_text.TextCard, model: Any, tokenizer: Any) -> tuple[int, str | None]:
     """(the width reached, the model's error or None) for one text of ``max_len`` tokens, encoded as the kernel does."""
+    import pandas as pd
     import torch
 
     if card.encode_function is not None:  # padding = "max_length": every row reaches the model max_len tokens wide

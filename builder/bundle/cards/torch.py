@@ -16,9 +16,7 @@ import glob
 import re
 from importlib import metadata
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from builder.bundle.cards.unit import Extra, build_card, build_context, built_as, fold_notes, kernel_card, public_test_rows, public_test_table
 from builder.bundle.checkpoints import GLOB_CHARACTERS, checkpoint_sources
@@ -37,6 +35,9 @@ from builder.kkb_runtime.submission import read_sample
 from builder.project.cards import TorchCard
 from builder.project.spec import SPEC_FILE, KernelSpec
 from builder.run.calls import calling
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 RECORDED_VERSIONS = ("torch", "safetensors")
 CPU = devices.DeviceChoice("cpu", "the build runs the net on the CPU")

@@ -17,9 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
-
-import pandas as pd
+from typing import TYPE_CHECKING, TypeVar
 
 from builder.errors import BundleError
 from builder.kkb_runtime.card import Built, BuiltCard, Card, NetworkFold
@@ -28,6 +26,9 @@ from builder.kkb_runtime.context import Context
 from builder.kkb_runtime.typed import keys_of, read
 from builder.project.cards import CardBase
 from builder.project.spec import SPEC_FILE, KernelSpec
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 C = TypeVar("C", bound=CardBase)
 K = TypeVar("K", bound=Card)

@@ -21,10 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..card import Built, Card, Fold
 from ..config import KernelConfig
@@ -35,6 +32,10 @@ from .common.estimators import load_estimator
 from .common.features import feature_table, features, shown_features
 from .common.tables import card_context, first_rows, table_job, write_table_output
 from .common.unit import ViewRows, runtime_card
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import numpy as np
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ LOADERS: dict[str, Callable[[GbdtCard, Path], tuple[Any, list[str] | None]]] = {
 
 
 def booster_predict(card: GbdtCard, model: Any, frame: pd.DataFrame) -> np.ndarray:
+    import numpy as np
     if card.library == "xgboost":
         xgb = import_library("xgboost", card)
         return np.asarray(model.predict(xgb.DMatrix(frame)))
@@ -132,6 +134,7 @@ def uses_proba(card: TabularCard, model: Any) -> bool:
 
 
 def estimator_predict(card: SklearnCard, model: Any, frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    import numpy as np
     if not uses_proba(card, model):
         return np.asarray(model.predict(frame), dtype=np.float64)
     values = np.asarray(model.predict_proba(frame), dtype=np.float64)
@@ -171,6 +174,7 @@ def class_mismatch(name: str, labels: Sequence[str], columns: Sequence[str]) -> 
 # --- one fold -----------------------------------------------------------------------------------
 
 def predict_fold(card: TabularCard, path: Path, frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    import numpy as np
     if isinstance(card, SklearnCard):
         values = estimator_predict(card, load_estimator(card, path), frame, columns)
     elif isinstance(card, GbdtCard):

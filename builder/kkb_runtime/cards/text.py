@@ -18,16 +18,17 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..card import NetworkBuilt, NetworkCard
 from ..typed import JsonValue
 from .common import device as devices
 from .common import models
 from .common.models import activation
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import numpy as np
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,7 @@ def _find(ids: list[int], part: list[int], start: int) -> int:
 
 def length_sorted_batches(encoded: Encoded, batch_size: int) -> list[np.ndarray]:
     """Row indices, batched in order of length (stable): each batch pads only to its own longest row."""
+    import numpy as np
     order = np.argsort([len(ids) for ids in encoded.input_ids], kind="stable")
     return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
 
@@ -280,6 +282,7 @@ def make_forward(model: Any, card: TextCard, choice: devices.DeviceChoice, targe
 def predict_encoded(forward: Callable[[dict[str, Any]], Any], encoded: Encoded, batch_size: int, pad_id: int,
                     width: int, length: int | None = None) -> np.ndarray:
     """Every row's output, batched by length (each batch padded to ``length``, else its longest row), in the rows' order."""
+    import numpy as np
     import torch
 
     out = np.zeros((len(encoded), width), dtype=np.float64)

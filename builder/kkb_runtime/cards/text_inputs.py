@@ -12,15 +12,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..context import Context
 from ..user_calls import ArgumentsRefused, call_with
 from . import text
 from .common import models
 from .text import TextCard
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 PARTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -51,6 +52,7 @@ def encode_rows(tokenizer: Any, card: TextCard, table: pd.DataFrame, context: Co
 def probe_rows(tokenizer: Any, card: TextCard, sentences: Sequence[str]) -> text.Encoded:
     """Rows to check a model's output on: the card's own encoding of ``sentences`` in every text column, or (a card
     with an encode function, whose columns kkb does not know) the tokenizer's own encoding of them."""
+    import pandas as pd
     if card.encode_function:
         batch = tokenizer(list(sentences), add_special_tokens=True)
         ids = [list(row) for row in batch["input_ids"]]

@@ -10,10 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..card import Fold
 from ..config import KernelConfig
@@ -25,6 +22,11 @@ from .common.device import free_memory
 from .common.tables import card_context, first_rows, table_job, write_table_output
 from .common.unit import ViewRows, runtime_card
 from .text import TextBuilt, TextCard
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import numpy as np
+    import pandas as pd
+
 
 SEGMENT = "‖"  # in a view: where the token type changes (the second segment of a pair begins)
 

@@ -25,10 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..card import NetworkBuilt, NetworkCard, NetworkFold, weighted_folds
 from ..config import KernelConfig
@@ -40,6 +37,10 @@ from .common.estimators import load_estimator
 from .common.features import feature_table, features, shown_features
 from .common.tables import card_context, first_rows, table_job, write_table_output
 from .common.unit import ViewRows, runtime_card
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import numpy as np
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,8 @@ def per_column(stage: Any) -> bool:
 def _transformed(transformer: Any, frame: pd.DataFrame) -> Any:
     """``transformer.transform`` on ``frame``: the frame where it was fitted on one (``feature_names_in_``), else its
     array; a sparse result made dense."""
+    import numpy as np
+    import pandas as pd
     names = getattr(transformer, "feature_names_in_", None)
     values = transformer.transform(frame if names is not None else frame.to_numpy())
     values = values.toarray() if hasattr(values, "toarray") else values
@@ -121,6 +124,7 @@ def _transformed(transformer: Any, frame: pd.DataFrame) -> Any:
 def apply_stage(card: TorchCard, frame: pd.DataFrame, name: str, stage: Any) -> pd.DataFrame:
     """One preprocessor on the frame: a mapping transforms each of its columns the frame has, in the mapping's order
     (the notebook's loop); a fitted transformer the whole frame (its columns kept where the width is)."""
+    import pandas as pd
     try:
         if per_column(stage):
             out = frame.copy()
@@ -146,6 +150,8 @@ def preprocessed(card: TorchCard, frame: pd.DataFrame, stages: Sequence[tuple[st
 
 def as_inputs(card: TorchCard, frame: pd.DataFrame, stages: Sequence[tuple[str, Any]] = ()) -> np.ndarray:
     """The net's input: the preprocessors applied in order, as a (rows, features) float32 array."""
+    import numpy as np
+    import pandas as pd
     if not stages:
         text = [str(column) for column, dtype in frame.dtypes.items()
                 if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype))]
@@ -176,6 +182,7 @@ def fold_stages(fold: TorchFold, loaded: Mapping[str, Any]) -> list[tuple[str, A
 def predict_array(card: TorchCard, model: Any, inputs: np.ndarray, choice: devices.DeviceChoice,
                   target: Any) -> np.ndarray:
     """The net over ``inputs`` in batches: (rows, num_classes) after the card's activation."""
+    import numpy as np
     import torch
 
     model = model.to(target)
@@ -200,6 +207,7 @@ def predict_array(card: TorchCard, model: Any, inputs: np.ndarray, choice: devic
 
 def run(card: TorchCard, built: TorchBuilt, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
     """``predict --model NAME`` for a torch card: features (once per run), each fold, averaged, written."""
+    import numpy as np
     job = table_job(card, out, environ, config)
     started = time.perf_counter()
     frame, shared = feature_table(card, job, environ, job.context(card, config))

@@ -17,9 +17,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    pass
 
 from ...card import Built, Card, Fold, NetworkCard, weighted_folds
 
@@ -133,6 +134,7 @@ def fold_states(checkpoint: Any) -> list[tuple[str, Any]] | None:
 
 def averaged_folds(card: Card, built: Built, fold: Callable[[Fold], Any]) -> Any:
     """Every fold's predictions (``fold(entry)``, a numpy array) averaged with the fold weights."""
+    import numpy as np
     weighted = weighted_folds(card, built.checkpoints)
     total = sum(fold(entry) * weight for entry, weight in weighted)
     return np.asarray(total, dtype=np.float64) / sum(weight for _, weight in weighted)

@@ -5,9 +5,7 @@ through :mod:`kkb_runtime.features`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...context import Context
 from ...features import shared_features
@@ -15,6 +13,9 @@ from ...typed import JsonValue
 from ...user_calls import ArgumentsRefused, call_with
 from . import models
 from .tables import TableJob, plain
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import pandas as pd
 
 
 class Featured(Protocol):
@@ -33,6 +34,7 @@ class Featured(Protocol):
 def features(card: Featured, table: pd.DataFrame, id_column: str, context: Context) -> pd.DataFrame:
     """``feature_function`` on the test rows (the id column included; ``feature_args`` as keyword arguments, the
     context to ``ctx``), its id column dropped; without one, every column of the table but the id."""
+    import pandas as pd
     reference = card.feature_function
     if not reference:
         return table.drop(columns=[id_column])

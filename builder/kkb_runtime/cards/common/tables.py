@@ -14,16 +14,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ...card import Card
 from ...config import KernelConfig
 from ...context import Context
 from ...inputs import find_competition, find_dataset
-from ...submission import read_sample, target_columns, write_submission
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import numpy as np
+    import pandas as pd
+
 
 DEFAULT_TEST_TABLE = "test.csv"
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -87,6 +88,8 @@ def step_columns(config: KernelConfig, environ: Mapping[str, str], card: Card, p
 
 def prediction_columns(config: KernelConfig, sample: pd.DataFrame) -> list[str]:
     """``[submission] prediction_columns``, else the sample's target columns."""
+    from ...submission import target_columns
+
     submission = config.submission
     return list(submission.prediction_columns) or target_columns(sample, submission.id_column, submission.target_columns)
 
@@ -102,6 +105,7 @@ def table_path(config: KernelConfig, competition: Path) -> Path:
 
 def read_table(path: Path, id_column: str) -> pd.DataFrame:
     """The table as pandas reads it by default (the notebook's dtypes and missing values), its ids as text (exact)."""
+    import pandas as pd
     if path.suffix.lower() in (".parquet", ".pq"):
         frame = pd.read_parquet(path)
         if id_column in frame.columns:
@@ -112,6 +116,8 @@ def read_table(path: Path, id_column: str) -> pd.DataFrame:
 
 def sample_id_dtype(sample: Path, id_column: str) -> Any:
     """The id column's dtype as ``pd.read_csv`` reads the sample submission (int64 for integer ids)."""
+    import numpy as np
+    import pandas as pd
     try:
         return pd.read_csv(sample, usecols=[id_column])[id_column].dtype
     except (ValueError, OSError):
@@ -121,6 +127,7 @@ def sample_id_dtype(sample: Path, id_column: str) -> Any:
 def as_sample_ids(frame: pd.DataFrame, id_column: str, dtype: Any) -> pd.DataFrame:
     """``frame`` with its id column (text) of ``dtype``, as the notebook's reader gives it; text where it is not a
     number (a numeric type the ids do not parse as)."""
+    import pandas as pd
     if id_column not in frame.columns or not pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype):
         return frame
     try:
@@ -158,6 +165,8 @@ def require_columns(frame: pd.DataFrame, wanted: Sequence[str], card: Card, wher
 
 def make_table_job(card: Card, out: Path, config: KernelConfig, competition: Path, weights: Path,
                    environ: Mapping[str, str], row_limit: int | None) -> TableJob:
+    from ...submission import read_sample
+
     id_column = config.submission.id_column
     sample_path = competition / config.competition.sample_submission
     sample = read_sample(sample_path, id_column)
@@ -171,6 +180,10 @@ def make_table_job(card: Card, out: Path, config: KernelConfig, competition: Pat
 
 
 def write_table_output(job: TableJob, values: np.ndarray) -> Path:
+    import numpy as np
+    import pandas as pd
+
+    from ...submission import write_submission
     values = np.asarray(values, dtype=np.float64).reshape(len(job.ids), -1)
     frame = pd.DataFrame(values, columns=job.columns)
     frame.insert(0, job.id_column, job.ids)
@@ -184,6 +197,8 @@ def table_job(card: Card, out: Path, environ: Mapping[str, str], config: KernelC
 
 def first_rows(config: KernelConfig, data: Path, rows: int) -> pd.DataFrame:
     """The first ``rows`` test rows in the sample's order, as the kernel hands them to a card (a view's rows)."""
+    from ...submission import read_sample
+
     id_column = config.submission.id_column
     sample = data / config.competition.sample_submission
     ids = read_sample(sample, id_column)[id_column].astype(str).tolist()[:rows]
@@ -200,6 +215,7 @@ def card_context(card: Card, config: KernelConfig, weights: Path, data: Path) ->
 
 def plain(value: Any) -> Any:
     """A numpy scalar as the Python value JSON writes (a view's values)."""
+    import numpy as np
     return value.item() if isinstance(value, np.generic) else value
 
 

@@ -16,16 +16,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, cast
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any, cast
 
 from ... import timing
 from ...card import weighted_folds
 from ...config import KernelConfig
 from ...steps import write_step_meta
-from ...submission import read_sample, write_submission
 from ..common import device as devices
 from ..common import models
 from ..common.device import free_memory
@@ -34,6 +30,11 @@ from ..common.tables import PredictError, competition_dir, prediction_columns, r
 from ..common.unit import ViewRows, runtime_card
 from . import transforms, tta
 from .card import ImageBuilt, ImageCard
+
+if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+    import numpy as np
+    pass
+
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".npy")
 DEFAULT_TEST_DIR = "test"
@@ -82,6 +83,7 @@ def index_images(folder: Path) -> dict[str, Path]:
 
 def index_listing(table: Path, id_column: str) -> dict[str, Path]:
     """``{id: path}`` from a CSV that lists the test files: the id column and the first column of file paths."""
+    import pandas as pd
     frame = pd.read_csv(table, dtype=str)
     if id_column not in frame.columns:
         raise PredictError(f"{table}: no id column '{id_column}' (it has: {', '.join(map(str, frame.columns))})")
@@ -113,6 +115,8 @@ def output_columns(card: ImageCard, targets: Sequence[str], width: int | None = 
 
 
 def make_job(card: ImageCard, built: ImageBuilt, out: Path, config: KernelConfig, environ: Mapping[str, str]) -> Job:
+    from ...submission import read_sample
+
     competition = competition_dir(config, environ)
     id_column = config.submission.id_column
     sample = read_sample(competition / config.competition.sample_submission, id_column)
@@ -127,6 +131,7 @@ def make_job(card: ImageCard, built: ImageBuilt, out: Path, config: KernelConfig
 
 def read_image(path: Path, in_chans: int = 3) -> np.ndarray:
     """HWC uint8 (or the array as stored, for ``.npy``): what albumentations expects."""
+    import numpy as np
     if path.suffix.lower() == ".npy":
         return np.asarray(np.load(path))
     from PIL import Image
@@ -139,6 +144,7 @@ def read_image(path: Path, in_chans: int = 3) -> np.ndarray:
 
 
 def _as_tensor(image: Any) -> Any:
+    import numpy as np
     import torch
 
     if isinstance(image, torch.Tensor):  # the user's pipeline ended with ToTensorV2
@@ -291,6 +297,7 @@ def run_fold(job: Job, choice: devices.DeviceChoice, checkpoint: str,
     batches) and ``batch_seconds`` (each batch) over the folds: the dry run separates the fixed cost
     from the per-row cost when it projects a rerun.
     """
+    import numpy as np
     import torch
 
     timings = {} if timings is None else timings
@@ -338,6 +345,7 @@ def probe_fold(job: Job, choice: devices.DeviceChoice, timer: timing.StepTimer, 
 
 def run_model(job: Job, choice: devices.DeviceChoice, timings: dict[str, Any] | None = None) -> np.ndarray:
     """Every fold of the card, one after another in this process, averaged with ``fold_weights`` (default: mean)."""
+    import numpy as np
     folds = weighted_folds(job.card, job.built.checkpoints)
     total: np.ndarray | None = None
     for index, (fold, weight) in enumerate(folds):
@@ -357,6 +365,10 @@ def run_model(job: Job, choice: devices.DeviceChoice, timings: dict[str, Any] | 
 # --- output -------------------------------------------------------------------------------------
 
 def write_output(job: Job, values: np.ndarray) -> Path:
+    import numpy as np
+    import pandas as pd
+
+    from ...submission import write_submission
     columns = output_columns(job.card, job.targets, values.shape[1] if values.ndim == 2 else 0)
     frame = pd.DataFrame(values.astype(np.float64), columns=columns)
     frame.insert(0, job.id_column, job.ids)
@@ -410,6 +422,8 @@ def run(card: ImageCard, built: ImageBuilt, out: Path, environ: Mapping[str, str
 
 def view(card: ImageCard, built: ImageBuilt, config: KernelConfig, weights: Path, data: Path, rows: int) -> ViewRows:
     """The tensor after the card's pipeline: shape, dtype, per-channel mean and std, value range."""
+    from ...submission import read_sample
+
     id_column = config.submission.id_column
     ids = read_sample(data / config.competition.sample_submission, id_column)[id_column].astype(str).tolist()[:rows]
     paths = image_paths(ids, images_dir(config, data), id_column)
