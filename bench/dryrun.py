@@ -44,13 +44,18 @@ from builder.project.spec import load_spec
 from builder.run.sandbox import scale_competition_data
 
 # name: (test folder inside the kernel, replication); None: the [competition] data the kernel names (no --data)
-DATASETS: dict[str, tuple[str | None, int]] = {"public": (None, 1), "hidden": ("data/competition/hidden", 1),
+DATASETS: dict[str, tuple[str | None, int]] = {"public": (None, 1), "public-projected": (None, 1),
+                                              "hidden": ("data/competition/hidden", 1),
                                               "hidden-x10": ("data/competition/hidden", 10)}
+# What a data set adds to the command: the reference names no [competition] hidden_rows, so the command as typed
+# projects nothing and its card steps time no probe; "public-projected" asks for the projection to the hidden test's
+# 300 rows, and its probe (3 full batches per card step) is kkb's own time.
+EXTRA_ARGS: dict[str, tuple[str, ...]] = {"public-projected": ("--hidden-rows", "300")}
 
 
-def dry_run_cli(kernel: Path, out: Path, data: Path | None) -> tuple[float, dict]:
+def dry_run_cli(kernel: Path, out: Path, data: Path | None, extra: tuple[str, ...] = ()) -> tuple[float, dict]:
     argv = [sys.executable, "-m", "builder", "dry-run", str(kernel), "--scenario", "rerun", "--out", str(out),
-            "--owner", OWNER, *(["--data", str(data)] if data else [])]
+            "--owner", OWNER, *(["--data", str(data)] if data else []), *extra]
     started = time.perf_counter()
     done = subprocess.run(argv, cwd=REPO, env=clean_environ(), capture_output=True, text=True)
     elapsed = time.perf_counter() - started
@@ -101,13 +106,13 @@ PHASES = {"cli import": ("builder/cli/__init__.py", "<module>"), "build": ("buil
           "wheelhouse check": ("rehearse/wheelhouse.py", "dry_run_check")}
 
 
-def profile_phases(kernel: Path, out: Path, data: Path | None) -> dict[str, float]:
+def profile_phases(kernel: Path, out: Path, data: Path | None, extra: tuple[str, ...] = ()) -> dict[str, float]:
     """One ``kkb dry-run`` under cProfile: the cumulative seconds of each phase (:data:`PHASES`)."""
     import pstats
 
     stats_file = out.parent / f"{out.name}.prof"
     argv = [sys.executable, "-m", "cProfile", "-o", str(stats_file), "-m", "builder", "dry-run", str(kernel), "--scenario",
-            "rerun", "--out", str(out), "--owner", OWNER, *(["--data", str(data)] if data else [])]
+            "rerun", "--out", str(out), "--owner", OWNER, *(["--data", str(data)] if data else []), *extra]
     subprocess.run(argv, cwd=REPO, env=clean_environ(), capture_output=True, text=True, check=True)
     table = pstats.Stats(str(stats_file)).stats  # type: ignore[attr-defined]
     found: dict[str, float] = {}
@@ -139,7 +144,7 @@ def data_for(kernel: Path, name: str, root: Path) -> tuple[Path, Path | None]:
     return scaled.path, scaled.path
 
 
-def run(repeat: int = 5, warmup: int = 1, datasets: tuple[str, ...] = ("public", "hidden-x10")) -> list[Row]:
+def run(repeat: int = 5, warmup: int = 1, datasets: tuple[str, ...] = ("public", "public-projected", "hidden-x10")) -> list[Row]:
     ensure_assets()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="kkb-bench-dryrun-") as tmp:
@@ -148,21 +153,22 @@ def run(repeat: int = 5, warmup: int = 1, datasets: tuple[str, ...] = ("public",
         for name in datasets:
             out = root / f"build-{name}"
             data, data_arg = data_for(kernel, name, root)
+            extra = EXTRA_ARGS.get(name, ())
             samples: dict[str, list[float]] = {"dry_run": [], "direct": [], "empty": [], "notebook": [], "build": [],
                                                "own": []}
             info: dict[str, dict] = {}
             for index in range(warmup + repeat):
                 if index == 0 and warmup == 0:  # the direct steps need the built folders
-                    dry_run_cli(kernel, out, data_arg)
+                    dry_run_cli(kernel, out, data_arg, extra)
                 # Each repetition is a pair run back to back, in alternating order (dry run first, then the direct
                 # steps first): the machine's speed drifts over minutes, and a pair's ratio cancels the drift
                 # that the medians of runs minutes apart keep.
                 if index % 2 == 0:
-                    dry_s, info["dry_run"] = dry_run_cli(kernel, out, data_arg)
+                    dry_s, info["dry_run"] = dry_run_cli(kernel, out, data_arg, extra)
                     direct_s, info["direct"] = direct_steps(out, data, root / f"direct-{name}-{index}")
                 else:
                     direct_s, info["direct"] = direct_steps(out, data, root / f"direct-{name}-{index}")
-                    dry_s, info["dry_run"] = dry_run_cli(kernel, out, data_arg)
+                    dry_s, info["dry_run"] = dry_run_cli(kernel, out, data_arg, extra)
                 empty_s = empty_notebook_seconds(rerun=True)
                 build_s = build_cli(kernel, out) if name == datasets[0] else None
                 # kkb's own seconds in that same run: its wall less what its steps took there (their timing probe
@@ -174,7 +180,7 @@ def run(repeat: int = 5, warmup: int = 1, datasets: tuple[str, ...] = ("public",
                                        ("notebook", info["dry_run"]["notebook_s"]), ("build", build_s), ("own", own_s)):
                         if value is not None:
                             samples[key].append(value)
-            info["profile"] = profile_phases(kernel, out, data_arg)  # the same build folder: a no-change build
+            info["profile"] = profile_phases(kernel, out, data_arg, extra)  # the same build folder: a no-change build
             rows += _rows(name, samples, info, repeat)
     return rows
 
@@ -188,7 +194,7 @@ def _rows(name: str, samples: dict[str, list[float]], info: dict[str, dict], rep
     pair_overheads = [(d - s - e) / s for d, s, e in pairs]
     pair_overhead = statistics.median(pair_overheads)
     overhead = dry - direct - empty
-    label = f"{name}, {info['dry_run']['rows']} rows"
+    label = f"{name}, {info['dry_run']['rows']} rows" + (" projected" if name in EXTRA_ARGS else "")
     detail = {"repeat": repeat, "data": name, "rows": info["dry_run"]["rows"], "samples": samples,
               "empty_notebook_s": empty, "overhead_s": dry - direct, "overhead_minus_kernel_start_s": overhead,
               "ratio_of_medians": dry / direct, "overhead_minus_kernel_start_of_medians": overhead / direct,

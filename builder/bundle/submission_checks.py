@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from builder.errors import BundleError
 from builder.project.spec import SPEC_FILE, KernelSpec
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     import pandas as pd
 
 

@@ -49,7 +49,7 @@ from builder.rehearse.evalapi import rehearse_gateway_rerun, verdict_name, verdi
 from builder.run.gateway import Gateway
 from builder.run.sandbox import Mount
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     pass
 
 SERVICE = "competitions.CompetitionApiService"

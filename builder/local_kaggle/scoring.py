@@ -18,7 +18,7 @@ from builder.kkb_runtime.metrics import MetricError, parse_metric, score_frames,
 from builder.kkb_runtime.submission import check_submission
 from builder.rehearse.metric_sandbox import MetricJob, score_metric_file
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     import pandas as pd
 
 

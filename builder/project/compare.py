@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from builder.errors import KkbError
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     import numpy as np
     import pandas as pd
 

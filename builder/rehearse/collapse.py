@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from builder.project.spec import SubmissionSection
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     import pandas as pd
 
 MIN_ROWS = 10  # a rerun smaller than this says nothing by its count of distinct values

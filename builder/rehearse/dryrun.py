@@ -54,7 +54,7 @@ from builder.run.isolation import probe_soon
 from builder.run.sandbox import remove_sandbox
 from builder.run.stand_ins import input_mounts, replicated_test
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     pass
 
 # Nothing leaves the machine in a dry run, so the owner in the dataset ids only has to be consistent.

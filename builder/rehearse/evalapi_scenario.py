@@ -34,7 +34,7 @@ from builder.run.forms import execute_kernel
 from builder.run.sandbox import SandboxSpec, outputs_dir
 from builder.run.script_run import EXECUTED_SCRIPT
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     pass
 
 LOG_TAIL_LINES = 20

@@ -19,7 +19,7 @@ from builder.project.compare import aligned_frames
 from builder.rehearse import svg_plots
 from builder.rehearse.report import DryRunReport, ScenarioReport
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     import pandas as pd
 
 REPORT_HTML = "report.html"

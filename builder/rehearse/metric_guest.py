@@ -24,7 +24,7 @@ from builder.rehearse.metric_report import file_scores
 from builder.run.calls import calling
 from builder.run.program import read_request, write_answer
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     pass
 
 

@@ -40,7 +40,7 @@ from builder.project.public_ids import read_public_ids
 from builder.rehearse.metric_sandbox import MetricJob, score_metric_file
 from builder.rehearse.rounding_score import Scorer, rounding_effect, unrounded_file, with_metric_rounding
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     import pandas as pd
 
 # Above this chance of a constant public (or private) part, the report warns: one in a thousand submissions is

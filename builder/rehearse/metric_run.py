@@ -23,7 +23,7 @@ from builder.project.spec import SPEC_FILE, KernelSpec
 from builder.rehearse.metric_report import MetricReport, MetricSource, metric_report
 from builder.rehearse.step_rounding import step_rounding_warnings
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     import pandas as pd
 
 

@@ -22,7 +22,7 @@ from builder.rehearse.projection import Projection, RunTimes, limit_warning, pro
 from builder.rehearse.verdict import COMPUTE, OK, TIMEOUT, Judgement, Limits, machine_shape
 from builder.run.execute import ExecutionResult
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     pass
 
 GB = 1024**3

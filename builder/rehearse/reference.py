@@ -19,7 +19,7 @@ from builder.project.compare import Comparison, check_tolerance, compare_files
 from builder.project.spec import KernelSpec
 from builder.rehearse.report import ScenarioReport
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     pass
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from builder.kkb_runtime.metrics import PartScores
 from builder.kkb_runtime.rounding import MAX_DECIMALS, UNROUNDED_FILE, round_column
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     import pandas as pd
 
 SCORE_TOLERANCE = 1e-6

@@ -33,7 +33,7 @@ from builder.run.sandbox import blocked_network
 from builder.run.sandbox_files import in_working
 from builder.run.skew import module_distributions, skew_records, skew_warnings
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     pass
 
 LOG_TAIL_LINES = 20

@@ -24,7 +24,7 @@ from builder.kkb_runtime.rounding import DECIMALS, SIGNIFICANT
 from builder.rehearse.rounding_score import SCORE_TOLERANCE
 from builder.run.sandbox_files import in_working
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     import pandas as pd
 
 MAX_STEP_DECIMALS = 8  # beyond this a step's values are not rounded on purpose (float32 prints ~7 digits)

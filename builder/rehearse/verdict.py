@@ -34,7 +34,7 @@ from builder.run.execute import ExecutionResult
 from builder.run.limits import duration_text, size_text
 from builder.run.sandbox import blocked_network
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     import pandas as pd
 
 # The names are vocabulary.Verdict's (the one home of Kaggle's words); kept here because many modules import them.

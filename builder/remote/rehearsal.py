@@ -62,7 +62,7 @@ from builder.remote.run_image import record_run_image
 from builder.remote.runs import spec_accelerator
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     pass
 
 REHEARSAL_FILE = "kkb_rehearsal.json"  # kkb_runtime.rehearsal.REHEARSAL_FILE (the runtime imports nothing of builder)

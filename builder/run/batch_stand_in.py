@@ -30,7 +30,7 @@ from builder.kkb_runtime.scale import ScaledData
 from builder.project.spec import SPEC_FILE, KernelSpec
 from builder.run.gateway import evaluation_section, gateway_module
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     import pandas as pd
 
 TABLES = (".csv", ".parquet")

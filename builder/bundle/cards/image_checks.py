@@ -25,7 +25,7 @@ from builder.kkb_runtime.cards.image.card import ImageCard as KernelImageCard
 from builder.kkb_runtime.cards.image.card import RandomTtaBuilt
 from builder.project.cards import ImageCard
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     pass
 
 

@@ -40,7 +40,7 @@ from builder.project.cards import GbdtCard, SklearnCard, TabularCard
 from builder.project.spec import SPEC_FILE, KernelSpec
 from builder.run.calls import calling
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     import pandas as pd
 
 SHOWN = 8  # names a note lists before it counts the rest

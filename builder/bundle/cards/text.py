@@ -28,7 +28,7 @@ from builder.kkb_runtime.submission import read_sample
 from builder.project.cards import TextCard
 from builder.project.spec import SPEC_FILE, KernelSpec
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     import pandas as pd
 
 RECORDED_VERSIONS = ("torch", "transformers", "tokenizers")

@@ -24,7 +24,7 @@ from builder.kkb_runtime.cards.common import checkpoints
 from builder.project.cards import TextCard
 from builder.project.spec import SPEC_FILE
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     pass
 
 # A folder holds a tokenizer when it has one of these (fast tokenizers, WordPiece, BPE, sentencepiece).

@@ -27,7 +27,7 @@ from builder.kkb_runtime.typed import keys_of, read
 from builder.project.cards import CardBase
 from builder.project.spec import SPEC_FILE, KernelSpec
 
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
+if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
     import pandas as pd
 
 C = TypeVar("C", bound=CardBase)
