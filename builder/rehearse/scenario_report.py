@@ -43,7 +43,7 @@ _DECISION = re.compile(r"^\[kkb\] (.*(?:running every step|writing the sample su
 _FAST_TAKEN = "commit run ("
 
 
-def import_while_the_kernel_runs() -> None:
+def warm_up_while_the_kernel_runs() -> None:
     """What judging the run needs first, readied in a background thread while the kernel starts and runs (this process
     only waits for it then): pandas, which reads the run's files (~0.3 s to import), and the installed distributions'
     table, which the version-skew check reads (~0.05 s). A later ``import pandas`` waits for this one."""

@@ -20,7 +20,7 @@ from builder.rehearse.evalapi_scenario import gateway_verdict
 from builder.rehearse.evalapi_scenario import run_scenario as run_evaluation_api
 from builder.rehearse.projection import PROBE_BATCHES, RunTimes, fit_factor
 from builder.rehearse.report import ScenarioReport
-from builder.rehearse.scenario_report import import_while_the_kernel_runs, rows_of, scenario_report
+from builder.rehearse.scenario_report import rows_of, scenario_report, warm_up_while_the_kernel_runs
 from builder.rehearse.verdict import NOT_REHEARSED, Judgement, machine_shape
 from builder.rehearse.wheelhouse import dry_run_mounts
 from builder.run.execute import ExecutionResult
@@ -37,7 +37,7 @@ def _csv_scenario(run: ScenarioRun) -> ScenarioReport:
     ``run.source`` is the data before ``--rerun-scale``: the time projection may run a second size from it."""
     build = run.build
     run.say(f"running the {build.spec.kernel.type}")
-    import_while_the_kernel_runs()
+    warm_up_while_the_kernel_runs()
     result = execute_kernel(build.notebook_path, build.spec.kernel.type, scenario_sandbox(run, run.data),
                             run.work / "kaggle", progress=run.say)
     run.say(f"finished in {result.wall_seconds:.1f} s ({result.isolation} sandbox)")
@@ -110,7 +110,7 @@ def _evaluation_api_scenario(run: ScenarioRun) -> ScenarioReport:
     section = evaluation_section(build.spec)
     sandbox = scenario_sandbox(run, data)
     sandbox = replace(sandbox, extra_env={**sandbox.extra_env, **sandbox_env(section)})
-    import_while_the_kernel_runs()
+    warm_up_while_the_kernel_runs()
     ran = run_evaluation_api(run.scenario, sandbox, build.notebook_path, build.spec, data, run.work)
     if ran.rerun is not None:
         (run.out / "rerun.gateway.log").write_text(ran.gateway_log)
