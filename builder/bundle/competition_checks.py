@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from builder.errors import SpecError
 from builder.kkb_runtime.metric_file import metric_file_reference, signature_of
@@ -19,9 +18,6 @@ from builder.kkb_runtime.metrics import parse_metric
 from builder.project.metric_setting import resolve_metric
 from builder.project.public_ids import check_public_ids
 from builder.project.spec import SPEC_FILE, KernelSpec
-
-if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
-    pass
 
 
 def with_competition_metric(spec: KernelSpec, kernel_dir: Path) -> KernelSpec:

@@ -15,7 +15,7 @@ import json
 import shutil
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from builder.kkb_runtime.vocabulary import Scenario, Verdict
 from builder.local_kaggle import names
@@ -48,9 +48,6 @@ from builder.local_kaggle.worker import JobQueue
 from builder.rehearse.evalapi import rehearse_gateway_rerun, verdict_name, verdict_reason
 from builder.run.gateway import Gateway
 from builder.run.sandbox import Mount
-
-if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
-    pass
 
 SERVICE = "competitions.CompetitionApiService"
 PENDING, ERROR = "PENDING", "ERROR"

@@ -30,7 +30,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from builder.build import BuildResult, BuildSettings, build_kernel
 from builder.errors import DryRunError, SpecError
@@ -53,9 +52,6 @@ from builder.run.image_env import image_env_note
 from builder.run.isolation import probe_soon
 from builder.run.sandbox import remove_sandbox
 from builder.run.stand_ins import input_mounts, replicated_test
-
-if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
-    pass
 
 # Nothing leaves the machine in a dry run, so the owner in the dataset ids only has to be consistent.
 LOCAL_OWNER = "kkb-local"

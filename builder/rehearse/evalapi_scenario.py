@@ -20,7 +20,6 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import nbformat
 
@@ -33,9 +32,6 @@ from builder.run.execute import ExecutionResult, tail
 from builder.run.forms import execute_kernel
 from builder.run.sandbox import SandboxSpec, outputs_dir
 from builder.run.script_run import EXECUTED_SCRIPT
-
-if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
-    pass
 
 LOG_TAIL_LINES = 20
 NINE_HOURS = 9 * 3600.0

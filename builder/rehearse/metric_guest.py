@@ -16,16 +16,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from builder.kkb_runtime.metric_file import MetricFile
 from builder.project.public_ids import read_public_ids
 from builder.rehearse.metric_report import file_scores
 from builder.run.calls import calling
 from builder.run.program import read_request, write_answer
-
-if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
-    pass
 
 
 def score(request: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from builder.kkb_runtime.vocabulary import Scenario
 from builder.project.spec import KernelSpec
@@ -21,9 +21,6 @@ from builder.rehearse.dryrun import DryRunReport, ScenarioReport
 from builder.rehearse.projection import Projection, RunTimes, limit_warning, project_rerun, timeout_reason
 from builder.rehearse.verdict import COMPUTE, OK, TIMEOUT, Judgement, Limits, machine_shape
 from builder.run.execute import ExecutionResult
-
-if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
-    pass
 
 GB = 1024**3
 

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from builder.errors import DryRunError, KkbError
 from builder.project.compare import Comparison, check_tolerance, compare_files
 from builder.project.spec import KernelSpec
 from builder.rehearse.report import ScenarioReport
-
-if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
-    pass
 
 
 @dataclass(frozen=True)

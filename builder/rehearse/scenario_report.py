@@ -14,7 +14,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from builder.kkb_runtime.vocabulary import Scenario, Verdict
 from builder.project.spec import KernelSpec
@@ -32,9 +31,6 @@ from builder.run.limits import memory_enforcement, working_enforcement
 from builder.run.sandbox import blocked_network
 from builder.run.sandbox_files import in_working
 from builder.run.skew import module_distributions, skew_records, skew_warnings
-
-if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
-    pass
 
 LOG_TAIL_LINES = 20
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)

@@ -31,7 +31,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from builder import __version__
 from builder.build import BuildResult
@@ -61,9 +61,6 @@ from builder.remote.push import LazySession, build_for_push, pin_sources, sync_b
 from builder.remote.run_image import record_run_image
 from builder.remote.runs import spec_accelerator
 from builder.remote.session import ProgressFn, PushSettings, Session, Waits
-
-if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
-    pass
 
 REHEARSAL_FILE = "kkb_rehearsal.json"  # kkb_runtime.rehearsal.REHEARSAL_FILE (the runtime imports nothing of builder)
 # What --on-kaggle rehearses, per submission kind: None, or why not (the rehearsal kernel replays the

@@ -13,7 +13,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from builder.bundle.models import offline_environment, user_code_importable
 from builder.errors import ModelError
@@ -24,9 +24,6 @@ from builder.kkb_runtime.cards.image import transforms as pipelines
 from builder.kkb_runtime.cards.image.card import ImageCard as KernelImageCard
 from builder.kkb_runtime.cards.image.card import RandomTtaBuilt
 from builder.project.cards import ImageCard
-
-if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
-    pass
 
 
 @dataclass(frozen=True)

@@ -16,16 +16,13 @@ and builds).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from builder.errors import ModelError
 from builder.kkb_runtime.cards import text as runtime_text
 from builder.kkb_runtime.cards.common import checkpoints
 from builder.project.cards import TextCard
 from builder.project.spec import SPEC_FILE
-
-if TYPE_CHECKING:  # imported where used: the CLI starts without them (tests/test_dry_run_cost.py)
-    pass
 
 # A folder holds a tokenizer when it has one of these (fast tokenizers, WordPiece, BPE, sentencepiece).
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",

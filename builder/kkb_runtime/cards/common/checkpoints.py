@@ -17,10 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
-    pass
+from typing import Any
 
 from ...card import Built, Card, Fold, NetworkCard, weighted_folds
 

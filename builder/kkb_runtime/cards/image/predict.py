@@ -33,7 +33,6 @@ from .card import ImageBuilt, ImageCard
 
 if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
     import numpy as np
-    pass
 
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".npy")
