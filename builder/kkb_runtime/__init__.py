@@ -1,49 +1,33 @@
 """kkb's kernel-side runtime: shipped in the code dataset, imported by the rendered notebook.
 
-Only the standard library at import time. pandas, and the modules that use it (reading the sample, combining,
-rounding, the checks), load in a background thread that :func:`start` begins: a scoring rerun launches its first
-step while they load (their import is ~0.4 s; a step's own process start takes seconds on another core), and the
-run waits for them where it first needs them. torch, timm and albumentations are imported inside the functions
+Only the standard library at import time: every module imports pandas and numpy inside the functions that use
+them. :func:`start` reads the sample submission, pandas' import included (~0.4 s), in a background thread: a
+scoring rerun launches its first step meanwhile (a step's own process start takes seconds on another core), and the
+run waits for the sample where it first needs it. torch, timm and albumentations are imported inside the functions
 that need them, so the fast-commit path stays fast. Never imports ``builder``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import commit, install, preload, prerun, rehearsal  # noqa: F401  (install: the notebook calls kkb.install)
+from . import commit, features, install, metrics, postprocess, preload, prerun, rehearsal, rounding, submission  # noqa: F401  (install: the notebook calls kkb.install)
 from .config import KernelConfig
 from .config_reader import load_config
 from .inputs import InputNotFound, Inputs, find_input, resolve_inputs
+from .postprocess import Context as PostprocessContext
 from .steps import StepFailed, StepResult, record_steps, run_step
+from .submission import SubmissionError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from . import metrics, rounding
-    from .postprocess import Context as PostprocessContext
-    from .submission import SubmissionError
-
 __all__ = ["InputNotFound", "KernelRun", "find_input", "StepFailed", "SubmissionError", "start"]
-
-# The submodules that import pandas: loaded on first use (``kkb_runtime.submission`` still works), or by the
-# sample's background read.
-HEAVY_MODULES = ("features", "metrics", "postprocess", "rounding", "submission")
-
-
-def __getattr__(name: str) -> Any:
-    if name in HEAVY_MODULES:
-        return importlib.import_module(f".{name}", __name__)
-    if name == "SubmissionError":
-        return importlib.import_module(".submission", __name__).SubmissionError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 class SampleRead:
     """The sample submission, read with pandas (its import included) in a background thread; :meth:`frame` waits
@@ -56,10 +40,6 @@ class SampleRead:
 
     def _read(self, path: Path, id_column: str, column_types: Mapping[str, str]) -> None:
         try:
-            from . import submission
-
-            for name in HEAVY_MODULES:  # the rest of what combining, rounding and the checks use
-                importlib.import_module(f".{name}", __name__)
             self._frame = submission.retype_sample(submission.read_sample(path, id_column), column_types, id_column)
         except BaseException as exc:  # re-raised in the run's own thread by frame()
             self._error = exc
@@ -110,8 +90,6 @@ class KernelRun:
 
     @property
     def targets(self) -> list[str]:
-        from . import submission
-
         return submission.target_columns(self.sample, self.id_column, self.config.submission.target_columns)
 
     @property
@@ -122,8 +100,6 @@ class KernelRun:
     @property
     def metric(self) -> metrics.MetricName:
         """``[competition] metric`` (none set: no metric-specific rounding or check)."""
-        from . import metrics
-
         return metrics.parse_metric(self.config.competition.metric)
 
     @property
@@ -148,8 +124,6 @@ class KernelRun:
         out_dir = self.inputs.working / "kkb_steps"
         out_dir.mkdir(parents=True, exist_ok=True)
         limit = self.decision.row_limit if self.decision and self.decision.fast else None
-        from . import features  # standard library only at import: the first step is not kept waiting
-
         with self._stage("steps"), features.feature_cache(self.inputs.working.parent):  # shared feature tables
             for step in self.config.steps:
                 self._sample_readable()
@@ -162,8 +136,6 @@ class KernelRun:
     def combine(self) -> pd.DataFrame:
         if self.finished:
             return self.predictions
-        from . import submission
-
         with self._stage("combine"):
             columns = self.prediction_columns
             groups = [list(step.columns or columns) for step in self.config.steps]
@@ -178,8 +150,6 @@ class KernelRun:
 
     def postprocess(self) -> pd.DataFrame:
         """The ``[[postprocess]]`` stages on the combined frame: argmax, threshold, clip, your function."""
-        from . import postprocess
-
         if not self.finished:
             with self._stage("postprocess"):
                 processed = postprocess.apply(self.predictions, self.config.postprocess, self.id_column,
@@ -190,8 +160,6 @@ class KernelRun:
 
     def postprocess_context(self) -> PostprocessContext:
         """What a post-processing function gets besides the frame (kkb_runtime.postprocess.Context)."""
-        from . import postprocess
-
         attached = {item.name: path for item in self.config.inputs
                     if (path := _attached(item.name, self.config)) is not None}
         return postprocess.Context(weights_dir=self.inputs.weights, code_dir=self.inputs.code,
@@ -210,8 +178,6 @@ class KernelRun:
     def round(self) -> pd.DataFrame:
         """``[submission] decimals``, except where rounding would merge the predictions a rank metric ranks
         (:mod:`.rounding`): such a column keeps the decimals it needs, and the notebook says so."""
-        from . import rounding, submission
-
         if not self.finished:
             with self._stage("round"):
                 floats = [c for c in self.targets
@@ -231,8 +197,6 @@ class KernelRun:
         return self.predictions
 
     def check_and_write(self) -> Path:
-        from . import metrics, submission
-
         if self.finished and self.written is not None:
             return self.written
         with self._stage("write"):
@@ -242,7 +206,7 @@ class KernelRun:
                                                    column_types=self.config.submission.column_types,
                                                    float_targets=metrics.scores_floats(self.metric))
             if problems:
-                raise submission.SubmissionError(problems, file=self.submission_path.name)
+                raise SubmissionError(problems, file=self.submission_path.name)
             self.written = submission.write_submission(frame[list(self.sample.columns)], self.submission_path)
             self._check_metric(frame)
         self.finished = True
@@ -255,8 +219,6 @@ class KernelRun:
         """The metric's checks (:mod:`.metrics`) on the written file. In the scoring rerun a failure raises
         after the file is written: Kaggle scores it and fails ("Submission Scoring Error"), as the dry run
         says. The commit run is not scored: there they are warnings (the fast commit's sample is not checked)."""
-        from . import metrics, submission
-
         if self.decision is not None and self.decision.fast and self.decision.write == "sample":
             return
         sample_labels = {column: labels for column, labels in metrics.label_sets(self.sample, self.targets).items()
