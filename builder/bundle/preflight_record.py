@@ -16,6 +16,7 @@ from pathlib import Path
 
 from builder import __version__
 from builder.bundle.preflight import CardCheck
+from builder.project.jsonfile import read_object
 from builder.project.spec import KernelSpec
 
 SCHEMA = "kkb.preflight/1"
@@ -35,13 +36,13 @@ def preflight_key(spec: KernelSpec, kernel_dir: Path) -> str:
 
 def recorded_checks(record: Path, key: str) -> tuple[CardCheck, ...] | None:
     """The checks the last build passed with this key, else None (no record, another key, an unreadable one)."""
+    data = read_object(record)
+    if data.get("key") != key:
+        return None
     try:
-        data = json.loads(record.read_text())
-        if data["key"] != key:
-            return None
         return tuple(CardCheck(str(check["step"]), str(check["card"]), tuple(str(c) for c in check["columns"]))
                      for check in data["checks"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return None
 
 

@@ -86,6 +86,16 @@ class ScenarioRun:
         return Path(self.settings.kernel_dir)
 
     @property
+    def hidden_rows(self) -> int | None:
+        """The hidden test's size the rerun is projected to: ``--hidden-rows``, else ``[competition] hidden_rows``."""
+        return self.settings.hidden_rows or self.spec.competition.hidden_rows
+
+    @property
+    def projected(self) -> bool:
+        """Whether this scenario's time is projected to the hidden test (a rerun, with its size known)."""
+        return self.scenario == "rerun" and self.hidden_rows is not None
+
+    @property
     def memory_bytes(self) -> int:
         """``--memory``, else the machine shape's RAM."""
         return self.settings.memory_bytes or machine_shape(self.spec.kernel.machine_shape).ram_bytes

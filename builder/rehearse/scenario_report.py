@@ -58,12 +58,11 @@ def rows_of(data: Path, spec: KernelSpec) -> int:
 
 
 def _limits(run: ScenarioRun, rows: int) -> Limits:
-    scenario, settings, spec = run.scenario, run.settings, run.spec
+    settings, spec = run.settings, run.spec
     shape = machine_shape(spec.kernel.machine_shape)
-    hidden = settings.hidden_rows or spec.competition.hidden_rows
-    scaled = scenario == "rerun" and hidden is not None
+    scaled = run.projected
     return Limits(time_limit_seconds=spec.competition.time_limit_hours * 3600, ram_bytes=run.memory_bytes,
-                  gpu_bytes=shape.gpu_bytes, rows_run=rows if scaled else None, hidden_rows=hidden if scaled else None,
+                  gpu_bytes=shape.gpu_bytes, rows_run=rows if scaled else None, hidden_rows=run.hidden_rows if scaled else None,
                   shape_has_gpu=shape.gpu_bytes is not None, layout=settings.layout)
 
 

@@ -51,7 +51,7 @@ def _fit_runs(run: ScenarioRun, rows: int, result: ExecutionResult) -> tuple[Run
     else, after ``--rerun-scale``, the public test itself (a smaller, cheaper run)."""
     scenario, settings, build, source, work, spec = run.scenario, run.settings, run.build, run.source, run.work, run.spec
     runs = [RunTimes(rows, result.wall_seconds, tuple(result.steps))]
-    hidden = settings.hidden_rows or spec.competition.hidden_rows
+    hidden = run.hidden_rows
     factor = fit_factor(rows)
     if scenario != "rerun" or not settings.fit or not hidden or hidden <= rows or not result.ok:
         return tuple(runs)
@@ -92,9 +92,8 @@ def scenario_sandbox(run: ScenarioRun, data: Path) -> SandboxSpec:
     mounts += input_mounts(build.spec, run.kernel_dir)
     mounts.append(Mount(data, f"competitions/{build.spec.competition.slug}"))
     python = build_image_env(run.kernel_dir).python if settings.image_env else None  # built once, then cached
-    # Card steps time a few steady batches where the rerun is projected (to [competition] hidden_rows): a per-row rate
-    projected = scenario == "rerun" and bool(settings.hidden_rows or build.spec.competition.hidden_rows)
-    probe = {PROBE_VARIABLE: str(PROBE_BATCHES)} if projected else {}
+    # Card steps time a few steady batches where the rerun is projected (to the hidden test's size): a per-row rate
+    probe = {PROBE_VARIABLE: str(PROBE_BATCHES)} if run.projected else {}
     shown = {ROWS_VARIABLE: str(settings.show_inputs)} if settings.show_inputs > 0 else {}  # each card step's view
     return SandboxSpec(mounts=tuple(mounts), rerun=scenario == "rerun", timeout_seconds=run.timeout_seconds,
                        extra_env=probe | shown,
