@@ -170,7 +170,7 @@ def running_sessions(ctx: Session) -> tuple[RunningSession, ...]:
     session's longest life (every page of the account's kernels: one on page 2 runs as well)."""
     since = now_utc() - timedelta(seconds=SESSION_LIMIT_S)
     found = []
-    kernels = [k for k in ctx.adapter.my_kernels() if (k.gpu or k.tpu) and k.current_version
+    kernels = [k for k in ctx.adapter.my_kernels(run_since=since) if (k.gpu or k.tpu) and k.current_version
                and (k.last_run is None or k.last_run >= since)]
     for kernel in kernels:
         accelerator = accelerator_of(kernel.machine_shape, kernel.gpu, kernel.tpu)

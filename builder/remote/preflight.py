@@ -19,7 +19,7 @@ kernel of ``kkb wheels --on-kaggle``; each takes ``--wait-for-slot``, ``--force`
 Each refusal is a :class:`~builder.errors.LimitReached` (exit 3) with the way on in its hint. Before
 submitting, ``await_submission_slot`` asks again: the team may have used the last one during the run. When Kaggle
 itself refuses a push at the session cap (a session kkb could not see), ``push_when_slot`` waits for a slot with
-``--wait-for-slot`` and pushes again.
+``--wait-for-slot`` and pushes again (``kkb push`` does the same within its own retry loop, ``waited_for_slot``).
 """
 
 from __future__ import annotations
@@ -82,16 +82,18 @@ def planned_run(build: BuildResult, *, submitting: bool) -> PlannedRun:
                       needed_seconds(build), build.spec.competition.slug if submitting else None)
 
 
-def check_before_run(ctx: Session, run: PlannedRun, *, current: int | None) -> None:
+def check_before_run(ctx: Session, run: PlannedRun, *, current: int | None) -> int | None:
     """Refuse (or wait, or stop what runs) before a push that starts ``run``; ``current``: the kernel's version on
-    Kaggle now (None: none yet). See the module's doc for the order."""
-    one_run_per_kernel(ctx, run, current)
+    Kaggle now (None: none yet). See the module's doc for the order. Returns the kernel's version after the checks:
+    ``current``, or None where ``--replace`` deleted the kernel (its next version is 1)."""
+    deleted = one_run_per_kernel(ctx, run, current)
     if run.submit_to is not None:
         daily_limit(ctx, run.submit_to)
     if run.accelerator != "CPU":
         quota_left(ctx, run)
     if run.accelerator == "GPU":
         session_cap(ctx)
+    return None if deleted else current
 
 
 def push_when_slot(ctx: Session, push: Callable[[], T]) -> T:
@@ -127,16 +129,18 @@ def waited_for_slot(ctx: Session, rounds: Retrying, exc: SessionCapReached) -> b
     return True
 
 
-def one_run_per_kernel(ctx: Session, run: PlannedRun, current: int | None) -> None:
+def one_run_per_kernel(ctx: Session, run: PlannedRun, current: int | None) -> bool:
+    """Whether ``--replace`` deleted the kernel to stop its running version (else it refused, waited, or let it be)."""
     kernel_id, settings = run.kernel_id, ctx.settings
     runs = _asked(ctx, "whether the kernel still runs", lambda: kernel_runs(
         ctx, kernel_id, current, run.machine_shape, run.accelerator))
     if not runs:
-        return
+        return False
     names = "; ".join(run.label for run in runs)
     if settings.replace:
         stop_runs(ctx, kernel_id, runs, ENDED_REPLACED)
-    elif settings.force:
+        return True
+    if settings.force:
         ctx.emit("limits", f"{names} keeps running (and billing) beside the new version (--force)")
     elif settings.wait_for_slot:
         def probe() -> tuple[str, bool]:
@@ -151,6 +155,7 @@ def one_run_per_kernel(ctx: Session, run: PlannedRun, current: int | None) -> No
             "running and billing",
             hint="wait for it to end (kkb status shows it) or pass --wait-for-slot to wait; --replace stops it "
                  "first (Kaggle's API stops a run only by deleting the kernel: every version goes); --force runs both")
+    return False
 
 
 def daily_limit(ctx: Session, slug: str) -> None:
@@ -248,8 +253,13 @@ def needed_seconds(build: BuildResult) -> Needed:
     if isinstance(projected, (int, float)) and projected > 0:
         seconds = min(float(projected), float(timeout)) if timeout else float(projected)
         return Needed(seconds, f"the last dry run's projection of the rerun, {duration(float(projected))}")
-    if timeout:
-        return Needed(float(timeout), "[kernel] timeout_seconds")
+    return unprojected_seconds(spec)
+
+
+def unprojected_seconds(spec: KernelSpec) -> Needed:
+    """What a run takes where nothing projects it: the kernel's timeout, else the competition's time limit."""
+    if spec.kernel.timeout_seconds:
+        return Needed(float(spec.kernel.timeout_seconds), "[kernel] timeout_seconds")
     return Needed(spec.competition.time_limit_hours * 3600, "the competition's time limit: no dry run projects it")
 
 

@@ -118,13 +118,12 @@ def push_built(ctx: Session, build: BuildResult, *, submitting: bool = False) ->
     current = ctx.adapter.kernel_version(build.kernel_id)
     unchanged = current is not None and _current_is(ctx, build.kernel_id, kernel_hash, current,
                                                     ctx.history.last(PUSH, kernel=build.kernel_id))
-    if not unchanged and _adopt_kernel(ctx, build.kernel_id, kernel_hash, current) is None:  # a new version runs
-        check_before_run(ctx, planned_run(build, submitting=submitting), current=current)
-        if ctx.settings.replace:  # --replace may have deleted the kernel: its next version is 1
-            current = ctx.adapter.kernel_version(build.kernel_id)
+    adopted = None if unchanged else _adopt_kernel(ctx, build.kernel_id, kernel_hash, current)
+    if not unchanged and adopted is None:  # a new version runs; None after it: --replace deleted the kernel
+        current = check_before_run(ctx, planned_run(build, submitting=submitting), current=current)
     code, weights, wheels = sync_bundles(ctx, build, notes, competition_checked=True, wheels=found_wheels)
     pins = pin_sources(Path(build.kernel_dir), [item for item in (code, weights, wheels) if item is not None])
-    version, url, action = _sync_kernel(ctx, build, kernel_hash, current, unchanged=unchanged)
+    version, url, action = _sync_kernel(ctx, build, kernel_hash, current, unchanged=unchanged, adopted=adopted)
     uploaded = ctx.adapter.uploaded_bytes - start_bytes
     ctx.history.append(
         PUSH,
@@ -273,19 +272,18 @@ def _check_kernel_metadata(kernel_dir: Path, build: BuildResult) -> None:
 
 
 def _sync_kernel(ctx: Session, build: BuildResult, kernel_hash: str, current: int | None, *,
-                 unchanged: bool) -> tuple[int | None, str, str]:
+                 unchanged: bool, adopted: int | None) -> tuple[int | None, str, str]:
     """Push a new kernel version unless the current one (Kaggle's ``current``) already has ``kernel_hash``
-    (``unchanged``: :func:`_current_is`, as ``push_built`` asked it)."""
+    (``unchanged``: :func:`_current_is`, as ``push_built`` asked it) or an interrupted push made it (``adopted``)."""
     kernel_id = build.kernel_id
     last = ctx.history.last(PUSH, kernel=kernel_id)
     default_url = ctx.adapter.web_url(f"code/{kernel_id}")
-    if current is not None and unchanged:
+    if unchanged:
         if _adopt_kernel(ctx, kernel_id, kernel_hash, current) is not None:  # an interrupted push made it
             return current, default_url, "adopted"
         ctx.emit("kernel", f"{kernel_id} v{current} unchanged")
         url = last.get("url") if last and last.get("kernel_hash") == kernel_hash else None
         return current, str(url or default_url), "unchanged"
-    adopted = _adopt_kernel(ctx, kernel_id, kernel_hash, current)
     if adopted is not None:
         return adopted, default_url, "adopted"
     timeout = build.spec.kernel.timeout_seconds

@@ -56,7 +56,7 @@ from builder.remote.history import REHEARSAL, REHEARSAL_INTENT, History
 from builder.remote.kaggle_api import KaggleAdapter
 from builder.remote.lock import LOCK_WAIT_S, kernel_lock
 from builder.remote.mounted import expected_from, raise_if_differs, read_other_inputs, verify_mounted
-from builder.remote.preflight import Needed, PlannedRun, check_before_run, push_to_run
+from builder.remote.preflight import Needed, PlannedRun, check_before_run, push_to_run, unprojected_seconds
 from builder.remote.push import LazySession, build_for_push, pin_sources, sync_bundles
 from builder.remote.run_image import record_run_image
 from builder.remote.runs import spec_accelerator
@@ -309,9 +309,7 @@ def _rehearse(ctx: Session, build: BuildResult, plan: RehearsalPlan, folder: Pat
     current = ctx.adapter.kernel_version(plan.rehearsal_id)
     adopted = _adoptable(ctx, plan.rehearsal_id, key, current)
     if adopted is None:  # a new version will run: Kaggle's limits first, before any upload
-        check_before_run(ctx, _planned_run(build, plan), current=current)
-        if settings.replace:  # --replace may have deleted the kernel: its next version is 1
-            current = ctx.adapter.kernel_version(plan.rehearsal_id)
+        current = check_before_run(ctx, _planned_run(build, plan), current=current)  # None: --replace deleted it
     code, weights, wheels = sync_bundles(ctx, build, notes)
     rehearsal_meta = folder / "kernel" / KERNEL_METADATA
     _attach_model_sources(Path(build.kernel_dir) / KERNEL_METADATA, rehearsal_meta)
@@ -350,12 +348,8 @@ def _planned_run(build: BuildResult, plan: RehearsalPlan) -> PlannedRun:
     """The rehearsal kernel's run for Kaggle's limits: the real kernel's machine, the time the plan projects (else
     the kernel's timeout, else the competition's limit); it never submits."""
     spec = build.spec
-    if plan.projected_seconds is not None:
-        needed = Needed(plan.projected_seconds, f"the rehearsal's projection, {plan.projection_basis}")
-    elif spec.kernel.timeout_seconds:
-        needed = Needed(float(spec.kernel.timeout_seconds), "[kernel] timeout_seconds")
-    else:
-        needed = Needed(spec.competition.time_limit_hours * 3600, "the competition's time limit: no dry run projects it")
+    needed = (Needed(plan.projected_seconds, f"the rehearsal's projection, {plan.projection_basis}")
+              if plan.projected_seconds is not None else unprojected_seconds(spec))
     return PlannedRun(plan.rehearsal_id, spec.kernel.machine_shape, spec_accelerator(spec), needed)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,7 @@ class FakeKaggle:
     def quota(self) -> Quota:
         return Quota(gpu=None, tpu=None, refresh=None)
 
-    def my_kernels(self, limit: int = 50) -> list[KernelInfo]:
+    def my_kernels(self, limit: int = 50, run_since: datetime | None = None) -> list[KernelInfo]:
         return []
 
     def delete_kernel(self, kernel: str) -> None:

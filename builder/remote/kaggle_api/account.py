@@ -63,10 +63,11 @@ class AccountCalls(KaggleCalls):
         return Quota(gpu=_line(getattr(response, "gpu_quota", None)), tpu=_line(getattr(response, "tpu_quota", None)),
                      refresh=_utc(getattr(response, "quota_refresh_time", None)))
 
-    def my_kernels(self, page_size: int = 100) -> list[KernelInfo]:
+    def my_kernels(self, page_size: int = 100, run_since: datetime | None = None) -> list[KernelInfo]:
         """The user's kernels, most recently run first: every page of ``ListKernels`` (its page token followed to
-        the end, ``MAX_PAGES`` at most), so a kernel that runs is found however many the account has."""
-        rows: list[Any] = []
+        the end, ``MAX_PAGES`` at most), so a kernel that runs is found however many the account has. With
+        ``run_since``, paging stops after a page whose every kernel last ran before it (the later pages ran earlier)."""
+        kernels: list[KernelInfo] = []
         token = ""
         for _ in range(MAX_PAGES):
             def get(token: str = token) -> Any:
@@ -74,11 +75,14 @@ class AccountCalls(KaggleCalls):
                                                            page_token=token)
 
             response = self.call("listing your kernels", get)
-            rows += list(getattr(response, "kernels", None) or [])
+            page = [_kernel_info(row) for row in getattr(response, "kernels", None) or []
+                    if row is not None and str(getattr(row, "ref", None) or "")]
+            kernels += page
             token = str(getattr(response, "next_page_token", "") or "")
-            if not token:
+            if not token or (run_since is not None and page
+                             and all(k.last_run is not None and k.last_run < run_since for k in page)):
                 break
-        return [_kernel_info(row) for row in rows if row is not None and str(getattr(row, "ref", None) or "")]
+        return kernels
 
     def delete_kernel(self, kernel: str) -> None:
         """``DeleteKernel``: the kernel and every version go, and a session still running stops (and bills no more)."""
