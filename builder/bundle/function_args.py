@@ -13,6 +13,7 @@ import ast
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from builder.bundle.submission_checks import module_source
 from builder.errors import BundleError
 from builder.kkb_runtime.postprocess import passed_names
 from builder.kkb_runtime.user_calls import KEYWORD, POSITIONAL, VAR_KEYWORD, VAR_POSITIONAL, Parameter, argument_problems
@@ -27,8 +28,7 @@ def function_parameters(reference: str, code_files: Mapping[str, Path]) -> list[
     """The parameters of ``module:function`` as its ``def`` in the code dataset declares them; None where the source
     does not say (no such module or ``def``: the module check and the kernel say it)."""
     module, _, name = reference.partition(":")
-    base = module.replace(".", "/")
-    source = code_files.get(f"{base}.py") or code_files.get(f"{base}/__init__.py")
+    source = module_source(module, code_files)
     if source is None:
         return None
     try:

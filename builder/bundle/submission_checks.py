@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,7 @@ def check_postprocess(spec: KernelSpec, kernel_dir: Path, code_files: dict[str, 
         where = f"{kernel_dir / SPEC_FILE}: postprocess[{index}]"
         if stage.kind == "function" and stage.function:
             _check_function(where, stage.function, code_files)
-        if stage.pickle_main and _module_source(stage.pickle_main, code_files) is None:
+        if stage.pickle_main and module_source(stage.pickle_main, code_files) is None:
             raise BundleError(f"{where}: pickle_main = '{stage.pickle_main}': the code dataset has no module "
                               f"'{stage.pickle_main}'",
                               hint="name the module of your code that defines the pickled classes, and add its file to "
@@ -47,7 +48,7 @@ def check_postprocess(spec: KernelSpec, kernel_dir: Path, code_files: dict[str, 
 def _check_function(where: str, reference: str, code_files: dict[str, Path]) -> None:
     module, _, name = reference.partition(":")
     base = module.replace(".", "/")
-    source = _module_source(module, code_files)
+    source = module_source(module, code_files)
     if source is None:
         modules = sorted(_module_name(relative) for relative in code_files if relative.endswith(".py"))
         close = difflib.get_close_matches(module, modules, n=1, cutoff=0.6)
@@ -69,7 +70,8 @@ def _check_function(where: str, reference: str, code_files: dict[str, Path]) -> 
                           hint=f"{guess}name a function of the module: DataFrame in, DataFrame out")
 
 
-def _module_source(module: str, code_files: dict[str, Path]) -> Path | None:
+def module_source(module: str, code_files: Mapping[str, Path]) -> Path | None:
+    """The code dataset's file of ``module`` (``a/b.py`` or ``a/b/__init__.py``), None where it has none."""
     base = module.replace(".", "/")
     return code_files.get(f"{base}.py") or code_files.get(f"{base}/__init__.py")
 
@@ -116,4 +118,4 @@ def check_column_types(spec: KernelSpec, kernel_dir: Path, sample_path: Path, sa
                                        "values mislead, and text ids must stay text")
 
 
-__all__ = ["check_column_types", "check_postprocess"]
+__all__ = ["check_column_types", "check_postprocess", "module_source"]

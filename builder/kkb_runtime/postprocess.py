@@ -32,7 +32,7 @@ from .config import ArgmaxStage, ClipStage, FunctionStage, PostprocessStage, Thr
 from .context import Context
 from .pickles import main_module
 from .typed import JsonValue, read
-from .user_calls import POSITIONAL, Parameter, argument_problems, call_with, parameters_of, takes_context
+from .user_calls import POSITIONAL, ArgumentsRefused, Parameter, call_with, parameters_of, takes_context
 from .user_errors import raised
 from .vocabulary import PostprocessKind
 
@@ -166,14 +166,12 @@ def _call_user(frame: pd.DataFrame, reference: str, args: Mapping[str, JsonValue
     integer_ids = id_column is not None and id_column in typed.columns
     if integer_ids:
         typed[id_column] = typed[id_column].astype(np.int64)
-    parameters = parameters_of(function)
-    names = passed_names(parameters, args)
+    names = passed_names(parameters_of(function), args)
     passed: dict[str, object] = {"frame": typed, **({names[1]: context} if len(names) > 1 else {})}
-    problems = argument_problems(parameters, names, args, "args")
-    if problems:
-        raise PostprocessError(f"{where}: {reference}: {'; '.join(problems)}")
     try:
         result = call_with(function, reference, passed, args, "args", context)
+    except ArgumentsRefused as exc:  # the stage's args, not the function's own error
+        raise PostprocessError(f"{where}: {exc}") from None
     except Exception as exc:  # the user's own error: named with its file and line, its traceback chained below
         raise PostprocessError(f"{where}: {reference} raised {raised(exc, context.code if context else None)}") from exc
     columns: list[str] = []

@@ -134,7 +134,7 @@ def combine_groups(outputs: Sequence[tuple[str, pd.DataFrame, Sequence[str]]], i
     """Column groups: each column is the ensemble (:func:`combine`) of the steps that write it, joined by id.
 
     ``outputs`` are ``(step name, frame, the step's columns)``. Steps of disjoint columns (a question
-    model and an answer model) are joined; steps sharing a column are averaged on it, with their weights.
+    model and an answer model) are joined; steps sharing a column are combined on it (``method``), with their weights.
     """
     import pandas as pd
     weights = list(weights) if weights is not None else [1.0] * len(outputs)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from builder.kkb_runtime.card import BuiltCard
+from builder.kkb_runtime.submission import COMBINERS
 from builder.kkb_runtime.typed import write
 from builder.kkb_runtime.vocabulary import CombineKind
 from builder.project.cards import SET, CardBase
@@ -60,7 +61,7 @@ def blend_note(spec: KernelSpec) -> str | None:
     """The blend the kernel computes, when its steps are weighted: ``blend: submission = 0.2 × lgbm + 0.4 × net
     (combine = weighted_sum)``; None for an unweighted combine."""
     combine = spec.submission.combine
-    if combine not in (CombineKind.WEIGHTED_SUM, CombineKind.WEIGHTED_MEAN) or not spec.steps:
+    if not COMBINERS[combine].weighted or not spec.steps:
         return None
     terms = " + ".join(f"{step.weight:g} × {step.name}" for step in spec.steps)
     total = sum(step.weight for step in spec.steps)

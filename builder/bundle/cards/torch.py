@@ -112,7 +112,7 @@ def pair_preprocessors(card: TorchCard, kernel_dir: Path,
             for name in files:
                 with calling("loading the preprocessor", card=card.name, file=name):  # a crash names the file
                     loaded = _load_preprocessor(card, kernel_dir / name)
-        described.append(_described(files, loaded, len(folds)))
+        described.append(_described(files, loaded))
     chains = [tuple(files[0] if len(files) == 1 else files[index] for files in stages) for index in range(len(folds))]
     return [runtime_torch.TorchFold(**vars(fold), preprocessors=chain) for fold, chain in zip(folds, chains, strict=True)], \
         described
@@ -133,7 +133,7 @@ def _refuse_folds_as_a_chain(card: TorchCard, kernel_dir: Path, stages: list[lis
                                "folds' order); a chain: name its files by what each does")
 
 
-def _described(files: list[str], loaded: Any, folds: int) -> str:
+def _described(files: list[str], loaded: Any) -> str:
     which = f"{files[0]} for every fold" if len(files) == 1 else f"one per fold: {', '.join(files)}"
     if runtime_torch.per_column(loaded):
         kinds = sorted({type(transformer).__name__ for transformer in loaded.values()})

@@ -267,12 +267,12 @@ def make_forward(model: Any, card: TextCard, choice: devices.DeviceChoice, targe
     import torch
 
     act = activation(card.activation)
-    amp = autocast_dtype(card, choice) is not None
+    dtype = autocast_dtype(card, choice)
     keys = accepted_inputs(model)
 
     def forward(batch: dict[str, Any]) -> Any:
         inputs = {key: value.to(target) for key, value in batch.items() if keys is None or key in keys}
-        with torch.autocast(device_type="cuda", dtype=torch.float16) if amp else contextlib.nullcontext():
+        with torch.autocast(device_type="cuda", dtype=getattr(torch, dtype)) if dtype else contextlib.nullcontext():
             output = select_output(model(**inputs), card.output)
         return act(output.float()).cpu()
 

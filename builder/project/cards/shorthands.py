@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from builder.kkb_runtime.submission import COMBINERS
 from builder.kkb_runtime.vocabulary import CardKind, CombineKind
 from builder.project.cards.base import MODEL_DEFAULTS, ORIGINS_KEY, SET
 from builder.project.cards.kinds import DEFAULT_KIND, keys_of, kinds_taking
@@ -104,7 +105,7 @@ def implicit_steps(steps: Any, cards: list[Any]) -> Any:
         name = card.get("name") if isinstance(card, Mapping) else None
         if not isinstance(name, str) or name in taken or card.get("step") is False:
             continue
-        if any(re.search(rf"--model(=|\s+){re.escape(name)}(\s|$)", run) for run in named):
+        if any(_runs_card(run, name) for run in named):
             continue
         step = {"name": name, "run": PREDICT_STEP.format(name=name)}
         if card.get("columns"):
@@ -113,6 +114,11 @@ def implicit_steps(steps: Any, cards: list[Any]) -> Any:
             step["weight"] = card["weight"]
         written.append(step)
     return written
+
+
+def _runs_card(run: str, name: str) -> bool:
+    """Whether a step's command runs the card ``name`` (``--model NAME`` or ``--model=NAME``)."""
+    return re.search(rf"--model(=|\s+){re.escape(name)}(\s|$)", run) is not None
 
 
 # --- a blend of cards: each card's weight weighs its implicit step ---------------------------------------------------
@@ -135,7 +141,7 @@ def check_blend_written(steps: Any, cards: list[Any]) -> None:
         for name, weight in weighted.items():
             if _own_step(step, name, weight):
                 continue  # the card's step as kkb added it (a spec read back from what the build wrote)
-            if re.search(rf"--model(=|\s+){re.escape(name)}(\s|$)", str(step.get("run", ""))):
+            if _runs_card(str(step.get("run", "")), name):
                 raise ValueError(f"[[steps]] '{step.get('name')}' runs models.{name}, which has weight = {weight}: a "
                                  "card's weight weighs the step kkb adds for it, and this step has its own (weight, "
                                  f"default 1.0): give the step its weight and drop the card's, or drop the step")
@@ -158,7 +164,7 @@ def blend_combine(submission: Any, steps: Any, cards: list[Any]) -> Any:
                          "weight: give each its weight (on its card, or on the [[steps]] entry)")
     out = dict(submission or {})
     combine = out.setdefault("combine", CombineKind.WEIGHTED_SUM.value)
-    if combine not in (CombineKind.WEIGHTED_SUM, CombineKind.WEIGHTED_MEAN):
+    if combine not in CombineKind.values() or not COMBINERS[CombineKind(combine)].weighted:
         raise ValueError(f"[submission] combine = '{combine}' ignores weights, and the cards have them ({given}): "
                          "leave combine out (or 'weighted_sum': Σ weight × prediction, as a notebook's blend line), "
                          "or 'weighted_mean' (divided by the weights' sum)")
