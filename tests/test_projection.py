@@ -29,6 +29,7 @@ from builder.rehearse.projection import (
     project,
     project_rerun,
     timeout_reason,
+    times_itself,
 )
 from tests.support.cards import image_built, kernel_card
 
@@ -135,6 +136,18 @@ def test_noise_cannot_make_the_per_row_cost_negative() -> None:
     (outside,) = projection.components
     assert outside.per_row_host.central == 0.0 and outside.per_row_host.low == 0.0 and outside.per_row_host.high > 0
     assert projection.seconds == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize(("record", "alone"), [
+    ({"infer_seconds": 1.7, "load_seconds": 0.0}, False),  # a table card: seconds and rows, no phases
+    ({"infer_seconds": 2.1, "load_seconds": 0.9}, False),  # a text card
+    ({}, False),  # user code
+    ({"timing": _card_timing(rows=8, folds=2, per_row=0.01).to_json()}, True),  # an image card's phases
+    ({"fit": "fixed", "why": "the first predict call"}, True),
+    ({"fit": "measured rate", "rows": 10, "rates": [0.1]}, True),
+])
+def test_only_a_step_that_splits_its_own_time_goes_without_a_second_size(record: dict[str, object], alone: bool) -> None:
+    assert times_itself(_step("s", 2.0, **record)) is alone
 
 
 @pytest.mark.parametrize(("rows", "factor"), [(1, 20), (5, 10), (15, 4), (49, 2), (50, 1), (5000, 1)])

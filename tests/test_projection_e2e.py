@@ -66,3 +66,22 @@ def test_after_rerun_scale_the_public_test_is_the_second_size(tmp_path: Path) ->
     projection = rerun.projection or {}
     assert projection["exact"] and {tuple(p[0] for p in c["points"]) for c in projection["components"]} == {(5, 50)}
     assert {c["method"] for c in projection["components"]} == {"two sizes"}
+
+
+@pytest.mark.slow
+def test_a_table_kernels_model_load_is_fixed_not_per_row(tmp_path: Path) -> None:
+    """Table cards record their seconds, not their phases: the 5-row public test gets a second size (50 rows), and
+    the boosters' and the net's loading stays fixed; one point would have projected ~800 s for 500 rows of a ~8 s run."""
+    kernel = KERNELS / "tabular-style"
+    made = make_assets(kernel, timeout=600)
+    assert made.returncode == 0, made.stdout + made.stderr
+    lines: list[str] = []
+    report = dry_run(DryRunSettings(kernel_dir=kernel, scenario=Scenario.RERUN, hidden_rows=500,
+                                    out_dir=tmp_path / "build", owner="tester", progress=lines.append))
+    (rerun,) = report.scenarios
+    assert rerun.ok and rerun.rows == 5, rerun.verdict
+    assert "rerun: a second run on 50 rows (10x) to separate fixed from per-row time" in lines
+    projection = rerun.projection or {}
+    assert {c["name"]: c["method"] for c in projection["components"]} == {
+        "lgbm": "two sizes", "logreg": "two sizes", "net": "two sizes", "(notebook outside steps)": "two sizes"}
+    assert projection["seconds"] < 3 * rerun.wall_seconds, projection["summary"]

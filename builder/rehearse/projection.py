@@ -50,7 +50,7 @@ TWO_SIZES = "two sizes"
 ONE_SIZE = "one size (one point: from all fixed to all per row)"
 CARD_FIXED = "fixed (the card steps do the per-row work)"
 DECLARED_FIXED = "fixed"  # a step record's own word ("fit": "fixed"): the first predict call, a model load
-RATE = "measured rate"  # a step record's "fit": "rate": per-row seconds of many calls within the run
+RATE = "measured rate"  # a step record's "fit": "measured rate": per-row seconds of many calls within the run
 # A step record may say how it is fitted (the evaluation API's predict: the first call apart from the rest).
 FIT_KEY = "fit"
 
@@ -299,6 +299,14 @@ def _timing(step: Mapping[str, Any]) -> StepTiming | None:
     return timing if isinstance(timing, StepTiming) else StepTiming.from_json(timing)
 
 
+def times_itself(step: Mapping[str, Any]) -> bool:
+    """Whether a step's own record tells its fixed from its per-row time (an image card's phases and steady batches,
+    or a declared fit), so that one run projects it. A table or text card's record has its seconds and rows only:
+    it needs a second size as user code does, or its model load would be counted per row."""
+    timing = _timing(step)
+    return bool(timing is not None and timing.folds) or step.get(FIT_KEY) in (DECLARED_FIXED, RATE)
+
+
 def _fit(name: str, runs: Sequence[RunTimes], cards_only: bool = False) -> ComponentFit:
     card = _card_fit(name, runs) or declared_fit(name, runs)
     if card is not None:
@@ -331,7 +339,7 @@ def _card_fit(name: str, runs: Sequence[RunTimes]) -> ComponentFit | None:
 
 
 def declared_fit(name: str, runs: Sequence[RunTimes]) -> ComponentFit | None:
-    """A step whose record says how it grows (``"fit": "fixed"`` or ``"rate"``), from the largest run that has it.
+    """A step whose record says how it grows (``"fit": "fixed"`` or ``"measured rate"``), from the largest run that has it.
 
     ``rate``: ``seconds`` over ``rows`` is the central per-row cost; ``rates`` (a sample of per-call seconds per row)
     give the spread, as a card's steady batches do; user code, so the accelerator may speed up all of it or none."""

@@ -18,7 +18,7 @@ from builder.rehearse.dryrun_settings import ScenarioRun
 from builder.rehearse.evalapi import missing_gateway_package
 from builder.rehearse.evalapi_scenario import gateway_verdict
 from builder.rehearse.evalapi_scenario import run_scenario as run_evaluation_api
-from builder.rehearse.projection import PROBE_BATCHES, RunTimes, fit_factor
+from builder.rehearse.projection import PROBE_BATCHES, RunTimes, fit_factor, times_itself
 from builder.rehearse.report import ScenarioReport
 from builder.rehearse.scenario_report import rows_of, scenario_report, warm_up_while_the_kernel_runs
 from builder.rehearse.verdict import NOT_REHEARSED, Judgement, machine_shape
@@ -55,8 +55,8 @@ def _fit_runs(run: ScenarioRun, rows: int, result: ExecutionResult) -> tuple[Run
     factor = fit_factor(rows)
     if scenario != "rerun" or not settings.fit or not hidden or hidden <= rows or not result.ok:
         return tuple(runs)
-    if not REHEARSALS[spec.submission.kind].fits_second_size or (result.steps and all(s.get("infer_seconds") is not None for s in result.steps)):
-        return tuple(runs)  # card steps time themselves; the gateway drives evaluation-API kernels
+    if not REHEARSALS[spec.submission.kind].fits_second_size or (result.steps and all(map(times_itself, result.steps))):
+        return tuple(runs)  # image card steps time themselves; the gateway drives evaluation-API kernels
     if factor > 1:  # too few rows to tell fixed from per-row time: the test replicated further
         try:
             scaled = replicated_test(spec, source, work / "fit-data", factor * settings.rerun_scale, run.kernel_dir)
