@@ -23,9 +23,9 @@ import pytest
 from builder.build import BuildSettings, build_kernel
 from builder.kkb_runtime import SampleRead, preload
 from builder.kkb_runtime.submission import sample_columns
-from builder.kkb_runtime.timing import PROBE_VARIABLE
+from builder.kkb_runtime.timing import HIDDEN_ROWS_VARIABLE, PROBE_VARIABLE, BatchTiming, FoldTimer, StepTimer
 from builder.kkb_runtime.vocabulary import Isolation, Scenario
-from builder.project.layout import PREFLIGHT_RECORD
+from builder.project.layout import ON_KAGGLE_DIR, PREFLIGHT_RECORD, REPORT_FILE
 from builder.project.spec import KernelSpec
 from builder.rehearse import scenarios
 from builder.rehearse.dryrun_settings import DryRunSettings, ScenarioRun
@@ -125,18 +125,47 @@ def test_a_failing_check_is_never_recorded_as_passed(tmp_path: Path) -> None:
             build_kernel(settings)
 
 
-@pytest.mark.parametrize(("hidden_rows", "probed"), [(None, False), (300, True)])
+@pytest.mark.parametrize(("hidden_rows", "rehearsed", "env"), [
+    (None, False, {}),
+    (300, False, {PROBE_VARIABLE: "3", HIDDEN_ROWS_VARIABLE: "300"}),  # the step may skip a probe that cannot weigh
+    (300, True, {PROBE_VARIABLE: "3"}),  # Kaggle's per-row rates are set against these: always probed
+])
 def test_card_steps_time_a_probe_only_where_the_rerun_is_projected(tmp_path: Path, hidden_rows: int | None,
-                                                                     probed: bool) -> None:
+                                                                     rehearsed: bool, env: dict[str, str]) -> None:
     kernel = shutil.copytree(KERNELS / "minimal", tmp_path / "k")
     toml = kernel / "kernel.toml"
     toml.write_text(toml.read_text().replace("hidden_rows = 200\n", ""))
     build = build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "build"))
+    if rehearsed:
+        (build.out_dir / ON_KAGGLE_DIR).mkdir()
+        (build.out_dir / ON_KAGGLE_DIR / REPORT_FILE).write_text("{}")
     settings = DryRunSettings(kernel_dir=kernel, hidden_rows=hidden_rows)
     data = kernel / "data" / "competition" / "public"
     run = ScenarioRun(scenario=Scenario.RERUN, settings=settings, build=build, data=data, source=data, public=data,
                       out=tmp_path / "out", work=tmp_path / "work", scored_file="submission.csv")
-    assert (PROBE_VARIABLE in scenarios.scenario_sandbox(run, data).extra_env) is probed
+    given = scenarios.scenario_sandbox(run, data).extra_env
+    assert {name: value for name, value in given.items() if name.startswith("KKB_TIMING")} == env
+
+
+def _fold(load: float, first: BatchTiming) -> FoldTimer:
+    fold = FoldTimer(load_seconds=load)
+    fold.batches.append(first)
+    return fold
+
+
+@pytest.mark.parametrize(("hidden_rows", "folds", "matters"), [
+    (None, 1, True),  # no size given (a rehearsal on Kaggle): always
+    (300, 1, False),  # 8 rows in 0.03 s: at most 1.1 s at 300 rows, beside 3.3 s fixed (half: 1.65 s)
+    (300, 5, True),  # five folds: 5.6 s per row at most, beside 9.3 s fixed
+    (600, 1, True),  # 2.25 s: more than half the fixed time
+    (15_000, 1, True),
+])
+def test_the_probe_runs_where_its_rate_could_weigh_at_the_hidden_size(hidden_rows: int | None, folds: int,
+                                                                       matters: bool) -> None:
+    timer = StepTimer(startup_seconds=0.2, hidden_rows=hidden_rows, phases={"imports": 1.3, "setup": 0.3})
+    fold = _fold(1.5, BatchTiming(8, 0.008, 0.022))
+    assert timer.probe_can_matter(fold, folds) is matters
+    assert timer.probe_can_matter(FoldTimer(load_seconds=1.5), folds)  # no batch yet: nothing bounds the rate
 
 
 def test_the_rerun_check_reads_the_sample_only_for_the_answers(tmp_path: Path) -> None:

@@ -19,8 +19,9 @@ from builder.kkb_runtime.timing import BatchTiming, FoldTiming, StepTimer, StepT
 from builder.rehearse import device_factor as factors
 from builder.rehearse.projection import (
     CARD,
+    CARD_BOUND,
+    CARD_FIXED,
     MIN_FIT_ROWS,
-    ONE_SIZE,
     OUTSIDE,
     TWO_SIZES,
     RunTimes,
@@ -107,8 +108,11 @@ def test_a_one_image_card_uses_its_timing_probe_and_never_charges_it() -> None:
 def test_warm_up_batches_alone_are_an_upper_bound_that_never_times_out() -> None:
     timing = _card_timing(rows=1, folds=2, per_row=0.5, warm=2.0)  # no probe: only the first batches ran
     seconds = _card_seconds(timing)
-    projection = project([RunTimes(1, seconds, (_step("m", seconds, timing=timing.to_json()),))], 100_000, 2 * HOUR)
-    assert projection.components[0].method == ONE_SIZE
+    projection = project([RunTimes(1, seconds + 0.9, (_step("m", seconds, timing=timing.to_json()),))], 100_000, 2 * HOUR)
+    card, outside = projection.components
+    # the notebook around the steps stays fixed: the card step bounds the per-row work
+    assert (card.method, outside.method) == (CARD_BOUND, CARD_FIXED) and not projection.exact
+    assert outside.fixed.central == pytest.approx(0.9) and outside.per_row_host.high == 0.0
     assert not projection.over_limit() and projection.may_pass_limit()
     assert "--rerun-scale N" in limit_warning(projection)
 

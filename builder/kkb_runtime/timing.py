@@ -15,7 +15,9 @@ forward passes, back to the CPU, which a GPU does speed up).
 A 1-image public test has no steady batch at all. When ``$KKB_TIMING_PROBE`` is set (the dry run and
 the rehearsal on Kaggle set it, a real run never does), the first fold times a few more full batches
 of the same test files, repeated, through the same pipeline: their predictions are dropped, their
-time is recorded apart (``probe``) and is not charged to the rerun.
+time is recorded apart (``probe``) and is not charged to the rerun. Where the dry run also gives the size it
+projects to (``$KKB_TIMING_HIDDEN_ROWS``) and the rate the probe would measure cannot weigh there
+(:meth:`StepTimer.probe_can_matter`), the probe is skipped: the warm-up batch bounds the rate from above.
 
 Standard library only: the runtime ships this file in the code dataset.
 """
@@ -30,6 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 PROBE_VARIABLE = "KKB_TIMING_PROBE"  # how many full steady batches the dry run wants per card (0 or unset: none)
+HIDDEN_ROWS_VARIABLE = "KKB_TIMING_HIDDEN_ROWS"  # the rows the dry run projects to (unset: the probe always runs)
+# The probe runs where the per-row time it measures could weigh at the hidden size: more than this share of the
+# step's fixed time when the batches so far (warm-up included: an upper bound of the rate) are taken as the rate.
+# Below it, a measured rate could lower the projection by less than the fixed part's own spread already allows
+# (the projection's FIXED_SPREAD, x1.5: builder.rehearse.projection).
+PROBE_WORTH_SHARE = 0.5
 TIMER_KEY = "_timer"  # where predict's timings dict carries the step's timer (popped before the meta is written)
 Batch = TypeVar("Batch")
 
@@ -142,6 +150,15 @@ def probe_batches(environ: Mapping[str, str]) -> int:
         return 0
 
 
+def hidden_rows(environ: Mapping[str, str]) -> int | None:
+    """The hidden test's size the dry run projects to (``$KKB_TIMING_HIDDEN_ROWS``), or None."""
+    try:
+        rows = int(environ.get(HIDDEN_ROWS_VARIABLE, "") or 0)
+    except ValueError:
+        return None
+    return rows if rows > 0 else None
+
+
 @dataclass
 class FoldTimer:
     """One fold's load, loader start and batches, as they happen."""
@@ -202,6 +219,7 @@ class StepTimer:
 
     startup_seconds: float | None = field(default_factory=process_age_seconds)
     probe_batches: int = 0  # full steady batches the dry run asks for ($KKB_TIMING_PROBE)
+    hidden_rows: int | None = None  # the size the dry run projects to ($KKB_TIMING_HIDDEN_ROWS)
     phases: dict[str, float] = field(default_factory=dict)
     folds: list[FoldTimer] = field(default_factory=list)
 
@@ -217,6 +235,19 @@ class StepTimer:
         timer = FoldTimer()
         self.folds.append(timer)
         return timer
+
+    def probe_can_matter(self, fold: FoldTimer, folds: int) -> bool:
+        """Whether a probe's rate could move the projection: the first fold's batches so far, warm-up included,
+        bound the per-row time from above; at the hidden size over ``folds`` folds that bound is set against the
+        step's fixed time (start, imports, setup, and per fold the load and the loader's start). Unknown hidden
+        size or no batch yet: it could."""
+        rows = sum(batch.rows for batch in fold.batches)
+        if self.hidden_rows is None or not rows:
+            return True
+        bound = sum(batch.seconds for batch in fold.batches) / rows
+        fixed = ((self.startup_seconds or 0.0) + sum(self.phases.values())
+                 + folds * (fold.load_seconds + fold.loader_start_seconds))
+        return bound * self.hidden_rows * folds > PROBE_WORTH_SHARE * fixed
 
     def result(self, rows: int, device: str, device_name: str, threads: int | None) -> StepTiming:
         return StepTiming(rows=rows, device=device, device_name=device_name, threads=threads,
@@ -278,5 +309,6 @@ def reference_forward_seconds(device: str = "cpu", threads: int | None = None, r
     return float(statistics.median(times))
 
 
-__all__ = ["PROBE_VARIABLE", "BatchTiming", "FoldTiming", "FoldTimer", "StepTimer", "StepTiming", "finish", "probe_batches",
-           "process_age_seconds", "reference_forward_seconds", "rows_of", "timer_of"]
+__all__ = ["HIDDEN_ROWS_VARIABLE", "PROBE_VARIABLE", "PROBE_WORTH_SHARE", "BatchTiming", "FoldTiming", "FoldTimer",
+           "StepTimer", "StepTiming", "finish", "hidden_rows", "probe_batches", "process_age_seconds",
+           "reference_forward_seconds", "rows_of", "timer_of"]

@@ -11,8 +11,9 @@ from pathlib import Path
 from builder.bundle.model_weights import DRY_RUN_VERSION, model_source
 from builder.errors import DryRunError
 from builder.kkb_runtime.cards.views import ROWS_VARIABLE
-from builder.kkb_runtime.timing import PROBE_VARIABLE
+from builder.kkb_runtime.timing import HIDDEN_ROWS_VARIABLE, PROBE_VARIABLE
 from builder.kkb_runtime.vocabulary import SubmissionKind
+from builder.project.layout import ON_KAGGLE_DIR, REPORT_FILE
 from builder.project.spec import KernelSpec
 from builder.rehearse.dryrun_settings import ScenarioRun
 from builder.rehearse.evalapi import missing_gateway_package
@@ -92,14 +93,22 @@ def scenario_sandbox(run: ScenarioRun, data: Path) -> SandboxSpec:
     mounts += input_mounts(build.spec, run.kernel_dir)
     mounts.append(Mount(data, f"competitions/{build.spec.competition.slug}"))
     python = build_image_env(run.kernel_dir).python if settings.image_env else None  # built once, then cached
-    # Card steps time a few steady batches where the rerun is projected (to the hidden test's size): a per-row rate
-    probe = {PROBE_VARIABLE: str(PROBE_BATCHES)} if run.projected else {}
     shown = {ROWS_VARIABLE: str(settings.show_inputs)} if settings.show_inputs > 0 else {}  # each card step's view
     return SandboxSpec(mounts=tuple(mounts), rerun=scenario == "rerun", timeout_seconds=run.timeout_seconds,
-                       extra_env=probe | shown,
+                       extra_env=_probe_env(run) | shown,
                        layout=settings.layout, memory_bytes=run.memory_bytes,
                        working_limit_bytes=WORKING_LIMIT_BYTES, python=python, visible=(python.parent.parent,) if python else (),
                        gpu=machine_shape(build.spec.kernel.machine_shape).gpu_bytes is not None, user_env=dict(settings.env))
+
+
+def _probe_env(run: ScenarioRun) -> dict[str, str]:
+    """Card steps time a few steady batches where the rerun is projected: a per-row rate. With the hidden size
+    given, a step skips the probe where the rate cannot weigh there (``kkb_runtime.timing``), except after a
+    rehearsal on Kaggle, whose per-row rates are set against the local ones for the device factor."""
+    if not run.projected:
+        return {}
+    rehearsed = (run.build.out_dir / ON_KAGGLE_DIR / REPORT_FILE).is_file()
+    return {PROBE_VARIABLE: str(PROBE_BATCHES)} | ({} if rehearsed else {HIDDEN_ROWS_VARIABLE: str(run.hidden_rows)})
 
 
 def _evaluation_api_scenario(run: ScenarioRun) -> ScenarioReport:

@@ -335,6 +335,10 @@ def probe_fold(job: Job, choice: devices.DeviceChoice, timer: timing.StepTimer, 
     missing = timer.probe_batches - fold.full_steady()
     if missing <= 0 or len(timer.folds) != 1 or not job.paths:
         return
+    if not timer.probe_can_matter(fold, len(job.built.checkpoints)):
+        print(f"[kkb] {job.card.name}: no timing probe: at {timer.hidden_rows} rows the warm-up batch's rate, an upper "
+              "bound, weighs little beside the step's fixed time", flush=True)
+        return
     rows = (missing + 1) * job.card.batch_size  # + 1: the probe loader's own first batch
     paths = [job.paths[index % len(job.paths)] for index in range(rows)]
     forward, target, views, weights = model
@@ -392,7 +396,7 @@ def version_skew(built: ImageBuilt) -> list[str]:
 def run(card: ImageCard, built: ImageBuilt, out: Path, environ: Mapping[str, str], config: KernelConfig) -> Path:
     """Run one image card over the test ids and write its CSV to ``out``."""
     models.offline()  # before the user's code (TTA, transforms) can import timm or huggingface_hub
-    timer = timing.StepTimer(probe_batches=timing.probe_batches(environ))
+    timer = timing.StepTimer(probe_batches=timing.probe_batches(environ), hidden_rows=timing.hidden_rows(environ))
     with timer.phase("setup"):
         job = make_job(card, built, out, config, environ)
     with timer.phase("imports"):  # torch (and CUDA) for the device choice and its description
