@@ -7,7 +7,8 @@ steps' timing probe gives the per-row rate). Then the rerun really runs on that 
 steps' timing probe (the probe runs only in dry runs: kkb_runtime.timing). Two more shapes, each projected from its
 public test to 10 times its rows and measured at ``--rerun-scale 10``: the evaluation-API example (``kernels/evalapi``:
 the first predict call fixed, the later calls per row) and the partitioned example (``tests/kernels/partitioned``,
-Optiver's shape: a user step whose second size is replicated along its partitions). Reported: projected (central) /
+Optiver's shape: a user step whose second size is replicated along its partitions); and the table example
+(``kernels/tabular-style``: three table cards, a per-row time of microseconds) from its 5 rows to 2,000. Reported: projected (central) /
 real, and whether the real time is inside the projected range ``[low, high]`` with its high end at most 2x the real
 one (the targets). Both sides run in one process, one after the other, on the same machine; the device is this
 machine's (a CPU shape is projected as measured, so the device factor is 1 here: the kernels run with
@@ -32,8 +33,9 @@ from builder.rehearse.dryrun import DryRunSettings, dry_run
 
 KERNELS = ("reference", "cassava-style")
 SCALES = (10, 30, 100)
-SHAPES = ("evalapi", "partitioned")  # projected from their public test to SHAPE_SCALE times its rows
-SHAPE_SCALE = 10
+SHAPES = ("evalapi", "partitioned", "tabular")  # projected from their public test to SHAPE_SCALES times its rows
+# the table kernel's per-row time is microseconds: its hidden test, 2,000 rows, is where that fit is tested
+SHAPE_SCALES = {"evalapi": 10, "partitioned": 10, "tabular": 400}
 QUICK = {"kernels": ("cassava-style",), "scales": (10,), "shapes": SHAPES}
 PARTITIONED = REPO / "tests" / "kernels" / "partitioned"
 
@@ -89,8 +91,9 @@ def run(kernels: tuple[str, ...] = KERNELS, scales: tuple[int, ...] = SCALES, sh
         for shape in shapes:
             kernel, data = _shape(shape, root)
             public = len(pd.read_csv(data / load_spec(kernel).competition.sample_submission))
-            rows += _compared(f"{shape}: public test ({public} rows)", kernel, data, public * SHAPE_SCALE, SHAPE_SCALE,
-                              root / f"{shape}-{SHAPE_SCALE}")
+            scale = SHAPE_SCALES[shape]
+            rows += _compared(f"{shape}: public test ({public} rows)", kernel, data, public * scale, scale,
+                              root / f"{shape}-{scale}")
     return rows
 
 
@@ -119,6 +122,11 @@ def _compared(label: str, kernel: Path, data: Path, hidden: int, scale: int, out
 
 def _shape(name: str, root: Path) -> tuple[Path, Path]:
     """(a private copy of the kernel, its public test) for the evaluation-API and partitioned examples."""
+    if name == "tabular":  # tabular-style: three table cards (LightGBM, scikit-learn, a torch net) on 5 rows
+        kernel = _kernel_copy("tabular-style", root)
+        data = load_spec(kernel).competition.data_dir(kernel)
+        assert data is not None
+        return kernel, data
     if name == "evalapi":
         source = REPO / "kernels" / "evalapi"
         subprocess.run([sys.executable, str(source / "make_assets.py")], check=True, cwd=REPO, stdout=subprocess.DEVNULL)

@@ -52,8 +52,9 @@ def test_the_minimal_kernel_passes_both_scenarios(tmp_path: Path) -> None:
     assert [step["name"] for step in rerun.steps] == ["linear", "ridge"]
     assert rerun.rows == 15 and len(pd.read_csv(rerun.submission)) == 15  # 5 public rows x 3
     assert rerun.hidden_rows == 200 and rerun.projection is not None
-    # 15 rows are too few to tell fixed from per-row time: a second run on 4 x 15 rows measured the second size
-    assert {tuple(c["points"][-1])[0] for c in rerun.projection["components"]} == {60}
+    # 15 rows are too few to tell fixed from per-row time: a second run on 4 x 15 rows measured the second size, and
+    # where 15 and 60 rows took the same time within its noise, a larger one up to the hidden 200 rows
+    assert {tuple(c["points"][-1])[0] for c in rerun.projection["components"]} in ({60}, {200})
     assert rerun.projection["exact"] and rerun.projected_seconds == rerun.projection["seconds"]
     assert rerun.peak_rss_bytes > 50 * 2**20 and rerun.blocked_network == []
     out = tmp_path / "build" / "minimal" / "dryrun"

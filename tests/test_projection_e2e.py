@@ -64,7 +64,11 @@ def test_after_rerun_scale_the_public_test_is_the_second_size(tmp_path: Path) ->
     assert rerun.ok and rerun.rows == 50, rerun.verdict
     assert "rerun: a second run on 5 rows (the public test, before --rerun-scale) to separate fixed from per-row time" in lines
     projection = rerun.projection or {}
-    assert projection["exact"] and {tuple(p[0] for p in c["points"]) for c in projection["components"]} == {(5, 50)}
+    # the public test is the smaller size; the larger is the replicated one, or a larger run still where 5 and 50
+    # rows took the same time within its noise
+    larger = [line for line in lines if line.startswith("rerun: a run on ")]
+    expected = (5, int(larger[-1].split()[4])) if larger else (5, 50)
+    assert projection["exact"] and {tuple(p[0] for p in c["points"]) for c in projection["components"]} == {expected}
     assert {c["method"] for c in projection["components"]} == {"two sizes"}
 
 
@@ -84,4 +88,10 @@ def test_a_table_kernels_model_load_is_fixed_not_per_row(tmp_path: Path) -> None
     projection = rerun.projection or {}
     assert {c["name"]: c["method"] for c in projection["components"]} == {
         "lgbm": "two sizes", "logreg": "two sizes", "net": "two sizes", "(notebook outside steps)": "two sizes"}
+    # a table model's per-row time hides in 5 and 50 rows' noise: larger runs, up to 10x each, under the hidden size
+    # (unless the machine's load changed between the two runs by more than the noise; tests/test_fit_sizes.py pins
+    # the sizes chosen)
+    larger = [int(line.split()[4]) for line in lines if line.startswith("rerun: a run on ")]
+    assert all(50 < rows <= 500 for rows in larger), lines
+    assert {c["points"][-1][0] for c in projection["components"]} == {larger[-1] if larger else 50}
     assert projection["seconds"] < 3 * rerun.wall_seconds, projection["summary"]

@@ -174,7 +174,10 @@ def test_a_partitioned_test_dry_runs_at_ten_times_with_real_data_in_every_replic
                               "partitions by stock_id x 10; id rebuilt as {stock_id}-{time_id}; new stock_id per copy")
     # the projection's second size (x20) is replicated the same way: real data again, no collapse
     assert "rerun: a second run on 60 rows (2x) to separate fixed from per-row time" in lines
-    assert rerun.projection is not None and {c["points"][-1][0] for c in rerun.projection["components"]} == {60}
+    # and so are the larger ones where 30 and 60 rows took the same time within its noise
+    larger = [int(line.split()[4]) for line in lines if line.startswith("rerun: a run on ")]
+    assert rerun.projection is not None and {c["points"][-1][0] for c in rerun.projection["components"]} == {
+        larger[-1] if larger else 60}
     assert not [w for w in rerun.warnings if "distinct" in w]
 
 

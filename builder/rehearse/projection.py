@@ -188,6 +188,17 @@ def fit_factor(rows: int) -> int:
     return max(2, min(MAX_FIT_FACTOR, -(-MIN_FIT_ROWS // max(rows, 1))))
 
 
+def hidden_per_row(small: RunTimes, large: RunTimes) -> float | None:
+    """The per-row seconds two sizes' times could hide in their noise, where their difference is no more than it
+    (a table model's microseconds a row over a few dozen rows); None where the difference shows the per-row time."""
+    span = large.rows - small.rows
+    difference = large.wall_seconds - small.wall_seconds
+    noise = _noise(small.wall_seconds) + _noise(large.wall_seconds)
+    if span <= 0 or difference > noise:
+        return None
+    return (max(difference, 0.0) + noise) / span
+
+
 def project(runs: Sequence[RunTimes], hidden_rows: int, limit_seconds: float | None = None,
             device: DeviceFactor | None = None) -> Projection:
     """Fit each component over ``runs`` (one or two sizes) and project it to ``hidden_rows`` on ``device``."""

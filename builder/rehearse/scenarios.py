@@ -19,7 +19,7 @@ from builder.rehearse.dryrun_settings import ScenarioRun
 from builder.rehearse.evalapi import missing_gateway_package
 from builder.rehearse.evalapi_scenario import gateway_verdict
 from builder.rehearse.evalapi_scenario import run_scenario as run_evaluation_api
-from builder.rehearse.projection import PROBE_BATCHES, RunTimes, fit_factor, times_itself
+from builder.rehearse.projection import PROBE_BATCHES, RunTimes, fit_factor, hidden_per_row, times_itself
 from builder.rehearse.report import ScenarioReport
 from builder.rehearse.scenario_report import rows_of, scenario_report, warm_up_while_the_kernel_runs
 from builder.rehearse.verdict import NOT_REHEARSED, Judgement, machine_shape
@@ -31,6 +31,9 @@ from builder.run.image_env import build_image_env
 from builder.run.limits import WORKING_LIMIT_BYTES
 from builder.run.sandbox import Mount, SandboxSpec
 from builder.run.stand_ins import input_mounts, replicated_test
+
+LARGER_GROWTH = 10  # a larger size for the time fit: at most this many times the largest so far
+LARGER_RUNS = 2  # and at most this many of them
 
 
 def _csv_scenario(run: ScenarioRun) -> ScenarioReport:
@@ -73,11 +76,41 @@ def _fit_runs(run: ScenarioRun, rows: int, result: ExecutionResult) -> tuple[Run
         return tuple(runs)
     run.say(f"a second run on {second_rows} rows ({how}) to separate fixed from per-row time")
     second = execute_kernel(build.notebook_path, build.spec.kernel.type, scenario_sandbox(run, second_data), work / "kaggle-fit")
-    if second.ok:
-        runs.append(RunTimes(second_rows, second.wall_seconds, tuple(second.steps)))
-    else:
+    if not second.ok:
         run.say(f"the second run failed ({second.ename}); projecting proportionally")
-    return tuple(runs)
+        return tuple(runs)
+    runs.append(RunTimes(second_rows, second.wall_seconds, tuple(second.steps)))
+    return tuple(_larger_sizes(run, runs, hidden))
+
+
+def _larger_sizes(run: ScenarioRun, runs: list[RunTimes], hidden: int) -> list[RunTimes]:
+    """``runs`` and, where their sizes' times differ by no more than their noise, larger replicated tests (up to
+    :data:`LARGER_GROWTH` times the largest, at most :data:`LARGER_RUNS` of them): the per-row time the noise hides
+    would otherwise be extrapolated to the hidden size at its upper bound. Each stays under the hidden size and, at
+    that bound, costs no more than the first run took."""
+    source_rows = rows_of(run.source, run.spec)
+    for index in range(LARGER_RUNS):
+        small, large = min(runs, key=lambda r: r.rows), max(runs, key=lambda r: r.rows)
+        bound = hidden_per_row(small, large)
+        if bound is None or not source_rows:
+            break
+        target = min(hidden, large.rows * LARGER_GROWTH, large.rows + int(runs[0].wall_seconds / max(bound, 1e-9)))
+        factor = target // source_rows
+        if factor * source_rows < 2 * large.rows:
+            break
+        try:
+            scaled = replicated_test(run.spec, run.source, run.work / f"fit-data-{index + 2}", factor, run.kernel_dir)
+        except DryRunError as error:
+            run.say(f"no larger size for the time fit ({error.message})")
+            break
+        run.say(f"a run on {scaled.rows} rows: {small.rows} and {large.rows} rows are too few to show the per-row time")
+        larger = execute_kernel(run.build.notebook_path, run.build.spec.kernel.type, scenario_sandbox(run, scaled.path),
+                                run.work / f"kaggle-fit-{index + 2}")
+        if not larger.ok:
+            run.say(f"the run on {scaled.rows} rows failed ({larger.ename}); the projection fits the sizes before it")
+            break
+        runs.append(RunTimes(scaled.rows, larger.wall_seconds, tuple(larger.steps)))
+    return runs
 
 
 def scenario_sandbox(run: ScenarioRun, data: Path) -> SandboxSpec:
