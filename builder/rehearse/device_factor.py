@@ -126,9 +126,14 @@ def device_factor(machine_shape: str | None, measured_on: str, *, out_dir: Path 
         *START_ALLOWANCE)
 
 
+def rehearsal_report(out_dir: Path) -> Path:
+    """Where the last ``kkb dry-run --on-kaggle`` of the build in ``out_dir`` left its report."""
+    return out_dir / ON_KAGGLE_DIR / REPORT_FILE
+
+
 def _from_rehearsal(name: str, out_dir: Path, local: Mapping[str, float]) -> DeviceFactor | None:
     """Kaggle's per-row time over the local one, per card step, from the last ``kkb dry-run --on-kaggle``."""
-    report = read_object(out_dir / ON_KAGGLE_DIR / REPORT_FILE)
+    report = read_object(rehearsal_report(out_dir))
     ratios: list[str] = []
     values: list[float] = []
     for step in report.get("steps") or ():

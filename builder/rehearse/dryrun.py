@@ -45,7 +45,7 @@ from builder.rehearse.image_notes import image_notes
 from builder.rehearse.metric_run import check_before_rerun
 from builder.rehearse.reference import check_reference, compare_reference
 from builder.rehearse.report import SCENARIOS, DryRunReport, ScenarioReport
-from builder.rehearse.scenario_report import DISK_FULL
+from builder.rehearse.scenario_report import DISK_FULL, warm_up_while_the_kernel_runs
 from builder.rehearse.scenarios import REHEARSALS
 from builder.rehearse.wheelhouse import dry_run_check
 from builder.run.image_env import image_env_note
@@ -139,6 +139,7 @@ def _run_scenario(scenario: Scenario, settings: DryRunSettings, build: BuildResu
     """One scenario in a temporary folder of its own: its stand-in test replicated there (``--rerun-scale``), then run
     and judged by its kind's rehearsal."""
     spec = build.spec
+    warm_up_while_the_kernel_runs()  # judging the run needs pandas: imported meanwhile
     work = Path(tempfile.mkdtemp(prefix=f"kkb-dryrun-{scenario}-"))
     try:
         scaled = (replicated_test(spec, data, work / "scaled", settings.rerun_scale, Path(settings.kernel_dir))

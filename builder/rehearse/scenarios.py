@@ -13,15 +13,15 @@ from builder.errors import DryRunError
 from builder.kkb_runtime.cards.views import ROWS_VARIABLE
 from builder.kkb_runtime.timing import HIDDEN_ROWS_VARIABLE, PROBE_VARIABLE
 from builder.kkb_runtime.vocabulary import SubmissionKind
-from builder.project.layout import ON_KAGGLE_DIR, REPORT_FILE
 from builder.project.spec import KernelSpec
+from builder.rehearse.device_factor import rehearsal_report
 from builder.rehearse.dryrun_settings import ScenarioRun
 from builder.rehearse.evalapi import missing_gateway_package
 from builder.rehearse.evalapi_scenario import gateway_verdict
 from builder.rehearse.evalapi_scenario import run_scenario as run_evaluation_api
 from builder.rehearse.projection import PROBE_BATCHES, RunTimes, fit_factor, hidden_per_row, times_itself
 from builder.rehearse.report import ScenarioReport
-from builder.rehearse.scenario_report import rows_of, scenario_report, warm_up_while_the_kernel_runs
+from builder.rehearse.scenario_report import rows_of, scenario_report
 from builder.rehearse.verdict import NOT_REHEARSED, Judgement, machine_shape
 from builder.rehearse.wheelhouse import dry_run_mounts
 from builder.run.execute import ExecutionResult
@@ -41,7 +41,6 @@ def _csv_scenario(run: ScenarioRun) -> ScenarioReport:
     ``run.source`` is the data before ``--rerun-scale``: the time projection may run a second size from it."""
     build = run.build
     run.say(f"running the {build.spec.kernel.type}")
-    warm_up_while_the_kernel_runs()
     result = execute_kernel(build.notebook_path, build.spec.kernel.type, scenario_sandbox(run, run.data),
                             run.work / "kaggle", progress=run.say)
     run.say(f"finished in {result.wall_seconds:.1f} s ({result.isolation} sandbox)")
@@ -52,15 +51,16 @@ def _csv_scenario(run: ScenarioRun) -> ScenarioReport:
 def _fit_runs(run: ScenarioRun, rows: int, result: ExecutionResult) -> tuple[RunTimes, ...]:
     """The runs the time projection fits: this one (``rows``), plus a second size to tell fixed from per-row time:
     ``source`` (the data before ``--rerun-scale``) replicated further when the test is too small to tell them apart,
-    else, after ``--rerun-scale``, the public test itself (a smaller, cheaper run)."""
-    scenario, settings, build, source, work, spec = run.scenario, run.settings, run.build, run.source, run.work, run.spec
+    else, after ``--rerun-scale``, the public test itself (a smaller, cheaper run); then larger sizes where those two
+    cannot show the per-row time (:func:`_larger_sizes`)."""
+    settings, build, source, work, spec = run.settings, run.build, run.source, run.work, run.spec
     runs = [RunTimes(rows, result.wall_seconds, tuple(result.steps))]
     hidden = run.hidden_rows
     factor = fit_factor(rows)
-    if scenario != "rerun" or not settings.fit or not hidden or hidden <= rows or not result.ok:
+    if not run.projected or not hidden or not settings.fit or hidden <= rows or not result.ok:
         return tuple(runs)
     if not REHEARSALS[spec.submission.kind].fits_second_size or (result.steps and all(map(times_itself, result.steps))):
-        return tuple(runs)  # image card steps time themselves; the gateway drives evaluation-API kernels
+        return tuple(runs)  # image card steps time themselves, as do declared fits; the gateway drives evaluation-API kernels
     if factor > 1:  # too few rows to tell fixed from per-row time: the test replicated further
         try:
             scaled = replicated_test(spec, source, work / "fit-data", factor * settings.rerun_scale, run.kernel_dir)
@@ -88,10 +88,11 @@ def _larger_sizes(run: ScenarioRun, runs: list[RunTimes], hidden: int) -> list[R
     :data:`LARGER_GROWTH` times the largest, at most :data:`LARGER_RUNS` of them): the per-row time the noise hides
     would otherwise be extrapolated to the hidden size at its upper bound. Each stays under the hidden size and, at
     that bound, costs no more than the first run took."""
-    source_rows = rows_of(run.source, run.spec)
+    source_rows = 0  # the public test's rows, read once a larger run is wanted
     for index in range(LARGER_RUNS):
         small, large = min(runs, key=lambda r: r.rows), max(runs, key=lambda r: r.rows)
         bound = hidden_per_row(small, large)
+        source_rows = source_rows or (rows_of(run.source, run.spec) if bound is not None else 0)
         if bound is None or not source_rows:
             break
         target = min(hidden, large.rows * LARGER_GROWTH, large.rows + int(runs[0].wall_seconds / max(bound, 1e-9)))
@@ -140,7 +141,7 @@ def _probe_env(run: ScenarioRun) -> dict[str, str]:
     rehearsal on Kaggle, whose per-row rates are set against the local ones for the device factor."""
     if not run.projected:
         return {}
-    rehearsed = (run.build.out_dir / ON_KAGGLE_DIR / REPORT_FILE).is_file()
+    rehearsed = rehearsal_report(run.build.out_dir).is_file()
     return {PROBE_VARIABLE: str(PROBE_BATCHES)} | ({} if rehearsed else {HIDDEN_ROWS_VARIABLE: str(run.hidden_rows)})
 
 
@@ -151,7 +152,6 @@ def _evaluation_api_scenario(run: ScenarioRun) -> ScenarioReport:
     section = evaluation_section(build.spec)
     sandbox = scenario_sandbox(run, data)
     sandbox = replace(sandbox, extra_env={**sandbox.extra_env, **sandbox_env(section)})
-    warm_up_while_the_kernel_runs()
     ran = run_evaluation_api(run.scenario, sandbox, build.notebook_path, build.spec, data, run.work)
     if ran.rerun is not None:
         (run.out / "rerun.gateway.log").write_text(ran.gateway_log)

@@ -84,14 +84,7 @@ def choose_isolation(requested: IsolationRequest = "auto") -> IsolationChoice:
     ``$KKB_SANDBOX_ISOLATION`` overrides ``auto``, for a machine where a probe passes but kernels
     still cannot start.
     """
-    if requested == "auto":
-        override = os.environ.get("KKB_SANDBOX_ISOLATION", "auto")
-        if override not in ("auto", *MODES):
-            raise DryRunError(f"KKB_SANDBOX_ISOLATION={override!r} is not a sandbox isolation",
-                              hint="use bwrap, namespace, python, or unset it")
-        requested = override  # type: ignore[assignment]
-    if requested not in ("auto", *MODES):
-        raise DryRunError(f"unknown sandbox isolation '{requested}'", hint="use auto, bwrap, namespace or python")
+    requested = _resolved(requested)
     if requested == Isolation.PYTHON:
         return IsolationChoice(Isolation.PYTHON)
     skipped: list[str] = []
@@ -108,10 +101,27 @@ def choose_isolation(requested: IsolationRequest = "auto") -> IsolationChoice:
     return IsolationChoice(Isolation.PYTHON, tuple(skipped))
 
 
-def probe_soon(requested: IsolationRequest = "auto") -> None:
-    """Start the probe :func:`choose_isolation` will want first, in a background thread: a sandbox started by the
-    probe is a process of its own, and the caller's work goes on meanwhile (:func:`probe` waits for it)."""
-    mode = os.environ.get("KKB_SANDBOX_ISOLATION", "auto") if requested == "auto" else requested
+def _resolved(requested: IsolationRequest) -> IsolationRequest:
+    """``requested``, with ``$KKB_SANDBOX_ISOLATION`` in place of ``auto``; an unknown one refused."""
+    if requested == "auto":
+        override = os.environ.get("KKB_SANDBOX_ISOLATION", "auto")
+        if override not in ("auto", *MODES):
+            raise DryRunError(f"KKB_SANDBOX_ISOLATION={override!r} is not a sandbox isolation",
+                              hint="use bwrap, namespace, python, or unset it")
+        requested = override  # type: ignore[assignment]
+    if requested not in ("auto", *MODES):
+        raise DryRunError(f"unknown sandbox isolation '{requested}'", hint="use auto, bwrap, namespace or python")
+    return requested
+
+
+def probe_soon() -> None:
+    """Start the probe :func:`choose_isolation` (``auto``) will want first, in a background thread: a sandbox started
+    by the probe is a process of its own, and the caller's work goes on meanwhile (:func:`probe` waits for it). A
+    refused ``$KKB_SANDBOX_ISOLATION`` starts nothing here: :func:`choose_isolation` says so where the run needs it."""
+    try:
+        mode = _resolved("auto")
+    except DryRunError:
+        return
     if mode in ("auto", Isolation.BWRAP):
         threading.Thread(target=probe, args=(Isolation.BWRAP,), name="kkb-sandbox-probe", daemon=True).start()
 
