@@ -62,7 +62,7 @@ class KernelRun:
 
     config: KernelConfig
     inputs: Inputs
-    sample_read: SampleRead | pd.DataFrame  # read in the background by start(); a frame as it is
+    sample_read: SampleRead  # the sample submission, read in the background from start()
     finished: bool = False
     decision: commit.FastCommitDecision | None = None
     steps: list[StepResult] = field(default_factory=list)
@@ -76,11 +76,11 @@ class KernelRun:
     @property
     def sample(self) -> pd.DataFrame:
         """The sample submission (waits for its background read)."""
-        return self.sample_read.frame() if isinstance(self.sample_read, SampleRead) else self.sample_read
+        return self.sample_read.frame()
 
     def _sample_readable(self) -> None:
         """A sample that could not be read fails the run now, not after every step (the read runs meanwhile)."""
-        failed = self.sample_read.failed() if isinstance(self.sample_read, SampleRead) else None
+        failed = self.sample_read.failed()
         if failed is not None:
             raise failed
 

@@ -5,8 +5,9 @@ Kaggle's API has no call for it (kaggle-runtime.md §9):
 
 * the daily submission limit is team-wide and resets at **00:00 UTC** (observed; the API gives counts only);
 * an account runs at most **2 GPU batch sessions** at once (observed; not in the API): the sessions running are
-  found by asking the status of the recent versions of the user's GPU kernels run within 12 h (``ListKernels``,
-  every page), since a session is visible only through its kernel's versions;
+  found by asking the status of the recent versions of the user's GPU kernels run within 12 h (``ListKernels``
+  sorted by date run, page by page until a page ran wholly before that), since a session is visible only through its
+  kernel's versions;
 * a version of *this* kernel still queued or running is found the same way, plus every version kkb pushed
   within a session's longest life (12 h) that it has not seen end.
 
@@ -167,7 +168,8 @@ def kernel_runs(ctx: Session, kernel_id: str, current: int | None, machine_shape
 
 def running_sessions(ctx: Session) -> tuple[RunningSession, ...]:
     """The account's sessions Kaggle says are queued or running, among its GPU and TPU kernels run within a
-    session's longest life (every page of the account's kernels: one on page 2 runs as well)."""
+    session's longest life (the account's kernels page by page, newest run first, down to the first page run before
+    that: one on page 2 runs as well)."""
     since = now_utc() - timedelta(seconds=SESSION_LIMIT_S)
     found = []
     kernels = [k for k in ctx.adapter.my_kernels(run_since=since) if (k.gpu or k.tpu) and k.current_version

@@ -20,6 +20,7 @@ from ...card import Card
 from ...config import KernelConfig
 from ...context import Context
 from ...inputs import find_competition, find_dataset
+from ...submission import read_sample, target_columns, write_submission
 
 if TYPE_CHECKING:  # imported where used: importing kkb_runtime stays free of them (kkb_runtime/__init__)
     import numpy as np
@@ -88,7 +89,6 @@ def step_columns(config: KernelConfig, environ: Mapping[str, str], card: Card, p
 
 def prediction_columns(config: KernelConfig, sample: pd.DataFrame) -> list[str]:
     """``[submission] prediction_columns``, else the sample's target columns."""
-    from ...submission import target_columns
 
     submission = config.submission
     return list(submission.prediction_columns) or target_columns(sample, submission.id_column, submission.target_columns)
@@ -165,7 +165,6 @@ def require_columns(frame: pd.DataFrame, wanted: Sequence[str], card: Card, wher
 
 def make_table_job(card: Card, out: Path, config: KernelConfig, competition: Path, weights: Path,
                    environ: Mapping[str, str], row_limit: int | None) -> TableJob:
-    from ...submission import read_sample
 
     id_column = config.submission.id_column
     sample_path = competition / config.competition.sample_submission
@@ -183,7 +182,6 @@ def write_table_output(job: TableJob, values: np.ndarray) -> Path:
     import numpy as np
     import pandas as pd
 
-    from ...submission import write_submission
     values = np.asarray(values, dtype=np.float64).reshape(len(job.ids), -1)
     frame = pd.DataFrame(values, columns=job.columns)
     frame.insert(0, job.id_column, job.ids)
@@ -197,7 +195,6 @@ def table_job(card: Card, out: Path, environ: Mapping[str, str], config: KernelC
 
 def first_rows(config: KernelConfig, data: Path, rows: int) -> pd.DataFrame:
     """The first ``rows`` test rows in the sample's order, as the kernel hands them to a card (a view's rows)."""
-    from ...submission import read_sample
 
     id_column = config.submission.id_column
     sample = data / config.competition.sample_submission

@@ -22,6 +22,7 @@ from ... import timing
 from ...card import weighted_folds
 from ...config import KernelConfig
 from ...steps import write_step_meta
+from ...submission import read_sample, write_submission
 from ..common import device as devices
 from ..common import models
 from ..common.device import free_memory
@@ -114,7 +115,6 @@ def output_columns(card: ImageCard, targets: Sequence[str], width: int | None = 
 
 
 def make_job(card: ImageCard, built: ImageBuilt, out: Path, config: KernelConfig, environ: Mapping[str, str]) -> Job:
-    from ...submission import read_sample
 
     competition = competition_dir(config, environ)
     id_column = config.submission.id_column
@@ -371,7 +371,6 @@ def write_output(job: Job, values: np.ndarray) -> Path:
     import numpy as np
     import pandas as pd
 
-    from ...submission import write_submission
     columns = output_columns(job.card, job.targets, values.shape[1] if values.ndim == 2 else 0)
     frame = pd.DataFrame(values.astype(np.float64), columns=columns)
     frame.insert(0, job.id_column, job.ids)
@@ -425,7 +424,6 @@ def run(card: ImageCard, built: ImageBuilt, out: Path, environ: Mapping[str, str
 
 def view(card: ImageCard, built: ImageBuilt, config: KernelConfig, weights: Path, data: Path, rows: int) -> ViewRows:
     """The tensor after the card's pipeline: shape, dtype, per-channel mean and std, value range."""
-    from ...submission import read_sample
 
     id_column = config.submission.id_column
     ids = read_sample(data / config.competition.sample_submission, id_column)[id_column].astype(str).tolist()[:rows]
