@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -123,6 +124,19 @@ def test_a_failing_check_is_never_recorded_as_passed(tmp_path: Path) -> None:
     for _ in range(2):  # refused every time, not only the first
         with pytest.raises(Exception, match="submission.column_types.nope"):
             build_kernel(settings)
+
+
+def test_the_public_data_checks_read_a_data_folder_under_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``data = "~/..."`` is the sample the checks read (and the record's key stats), not a folder named ``~``."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    kernel = shutil.copytree(KERNELS / "minimal", tmp_path / "k")
+    shutil.copytree(kernel / "data" / "competition" / "public", tmp_path / "home" / "public")
+    toml = kernel / "kernel.toml"
+    text = re.sub(r'(?m)^data = "[^"]*"', 'data = "~/public"', toml.read_text())
+    toml.write_text(text.replace('target_columns = ["target"]', 'target_columns = ["target"]\n'
+                                 'column_types = { nope = "int" }'))
+    with pytest.raises(Exception, match="submission.column_types.nope"):
+        build_kernel(BuildSettings(kernel_dir=kernel, out_dir=tmp_path / "build"))
 
 
 @pytest.mark.parametrize(("hidden_rows", "rehearsed", "env"), [

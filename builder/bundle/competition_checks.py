@@ -15,6 +15,7 @@ from pathlib import Path
 from builder.errors import SpecError
 from builder.kkb_runtime.metric_file import metric_file_reference, signature_of
 from builder.kkb_runtime.metrics import parse_metric
+from builder.kkb_runtime.submission import read_sample
 from builder.project.metric_setting import resolve_metric
 from builder.project.public_ids import check_public_ids
 from builder.project.spec import SPEC_FILE, KernelSpec
@@ -68,13 +69,11 @@ def _check_metric_file(spec: KernelSpec, kernel_dir: Path, where: str) -> None:
 
 
 def _check_public_ids(spec: KernelSpec, kernel_dir: Path, where: str) -> None:
-    import pandas as pd
     id_column = spec.submission.id_column
-    data = spec.competition.data_dir(kernel_dir)
-    sample = data / spec.competition.sample_submission if data is not None else None
+    sample = spec.competition.public_sample(kernel_dir)
     test_ids = None
     if sample is not None and sample.is_file():
-        frame = pd.read_csv(sample, dtype={id_column: str})
+        frame = read_sample(sample, id_column)
         test_ids = set(frame[id_column].astype(str)) if id_column in frame.columns else None
     check_public_ids(kernel_dir / str(spec.competition.public_ids), where, id_column, test_ids,
                      f"the public test ({sample})", whole=False)  # the public test may be the public part, whole

@@ -48,11 +48,8 @@ def check_against_public_data(spec: KernelSpec, kernel_dir: Path) -> tuple[CardC
 
 
 def _check_csv_kernel(spec: KernelSpec, kernel_dir: Path) -> tuple[CardCheck, ...]:
-    if spec.competition.data is None:
-        return ()
-    data = kernel_dir / spec.competition.data
-    sample_path = data / spec.competition.sample_submission
-    if not sample_path.is_file():
+    sample_path = spec.competition.public_sample(kernel_dir)
+    if sample_path is None or not sample_path.is_file():
         return ()
     id_column = spec.submission.id_column
     sample = read_sample(sample_path, id_column)

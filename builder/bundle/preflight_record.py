@@ -23,8 +23,7 @@ SCHEMA = "kkb.preflight/1"
 
 
 def preflight_key(spec: KernelSpec, kernel_dir: Path) -> str:
-    data = spec.competition.data
-    sample = kernel_dir / data / spec.competition.sample_submission if data is not None else None  # as the checks
+    sample = spec.competition.public_sample(kernel_dir)
     try:
         found = os.stat(sample) if sample is not None else None
     except OSError:

@@ -186,6 +186,11 @@ class CompetitionSection(_Strict):
         """``data`` resolved: ``~`` expanded, a relative path taken from the kernel folder."""
         return None if self.data is None else Path(kernel_dir) / Path(self.data).expanduser()
 
+    def public_sample(self, kernel_dir: Path) -> Path | None:
+        """The public data's sample submission (it may not exist), or None without ``data``."""
+        data = self.data_dir(kernel_dir)
+        return None if data is None else data / self.sample_submission
+
 
 class FileSelection(_Strict):
     include: list[str] = Field(default_factory=list)

@@ -110,8 +110,7 @@ def compare_submissions(settings: CompareSettings) -> Comparison:
         right, label = scored.file, f"v{scored.kernel_version} ({scored.score or 'scored'})"
     sample = None
     if spec is not None and settings.kernel_dir is not None:
-        data = spec.competition.data_dir(Path(settings.kernel_dir))
-        candidate = data / spec.competition.sample_submission if data is not None else None
+        candidate = spec.competition.public_sample(Path(settings.kernel_dir))
         sample = candidate if candidate is not None and candidate.is_file() else None
     return compare_files(Path(settings.left), right, settings.id_column or (spec.submission.id_column if spec else None),
                          tolerance=settings.tolerance, decimals=spec.submission.decimals if spec else None, sample=sample,
